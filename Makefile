@@ -1,0 +1,38 @@
+# Set-up and the everyday commands (see README.md). Every target installs what it needs into $(VENV) first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.azr-installed
+TINY := runs/tiny-model
+PYTEST_ARGS ?=
+
+.PHONY: install demo test lint format clean
+
+install: $(STAMP)
+
+# CPU install: constraints.txt keeps pip on torch 2.13.0 (the local CPU wheel) instead of a multi-GB CUDA build.
+$(STAMP): pyproject.toml requirements.txt constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt --no-deps -e .
+	touch $@
+
+$(TINY)/config.json: $(STAMP)
+	$(BIN)/azr tiny-model $(TINY)
+
+demo: $(TINY)/config.json
+	$(BIN)/azr-train --config examples/tiny.yaml
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache
