@@ -1,0 +1,415 @@
+"""Run configuration: one dataclass per section, loaded from YAML/JSON, overridden by `--set a.b=c`, validated.
+
+Owns the schema (each field's `help` is its only documentation), path resolution relative to the config file,
+the legacy `azr:` schema, and saving the resolved config. Generic coercion lives in `azr.schema`. Nothing here
+imports torch/transformers/trl at module level; `grpo:` keys are checked against TRL's `GRPOConfig` only when the
+caller asks (`check_grpo=True`, done by `azr train`), because importing TRL takes seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from azr.logs import atomic_write_text
+from azr.schema import ConfigError, build, did_you_mean, field, iter_fields, load_raw, parse_overrides
+
+log = logging.getLogger(__name__)
+
+# GRPOConfig fields that azr sets from its own top-level fields, so each has one source of truth.
+MANAGED_GRPO_FIELDS = ("output_dir", "seed")
+DATA_SPLITS = ("train", "held-out")
+PATH_FIELDS = ("output_dir", "model.name_or_path", "data.train", "data.eval", "vllm.python")
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = field(True, "Train LoRA adapters (peft) instead of all weights.")
+    r: int = field(16, "LoRA rank.", gt=0)
+    alpha: int = field(32, "LoRA alpha; the update is scaled by alpha / r.", gt=0)
+    dropout: float = field(0.05, "Dropout on the LoRA branch.", ge=0, le=1)
+    target_modules: str | list[str] = field(
+        "all-linear", "Modules to adapt: a list of module names, or 'all-linear' for every linear layer but the head."
+    )
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = field(
+        "",
+        "Hub id (e.g. Qwen/Qwen2.5-Coder-7B-Instruct) or local directory; a path starting with ./ ../ / or ~, "
+        "or one that exists beside the config file, is resolved relative to the config file.",
+    )
+    revision: str | None = field(None, "Hub revision (branch, tag or commit) to load.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(
+        "auto", "Weight dtype; 'auto' is bfloat16 on a GPU that supports it and float32 on CPU."
+    )
+    backend: Literal["hf", "unsloth"] = field(
+        "hf", "Model loader: transformers ('hf') or unsloth (GPU, optional extra)."
+    )
+    quantization: Literal["none", "4bit", "8bit"] = field("none", "Load the base model quantized with bitsandbytes.")
+    trust_remote_code: bool = field(False, "Allow model code from the hub repository to run (transformers flag).")
+    attn_implementation: str | None = field(
+        None, "Attention kernel, e.g. 'sdpa' or 'flash_attention_2'; default lets transformers choose."
+    )
+    gradient_checkpointing: bool = field(True, "Recompute activations in the backward pass to save memory.")
+    lora: LoraConfig = field(factory=LoraConfig, help="LoRA adapter settings.")
+
+
+@dataclass
+class DataConfig:
+    train: str = field(
+        "train",
+        "Training tasks: a shipped split ('train', 'held-out') or a path to a .jsonl, .json or "
+        ".parquet file (relative to the config file).",
+    )
+    eval: str | None = field("held-out", "Evaluation tasks, same forms as 'train'; null for none.")
+    column_map: dict[str, str] = field(
+        factory=dict,
+        help="Task field -> column in your file, e.g. {prompt: text, solution: code, tests: test_list} "
+        "for MBPP-style data; unmapped columns are ignored.",
+    )
+    max_tasks: int | None = field(None, "Use at most this many training tasks (after shuffling); null for all.", gt=0)
+    shuffle: bool = field(True, "Shuffle the training tasks with the run's seed.")
+
+
+@dataclass
+class SandboxConfig:
+    backend: Literal["auto", "bwrap", "nsjail", "process"] = field(
+        "auto",
+        "Isolation for model code: 'auto' picks the strongest that works (bwrap, then nsjail); 'process' has "
+        "no namespaces and is used only when chosen or when nothing else works.",
+    )
+    workers: int | None = field(None, "Sandbox worker processes; null for one per CPU core.", gt=0)
+    timeout_s: float = field(
+        5.0, "Default wall-clock limit for one program with its tests (a task may set its own).", gt=0
+    )
+    memory_mb: int = field(512, "Default address-space limit for one program, in MiB (a task may set its own).", gt=0)
+    max_output_kb: int = field(64, "Cap on captured stdout and stderr, each, in KiB.", gt=0)
+    max_infra_failure_rate: float = field(
+        0.05,
+        "Stop the run when more than this fraction of a step's executions fail for infrastructure reasons.",
+        ge=0,
+        le=1,
+    )
+
+
+@dataclass
+class RewardSpec:
+    name: str = field(
+        "", "Reward function: a registered name (e.g. 'tests', 'format') or a dotted path 'pkg.mod:func'."
+    )
+    weight: float = field(1.0, "Weight of this reward in the weighted sum.")
+    params: dict[str, Any] = field(factory=dict, help="Keyword arguments for a parametrised reward.")
+
+
+def _default_rewards() -> list[RewardSpec]:
+    return [RewardSpec("tests", 1.0), RewardSpec("format", 0.1)]
+
+
+@dataclass
+class EndpointConfig:
+    """Fields shared by the remote models (opponent, teacher)."""
+
+    enabled: bool = field(False, "Use this remote model.")
+    api: Literal["chat", "responses"] = field(
+        "chat", "Chat Completions (any OpenAI-compatible server) or OpenAI Responses."
+    )
+    base_url: str = field("", "API base URL, e.g. https://api.together.xyz/v1 or http://127.0.0.1:8000/v1.")
+    model: str = field("", "Model name at the endpoint.")
+    api_key_env: str | None = field(None, "Name of the environment variable holding the API key (never the key).")
+    max_tokens: int = field(4096, "Completion token budget; large enough for the answer after any reasoning.", gt=0)
+    temperature: float = field(0.7, "Sampling temperature.", ge=0)
+    top_p: float = field(1.0, "Nucleus sampling threshold.", gt=0, le=1)
+    timeout_s: float = field(120.0, "Per-request timeout.", gt=0)
+    max_retries: int = field(4, "Retries on 429/5xx/timeouts, with exponential backoff and jitter.", ge=0)
+    concurrency: int = field(8, "Requests in flight at once.", gt=0)
+    reasoning_effort: Literal["low", "medium", "high"] | None = field(None, "Reasoning effort for models that take it.")
+    extra_body: dict[str, Any] = field(
+        factory=dict, help="Extra JSON fields sent with every request (provider options)."
+    )
+
+
+@dataclass
+class SelfPlayConfig(EndpointConfig):
+    weight: float = field(0.3, "w in the blended reward (1 - w) * base + w * self-play.", ge=0, le=1)
+
+
+@dataclass
+class TeacherConfig(EndpointConfig):
+    pass
+
+
+@dataclass
+class TeacherAssistConfig:
+    enabled: bool = field(False, "Ask the teacher for hints on tasks the policy failed; needs teacher.enabled.")
+    hint_prob_neither: float = field(0.5, "Chance of a hint when both policy and opponent failed a task.", ge=0, le=1)
+    hint_prob_opponent_only: float = field(0.5, "Chance of a hint when only the opponent solved a task.", ge=0, le=1)
+    max_hint_chars: int = field(600, "Hints are cut to this many characters (after removing code).", gt=0)
+    solution_prob: float = field(0.0, "Chance of also asking for a full solution, saved to the SFT buffer.", ge=0, le=1)
+    sft_buffer: str = field("teacher_solutions.jsonl", "SFT buffer file for teacher solutions, relative to output_dir.")
+
+
+@dataclass
+class ThinkingConfig:
+    policy: bool = field(False, "Let the policy think: passes enable_thinking to its chat template.")
+    policy_budget_tokens: int = field(0, "Tokens added to the completion length for the policy's thinking.", ge=0)
+    opponent: bool = field(False, "Ask the opponent to reason before answering (where its API supports it).")
+    opponent_budget_tokens: int = field(0, "Tokens added to the opponent's max_tokens for reasoning.", ge=0)
+    teacher: bool = field(False, "Ask the teacher to reason before answering (where its API supports it).")
+    teacher_budget_tokens: int = field(0, "Tokens added to the teacher's max_tokens for reasoning.", ge=0)
+
+
+@dataclass
+class VllmConfig:
+    sidecar: bool = field(False, "Launch a vLLM server beside the trainer and generate with it (TRL server mode).")
+    python: str | None = field(None, "Python interpreter of the vLLM environment; null for the trainer's own.")
+    host: str = field("127.0.0.1", "Address the sidecar listens on.")
+    port: int = field(8000, "Port the sidecar listens on.", gt=0, le=65535)
+    gpu_memory_utilization: float = field(0.85, "Fraction of the sidecar GPU's memory vLLM may use.", gt=0, le=1)
+    tensor_parallel_size: int = field(1, "GPUs the sidecar shards the model over.", gt=0)
+    max_model_len: int | None = field(None, "Context length for the sidecar; null for the model's own.", gt=0)
+    startup_timeout_s: float = field(600.0, "How long to wait for the sidecar's health check.", gt=0)
+    extra_args: list[str] = field(factory=list, help="Extra command-line arguments for the vLLM server.")
+
+
+@dataclass
+class LoggingConfig:
+    level: Literal["debug", "info", "warning", "error"] = field("info", "Console log level.")
+    generations: bool = field(True, "Write prompts, completions and per-test outcomes to generations/*.jsonl.")
+    generations_max_mb: float = field(64.0, "Rotate a generations file once it reaches this size.", gt=0)
+    console: Literal["rich", "plain"] = field("rich", "Progress bar and summary table ('rich') or plain log lines.")
+
+
+@dataclass
+class AzrConfig:
+    output_dir: str = field(
+        "runs/azr",
+        "Where the run writes config, logs, checkpoints and the final adapter (relative to the config file).",
+    )
+    seed: int = field(42, "Seed for data shuffling, sampling and TRL (grpo.seed is set from it).")
+    model: ModelConfig = field(factory=ModelConfig, help="Policy model.")
+    grpo: dict[str, Any] = field(factory=dict, help="Any trl.GRPOConfig field, passed through untouched.")
+    data: DataConfig = field(factory=DataConfig, help="Task datasets.")
+    sandbox: SandboxConfig = field(factory=SandboxConfig, help="Execution of model code.")
+    rewards: list[RewardSpec] = field(factory=_default_rewards, help="Reward functions and their weights.")
+    self_play: SelfPlayConfig = field(factory=SelfPlayConfig, help="Remote opponent on the same tasks.")
+    teacher: TeacherConfig = field(factory=TeacherConfig, help="Stronger remote model that gives hints.")
+    teacher_assist: TeacherAssistConfig = field(factory=TeacherAssistConfig, help="When and how the teacher helps.")
+    thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
+    vllm: VllmConfig = field(factory=VllmConfig, help="vLLM generation sidecar.")
+    logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")
+
+
+# Legacy schema (a single top-level `azr:` section) -> new dotted field.
+LEGACY_KEYS = {
+    "model_id": "model.name_or_path",
+    "quantization": "model.quantization",
+    "lora.r": "model.lora.r",
+    "lora.alpha": "model.lora.alpha",
+    "lora.target_modules": "model.lora.target_modules",
+    "rlhf.num_generations": "grpo.num_generations",
+    "rlhf.max_completion_length": "grpo.max_completion_length",
+    "rlhf.temperature": "grpo.temperature",
+    "rlhf.top_p": "grpo.top_p",
+    "rlhf.clip_range_ratio": "grpo.epsilon",
+    "rlhf.kl_coeff": "grpo.beta",
+    "rlhf.importance_sampling_level": "grpo.importance_sampling_level",
+    "rlhf.gradient_accumulation_steps": "grpo.gradient_accumulation_steps",
+}
+_LEGACY_QUANTIZATION = {None: "none", False: "none", "nf4": "4bit", "int4": "4bit", "int8": "8bit"}
+
+
+def load_config(
+    path: str | Path | None = None, overrides: Sequence[str] = (), *, check_grpo: bool = False
+) -> AzrConfig:
+    """Read FILE (YAML or JSON), apply `--set` overrides, validate, resolve paths; raise ConfigError on bad input.
+
+    Relative paths written in the file are relative to the file; those from `--set` and defaults, to the CWD.
+    """
+    raw: dict[str, Any] = {}
+    file_base = Path.cwd()
+    if path is not None:
+        raw = normalise_legacy(load_raw(Path(path)), str(path))
+        file_base = Path(path).resolve().parent
+    from_cli = set()
+    for dotted, value in parse_overrides(overrides):
+        _set_dotted(raw, dotted, value)
+        from_cli.add(dotted)
+    cfg = build(AzrConfig, raw, "")
+    _check_cross_fields(cfg)
+    _resolve_paths(cfg, file_base if path is not None else Path.cwd(), from_cli | _unset_paths(raw))
+    if check_grpo:
+        validate_grpo(cfg.grpo)
+    return cfg
+
+
+def normalise_legacy(raw: dict[str, Any], source: str) -> dict[str, Any]:
+    """Map the seed project's `azr:` section onto the current schema, with a warning; other sections are kept."""
+    if "azr" not in raw:
+        return raw
+    legacy = raw.pop("azr")
+    if not isinstance(legacy, dict):
+        raise ConfigError(f"azr: expected a mapping (legacy schema), got {type(legacy).__name__}")
+    for dotted, value in _flatten(legacy):
+        target = LEGACY_KEYS.get(dotted)
+        if target is None:
+            raise ConfigError(f"azr.{dotted}: unknown legacy key{did_you_mean(dotted, LEGACY_KEYS)}")
+        if target == "model.quantization":
+            value = _LEGACY_QUANTIZATION.get(value, value)
+        section, _, rest = target.partition(".")
+        node = raw.setdefault(section, {})
+        *parents, leaf = rest.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        if leaf in node:
+            raise ConfigError(f"{target}: set twice, as {target} and as legacy azr.{dotted}")
+        node[leaf] = value
+    log.warning(
+        "%s: legacy 'azr:' schema converted; `azr config show --config %s` prints the current form", source, source
+    )
+    return raw
+
+
+def _flatten(node: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out = []
+    for key, value in node.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and dotted in ("lora", "rlhf"):
+            out.extend(_flatten(value, dotted + "."))
+        else:
+            out.append((dotted, value))
+    return out
+
+
+def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set raw[a][b]... = value; a list the file leaves out (e.g. `rewards`) starts as its default, so that
+    `--set rewards.1.weight=0.5` edits the default second reward."""
+    node: Any = raw
+    default: Any = dataclasses.asdict(AzrConfig())
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        where = ".".join(parts[: depth + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"--set {where}: expected a list index below {len(node)}")
+            part = int(part)
+        elif not isinstance(node, dict):
+            raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth])}' is a value, not a section")
+        default = _child(default, part)
+        if depth == len(parts) - 1:
+            node[part] = value
+        else:
+            if isinstance(node, dict) and node.get(part) is None:
+                node[part] = copy.deepcopy(default) if isinstance(default, list) else {}
+            node = node[part]
+
+
+def _child(node: Any, key: Any) -> Any:
+    if isinstance(node, dict):
+        return node.get(key)
+    if isinstance(node, list) and isinstance(key, int) and key < len(node):
+        return node[key]
+    return None
+
+
+def _resolve_paths(cfg: AzrConfig, file_base: Path, from_cli: set[str]) -> None:
+    """Make relative paths absolute: against the config file's folder if written there, else against the CWD."""
+
+    def absolute(key: str, value: str) -> str:
+        base = file_base if key not in from_cli else Path.cwd()
+        return str((base / Path(value).expanduser()).resolve())
+
+    cfg.output_dir = absolute("output_dir", cfg.output_dir)
+    name = cfg.model.name_or_path
+    if name.startswith((".", "/", "~")) or (name and Path(absolute("model.name_or_path", name)).exists()):
+        cfg.model.name_or_path = absolute("model.name_or_path", name)
+    for key in ("train", "eval"):
+        value = getattr(cfg.data, key)
+        if value is not None and value not in DATA_SPLITS:
+            setattr(cfg.data, key, absolute(f"data.{key}", value))
+    if cfg.vllm.python and "/" in cfg.vllm.python:
+        cfg.vllm.python = absolute("vllm.python", cfg.vllm.python)
+
+
+def _unset_paths(raw: dict[str, Any]) -> set[str]:
+    """Path fields the file does not set: their defaults are relative to the CWD, not to the config file."""
+
+    def given(dotted: str) -> bool:
+        node: Any = raw
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    return {key for key in PATH_FIELDS if not given(key)}
+
+
+def _check_cross_fields(cfg: AzrConfig) -> None:
+    if not cfg.model.name_or_path:
+        raise ConfigError("model.name_or_path: required (a hub id or a local model directory)")
+    for name in ("self_play", "teacher"):
+        endpoint = getattr(cfg, name)
+        for required in ("base_url", "model"):
+            if endpoint.enabled and not getattr(endpoint, required):
+                raise ConfigError(f"{name}.{required}: required when {name}.enabled is true")
+    if cfg.teacher_assist.enabled and not cfg.teacher.enabled:
+        raise ConfigError("teacher_assist.enabled: needs teacher.enabled: true")
+    if not cfg.rewards:
+        raise ConfigError("rewards: at least one reward is required")
+    for i, spec in enumerate(cfg.rewards):
+        if not spec.name:
+            raise ConfigError(f"rewards[{i}].name: required")
+    for key in MANAGED_GRPO_FIELDS:
+        if key in cfg.grpo:
+            raise ConfigError(f"grpo.{key}: azr sets it from the top-level '{key}' field; set that instead")
+
+
+def validate_grpo(grpo: dict[str, Any]) -> None:
+    """Check `grpo:` keys against trl.GRPOConfig; turn numeric strings ('1e-5') into numbers for numeric fields."""
+    if not grpo:
+        return
+    from trl import GRPOConfig  # lazy: pulls in torch and transformers
+
+    known = {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
+    try:
+        hints = typing.get_type_hints(GRPOConfig)
+    except Exception:  # an annotation TRL cannot resolve at run time: names are still checked
+        hints = {}
+    for key, value in grpo.items():
+        if key not in known:
+            raise ConfigError(f"grpo.{key}: not a trl.GRPOConfig field{did_you_mean(key, known)}")
+        kinds = set(typing.get_args(hints.get(key)) or (hints.get(key),))
+        number = float if float in kinds else int if int in kinds and bool not in kinds else None
+        if number and isinstance(value, str):
+            try:
+                grpo[key] = number(value)
+            except ValueError:
+                raise ConfigError(f"grpo.{key}: expected a number, got {value!r}") from None
+
+
+def save_config(cfg: AzrConfig, path: str | Path) -> Path:
+    """Write the resolved config as YAML, atomically, so a run's outputs always say what produced them."""
+    text = yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True)
+    return atomic_write_text(Path(path), text)
+
+
+def fields_markdown() -> str:
+    """Every field as a Markdown table row: the output of `azr config fields` and the README's config table."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| field | type | default | what it is for |", "|---|---|---|---|"]
+    for name, kind, default, help_text in iter_fields(AzrConfig, ""):
+        rows.append(f"| `{name}` | {cell(kind)} | `{cell(default)}` | {cell(help_text)} |")
+    return "\n".join(rows)

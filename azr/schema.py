@@ -1,0 +1,266 @@
+"""Typed dataclasses from plain dicts: coercion, bounds, unknown-key errors with "did you mean", `--set` parsing.
+
+Generic machinery behind `azr.config`; it knows no azr section. Every error is a one-line `ConfigError` that names
+the dotted field. Values given on the command line arrive as `Raw` strings and are parsed for the target type, so
+`--set model.revision=123` stays a string while `--set grpo.learning_rate=1e-5` becomes a float.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import types
+import typing
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MISSING = dataclasses.MISSING
+
+
+class ConfigError(ValueError):
+    """A user error in a config file, a `--set` override or a CLI flag; the message is one line."""
+
+
+class Raw(str):
+    """A value typed on the command line, parsed only once its target type is known."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads 1e-5 as a float, as YAML 1.2 does (PyYAML's 1.1 rules make it a string)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def yaml_load(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)
+
+
+def field(default: Any = MISSING, help: str = "", *, factory: Any = MISSING, **bounds: float) -> Any:
+    """A dataclass field with its help text (its only documentation) and optional numeric bounds ge/gt/le."""
+    meta = {"help": help, **bounds}
+    if factory is not MISSING:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def did_you_mean(key: str, options: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(options), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def load_raw(path: Path) -> dict[str, Any]:
+    """Parse a YAML or JSON file into a dict; errors name the file (and line, where the parser knows it)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml_load(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}")
+    return data
+
+
+def parse_overrides(items: Sequence[str]) -> list[tuple[str, Raw]]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted KEY, e.g. model.lora.r=8")
+        out.append((key, Raw(value)))
+    return out
+
+
+def build(cls: type, data: Any, where: str) -> Any:
+    """Instantiate dataclass `cls` from `data`, validating every field; `where` is the dotted prefix for errors."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {_show(data)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            raise ConfigError(f"{_join(where, str(key))}: {_unknown_reason(str(key), fields)}")
+    kwargs = {}
+    for name, value in data.items():
+        dotted = _join(where, name)
+        kwargs[name] = coerce(value, hints[name], dotted)
+        _check_bounds(kwargs[name], fields[name].metadata, dotted)
+    return cls(**kwargs)
+
+
+def _unknown_reason(key: str, fields: dict[str, Any]) -> str:
+    if key in ("api_key", "key", "token", "secret"):
+        return "unknown key; never put secrets in a config: name the environment variable with 'api_key_env'"
+    return f"unknown key{did_you_mean(key, fields)}"
+
+
+def coerce(value: Any, hint: Any, where: str) -> Any:
+    """Return `value` converted to `hint`, or raise ConfigError naming `where`."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _coerce_union(value, args, where)
+    if isinstance(value, Raw):
+        if hint is str:
+            return str(value)
+        value = _parse_raw(value)
+    if dataclasses.is_dataclass(hint):
+        return build(hint, value, where)
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise ConfigError(f"{where}: expected one of {', '.join(map(str, args))}; got {_show(value)}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {_show(value)}")
+        return [coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {_show(value)}")
+        return {str(k): coerce(v, args[1], f"{where}.{k}") for k, v in value.items()}
+    if hint is Any:
+        return value
+    return _coerce_scalar(value, hint, where)
+
+
+def _coerce_union(value: Any, args: tuple, where: str) -> Any:
+    is_null = value is None or (isinstance(value, Raw) and value.lower() in ("null", "none", "~"))
+    if is_null and type(None) in args:
+        return None
+    options = [a for a in args if a is not type(None)]
+    if isinstance(value, Raw):  # '[a, b]' for `str | list[str]` is a list; '123' for `str | None` stays a string
+        parsed = _parse_raw(value)
+        if not isinstance(parsed, str):
+            try:
+                return _coerce_union(parsed, args, where)
+            except ConfigError:
+                if str not in options:
+                    raise
+        value = str(value)
+    errors = []
+    for option in options:
+        try:
+            return coerce(value, option, where)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    if len(errors) == 1:
+        raise ConfigError(errors[0])
+    names = " or ".join(_type_name(a) for a in options)
+    nullable = " (or null)" if type(None) in args else ""
+    raise ConfigError(f"{where}: expected {names}{nullable}, got {_show(value)}")
+
+
+def _coerce_scalar(value: Any, hint: Any, where: str) -> Any:
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+            return value.lower() in ("true", "yes", "on", "1")
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            return int(value)
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 1e-5 as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    else:
+        raise TypeError(f"{where}: unsupported schema type {hint!r}")
+    raise ConfigError(f"{where}: expected {_type_name(hint)}, got {_show(value)}")
+
+
+def _parse_raw(value: Raw) -> Any:
+    try:
+        return yaml_load(str(value)) if value.strip() else ""
+    except yaml.YAMLError:
+        return str(value)
+
+
+def _check_bounds(value: Any, meta: typing.Mapping[str, Any], where: str) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    checks = (("ge", lambda b: value >= b, ">="), ("gt", lambda b: value > b, ">"), ("le", lambda b: value <= b, "<="))
+    for key, ok, sign in checks:
+        if key in meta and not ok(meta[key]):
+            raise ConfigError(f"{where}: must be {sign} {meta[key]}, got {value}")
+
+
+def iter_fields(cls: type, where: str) -> Iterator[tuple[str, str, str, str]]:
+    """Yield (dotted name, type, default, help) for every leaf field of `cls`, depth first."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        dotted = _join(where, f.name)
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            yield from iter_fields(hint, dotted)
+            continue
+        if f.default is not MISSING:
+            default = f.default
+        else:
+            default = f.default_factory()  # type: ignore[misc]
+            if isinstance(default, list) and default and dataclasses.is_dataclass(default[0]):
+                default = [dataclasses.asdict(d) for d in default]
+        yield dotted, _type_name(hint), json.dumps(default), f.metadata.get("help", "")
+
+
+def _type_name(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Literal:
+        return " | ".join(map(str, args))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return "mapping"
+    if dataclasses.is_dataclass(hint):
+        return hint.__name__
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", Any: "any"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _show(value: Any) -> str:
+    text = repr(value if not isinstance(value, Raw) else str(value))
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
