@@ -1,0 +1,275 @@
+"""Command line: the `azr` Click group and the azr-train / azr-eval / azr-gen entry points.
+
+Each command parses its flags, calls one library function and returns an exit code: 0 success, 1 the thing ran
+and failed, 2 user error (one line on stderr, no traceback). Heavy modules are imported inside commands, so
+`azr --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from azr import __version__
+from azr.config import ConfigError, fields_markdown, load_config
+from azr.data import DataError
+
+USER_ERRORS = (ConfigError, DataError)
+
+
+class NotAvailableError(RuntimeError):
+    """A command that this version declares but does not implement yet (exit 1, one line)."""
+
+
+def _setup_logging(level: str = "info") -> None:
+    logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _config_options(fn):
+    fn = click.option(
+        "--set",
+        "overrides",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Override a config field, e.g. --set model.lora.r=8 (repeatable).",
+    )(fn)
+    return click.option(
+        "--config", "config_path", type=click.Path(path_type=Path), metavar="FILE", help="Recipe in YAML or JSON."
+    )(fn)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="azr")
+def azr() -> None:
+    """azr: GRPO fine-tuning of code LLMs with rewards from unit tests run in a sandbox."""
+
+
+# ------------------------------------------------------------------------------------------------------------ train
+@azr.command()
+@_config_options
+@click.option("--output-dir", type=click.Path(path_type=Path), help="Where outputs go (overrides output_dir).")
+@click.option("--max-steps", type=click.IntRange(min=1), help="Stop after N optimizer steps (grpo.max_steps).")
+@click.option("--resume-from", metavar="latest|DIR", help="Continue from the latest checkpoint or a checkpoint DIR.")
+def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
+    """Train a policy with GRPO on coding tasks (azr-train)."""
+    if config_path is None:
+        raise ConfigError("--config: a recipe file is required (see examples/)")
+    extra = list(overrides)
+    if output_dir is not None:
+        extra.append(f"output_dir={output_dir}")
+    if max_steps is not None:
+        extra.append(f"grpo.max_steps={max_steps}")
+    cfg = load_config(config_path, extra, check_grpo=True)
+    _setup_logging(cfg.logging.level)
+    from azr.train import run_train
+
+    return run_train(cfg, resume_from=resume_from)
+
+
+# ------------------------------------------------------------------------------------------------------------- eval
+@azr.command("eval")
+@_config_options
+@click.option("--model", "model_path", metavar="PATH", help="Local model directory or hub id to evaluate.")
+@click.option("--adapter", type=click.Path(path_type=Path), help="LoRA adapter directory on top of --model.")
+@click.option("--endpoint", metavar="URL", help="OpenAI-compatible base URL to evaluate instead of a local model.")
+@click.option("--endpoint-model", metavar="NAME", help="Model name at --endpoint.")
+@click.option("--dataset", required=True, metavar="held-out|humaneval|PATH", help="Tasks to evaluate on.")
+@click.option("--samples", type=click.Path(path_type=Path), help="Score these completions instead of generating.")
+@click.option("-k", "ks", default="1", show_default=True, help="Comma-separated k values for pass@k.")
+@click.option("-n", "num_samples", type=click.IntRange(min=1), help="Samples per problem (default: max k).")
+@click.option("--output-dir", type=click.Path(path_type=Path), help="Where the report and per-sample log go.")
+def eval_(
+    config_path, overrides, model_path, adapter, endpoint, endpoint_model, dataset, samples, ks, num_samples, output_dir
+) -> int:
+    """Measure held-out pass@k of a model, an adapter or an endpoint (azr-eval)."""
+    sources = [s for s in (config_path, model_path, endpoint) if s is not None]
+    if len(sources) != 1 and samples is None:
+        raise ConfigError("eval: give exactly one of --config, --model or --endpoint (or --samples)")
+    if endpoint and not endpoint_model:
+        raise ConfigError("--endpoint-model: required with --endpoint")
+    if adapter and not model_path:
+        raise ConfigError("--adapter: needs --model (the base model it was trained on)")
+    _parse_ks(ks)
+    raise NotAvailableError("azr eval: evaluation is not in this version yet (it comes with the evaluation issue)")
+
+
+def _parse_ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise ConfigError(f"-k: expected comma-separated integers, got {text!r}") from None
+    if not ks or ks[0] < 1:
+        raise ConfigError(f"-k: expected positive integers, got {text!r}")
+    return ks
+
+
+# -------------------------------------------------------------------------------------------------------------- gen
+@azr.command()
+@_config_options
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="JSONL file the rollouts go to.")
+def gen(config_path, overrides, out) -> int:
+    """Collect tool-using rollouts for SFT (azr-gen)."""
+    if config_path is None:
+        raise ConfigError("--config: a recipe file is required")
+    load_config(config_path, overrides)
+    raise NotAvailableError("azr gen: rollout generation is not in this version yet (it comes with the tools issue)")
+
+
+# ---------------------------------------------------------------------------------------------------------- sandbox
+@azr.group()
+def sandbox() -> None:
+    """Run untrusted code under the sandbox, and check the sandbox itself."""
+
+
+@sandbox.command("run")
+@click.option("--code", "code_path", metavar="FILE|-", required=True, help="Program to run ('-' for stdin).")
+@click.option("--test", "tests", multiple=True, metavar="EXPR", help="A test statement, e.g. 'assert f(1) == 2'.")
+@click.option("--tests-file", type=click.Path(path_type=Path), help="File with one test statement per line.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Wall-clock limit in seconds.")
+@click.option("--memory-mb", type=click.IntRange(min=1), help="Address-space limit in MiB.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the result.")
+def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, as_json) -> int:
+    """Run one program (and optional tests) in the sandbox."""
+    raise NotAvailableError("azr sandbox run: the sandbox is not in this version yet (it comes with the sandbox issue)")
+
+
+@sandbox.command("doctor")
+def sandbox_doctor() -> int:
+    """Show the active backend and self-test each isolation guarantee."""
+    raise NotAvailableError("azr sandbox doctor: the sandbox is not in this version yet")
+
+
+# ------------------------------------------------------------------------------------------------------------- data
+@azr.group()
+def data() -> None:
+    """Inspect and check task datasets."""
+
+
+@data.command("validate")
+@click.argument("source", metavar="PATH")
+@click.option("--column-map", multiple=True, metavar="FIELD=COLUMN", help="Map a task field to a column (repeatable).")
+@click.option("--workers", type=click.IntRange(min=1), help="Programs run in parallel (default: CPU cores).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Wall-clock limit per task when the task sets none.",
+)
+def data_validate(source, column_map, workers, timeout) -> int:
+    """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests."""
+    from azr.data import load_tasks, near_duplicates
+    from azr.grading import validate_references
+
+    mapping = {}
+    for item in column_map:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise ConfigError(f"--column-map {item!r}: expected FIELD=COLUMN")
+        mapping[key] = value
+    tasks = load_tasks(source, mapping or None)
+    results = validate_references(tasks, workers=workers, timeout_s=timeout)
+    failed = [(t, g) for t, g in results if g is not None and not g.passed]
+    missing = sum(g is None for _, g in results)
+    for task, grade in failed:
+        click.echo(
+            f"FAIL {task.id}: {grade.status}, {grade.tests_passed}/{grade.tests_total} tests passed; "
+            f"{'; '.join(grade.failures)[:400]}"
+        )
+    for a, b, score in near_duplicates(tasks):
+        click.echo(f"WARN near-duplicate prompts: {a.id} ~ {b.id} (similarity {score:.2f})")
+    click.echo(
+        f"{source}: {len(tasks)} tasks, {len(tasks) - missing - len(failed)} passed, {len(failed)} failed, "
+        f"{missing} without a reference solution"
+    )
+    return 1 if failed else 0
+
+
+# ------------------------------------------------------------------------------------------------------- tiny-model
+@azr.command("tiny-model")
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Weights seed; the same seed gives the same files."
+)
+def tiny_model(out_dir, seed) -> int:
+    """Build the tiny random-init model (Qwen2, ~1 M parameters) used by tests and the CPU demo."""
+    from azr.modeling import build_tiny_model
+
+    path = build_tiny_model(out_dir, seed=seed)
+    click.echo(f"tiny model written to {path}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------- config
+@azr.group("config")
+def config_group() -> None:
+    """Show the config schema and resolved recipes."""
+
+
+@config_group.command("fields")
+def config_fields() -> int:
+    """Print every config field with its type, default and help, as a Markdown table."""
+    click.echo(fields_markdown())
+    return 0
+
+
+@config_group.command("show")
+@_config_options
+def config_show(config_path, overrides) -> int:
+    """Print the resolved config (defaults, file, overrides; legacy schema converted) as YAML."""
+    import dataclasses
+
+    import yaml
+
+    cfg = load_config(config_path, overrides, check_grpo=True)
+    click.echo(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False), nl=False)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------------ entry points
+def _invoke(command: click.Command, prog_name: str, args: list[str] | None = None) -> int:
+    """Run a Click command and turn every outcome into an exit code; user errors become one line on stderr."""
+    try:
+        result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:  # usage errors, bad parameters, unreadable files
+        _error(prog_name, exc.format_message())
+        return 2
+    except USER_ERRORS as exc:
+        _error(prog_name, str(exc))
+        return 2
+    except NotAvailableError as exc:
+        _error(prog_name, str(exc))
+        return 1
+    except click.exceptions.Abort:
+        _error(prog_name, "aborted")
+        return 130
+    except KeyboardInterrupt:
+        _error(prog_name, "interrupted")
+        return 130
+    return result if isinstance(result, int) else 0
+
+
+def _error(prog_name: str, message: str) -> None:
+    line = " ".join(message.split())  # always one line
+    click.echo(f"{prog_name}: error: {line}", err=True)
+
+
+def main() -> None:
+    sys.exit(_invoke(azr, "azr"))
+
+
+def train_main() -> None:
+    sys.exit(_invoke(train, "azr-train"))
+
+
+def eval_main() -> None:
+    sys.exit(_invoke(eval_, "azr-eval"))
+
+
+def gen_main() -> None:
+    sys.exit(_invoke(gen, "azr-gen"))

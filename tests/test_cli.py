@@ -1,0 +1,192 @@
+"""CLI contract: every command has --help, user errors exit 2 with one line, the shipped data validates."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from azr.cli import _invoke, eval_, gen, train
+
+COMMANDS = [
+    [],
+    ["train"],
+    ["eval"],
+    ["gen"],
+    ["sandbox"],
+    ["sandbox", "run"],
+    ["sandbox", "doctor"],
+    ["data"],
+    ["data", "validate"],
+    ["tiny-model"],
+    ["config"],
+    ["config", "fields"],
+    ["config", "show"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "azr")
+def test_every_command_has_help(cli, command):
+    code, out, err = cli(*command, "--help")
+    assert code == 0 and "Usage:" in out and not err
+
+
+@pytest.mark.parametrize(("command", "prog"), [(train, "azr-train"), (eval_, "azr-eval"), (gen, "azr-gen")])
+def test_entry_points_are_the_subcommands(capsys, command, prog):
+    assert _invoke(command, prog, ["--help"]) == 0
+    assert f"Usage: {prog} [OPTIONS]" in capsys.readouterr().out
+
+
+def test_help_imports_nothing_heavy():
+    probe = (
+        "import sys; from azr.cli import _invoke, azr; _invoke(azr, 'azr', ['--help']); "
+        "print(sorted(m for m in ('torch', 'transformers', 'trl', 'datasets', 'peft') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+RECIPE = "model: {name_or_path: org/model}\n"
+
+
+def _user_errors(tmp):
+    """(argv, expected start of the error line) for malformed inputs of every kind."""
+
+    def f(name, text):
+        path = tmp / name
+        path.write_text(text)
+        return str(path)
+
+    good_row = {"id": "a", "prompt": "p", "tests": ["assert True"]}
+    return [
+        (["train", "--config", f("bad.yaml", "model: [unclosed\n")], "{tmp}/bad.yaml:2: invalid YAML"),
+        (["train", "--config", f("bad.json", '{"model":\n  {"name_or_path": }}')], "{tmp}/bad.json:2: invalid JSON"),
+        (["train", "--config", f("list.yaml", "- a\n- b\n")], "{tmp}/list.yaml: expected a mapping of sections"),
+        (["train", "--config", f("k.yaml", RECIPE + "modle: {}\n")], "modle: unknown key (did you mean 'model'?)"),
+        (
+            ["train", "--config", f("t.yaml", "model: {name_or_path: m, lora: {r: high}}\n")],
+            "model.lora.r: expected an integer, got 'high'",
+        ),
+        (
+            ["train", "--config", f("w.yaml", RECIPE + "rewards: [{name: tests}, {name: format, weight: high}]\n")],
+            "rewards[1].weight: expected a number, got 'high'",
+        ),
+        (["train", "--config", f("s.yaml", RECIPE + "teacher: {api_key: sk-x}\n")], "teacher.api_key: unknown key"),
+        (
+            ["train", "--config", f("g.yaml", RECIPE + "grpo: {learning_rat: 0.1}\n")],
+            "grpo.learning_rat: not a trl.GRPOConfig field (did you mean 'learning_rate'?)",
+        ),
+        (["train", "--config", f("l.yaml", "azr: {model_id: m, lora: {rank: 4}}\n")], "azr.lora.rank: unknown legacy"),
+        (["train", "--config", f("e.yaml", RECIPE + "self_play: {enabled: true}\n")], "self_play.base_url: required"),
+        (["train", "--config", str(tmp / "missing.yaml")], "{tmp}/missing.yaml: config file not found"),
+        (["train"], "--config: a recipe file is required"),
+        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.lora.r"], "--set 'model.lora.r': expected KEY="),
+        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.lora.q=1"], "model.lora.q: unknown key"),
+        (
+            ["train", "--config", f("r.yaml", RECIPE), "--set", "sandbox.timeout_s=soon"],
+            "sandbox.timeout_s: expected a number, got 'soon'",
+        ),
+        (["train", "--config", f("r.yaml", RECIPE), "--max-steps", "0"], "Invalid value for '--max-steps'"),
+        (["train", "--config", f("r.yaml", RECIPE), "--frobnicate"], "No such option '--frobnicate'"),
+        (["train", "--config", f("d.yaml", RECIPE + "data: {train: nope.jsonl}\n")], "{tmp}/nope.jsonl: task file not"),
+        (["data", "validate", str(tmp / "none.jsonl")], "{tmp}/none.jsonl: task file not found"),
+        (["data", "validate", f("j.jsonl", json.dumps(good_row) + "\n{oops\n")], "{tmp}/j.jsonl:2: invalid JSON"),
+        (
+            ["data", "validate", f("e.jsonl", json.dumps({**good_row, "tests": []}))],
+            "{tmp}/e.jsonl:1: field 'tests': expected a non-empty list",
+        ),
+        (
+            ["data", "validate", f("d.jsonl", json.dumps(good_row) + "\n" + json.dumps(good_row))],
+            "{tmp}/d.jsonl:2: duplicate id 'a' (first at {tmp}/d.jsonl:1)",
+        ),
+        (
+            ["data", "validate", f("u.jsonl", json.dumps({**good_row, "solutions": "x"}))],
+            "{tmp}/u.jsonl:1: unknown field 'solutions' (did you mean 'solution'?)",
+        ),
+        (
+            ["data", "validate", f("ok.jsonl", json.dumps(good_row)), "--column-map", "prompt"],
+            "--column-map 'prompt': expected FIELD=COLUMN",
+        ),
+        (
+            ["data", "validate", f("ok.jsonl", json.dumps(good_row)), "--column-map", "promt=text"],
+            "data.column_map.promt: not a task field (did you mean 'prompt'?)",
+        ),
+        (["eval", "--dataset", "held-out"], "eval: give exactly one of --config, --model or --endpoint"),
+        (["eval", "--endpoint", "http://127.0.0.1:1/v1", "--dataset", "held-out"], "--endpoint-model: required"),
+        (["eval", "--model", "m", "--dataset", "held-out", "-k", "1,ten"], "-k: expected comma-separated integers"),
+    ]
+
+
+def test_user_errors_exit_2_with_one_line(cli, tmp_path):
+    cases = _user_errors(tmp_path)
+    assert len(cases) >= 20
+    for argv, expected in cases:
+        code, _out, err = cli(*argv)
+        expected = expected.replace("{tmp}", str(tmp_path))
+        assert code == 2, (argv, code, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith("azr: error: " + expected), (argv, err)
+
+
+def test_console_script_reports_user_error_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", "from azr.cli import train_main; train_main()", "--config", str(tmp_path / "x.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert result.stderr == f"azr-train: error: {tmp_path}/x.yaml: config file not found\n"
+
+
+def test_commands_of_later_versions_say_so_and_exit_1(cli):
+    code, _, err = cli("sandbox", "doctor")
+    assert code == 1 and err.startswith("azr: error: azr sandbox doctor: the sandbox is not in this version yet")
+
+
+@pytest.mark.parametrize("split", ["train", "held-out"])
+def test_shipped_reference_solutions_all_pass(cli, split):
+    code, out, _ = cli("data", "validate", split)
+    assert code == 0, out
+    assert "FAIL" not in out and " 0 failed, 0 without a reference solution" in out
+
+
+def test_validate_reports_a_broken_solution(cli, write):
+    rows = [
+        {"id": "ok", "prompt": "p", "solution": "def f():\n    return 1", "tests": ["assert f() == 1"] * 3},
+        {
+            "id": "bad",
+            "prompt": "p",
+            "solution": "def f():\n    return 2",
+            "tests": ["assert f() == 1", "assert f() > 0", "assert f() == 1"],
+        },
+    ]
+    path = write("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    code, out, _ = cli("data", "validate", path)
+    assert code == 1
+    assert "FAIL bad: failed, 1/3 tests passed; test 0: AssertionError" in out
+    assert out.strip().endswith("2 tasks, 1 passed, 1 failed, 0 without a reference solution")
+
+
+def test_tiny_model_command(cli, tmp_path):
+    code, _out, _ = cli("tiny-model", tmp_path / "tiny", "--seed", "3")
+    assert code == 0 and (tmp_path / "tiny" / "model.safetensors").is_file()
+
+
+def test_train_assembles_config_data_and_model(cli, tiny_model_dir, write, tmp_path):
+    recipe = write(
+        "r.yaml",
+        f"model: {{name_or_path: {tiny_model_dir}}}\noutput_dir: out\n"
+        "data: {max_tasks: 8}\ngrpo: {use_cpu: true, bf16: false}\n",
+    )
+    code, _, err = cli("train", "--config", recipe, "--max-steps", "3", "--set", "model.lora.r=4")
+    assert code == 0, err
+    saved = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
+    assert saved["grpo"] == {"use_cpu": True, "bf16": False, "max_steps": 3} and saved["model"]["lora"]["r"] == 4
+
+
+def test_config_show_prints_the_resolved_legacy_recipe(cli, write):
+    code, out, _ = cli("config", "show", "--config", write("l.yaml", "azr: {model_id: m/x, rlhf: {kl_coeff: 0.01}}\n"))
+    assert code == 0 and yaml.safe_load(out)["grpo"] == {"beta": 0.01}

@@ -1,0 +1,50 @@
+"""Imports go one way, and the light modules never import the heavy stack at module level."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "azr"
+HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm", "unsloth", "bitsandbytes"}
+LIGHT = ["schema", "logs", "config", "data", "grading", "cli"]
+# module -> azr modules it may import (directly or lazily)
+ALLOWED = {
+    "schema": set(),
+    "logs": set(),
+    "config": {"schema", "logs"},
+    "data": {"schema"},
+    "grading": {"data"},
+    "modeling": {"config", "data"},
+    "train": {"config", "data", "modeling"},
+}
+
+
+def _imports(module: str, top_level_only: bool) -> set[str]:
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("module", LIGHT)
+def test_light_modules_do_not_import_heavy_packages_at_module_level(module):
+    assert not {n.split(".")[0] for n in _imports(module, top_level_only=True)} & HEAVY
+
+
+@pytest.mark.parametrize("module", sorted(ALLOWED))
+def test_imports_go_one_way(module):
+    used = {n.split(".")[1] for n in _imports(module, top_level_only=False) if n.startswith("azr.")}
+    assert used <= ALLOWED[module], used - ALLOWED[module]
+
+
+def test_no_module_is_too_long():
+    lengths = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert max(lengths.values()) <= 420, lengths
