@@ -193,7 +193,8 @@ class LoggingConfig:
 class AzrConfig:
     output_dir: str = field(
         "runs/azr",
-        "Where the run writes config, logs, checkpoints and the final adapter (relative to the config file).",
+        "Where the run writes config, logs, checkpoints and the final adapter; relative to the recipe when set "
+        "there, else to the current directory.",
     )
     seed: int = field(42, "Seed for data shuffling, sampling and TRL (grpo.seed is set from it).")
     model: ModelConfig = field(factory=ModelConfig, help="Policy model.")

@@ -46,6 +46,7 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, vocab_size: int = 2048)
     """Write a tiny random-init Qwen2 model and its tokenizer to `out_dir`; the same seed gives the same bytes."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers.utils import logging as hf_logging
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -67,7 +68,11 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, vocab_size: int = 2048)
         temperature=1.0,
         top_p=1.0,
     )
-    model.save_pretrained(out)
+    hf_logging.disable_progress_bar()  # a bar for writing one 4 MB file is noise
+    try:
+        model.save_pretrained(out)
+    finally:
+        hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(out)
     return out
 
