@@ -8,8 +8,8 @@ caller asks (`check_grpo=True`, done by `azr train`), because importing TRL take
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import functools
 import logging
 import typing
 from collections.abc import Sequence
@@ -19,15 +19,22 @@ from typing import Any, Literal
 
 import yaml
 
+from azr.data import SPLITS
 from azr.logs import atomic_write_text
-from azr.schema import ConfigError, build, did_you_mean, field, iter_fields, load_raw, parse_overrides
+from azr.schema import ConfigError, build, did_you_mean, field, iter_fields, load_raw, parse_pairs, set_dotted
 
 log = logging.getLogger(__name__)
 
 # GRPOConfig fields that azr sets from its own top-level fields, so each has one source of truth.
 MANAGED_GRPO_FIELDS = ("output_dir", "seed")
-DATA_SPLITS = ("train", "held-out")
-PATH_FIELDS = ("output_dir", "model.name_or_path", "data.train", "data.eval", "vllm.python")
+# Fields that may hold a local path, each with the test of whether its value is one (vs a hub id, a split name).
+PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
+    "output_dir": lambda value, base: True,
+    "model.name_or_path": lambda value, base: value.startswith((".", "/", "~")) or (base / value).exists(),
+    "data.train": lambda value, base: value not in SPLITS,
+    "data.eval": lambda value, base: value not in SPLITS,
+    "vllm.python": lambda value, base: "/" in value,
+}
 
 
 @dataclass
@@ -74,9 +81,10 @@ class DataConfig:
     eval: str | None = field("held-out", "Evaluation tasks, same forms as 'train'; null for none.")
     column_map: dict[str, str] = field(
         factory=dict,
-        help="Task field -> column in your file, e.g. {prompt: text, solution: code, tests: test_list} "
+        help="Task field -> column in the training file, e.g. {prompt: text, solution: code, tests: test_list} "
         "for MBPP-style data; unmapped columns are ignored.",
     )
+    eval_column_map: dict[str, str] = field(factory=dict, help="Like column_map, for the evaluation file.")
     max_tasks: int | None = field(None, "Use at most this many training tasks (after shuffling); null for all.", gt=0)
     shuffle: bool = field(True, "Shuffle the training tasks with the run's seed.")
 
@@ -216,6 +224,7 @@ LEGACY_KEYS = {
     "quantization": "model.quantization",
     "lora.r": "model.lora.r",
     "lora.alpha": "model.lora.alpha",
+    "lora.dropout": "model.lora.dropout",
     "lora.target_modules": "model.lora.target_modules",
     "rlhf.num_generations": "grpo.num_generations",
     "rlhf.max_completion_length": "grpo.max_completion_length",
@@ -242,12 +251,13 @@ def load_config(
         raw = normalise_legacy(load_raw(Path(path)), str(path))
         file_base = Path(path).resolve().parent
     from_cli = set()
-    for dotted, value in parse_overrides(overrides):
-        _set_dotted(raw, dotted, value)
+    defaults = dataclasses.asdict(AzrConfig())
+    for dotted, value in parse_pairs(overrides, "--set", "KEY=VALUE with a dotted KEY, e.g. model.lora.r=8", True):
+        set_dotted(raw, dotted, value, defaults)
         from_cli.add(dotted)
     cfg = build(AzrConfig, raw, "")
     _check_cross_fields(cfg)
-    _resolve_paths(cfg, file_base if path is not None else Path.cwd(), from_cli | _unset_paths(raw))
+    _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
     if check_grpo:
         validate_grpo(cfg.grpo)
     return cfg
@@ -264,7 +274,7 @@ def normalise_legacy(raw: dict[str, Any], source: str) -> dict[str, Any]:
         target = LEGACY_KEYS.get(dotted)
         if target is None:
             raise ConfigError(f"azr.{dotted}: unknown legacy key{did_you_mean(dotted, LEGACY_KEYS)}")
-        if target == "model.quantization":
+        if target == "model.quantization" and (value is None or isinstance(value, (str, bool))):
             value = _LEGACY_QUANTIZATION.get(value, value)
         section, _, rest = target.partition(".")
         node = raw.setdefault(section, {})
@@ -291,54 +301,15 @@ def _flatten(node: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
-def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set raw[a][b]... = value; a list the file leaves out (e.g. `rewards`) starts as its default, so that
-    `--set rewards.1.weight=0.5` edits the default second reward."""
-    node: Any = raw
-    default: Any = dataclasses.asdict(AzrConfig())
-    parts = dotted.split(".")
-    for depth, part in enumerate(parts):
-        where = ".".join(parts[: depth + 1])
-        if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise ConfigError(f"--set {where}: expected a list index below {len(node)}")
-            part = int(part)
-        elif not isinstance(node, dict):
-            raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth])}' is a value, not a section")
-        default = _child(default, part)
-        if depth == len(parts) - 1:
-            node[part] = value
-        else:
-            if isinstance(node, dict) and node.get(part) is None:
-                node[part] = copy.deepcopy(default) if isinstance(default, list) else {}
-            node = node[part]
-
-
-def _child(node: Any, key: Any) -> Any:
-    if isinstance(node, dict):
-        return node.get(key)
-    if isinstance(node, list) and isinstance(key, int) and key < len(node):
-        return node[key]
-    return None
-
-
 def _resolve_paths(cfg: AzrConfig, file_base: Path, from_cli: set[str]) -> None:
     """Make relative paths absolute: against the config file's folder if written there, else against the CWD."""
-
-    def absolute(key: str, value: str) -> str:
-        base = file_base if key not in from_cli else Path.cwd()
-        return str((base / Path(value).expanduser()).resolve())
-
-    cfg.output_dir = absolute("output_dir", cfg.output_dir)
-    name = cfg.model.name_or_path
-    if name.startswith((".", "/", "~")) or (name and Path(absolute("model.name_or_path", name)).exists()):
-        cfg.model.name_or_path = absolute("model.name_or_path", name)
-    for key in ("train", "eval"):
-        value = getattr(cfg.data, key)
-        if value is not None and value not in DATA_SPLITS:
-            setattr(cfg.data, key, absolute(f"data.{key}", value))
-    if cfg.vllm.python and "/" in cfg.vllm.python:
-        cfg.vllm.python = absolute("vllm.python", cfg.vllm.python)
+    for dotted, is_path in PATH_FIELDS.items():
+        *parents, leaf = dotted.split(".")
+        owner = functools.reduce(getattr, parents, cfg)
+        value = getattr(owner, leaf)
+        base = Path.cwd() if dotted in from_cli else file_base
+        if value and is_path(value, base):
+            setattr(owner, leaf, str((base / Path(value).expanduser()).resolve()))
 
 
 def _unset_paths(raw: dict[str, Any]) -> set[str]:

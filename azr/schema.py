@@ -7,9 +7,12 @@ the dotted field. Values given on the command line arrive as `Raw` strings and a
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import difflib
 import json
+import math
 import re
 import types
 import typing
@@ -31,21 +34,46 @@ class Raw(str):
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads 1e-5 as a float, as YAML 1.2 does (PyYAML's 1.1 rules make it a string)."""
+    """YAML 1.2 core schema: `1e-5` is a float; `010` is ten; `no`, `1:30` and `2024-01-01` stay strings (PyYAML's
+    YAML 1.1 rules read them as False, 90 and a date). Duplicate keys are errors, not a silent last-one-wins."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?|\.[0-9_]+(?:[eE][-+]?[0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in ("bool", "int", "float", "timestamp")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag, _pattern in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+    (
+        "float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
     ),
-    list("-+0123456789."),
-)
+):
+    _Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list("-+0123456789.tTfF"))
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    text = loader.construct_scalar(node)
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def yaml_load(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)
+    return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
 
 
 def field(default: Any = MISSING, help: str = "", *, factory: Any = MISSING, **bounds: float) -> Any:
@@ -85,15 +113,43 @@ def load_raw(path: Path) -> dict[str, Any]:
     return data
 
 
-def parse_overrides(items: Sequence[str]) -> list[tuple[str, Raw]]:
+def parse_pairs(items: Sequence[str], flag: str, example: str, dotted: bool = False) -> list[tuple[str, Raw]]:
+    """Split `KEY=VALUE` command-line items; the value stays `Raw` until its target type is known."""
     out = []
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip()
-        if not sep or not key or any(not part for part in key.split(".")):
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted KEY, e.g. model.lora.r=8")
+        if not sep or not key or (dotted and any(not part for part in key.split("."))):
+            raise ConfigError(f"{flag} {item!r}: expected {example}")
         out.append((key, Raw(value)))
     return out
+
+
+def set_dotted(raw: dict[str, Any], dotted: str, value: Any, defaults: dict[str, Any]) -> None:
+    """raw[a][b]... = value. A list the file leaves out starts as its value in `defaults`, so that
+    `--set rewards.1.weight=0.5` edits the default second reward."""
+    node: Any = raw
+    default: Any = defaults
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        where = ".".join(parts[: depth + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"--set {where}: expected a list index below {len(node)}")
+            part = int(part)
+        elif not isinstance(node, dict):
+            raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth])}' is a value, not a section")
+        if isinstance(default, dict):
+            default = default.get(part)
+        else:
+            in_list = isinstance(default, list) and isinstance(part, int) and part < len(default)
+            default = default[part] if in_list else None
+        if depth == len(parts) - 1:
+            node[part] = value
+        else:
+            if isinstance(node, dict) and node.get(part) is None:
+                node[part] = copy.deepcopy(default) if isinstance(default, list) else {}
+            node = node[part]
 
 
 def build(cls: type, data: Any, where: str) -> Any:
@@ -101,7 +157,7 @@ def build(cls: type, data: Any, where: str) -> Any:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {_show(data)}")
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {show(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
@@ -130,20 +186,20 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
     if isinstance(value, Raw):
         if hint is str:
             return str(value)
-        value = _parse_raw(value)
+        value = _parse_raw(value, where)
     if dataclasses.is_dataclass(hint):
         return build(hint, value, where)
     if origin is typing.Literal:
         if value in args:
             return value
-        raise ConfigError(f"{where}: expected one of {', '.join(map(str, args))}; got {_show(value)}")
+        raise ConfigError(f"{where}: expected one of {', '.join(map(str, args))}; got {show(value)}")
     if origin is list:
         if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {_show(value)}")
+            raise ConfigError(f"{where}: expected a list, got {show(value)}")
         return [coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {_show(value)}")
+            raise ConfigError(f"{where}: expected a mapping, got {show(value)}")
         return {str(k): coerce(v, args[1], f"{where}.{k}") for k, v in value.items()}
     if hint is Any:
         return value
@@ -156,33 +212,38 @@ def _coerce_union(value: Any, args: tuple, where: str) -> Any:
         return None
     options = [a for a in args if a is not type(None)]
     if isinstance(value, Raw):  # '[a, b]' for `str | list[str]` is a list; '123' for `str | None` stays a string
-        parsed = _parse_raw(value)
+        parsed = _parse_raw(value, where)
         if not isinstance(parsed, str):
             try:
                 return _coerce_union(parsed, args, where)
             except ConfigError:
-                if str not in options:
+                if str not in options or value.lstrip().startswith(("[", "{")):
                     raise
         value = str(value)
-    errors = []
+    errors = {}
     for option in options:
         try:
             return coerce(value, option, where)
         except ConfigError as exc:
-            errors.append(str(exc))
+            errors[typing.get_origin(option)] = exc
     if len(errors) == 1:
-        raise ConfigError(errors[0])
+        raise next(iter(errors.values()))
+    shaped = {list: list, dict: dict}.get(type(value))
+    if shaped in errors:  # a list given for `str | list[str]`: the error inside the list is the useful one
+        raise errors[shaped]
     names = " or ".join(_type_name(a) for a in options)
     nullable = " (or null)" if type(None) in args else ""
-    raise ConfigError(f"{where}: expected {names}{nullable}, got {_show(value)}")
+    raise ConfigError(f"{where}: expected {names}{nullable}, got {show(value)}")
 
 
 def _coerce_scalar(value: Any, hint: Any, where: str) -> Any:
     if hint is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
-            return value.lower() in ("true", "yes", "on", "1")
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.lower() in ("true", "yes", "on", "false", "no", "off"):
+            return value.lower() in ("true", "yes", "on")
     elif hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -191,26 +252,34 @@ def _coerce_scalar(value: Any, hint: Any, where: str) -> Any:
         if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
             return int(value)
     elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 1e-5 as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = float(value)
+        if number is not None and math.isfinite(number):
+            return float(number)
+        if number is not None:
+            raise ConfigError(f"{where}: expected a finite number, got {show(value)}")
     elif hint is str:
         if isinstance(value, str):
             return value
+        if isinstance(value, (int, float, bool)):
+            raise ConfigError(f"{where}: expected a string, got {show(value)} (quote it in the recipe)")
     else:
         raise TypeError(f"{where}: unsupported schema type {hint!r}")
-    raise ConfigError(f"{where}: expected {_type_name(hint)}, got {_show(value)}")
+    raise ConfigError(f"{where}: expected {_type_name(hint)}, got {show(value)}")
 
 
-def _parse_raw(value: Raw) -> Any:
+def _parse_raw(value: Raw, where: str) -> Any:
+    text = str(value)
     try:
-        return yaml_load(str(value)) if value.strip() else ""
-    except yaml.YAMLError:
-        return str(value)
+        return yaml_load(text) if text.strip() else ""
+    except yaml.YAMLError as exc:
+        if text.lstrip().startswith(("[", "{")):  # meant as a list or mapping: say so rather than keep a string
+            raise ConfigError(
+                f"{where}: cannot parse {text!r}: {getattr(exc, 'problem', None) or 'bad syntax'}"
+            ) from None
+        return text
 
 
 def _check_bounds(value: Any, meta: typing.Mapping[str, Any], where: str) -> None:
@@ -248,7 +317,7 @@ def _type_name(hint: Any) -> str:
     if origin in (typing.Union, types.UnionType):
         return " | ".join("null" if a is type(None) else _type_name(a) for a in args)
     if origin is list:
-        return f"list of {_type_name(args[0])}"
+        return f"a list of {_type_name(args[0]).split(' ', 1)[-1]}s"
     if origin is dict:
         return "mapping"
     if dataclasses.is_dataclass(hint):
@@ -257,7 +326,8 @@ def _type_name(hint: Any) -> str:
     return names.get(hint, getattr(hint, "__name__", str(hint)))
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """A short repr for error messages."""
     text = repr(value if not isinstance(value, Raw) else str(value))
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ def test_yaml_and_json_give_the_same_config(write):
     )
     json_cfg = load_config(write("a.json", json.dumps(body)))
     assert yaml_cfg == json_cfg
-    assert yaml_cfg.grpo["learning_rate"] == "1e-5" or yaml_cfg.grpo["learning_rate"] == 1e-5
+    assert yaml_cfg.grpo["learning_rate"] == 1e-5  # YAML 1.2 float, even without checking against TRL
 
 
 @pytest.mark.parametrize(
@@ -112,7 +113,7 @@ LEGACY = """
 azr:
   model_id: Qwen/Qwen2.5-Coder-1.5B-Instruct
   quantization: 4bit
-  lora: {r: 32, alpha: 64, target_modules: [q_proj, k_proj]}
+  lora: {r: 32, alpha: 64, dropout: 0.1, target_modules: [q_proj, k_proj]}
   rlhf:
     num_generations: 8
     max_completion_length: 512
@@ -131,7 +132,8 @@ def test_legacy_schema_is_normalised_with_a_warning(write, caplog):
     assert "legacy 'azr:' schema converted" in caplog.text
     assert cfg.model.name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     assert cfg.model.quantization == "4bit"
-    assert (cfg.model.lora.r, cfg.model.lora.alpha, cfg.model.lora.target_modules) == (32, 64, ["q_proj", "k_proj"])
+    lora = cfg.model.lora
+    assert (lora.r, lora.alpha, lora.dropout, lora.target_modules) == (32, 64, 0.1, ["q_proj", "k_proj"])
     assert cfg.grpo == {
         "num_generations": 8,
         "max_completion_length": 512,
@@ -186,15 +188,60 @@ def test_saved_config_loads_back_identical(tmp_path, write):
 
 def test_every_field_has_help():
     def walk(cls):
+        hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            yield cls.__name__, f
-            if dataclasses.is_dataclass(f.type if not isinstance(f.type, str) else None):
-                yield from walk(f.type)
+            yield f"{cls.__name__}.{f.name}", f
+            if dataclasses.is_dataclass(hints[f.name]):
+                yield from walk(hints[f.name])
 
-    missing = [f"{owner}.{f.name}" for owner, f in walk(AzrConfig) if not f.metadata.get("help", "").strip()]
-    assert not missing
+    fields = list(walk(AzrConfig))
+    assert any(name == "LoraConfig.r" for name, _ in fields)  # nested sections are walked
+    assert [name for name, f in fields if not f.metadata.get("help", "").strip()] == []
     leaves = list(iter_fields(AzrConfig, ""))
     assert len(leaves) > 60 and all(help_text.strip() for *_, help_text in leaves)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("seed: 010", 10),  # YAML 1.1 would read octal 8
+        ("model: {revision: '0123'}", "0123"),
+        ("model: {name_or_path: no}", "no"),  # YAML 1.1 would read False
+        ("model: {name_or_path: 1:30}", "1:30"),  # YAML 1.1 would read 90
+        ("model: {name_or_path: 2024-01-01}", "2024-01-01"),  # YAML 1.1 would read a date
+        ("sandbox: {timeout_s: 1e1}", 10.0),
+    ],
+)
+def test_yaml_follows_the_1_2_core_schema(write, text, expected):
+    cfg = load_config(write("r.yaml", text + "\n"), [] if "name_or_path" in text else MIN)
+    values = {
+        "seed": cfg.seed,
+        "revision": cfg.model.revision,
+        "name_or_path": cfg.model.name_or_path,
+        "timeout_s": cfg.sandbox.timeout_s,
+    }
+    assert values[next(k for k in values if k in text)] == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "overrides", "message"),
+    [
+        ("model: {name_or_path: a}\nseed: 1\nseed: 2\n", [], r"r\.yaml:3: invalid YAML: duplicate key 'seed'"),
+        ("model: {name_or_path: a, revision: 0123}\n", [], r"model\.revision: expected a string, got 123 \(quote it"),
+        ("model: {name_or_path: a}\n", ["model.lora.target_modules=[q_proj"], r"model\.lora\.target_modules: cannot"),
+        ("model: {name_or_path: a}\n", ["model.lora.target_modules=[q, 1]"], r"model\.lora\.target_modules\[1\]"),
+        ("model: {name_or_path: a}\n", ["sandbox.timeout_s=.inf"], r"sandbox\.timeout_s: expected a finite number"),
+        ("model: {name_or_path: a}\n", ["data.shuffle=2"], r"data\.shuffle: expected a boolean, got 2"),
+        ("azr: {model_id: a, quantization: [4bit]}\n", [], r"model\.quantization: expected one of none, 4bit, 8bit"),
+    ],
+)
+def test_malformed_values_are_config_errors(write, text, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(write("r.yaml", text), overrides)
+
+
+def test_bool_fields_take_0_and_1():
+    assert load_config(None, [*MIN, "data.shuffle=0"]).data.shuffle is False
 
 
 def test_readme_config_table_is_generated_from_the_help_strings():
