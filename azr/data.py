@@ -8,7 +8,10 @@ are ignored.
 
 from __future__ import annotations
 
+import collections
 import json
+import math
+import random
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -16,13 +19,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from azr.schema import did_you_mean
+from azr.schema import did_you_mean, show
 
 SPLITS = {"train": "train.jsonl", "held-out": "heldout.jsonl"}
 
 
 class DataError(ValueError):
-    """Bad task data; the message is one line and starts with `file:line`."""
+    """Bad task data; the message is one line naming the file (and line or row) or the setting at fault."""
 
 
 @dataclass
@@ -48,6 +51,8 @@ FIELDS = tuple(Task.__dataclass_fields__)
 def load_tasks(source: str | Path, column_map: Mapping[str, str] | None = None) -> list[Task]:
     """Load tasks from a shipped split name ('train', 'held-out') or a .jsonl / .json / .parquet file."""
     if str(source) in SPLITS:
+        if column_map:
+            raise DataError(f"column map given for the shipped split '{source}', which needs none")
         ref = resources.files("azr") / "data" / SPLITS[str(source)]
         with resources.as_file(ref) as path:
             return read_jsonl(path, label=f"azr/data/{SPLITS[str(source)]}")
@@ -65,7 +70,8 @@ def load_tasks(source: str | Path, column_map: Mapping[str, str] | None = None) 
 def read_jsonl(path: Path, column_map: Mapping[str, str] | None = None, label: str | None = None) -> list[Task]:
     label = label or str(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # split on "\n" only: str.splitlines() would also break inside strings at U+2028 and friends
+        lines = path.read_text(encoding="utf-8-sig").split("\n")
     except UnicodeDecodeError as exc:
         raise DataError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     rows = []
@@ -88,7 +94,8 @@ def _read_with_datasets(path: Path, column_map: Mapping[str, str]) -> list[Task]
         table = datasets.load_dataset(builder, data_files=str(path), split="train")
     except Exception as exc:  # datasets raises many types for unreadable files
         raise DataError(f"{path}: cannot read as {builder}: {str(exc).splitlines()[0]}") from None
-    rows = [(f"{path}:row {i + 1}", row) for i, row in enumerate(table)]
+    # datasets gives every row every column, None where a row lacks it: drop those, as if absent
+    rows = [(f"{path}:row {i + 1}", {k: v for k, v in row.items() if v is not None}) for i, row in enumerate(table)]
     return _tasks_from_rows(rows, column_map, str(path))
 
 
@@ -121,10 +128,12 @@ def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where:
                 f"{where}: column '{column}' (mapped to {task_field}) is missing{did_you_mean(column, row)}"
             )
         value = row[column]
-        if task_field in ("tests", "tags") and isinstance(value, str) and value.lstrip().startswith("["):
-            value = json.loads(value)  # APPS stores lists as JSON text
-        if task_field == "solution" and isinstance(value, str) and value.lstrip().startswith('["'):
-            value = json.loads(value)
+        json_list = isinstance(value, str) and value.lstrip().startswith("[")
+        if json_list and (task_field in ("tests", "tags") or value.lstrip().startswith('["')):
+            try:
+                value = json.loads(value)  # APPS stores lists as JSON text
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{where}: column '{column}': looks like a JSON list but is not: {exc.msg}") from None
         if task_field == "solution" and isinstance(value, list):
             value = value[0] if value else None  # several reference solutions: the first is enough
         if task_field == "id" and isinstance(value, int):
@@ -141,7 +150,7 @@ def task_from_row(row: dict[str, Any], where: str, strict: bool = True) -> Task:
                 raise DataError(f"{where}: unknown field '{key}'{did_you_mean(key, FIELDS)}")
 
     def fail(name: str, expected: str) -> DataError:
-        return DataError(f"{where}: field '{name}': expected {expected}, got {_show(row.get(name))}")
+        return DataError(f"{where}: field '{name}': expected {expected}, got {show(row.get(name))}")
 
     for name in ("id", "prompt"):
         if name not in row:
@@ -155,7 +164,7 @@ def task_from_row(row: dict[str, Any], where: str, strict: bool = True) -> Task:
         raise fail("tests", "a non-empty list of test snippets")
     for i, test in enumerate(tests):
         if not isinstance(test, str) or not test.strip():
-            raise DataError(f"{where}: field 'tests[{i}]': expected a non-empty string, got {_show(test)}")
+            raise DataError(f"{where}: field 'tests[{i}]': expected a non-empty string, got {show(test)}")
         try:
             compile(test, f"tests[{i}]", "exec")
         except SyntaxError as exc:
@@ -164,7 +173,8 @@ def task_from_row(row: dict[str, Any], where: str, strict: bool = True) -> Task:
     if solution is not None and not isinstance(solution, str):
         raise fail("solution", "a string")
     timeout = row.get("timeout_s")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+    number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+    if timeout is not None and not (number and math.isfinite(timeout) and timeout > 0):
         raise fail("timeout_s", "a positive number of seconds")
     memory = row.get("memory_mb")
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0):
@@ -187,39 +197,46 @@ def task_from_row(row: dict[str, Any], where: str, strict: bool = True) -> Task:
     )
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 50 else text[:47] + "..."
-
-
 def select_tasks(tasks: list[Task], *, shuffle: bool, seed: int, max_tasks: int | None) -> list[Task]:
     """The training subset: a seeded shuffle (same seed, same order), then at most `max_tasks`."""
-    import random
-
     chosen = list(tasks)
     if shuffle:
         random.Random(seed).shuffle(chosen)
     return chosen[:max_tasks] if max_tasks else chosen
 
 
-def near_duplicates(a: Iterable[Task], b: Iterable[Task] | None = None, threshold: float = 0.7):
-    """Pairs (task, task, similarity) whose prompts overlap by word-shingle Jaccard >= threshold, or whose
-    reference solutions are identical once whitespace is removed. With `b`, pairs across a and b; else within a."""
-    a = list(a)
-    pairs = [(x, y) for i, x in enumerate(a) for y in a[i + 1 :]] if b is None else [(x, y) for x in a for y in b]
-    cache: dict[int, tuple[set, str]] = {}
+def near_duplicates(
+    a: Iterable[Task], b: Iterable[Task] | None = None, threshold: float = 0.7
+) -> list[tuple[Task, Task, float]]:
+    """Pairs whose prompts overlap by word-trigram Jaccard >= threshold, or whose reference solutions are equal
+    once whitespace is removed (similarity 1.0). With `b`, pairs across a and b; else pairs within a.
 
-    def sig(task: Task) -> tuple[set, str]:
-        if id(task) not in cache:
-            words = re.findall(r"[a-z0-9_]+", task.prompt.lower())
-            shingles = {" ".join(words[i : i + 3]) for i in range(max(1, len(words) - 2))}
-            cache[id(task)] = (shingles, re.sub(r"\s+", "", task.solution or "") or task.id)
-        return cache[id(task)]
-
+    Candidates come from an inverted index over trigrams, leaving out trigrams found in more than 2% of the tasks
+    (boilerplate like "write a function"), so a 10k-task file takes seconds; candidates get the exact Jaccard."""
+    left = list(a)
+    right = left if b is None else list(b)
+    sigs = {id(t): _signature(t) for t in left + right}
+    index: dict[str, list[int]] = collections.defaultdict(list)
+    for j, task in enumerate(right):
+        shingles, code = sigs[id(task)]
+        for key in shingles | ({"\0" + code} if code else set()):
+            index[key].append(j)
+    common = max(50, len(right) // 50)
     found = []
-    for x, y in pairs:
-        (sx, cx), (sy, cy) = sig(x), sig(y)
-        score = len(sx & sy) / max(1, len(sx | sy))
-        if score >= threshold or cx == cy:
-            found.append((x, y, 1.0 if cx == cy else score))
+    for i, x in enumerate(left):
+        shingles, code = sigs[id(x)]
+        keys = [k for k in shingles if len(index[k]) <= common] + (["\0" + code] if code else [])
+        for j in sorted({j for key in keys for j in index.get(key, ())}):
+            if b is None and j <= i:
+                continue
+            other, other_code = sigs[id(right[j])]
+            score = 1.0 if code and code == other_code else len(shingles & other) / len(shingles | other)
+            if score >= threshold:
+                found.append((x, right[j], score))
     return found
+
+
+def _signature(task: Task) -> tuple[set[str], str]:
+    words = re.findall(r"[a-z0-9_]+", task.prompt.lower())
+    shingles = {" ".join(words[i : i + 3]) for i in range(max(1, len(words) - 2))}
+    return shingles, re.sub(r"\s+", "", task.solution or "")

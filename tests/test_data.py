@@ -121,6 +121,7 @@ GOOD = {"id": "t1", "prompt": "p", "tests": ["assert True"]}
         ([json.dumps({**GOOD, "tests": ["assert ("]})], r"^{f}:1: field 'tests\[0\]': not valid Python"),
         ([json.dumps({**GOOD, "tests": ["  "]})], r"^{f}:1: field 'tests\[0\]': expected a non-empty string"),
         ([json.dumps({**GOOD, "timeout_s": -1})], r"^{f}:1: field 'timeout_s': expected a positive number"),
+        (['{"id": "t1", "prompt": "p", "tests": ["assert 1"], "timeout_s": NaN}'], r"^{f}:1: field 'timeout_s'"),
         ([json.dumps({**GOOD, "memory_mb": 1.5})], r"^{f}:1: field 'memory_mb': expected a positive integer"),
         ([json.dumps({**GOOD, "entry_point": "not valid"})], r"^{f}:1: field 'entry_point': expected a Python id"),
         ([json.dumps({**GOOD, "tags": "x"})], r"^{f}:1: field 'tags': expected a list of strings"),
@@ -133,6 +134,36 @@ def test_bad_rows_name_file_and_line(tmp_path, lines, message):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=message.replace("{f}", str(path).replace(".", r"\."))):
         load_tasks(path)
+
+
+def test_unusual_but_valid_jsonl(tmp_path):
+    path = tmp_path / "t.jsonl"
+    row = {**GOOD, "prompt": "a\u2028line separator and \u0085 next-line inside a string"}
+    path.write_text("\ufeff" + json.dumps(row, ensure_ascii=False) + "\n\n" + json.dumps({**row, "id": "t2"}) + "\n")
+    tasks = load_tasks(path)  # a BOM, U+2028 and U+0085 inside strings: two tasks, lines counted right
+    assert [t.id for t in tasks] == ["t1", "t2"] and "\u2028" in tasks[0].prompt
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n\n{bad\n")
+    with pytest.raises(DataError, match=r"t\.jsonl:3: invalid JSON"):
+        load_tasks(path)
+
+
+def test_native_rows_in_json_and_parquet_may_leave_optional_fields_out(tmp_path):
+    import datasets
+
+    rows = [GOOD, {**GOOD, "id": "t2", "tags": ["math"], "timeout_s": 2.5}]
+    (tmp_path / "t.json").write_text(json.dumps(rows))
+    columns = {key: [row.get(key) for row in rows] for key in ("id", "prompt", "tests", "tags", "timeout_s")}
+    datasets.Dataset.from_dict(columns).to_parquet(str(tmp_path / "t.parquet"))  # missing values stored as null
+    for name in ("t.json", "t.parquet"):
+        tasks = load_tasks(tmp_path / name, {"id": "id"})
+        assert [(t.tags, t.timeout_s) for t in tasks] == [([], None), (["math"], 2.5)]
+
+
+def test_bad_json_text_in_a_mapped_column(tmp_path):
+    path = tmp_path / "apps.jsonl"
+    path.write_text(json.dumps({"pid": 1, "q": "p", "t": "[not json"}) + "\n")
+    with pytest.raises(DataError, match=r"apps\.jsonl:1: column 't': looks like a JSON list but is not"):
+        load_tasks(path, {"id": "pid", "prompt": "q", "tests": "t"})
 
 
 def test_missing_and_unsupported_files(tmp_path):
