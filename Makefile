@@ -5,6 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.azr-installed
 TINY := runs/tiny-model
 PYTEST_ARGS ?=
+# Where no local CPU wheel of torch is configured: make TORCH_INDEX=https://download.pytorch.org/whl/cpu demo
+TORCH_INDEX ?=
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+	$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
 .PHONY: install demo test lint format clean
 
@@ -13,8 +17,8 @@ install: $(STAMP)
 # CPU install: constraints.txt keeps pip on torch 2.13.0 (the local CPU wheel) instead of a multi-GB CUDA build.
 $(STAMP): pyproject.toml requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -r requirements.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt --no-deps -e .
+	$(PIP) -r requirements.txt
+	$(PIP) --no-deps -e .
 	touch $@
 
 $(TINY)/config.json: $(STAMP)

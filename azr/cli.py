@@ -16,6 +16,7 @@ import click
 from azr import __version__
 from azr.config import ConfigError, fields_markdown, load_config
 from azr.data import DataError
+from azr.schema import parse_pairs
 
 USER_ERRORS = (ConfigError, DataError)
 
@@ -86,8 +87,8 @@ def eval_(
 ) -> int:
     """Measure held-out pass@k of a model, an adapter or an endpoint (azr-eval)."""
     sources = [s for s in (config_path, model_path, endpoint) if s is not None]
-    if len(sources) != 1 and samples is None:
-        raise ConfigError("eval: give exactly one of --config, --model or --endpoint (or --samples)")
+    if len(sources) > 1 or (not sources and samples is None):
+        raise ConfigError("eval: give exactly one of --config, --model or --endpoint (none with --samples)")
     if endpoint and not endpoint_model:
         raise ConfigError("--endpoint-model: required with --endpoint")
     if adapter and not model_path:
@@ -155,23 +156,21 @@ def data() -> None:
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=10.0,
-    show_default=True,
-    help="Wall-clock limit per task when the task sets none.",
+    help="Seconds per task that sets none [default: sandbox.timeout_s].",
 )
-def data_validate(source, column_map, workers, timeout) -> int:
+@click.option(
+    "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
+)
+def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests."""
+    from azr.config import SandboxConfig
     from azr.data import load_tasks, near_duplicates
     from azr.grading import validate_references
 
-    mapping = {}
-    for item in column_map:
-        key, sep, value = item.partition("=")
-        if not sep or not key or not value:
-            raise ConfigError(f"--column-map {item!r}: expected FIELD=COLUMN")
-        mapping[key] = value
-    tasks = load_tasks(source, mapping or None)
-    results = validate_references(tasks, workers=workers, timeout_s=timeout)
+    mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
+    tasks = load_tasks(source, mapping)
+    limits = SandboxConfig()  # the limits training will apply, so what passes here passes there
+    results = validate_references(tasks, workers, timeout or limits.timeout_s, memory_mb or limits.memory_mb)
     failed = [(t, g) for t, g in results if g is not None and not g.passed]
     missing = sum(g is None for _, g in results)
     for task, grade in failed:
@@ -236,6 +235,9 @@ def _invoke(command: click.Command, prog_name: str, args: list[str] | None = Non
         result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:  # a bare `azr` or `azr data`: show the help, not an error
+        click.echo(exc.ctx.get_help())
+        return 0
     except click.ClickException as exc:  # usage errors, bad parameters, unreadable files
         _error(prog_name, exc.format_message())
         return 2

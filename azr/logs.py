@@ -1,8 +1,8 @@
 """Files a run writes as it goes: atomic whole-file writes and append-and-flush JSONL.
 
 A crash at any moment leaves either the old or the new version of an atomically written file, and a JSONL file
-whose complete lines all parse (a torn last line is dropped on the next open). Rotation of generation logs and the
-failure logger build on these two primitives.
+whose complete lines all parse (a torn last line is dropped on the next open). The run's metrics and generation
+logs are written with these two primitives.
 """
 
 from __future__ import annotations
@@ -65,11 +65,21 @@ class JsonlWriter:
 
 
 def _drop_torn_tail(path: Path) -> None:
-    if not path.exists() or path.stat().st_size == 0:
+    """Cut a final line that lacks its newline (a write torn by a crash), scanning back from the end."""
+    if not path.exists():
         return
     with open(path, "rb+") as fh:
-        fh.seek(-1, os.SEEK_END)
-        if fh.read(1) == b"\n":
-            return
-        data = fh.seek(0) or fh.read()
-        fh.truncate(data.rfind(b"\n") + 1)
+        end = fh.seek(0, os.SEEK_END)
+        pos = end
+        while pos > 0:
+            step = min(pos, 1 << 16)
+            fh.seek(pos - step)
+            chunk = fh.read(step)
+            if pos == end and chunk.endswith(b"\n"):
+                return
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                fh.truncate(pos - step + cut + 1)
+                return
+            pos -= step
+        fh.truncate(0)

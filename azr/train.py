@@ -22,7 +22,10 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         raise ConfigError("--resume-from: this version does not train yet, so there is nothing to resume")
     started = time.monotonic()
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"output_dir: cannot create {out}: {exc.strerror}") from None
     save_config(cfg, out / "config.yaml")
 
     tasks = select_tasks(
@@ -31,7 +34,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         seed=cfg.seed,
         max_tasks=cfg.data.max_tasks,
     )
-    eval_tasks = load_tasks(cfg.data.eval, cfg.data.column_map) if cfg.data.eval else []
+    eval_tasks = load_tasks(cfg.data.eval, cfg.data.eval_column_map) if cfg.data.eval else []
     log.info(
         "data: %d training tasks from %s, %d evaluation tasks from %s",
         len(tasks),

@@ -117,6 +117,12 @@ def _user_errors(tmp):
         (["eval", "--dataset", "held-out"], "eval: give exactly one of --config, --model or --endpoint"),
         (["eval", "--endpoint", "http://127.0.0.1:1/v1", "--dataset", "held-out"], "--endpoint-model: required"),
         (["eval", "--model", "m", "--dataset", "held-out", "-k", "1,ten"], "-k: expected comma-separated integers"),
+        (["eval", "--model", "m", "--samples", "s.jsonl", "--endpoint", "u", "--dataset", "h"], "eval: give exactly"),
+        (["data", "validate", "train", "--column-map", "prompt=text"], "column map given for the shipped split"),
+        (
+            ["train", "--config", f("o.yaml", RECIPE + f"output_dir: {f('file', '')}/sub\n")],
+            "output_dir: cannot create {tmp}/file/sub",
+        ),
     ]
 
 
@@ -141,9 +147,26 @@ def test_console_script_reports_user_error_in_one_line(tmp_path):
     assert result.stderr == f"azr-train: error: {tmp_path}/x.yaml: config file not found\n"
 
 
-def test_commands_of_later_versions_say_so_and_exit_1(cli):
-    code, _, err = cli("sandbox", "doctor")
-    assert code == 1 and err.startswith("azr: error: azr sandbox doctor: the sandbox is not in this version yet")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sandbox", "doctor"],
+        ["sandbox", "run", "--code", "-"],
+        ["eval", "--model", "m", "--dataset", "held-out"],
+        ["gen", "--config", "RECIPE", "--out", "x.jsonl"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_commands_of_later_versions_say_so_and_exit_1(cli, write, argv):
+    argv = [write("r.yaml", RECIPE) if a == "RECIPE" else a for a in argv]
+    code, _, err = cli(*argv)
+    assert code == 1 and err.count("\n") == 1 and "not in this version yet" in err
+
+
+@pytest.mark.parametrize("argv", [[], ["data"], ["sandbox"], ["config"]])
+def test_a_group_without_subcommand_shows_its_help(cli, argv):
+    code, out, err = cli(*argv)
+    assert code == 0 and out.startswith("Usage: azr") and not err
 
 
 @pytest.mark.parametrize("split", ["train", "held-out"])

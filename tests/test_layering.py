@@ -14,7 +14,7 @@ LIGHT = ["schema", "logs", "config", "data", "grading", "cli"]
 ALLOWED = {
     "schema": set(),
     "logs": set(),
-    "config": {"schema", "logs"},
+    "config": {"schema", "logs", "data"},
     "data": {"schema"},
     "grading": {"data"},
     "modeling": {"config", "data"},
@@ -47,4 +47,4 @@ def test_imports_go_one_way(module):
 
 def test_no_module_is_too_long():
     lengths = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
-    assert max(lengths.values()) <= 420, lengths
+    assert max(lengths.values()) <= 400, lengths

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from azr.config import ConfigError, ModelConfig
-from azr.modeling import build_model_and_tokenizer, build_tiny_model, count_parameters
+from azr.modeling import build_model_and_tokenizer, build_tiny_model, count_parameters, resolve_dtype
 
 
 def _digest(folder):
@@ -20,7 +20,7 @@ def test_tiny_model_shape_and_size(tiny_model_dir):
     assert cfg.model_type == "qwen2"
     assert cfg.hidden_size // cfg.num_attention_heads >= 32  # vLLM serves head_dim >= 32
     assert count_parameters(model) <= 2_000_000
-    assert str(model.dtype) == "torch.float32"  # 'auto' on CPU
+    assert model.dtype == resolve_dtype("auto")  # float32 on CPU, bfloat16 on a GPU that has it
     assert tokenizer.pad_token == "<|endoftext|>" and tokenizer.eos_token == "<|im_end|>"
     assert 1000 < len(tokenizer) <= 2048
 
@@ -43,15 +43,16 @@ def test_chat_template_is_chatml_with_a_thinking_switch(tiny_model_dir):
     assert tokenizer.decode(ids) == text  # special tokens round-trip as single tokens
 
 
-def test_tiny_model_generates_and_stops_at_eos(tiny_model_dir):
+def test_tiny_model_generates_a_batch_with_its_own_eos_and_pad(tiny_model_dir):
     import torch
 
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
     batch = tokenizer(["def f(x):", "Write a function"], return_tensors="pt", padding=True, padding_side="left")
     torch.manual_seed(0)
-    out = model.generate(**batch, max_new_tokens=8, do_sample=True)
-    assert out.shape == (2, batch["input_ids"].shape[1] + 8) or out.shape[1] <= batch["input_ids"].shape[1] + 8
+    out = model.generate(**batch, max_new_tokens=8, min_new_tokens=8, do_sample=True)
+    assert out.shape == (2, batch["input_ids"].shape[1] + 8)
     assert model.generation_config.eos_token_id == tokenizer.eos_token_id
+    assert model.generation_config.pad_token_id == tokenizer.pad_token_id != tokenizer.eos_token_id
 
 
 def test_loader_errors_are_config_errors(tmp_path):
