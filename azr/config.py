@@ -21,7 +21,17 @@ import yaml
 
 from azr.data import SPLITS
 from azr.logs import atomic_write_text
-from azr.schema import ConfigError, build, did_you_mean, field, iter_fields, load_raw, parse_pairs, set_dotted
+from azr.schema import (
+    ConfigError,
+    build,
+    did_you_mean,
+    field,
+    iter_fields,
+    load_raw,
+    parse_pairs,
+    set_dotted,
+    show,
+)
 
 log = logging.getLogger(__name__)
 
@@ -276,11 +286,12 @@ def normalise_legacy(raw: dict[str, Any], source: str) -> dict[str, Any]:
             raise ConfigError(f"azr.{dotted}: unknown legacy key{did_you_mean(dotted, LEGACY_KEYS)}")
         if target == "model.quantization" and (value is None or isinstance(value, (str, bool))):
             value = _LEGACY_QUANTIZATION.get(value, value)
-        section, _, rest = target.partition(".")
-        node = raw.setdefault(section, {})
-        *parents, leaf = rest.split(".")
-        for part in parents:
+        node = raw
+        *parents, leaf = target.split(".")
+        for depth, part in enumerate(parents):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{'.'.join(parents[: depth + 1])}: expected a mapping, got {show(node)}")
         if leaf in node:
             raise ConfigError(f"{target}: set twice, as {target} and as legacy azr.{dotted}")
         node[leaf] = value

@@ -149,6 +149,8 @@ def test_legacy_schema_is_normalised_with_a_warning(write, caplog):
 def test_legacy_errors(write):
     with pytest.raises(ConfigError, match=r"^azr\.rlhf\.kl_coef: unknown legacy key \(did you mean 'rlhf\.kl_coeff'"):
         load_config(write("a.yaml", "azr:\n  model_id: m/x\n  rlhf: {kl_coef: 0.1}\n"))
+    with pytest.raises(ConfigError, match=r"^model: expected a mapping, got 5"):
+        load_config(write("c.yaml", "azr:\n  model_id: m/x\nmodel: 5\n"))
     with pytest.raises(ConfigError, match=r"^grpo\.beta: set twice, as grpo\.beta and as legacy azr\.rlhf\.kl_coeff"):
         load_config(write("b.yaml", "azr:\n  model_id: m/x\n  rlhf: {kl_coeff: 0.1}\ngrpo: {beta: 0.2}\n"))
 
