@@ -14,9 +14,9 @@ from pathlib import Path
 import click
 
 from azr import __version__
-from azr.config import ConfigError, fields_markdown, load_config
+from azr.config import AzrConfig, ConfigError, dump_yaml, load_config
 from azr.data import DataError
-from azr.schema import parse_pairs
+from azr.schema import fields_markdown, parse_pairs
 
 USER_ERRORS = (ConfigError, DataError)
 
@@ -42,6 +42,11 @@ def _config_options(fn):
     )(fn)
 
 
+def _require_config(config_path: Path | None) -> None:
+    if config_path is None:
+        raise ConfigError("--config: a recipe file is required (see examples/)")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="azr")
 def azr() -> None:
@@ -56,8 +61,7 @@ def azr() -> None:
 @click.option("--resume-from", metavar="latest|DIR", help="Continue from the latest checkpoint or a checkpoint DIR.")
 def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
     """Train a policy with GRPO on coding tasks (azr-train)."""
-    if config_path is None:
-        raise ConfigError("--config: a recipe file is required (see examples/)")
+    _require_config(config_path)
     extra = list(overrides)
     if output_dir is not None:
         extra.append(f"output_dir={output_dir}")
@@ -113,8 +117,7 @@ def _parse_ks(text: str) -> list[int]:
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="JSONL file the rollouts go to.")
 def gen(config_path, overrides, out) -> int:
     """Collect tool-using rollouts for SFT (azr-gen)."""
-    if config_path is None:
-        raise ConfigError("--config: a recipe file is required")
+    _require_config(config_path)
     load_config(config_path, overrides)
     raise NotAvailableError("azr gen: rollout generation is not in this version yet (it comes with the tools issue)")
 
@@ -211,7 +214,7 @@ def config_group() -> None:
 @config_group.command("fields")
 def config_fields() -> int:
     """Print every config field with its type, default and help, as a Markdown table."""
-    click.echo(fields_markdown())
+    click.echo(fields_markdown(AzrConfig))
     return 0
 
 
@@ -219,12 +222,7 @@ def config_fields() -> int:
 @_config_options
 def config_show(config_path, overrides) -> int:
     """Print the resolved config (defaults, file, overrides; legacy schema converted) as YAML."""
-    import dataclasses
-
-    import yaml
-
-    cfg = load_config(config_path, overrides, check_grpo=True)
-    click.echo(yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False), nl=False)
+    click.echo(dump_yaml(load_config(config_path, overrides, check_grpo=True)), nl=False)
     return 0
 
 

@@ -26,7 +26,6 @@ from azr.schema import (
     build,
     did_you_mean,
     field,
-    iter_fields,
     load_raw,
     parse_pairs,
     set_dotted,
@@ -380,19 +379,11 @@ def validate_grpo(grpo: dict[str, Any]) -> None:
                 raise ConfigError(f"grpo.{key}: expected a number, got {value!r}") from None
 
 
+def dump_yaml(cfg: AzrConfig) -> str:
+    """The resolved config as YAML, in schema order (what `save_config` writes and `azr config show` prints)."""
+    return yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True)
+
+
 def save_config(cfg: AzrConfig, path: str | Path) -> Path:
     """Write the resolved config as YAML, atomically, so a run's outputs always say what produced them."""
-    text = yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True)
-    return atomic_write_text(Path(path), text)
-
-
-def fields_markdown() -> str:
-    """Every field as a Markdown table row: the output of `azr config fields` and the README's config table."""
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    rows = ["| field | type | default | what it is for |", "|---|---|---|---|"]
-    for name, kind, default, help_text in iter_fields(AzrConfig, ""):
-        rows.append(f"| `{name}` | {cell(kind)} | `{cell(default)}` | {cell(help_text)} |")
-    return "\n".join(rows)
+    return atomic_write_text(Path(path), dump_yaml(cfg))

@@ -119,14 +119,7 @@ def load_tokenizer(cfg: ModelConfig):
     """The policy's tokenizer, with a pad token guaranteed (the EOS token when the model has none)."""
     from transformers import AutoTokenizer
 
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            cfg.name_or_path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code
-        )
-    except (OSError, ValueError) as exc:
-        raise ConfigError(
-            f"model.name_or_path: cannot load a tokenizer from '{cfg.name_or_path}': {str(exc).splitlines()[0]}"
-        ) from None
+    tokenizer = _from_pretrained(AutoTokenizer, cfg, "a tokenizer from ", trust_remote_code=cfg.trust_remote_code)
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ConfigError(f"model.name_or_path: tokenizer of '{cfg.name_or_path}' has neither pad nor eos token")
@@ -150,13 +143,20 @@ def build_model_and_tokenizer(cfg: ModelConfig) -> tuple[Any, Any]:
     kwargs: dict[str, Any] = {"dtype": resolve_dtype(cfg.dtype), "trust_remote_code": cfg.trust_remote_code}
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
-    try:
-        model = AutoModelForCausalLM.from_pretrained(cfg.name_or_path, revision=cfg.revision, **kwargs)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"model.name_or_path: cannot load '{cfg.name_or_path}': {str(exc).splitlines()[0]}") from None
+    model = _from_pretrained(AutoModelForCausalLM, cfg, "", **kwargs)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def _from_pretrained(auto_class, cfg: ModelConfig, what: str, **kwargs):
+    """`auto_class.from_pretrained` with a missing or broken model turned into a one-line ConfigError."""
+    try:
+        return auto_class.from_pretrained(cfg.name_or_path, revision=cfg.revision, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"model.name_or_path: cannot load {what}'{cfg.name_or_path}': {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def count_parameters(model) -> int:

@@ -309,6 +309,18 @@ def iter_fields(cls: type, where: str) -> Iterator[tuple[str, str, str, str]]:
         yield dotted, _type_name(hint), json.dumps(default), f.metadata.get("help", "")
 
 
+def fields_markdown(cls: type) -> str:
+    """Every leaf field of `cls` as a Markdown table: `azr config fields` and the README's config table."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| field | type | default | what it is for |", "|---|---|---|---|"]
+    for name, kind, default, help_text in iter_fields(cls, ""):
+        rows.append(f"| `{name}` | {cell(kind)} | `{cell(default)}` | {cell(help_text)} |")
+    return "\n".join(rows)
+
+
 def _type_name(hint: Any) -> str:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
