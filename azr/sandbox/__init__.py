@@ -1,0 +1,72 @@
+"""Sandbox: run one untrusted program under limits and report how it ended. Knows nothing of tests or rewards.
+
+Covered (bwrap and nsjail backends; tests/test_sandbox_hostile.py proves each): no network, loopback included;
+read-only system directories and nothing else of the host (no home, repository, /etc or host /tmp); a private
+tmpfs /tmp wiped after every program; an environment built from fixed values, so no API key is ever visible; new
+pid/user/ipc/uts/mount namespaces, so the caller's processes are invisible and cannot be signalled; per program a
+new session and rlimits on CPU, address space, file size, open files and processes (plus a pids cgroup when azr
+runs as root, where the kernel ignores RLIMIT_NPROC); a wall clock enforced from outside the program; output caps;
+every leftover process killed before the next program starts.
+
+Not covered: kernel exploits and side channels; a program may kill or stop its own worker (the pool blames the
+program and replaces the worker); System V IPC objects live until the worker is replaced. The `process` backend
+(for hosts without user namespaces) keeps only the per-program limits, session and environment: its programs can
+read the host's files, reach the network and signal the caller's processes. It is used only when chosen or when
+nothing else works, with a warning.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from azr.sandbox.backends import Backend, SandboxUnavailable, build_backend, resolve_backend
+from azr.sandbox.limits import ExecResult, ExecStatus, Limits
+from azr.sandbox.pool import SandboxPool
+
+__all__ = [
+    "Backend",
+    "ExecResult",
+    "ExecStatus",
+    "Limits",
+    "SandboxPool",
+    "SandboxUnavailable",
+    "build_backend",
+    "open_pool",
+    "run_untrusted",
+    "shared_pool",
+]
+
+_shared: dict[tuple, SandboxPool] = {}
+_shared_lock = threading.Lock()
+
+
+def open_pool(
+    backend: str = "auto", workers: int | None = None, tmp_size_mb: int = 256, max_processes: int = 64
+) -> SandboxPool:
+    """A new pool on `backend` (auto: the strongest that works here); the caller closes it."""
+    return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes)
+
+
+def shared_pool(
+    backend: str = "auto", workers: int | None = None, tmp_size_mb: int = 256, max_processes: int = 64
+) -> SandboxPool:
+    """One pool per setting for the whole process, closed at exit: what rewards and grading use by default."""
+    key = (backend, workers, tmp_size_mb, max_processes)
+    with _shared_lock:
+        pool = _shared.get(key)
+        if pool is None or pool._closed:
+            pool = _shared[key] = open_pool(*key)
+        return pool
+
+
+def run_untrusted(code: str, limits: Limits | None = None, pool: SandboxPool | None = None) -> ExecResult:
+    """Run Python source `code` in the sandbox as `__main__`; descriptor 3 is a report channel read back as
+    `ExecResult.report`. Never raises for anything the program does."""
+    return (pool or shared_pool()).run(code, limits)
+
+
+@atexit.register
+def _close_shared() -> None:
+    for pool in list(_shared.values()):
+        pool.close()

@@ -1,0 +1,52 @@
+"""Limits for one untrusted program, and the record of how it ended."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+ExecStatus = Literal["ok", "timeout", "memory", "crashed", "error"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-program limits, enforced in the forked child (rlimits) and by its worker (wall clock)."""
+
+    wall_s: float = 5.0
+    cpu_s: float | None = None  # None: the wall limit
+    memory_mb: int = 512  # address space (RLIMIT_AS)
+    file_size_mb: int = 16  # largest file the program may write, its captured output included
+    open_files: int = 64
+    processes: int = 32  # RLIMIT_NPROC (plus a pids cgroup when azr runs as root)
+    output_bytes: int = 64 * 1024  # stdout and stderr are each cut here and marked truncated
+    report_bytes: int = 1 << 20  # the report channel (descriptor 3), used by grading for test verdicts
+
+    def __post_init__(self):
+        for name in ("wall_s", "memory_mb", "file_size_mb", "open_files", "processes", "output_bytes"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Limits.{name} must be positive, got {getattr(self, name)!r}")
+
+    def to_wire(self) -> dict:
+        wire = asdict(self)
+        wire["cpu_s"] = self.cpu_s or self.wall_s
+        return wire
+
+
+@dataclass
+class ExecResult:
+    """How one program ended. `status` is `ok` when it exited by itself (whatever its exit code), `timeout`
+    (wall or CPU limit), `memory` (MemoryError under the address-space limit), `crashed` (killed by a signal, or
+    it took its worker down with it) or `error` (the sandbox itself failed: an infrastructure fault)."""
+
+    status: ExecStatus
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    report: str = ""
+    report_truncated: bool = False
+    duration_s: float = 0.0
+    backend: str = ""
+    note: str = ""

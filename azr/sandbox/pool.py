@@ -1,0 +1,288 @@
+"""The worker pool: long-lived sandbox workers, one program at a time each, with timeouts and respawn.
+
+Each slot holds one worker started inside the backend; `run` sends it a program and waits for the reply past the
+wall limit plus a grace period. A worker that dies or stops answering while it runs a program is blamed on that
+program (`crashed` / `timeout`, never an infrastructure error a program could use to dodge its score), killed with
+its whole process group, and replaced on next use. Workers are spawned from one long-lived thread, because the
+kernel's parent-death signal (bwrap --die-with-parent, PR_SET_PDEATHSIG) fires when the spawning *thread* exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from azr.sandbox.backends import SCRATCH, Backend
+from azr.sandbox.limits import ExecResult, Limits
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">I")
+REPLY_GRACE_S = 10.0  # beyond the wall limit: the worker's own kill, reap and wipe
+START_TIMEOUT_S = 30.0
+_STATUS = {"exited": "ok", "signaled": "crashed", "timeout": "timeout", "memory": "memory", "error": "error"}
+
+
+class _WorkerLost(Exception):
+    def __init__(self, reason: str, hung: bool):
+        super().__init__(reason)
+        self.hung = hung
+
+
+class _Worker:
+    """One running worker process and its protocol pipes."""
+
+    def __init__(self, proc: subprocess.Popen, stderr_path: Path, cgroup: Path | None):
+        self.proc, self.stderr_path, self.cgroup = proc, stderr_path, cgroup
+
+    def send(self, obj: dict) -> None:
+        body = json.dumps(obj).encode()
+        try:
+            self.proc.stdin.write(_HEADER.pack(len(body)) + body)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise _WorkerLost(f"worker gone: {exc}", hung=False) from exc
+
+    def receive(self, timeout_s: float) -> dict:
+        deadline = time.monotonic() + timeout_s
+        header = self._read(_HEADER.size, deadline)
+        return json.loads(self._read(_HEADER.unpack(header)[0], deadline))
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        fd, chunks, left = self.proc.stdout.fileno(), [], n
+        while left:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                raise _WorkerLost("worker did not answer in time", hung=True)
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                raise _WorkerLost("worker exited", hung=False)
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def stderr_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            lines = self.stderr_path.read_text(errors="replace").strip().splitlines()
+            return lines[-1][:300] if lines else ""
+        return ""
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the worker's own session, created at spawn: never ours
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
+        self.proc.wait()
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdout.close()
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                self.cgroup.rmdir()
+
+
+class SandboxPool:
+    """Runs untrusted programs on warm workers. Thread-safe; use as a context manager or call `close()`."""
+
+    def __init__(self, backend: Backend, workers: int | None = None, max_processes: int = 64):
+        self.backend = backend
+        self.size = workers or os.cpu_count() or 1
+        self.max_processes = max_processes
+        self.stats: Counter[str] = Counter()
+        self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
+        for _ in range(self.size):
+            self._idle.put(None)  # started on first use
+        self._live: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._home = Path(tempfile.mkdtemp(prefix="azr-sandbox-"))
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="azr-sandbox-spawn")
+        self._dispatch = ThreadPoolExecutor(self.size, thread_name_prefix="azr-sandbox")
+        self._cgroups = _pids_cgroup_root() if os.geteuid() == 0 else None
+        if backend.warning:
+            log.warning("%s", backend.warning)
+        if os.geteuid() == 0 and self._cgroups is None:
+            log.warning("running as root without a writable pids cgroup: process limits are not enforced")
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def run(self, code: str, limits: Limits | None = None) -> ExecResult:
+        """Run one program; the result's status says what happened, it never raises for the program's sake."""
+        limits = limits or Limits()
+        if self._closed:
+            raise RuntimeError("the sandbox pool is closed")
+        worker = self._idle.get()
+        self.stats["runs"] += 1
+        try:
+            if worker is None:
+                worker = self._start()
+        except OSError as exc:
+            self._idle.put(None)
+            self.stats["errors"] += 1
+            return ExecResult("error", backend=self.backend.name, note=f"sandbox worker did not start: {exc}")
+        try:
+            worker.send({"code": code, "limits": limits.to_wire()})
+            reply = worker.receive(limits.wall_s + REPLY_GRACE_S)
+        except _WorkerLost as exc:
+            self._retire(worker)
+            self.stats["workers_lost"] += 1
+            status = "timeout" if exc.hung else "crashed"
+            note = f"the sandbox worker {'stopped answering' if exc.hung else 'died'} while running this program"
+            return ExecResult(status, backend=self.backend.name, note=note, duration_s=limits.wall_s)
+        if reply.get("recycle") or reply.get("status") == "error":
+            self._retire(worker)
+        else:
+            self._idle.put(worker)
+        if reply.get("status") == "error":
+            self.stats["errors"] += 1
+        return _result(reply, self.backend.name)
+
+    def map(self, codes: Sequence[str], limits: Limits | Sequence[Limits] | None = None) -> list[ExecResult]:
+        """Run programs in parallel over the pool's workers, results in input order."""
+        per_program = [limits] * len(codes) if limits is None or isinstance(limits, Limits) else list(limits)
+        return list(self._dispatch.map(self.run, codes, per_program))
+
+    def close(self) -> None:
+        """Kill every worker (and so every program) and remove the pool's files."""
+        if self._closed:
+            return
+        self._closed = True
+        self._dispatch.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            live, self._live = list(self._live), set()
+        for worker in live:
+            worker.kill()
+        self._spawner.shutdown(wait=True)
+        _remove_tree(self._home)
+
+    def _start(self) -> _Worker:
+        if self._closed:
+            raise OSError("pool closed")
+        index = self.stats["spawns"] = self.stats["spawns"] + 1
+        scratch = SCRATCH if self.backend.namespaced else tempfile.mkdtemp(prefix="scratch-", dir=self._home)
+        settings = {
+            "scratch": scratch,
+            "env": self.backend.env,
+            "host_pidns": _pid_namespace(),
+            "die_with_parent": not self.backend.namespaced,  # bwrap and nsjail do this themselves
+            "parent_pid": os.getpid(),
+        }
+        argv = self.backend.command(json.dumps(settings))
+        cgroup = _new_cgroup(self._cgroups, f"w{os.getpid()}-{index}", self.max_processes)
+        if cgroup is not None:  # join the cgroup before exec, so every descendant is counted from the start
+            argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *argv]
+        stderr_path = self._home / f"worker-{index}.stderr"
+        with open(stderr_path, "wb") as stderr:
+            proc = self._spawner.submit(
+                subprocess.Popen,
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env={"PATH": os.defpath},  # the caller's environment (API keys) never reaches a worker
+                cwd=self._home,
+                start_new_session=True,
+            ).result()
+        worker = _Worker(proc, stderr_path, cgroup)
+        with self._lock:
+            self._live.add(worker)
+        try:
+            hello = worker.receive(START_TIMEOUT_S)
+        except (_WorkerLost, ValueError) as exc:
+            self._retire(worker)
+            raise OSError(f"{self.backend.name}: {worker.stderr_tail() or exc}") from None
+        if not hello.get("ready"):
+            self._retire(worker)
+            raise OSError(f"{self.backend.name}: unexpected greeting {hello!r}")
+        return worker
+
+    def _retire(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._lock:
+            self._live.discard(worker)
+        self._idle.put(None)
+
+
+def _result(reply: dict, backend: str) -> ExecResult:
+    return ExecResult(
+        status=_STATUS.get(reply.get("status"), "error"),
+        exit_code=reply.get("exit_code"),
+        signal=reply.get("signal"),
+        stdout=reply.get("stdout", ""),
+        stderr=reply.get("stderr", ""),
+        stdout_truncated=bool(reply.get("stdout_truncated")),
+        stderr_truncated=bool(reply.get("stderr_truncated")),
+        report=reply.get("report", ""),
+        report_truncated=bool(reply.get("report_truncated")),
+        duration_s=float(reply.get("duration_s", 0.0)),
+        backend=backend,
+        note=reply.get("note", ""),
+    )
+
+
+def _pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _pids_cgroup_root() -> Path | None:
+    """A writable pids-controller directory for our workers (cgroup v1 or v2), or None.
+
+    Needed only as root: the kernel exempts uid 0 (even mapped into a user namespace) from RLIMIT_NPROC, so a
+    fork bomb would be bounded by nothing but the wall clock."""
+    candidates = [Path("/sys/fs/cgroup/pids")]
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                candidates.append(Path("/sys/fs/cgroup") / line[3:].lstrip("/"))
+    for base in candidates:
+        root = base / "azr"
+        with contextlib.suppress(OSError):
+            root.mkdir(exist_ok=True)
+            for parent in (base, root):  # cgroup v2 hands the controller down explicitly; v1 has no such file
+                with contextlib.suppress(OSError):
+                    (parent / "cgroup.subtree_control").write_text("+pids\n")
+            probe = root / f"probe-{os.getpid()}"
+            probe.mkdir(exist_ok=True)
+            works = (probe / "pids.max").exists()
+            probe.rmdir()
+            if works:
+                return root
+    return None
+
+
+def _new_cgroup(root: Path | None, name: str, max_processes: int) -> Path | None:
+    if root is None:
+        return None
+    path = root / name
+    try:
+        path.mkdir(exist_ok=True)
+        (path / "pids.max").write_text(f"{max_processes + 8}\n")  # + the worker and its launchers
+    except OSError as exc:
+        log.warning("could not set up a pids cgroup at %s: %s", path, exc)
+        return None
+    return path
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,327 @@
+"""Sandbox worker: the fork server that runs inside the backend (bwrap, nsjail or a plain process).
+
+Started once per pool slot as `python -I -S -c <this file> <settings-json>`; standard library only, because it runs
+under the sandbox's interpreter with no site-packages. It speaks length-prefixed JSON frames on its stdin/stdout,
+forks one child per program, and returns what the child wrote. It never runs program code itself: only children
+do, after `setsid`, rlimits, a fresh working directory, closed descriptors and a fixed environment. After every
+program it kills and reaps everything the program left behind, and wipes the scratch space.
+"""
+
+import json
+import os
+import resource
+import select
+import signal
+import struct
+import sys
+import time
+import traceback
+
+# Imported once here so that each forked child finds them warm: the usual imports of a coding task.
+import bisect, collections, dataclasses, functools, heapq, itertools, math, random, re, string, typing  # noqa: E401, F401, I001
+
+try:
+    import ctypes
+
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+except (ImportError, OSError):  # no ctypes: lose PDEATHSIG/subreaper/dumpable hardening, keep the rest
+    _LIBC = None
+
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
+_HEADER = struct.Struct(">I")
+REPORT_FD = 3
+
+
+def _prctl(option, value):
+    if _LIBC is not None:
+        _LIBC.prctl(option, value, 0, 0, 0)
+
+
+def read_frame(fd):
+    """One JSON frame from `fd`, or None at end of file."""
+    header = _read_exactly(fd, _HEADER.size)
+    if header is None:
+        return None
+    body = _read_exactly(fd, _HEADER.unpack(header)[0])
+    if body is None:
+        return None
+    return json.loads(body)
+
+
+def write_frame(fd, obj):
+    body = json.dumps(obj).encode()
+    data = _HEADER.pack(len(body)) + body
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _read_exactly(fd, n):
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_capped(path, cap):
+    """(text, truncated): the first `cap` bytes of a file the child wrote, decoded leniently."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(cap + 1)
+    except OSError:
+        return "", False
+    return data[:cap].decode("utf-8", errors="replace"), len(data) > cap
+
+
+class Worker:
+    def __init__(self, settings):
+        self.scratch = settings["scratch"]  # private tmpfs inside a namespace; a private directory otherwise
+        self.env = settings["env"]
+        # kill(-1) is a fast "everything but me and init" only inside a pid namespace of our own.
+        own = _pid_namespace()
+        self.private_pids = own is not None and own != settings["host_pidns"]
+        self.count = 0
+        self.dirty = False
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a program come back to us, so none can escape cleanup
+        _prctl(_PR_SET_DUMPABLE, 0)  # programs run as our uid: keep them out of our memory and descriptors
+        if settings.get("die_with_parent"):
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != settings["parent_pid"]:
+                os._exit(1)
+
+    def run(self, request):
+        self.count += 1
+        os.chmod(self.scratch, 0o700)  # a program may have changed it; the next one must still get a directory
+        run_dir = os.path.join(self.scratch, "run-%d" % self.count)
+        io_dir = os.path.join(self.scratch, "io-%d" % self.count)
+        os.mkdir(run_dir, 0o700)
+        os.mkdir(io_dir, 0o700)
+        limits = request["limits"]
+        paths = {name: os.path.join(io_dir, name) for name in ("stdout", "stderr", "report")}
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            _child(request["code"], limits, run_dir, paths, self.env)  # never returns
+        finished = self._wait_exit(pid, started + limits["wall_s"])
+        # The child is still unreaped, so its pid (and process group id) cannot have been reused yet.
+        self._kill_group(pid)
+        _, wait_status = os.waitpid(pid, 0)
+        duration = time.monotonic() - started
+        self._reap_leftovers()
+        cap = limits["output_bytes"]
+        stdout, stdout_cut = _read_capped(paths["stdout"], cap)
+        stderr, stderr_cut = _read_capped(paths["stderr"], cap)
+        report, report_cut = _read_capped(paths["report"], limits["report_bytes"])
+        self._wipe()
+        code = sig = None
+        if not finished:
+            status = "timeout"
+        elif os.WIFSIGNALED(wait_status):
+            sig = os.WTERMSIG(wait_status)
+            status = "timeout" if sig == signal.SIGXCPU else "signaled"
+        else:
+            code = os.WEXITSTATUS(wait_status)
+            status = "memory" if code != 0 and "MemoryError" in stderr[-2000:] else "exited"
+        return {
+            "status": status,
+            "exit_code": code,
+            "signal": sig,
+            "stdout": stdout,
+            "stderr": stderr,
+            "stdout_truncated": stdout_cut,
+            "stderr_truncated": stderr_cut,
+            "report": report,
+            "report_truncated": report_cut,
+            "duration_s": duration,
+            "recycle": self.dirty,
+        }
+
+    def _wait_exit(self, pid, deadline):
+        """True when the child exits before `deadline` (left unreaped); False at the wall limit."""
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        try:
+            while True:
+                if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if pidfd is not None:
+                    select.select([pidfd], [], [], left)
+                else:
+                    time.sleep(min(left, 0.001))
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    def _kill_group(self, pid):
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.private_pids:
+            os.kill(-1, signal.SIGKILL)  # inside our own pid namespace: every process but init and us
+
+    def _reap_leftovers(self):
+        """Kill and reap whatever the program left running: as a subreaper, every orphan is our child."""
+        while True:
+            try:
+                reaped, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return  # no children left means no descendants left
+            if reaped == 0:
+                for child in _children_of(os.getpid()):
+                    for kill in (os.killpg, os.kill):
+                        try:
+                            kill(child, signal.SIGKILL)
+                        except OSError:
+                            pass
+                time.sleep(0.0005)
+
+    def _wipe(self):
+        """Remove everything the program could write: the scratch space, and /dev/shm inside a namespace."""
+        places = [self.scratch] + (["/dev/shm"] if self.private_pids else [])
+        for place in places:
+            try:
+                names = os.listdir(place)
+            except OSError:
+                continue
+            for name in names:
+                try:
+                    _remove(os.path.join(place, name))
+                except OSError:
+                    self.dirty = True  # the pool replaces this worker, and with it the whole scratch space
+
+
+def _remove(path):
+    """Remove a file or tree the program made, whatever permissions and depth it gave it."""
+    if not os.path.isdir(path) or os.path.islink(path):
+        os.unlink(path)
+        return
+    stack, seen = [path], []
+    while stack:  # iterative: a program can nest directories deeper than the recursion limit
+        directory = stack.pop()
+        seen.append(directory)
+        os.chmod(directory, 0o700)
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                (stack.append if entry.is_dir(follow_symlinks=False) else os.unlink)(entry.path)
+    for directory in reversed(seen):  # children were found after their parents
+        os.rmdir(directory)
+
+
+def _children_of(ppid):
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if int(fields[1]) == ppid:
+                found.append(int(name))
+    return found
+
+
+def _pid_namespace():
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _child(code, limits, run_dir, paths, env):
+    """In the forked child: confine, then run the program as __main__. Never returns."""
+    exit_code = 1
+    try:
+        os.setsid()
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _prctl(_PR_SET_DUMPABLE, 1)
+        null = os.open(os.devnull, os.O_RDONLY)
+        out = os.open(paths["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        err = os.open(paths["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        rep = os.open(paths["report"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        for fd, target in ((null, 0), (out, 1), (err, 2), (rep, REPORT_FD)):
+            os.dup2(fd, target)
+        os.closerange(REPORT_FD + 1, 1 << 16)
+        os.chdir(run_dir)
+        cpu = max(1, int(limits["cpu_s"] + 0.999))
+        mem = limits["memory_mb"] << 20
+        fsize = limits["file_size_mb"] << 20
+        for which, soft, hard in (
+            (resource.RLIMIT_CORE, 0, 0),
+            (resource.RLIMIT_CPU, cpu, cpu + 1),
+            (resource.RLIMIT_AS, mem, mem),
+            (resource.RLIMIT_FSIZE, fsize, fsize),
+            (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
+            (resource.RLIMIT_NPROC, limits["processes"], limits["processes"]),
+        ):
+            resource.setrlimit(which, (soft, hard))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the file limit fails instead of killing
+        os.environ.clear()
+        os.environ.update(env, HOME=run_dir, TMPDIR=run_dir)
+        sys.argv = ["<program>"]
+        sys.stdin = open(0, "r", closefd=False)
+        sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace")
+        sys.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="backslashreplace", buffering=1)
+        compiled = compile(code, "<program>", "exec")
+        exit_code = 0
+        exec(compiled, {"__name__": "__main__", "__builtins__": __builtins__})
+    except SystemExit as exc:
+        exit_code = _exit_code(exc.code)
+    except BaseException:
+        exit_code = 1
+        try:
+            traceback.print_exc()
+        except BaseException:
+            pass
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    os._exit(exit_code)
+
+
+def _exit_code(value):
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value & 0xFF
+    try:
+        print(value, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+def main():
+    settings = json.loads(sys.argv[1])
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # nothing the worker prints by accident can corrupt the protocol
+    worker = Worker(settings)
+    write_frame(proto_out, {"ready": True, "pid": os.getpid(), "private_pids": worker.private_pids})
+    while True:
+        request = read_frame(proto_in)
+        if request is None:
+            return
+        try:
+            reply = worker.run(request)
+        except Exception as exc:  # the worker's own fault: the pool reports it as an infrastructure error
+            reply = {"status": "error", "note": "worker: %s: %s" % (type(exc).__name__, exc)}
+        write_frame(proto_out, reply)
+
+
+if __name__ == "__main__":
+    main()
