@@ -177,7 +177,7 @@ def probe(backend: Backend) -> str:
     return _probe(backend.prefix, backend.python)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe(prefix: tuple[str, ...], python: str) -> str:
     try:
         done = subprocess.run(

@@ -90,9 +90,12 @@ class _Worker:
         self.proc.wait()
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdout.close()
-        if self.cgroup is not None:
-            with contextlib.suppress(OSError):
-                self.cgroup.rmdir()
+        if self.cgroup is not None:  # as root: whatever is still in the worker's cgroup goes with it
+            with contextlib.suppress(OSError, ValueError):
+                for pid in (self.cgroup / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        os.kill(int(pid), signal.SIGKILL)
+            _remove_cgroup(self.cgroup)
 
 
 class SandboxPool:
@@ -282,6 +285,23 @@ def _new_cgroup(root: Path | None, name: str, max_processes: int) -> Path | None
         log.warning("could not set up a pids cgroup at %s: %s", path, exc)
         return None
     return path
+
+
+def _remove_cgroup(path: Path, timeout_s: float = 2.0) -> None:
+    """rmdir a worker's cgroup once it is empty. Reaping the launcher (bwrap, nsjail, sh) does not wait for the
+    sandboxed processes, which die of their parent-death signal a moment later: until then rmdir fails (EBUSY)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                log.warning("could not remove the pids cgroup %s: %s", path, exc)
+                return
+        time.sleep(0.002)
 
 
 def _remove_tree(path: Path) -> None:

@@ -7,6 +7,9 @@ do, after `setsid`, rlimits, a fresh working directory, closed descriptors and a
 program it kills and reaps everything the program left behind, and wipes the scratch space.
 """
 
+import builtins
+import contextlib
+import gc
 import json
 import os
 import resource
@@ -17,9 +20,6 @@ import sys
 import time
 import traceback
 
-# Imported once here so that each forked child finds them warm: the usual imports of a coding task.
-import bisect, collections, dataclasses, functools, heapq, itertools, math, random, re, string, typing  # noqa: E401, F401, I001
-
 try:
     import ctypes
 
@@ -27,6 +27,8 @@ try:
 except (ImportError, OSError):  # no ctypes: lose PDEATHSIG/subreaper/dumpable hardening, keep the rest
     _LIBC = None
 
+# Imported once by the worker so that each forked child finds them warm: the usual imports of a coding task.
+WARM_MODULES = ("bisect", "collections", "dataclasses", "functools", "heapq", "itertools", "math", "random", "re")
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
 _HEADER = struct.Struct(">I")
 REPORT_FD = 3
@@ -95,8 +97,8 @@ class Worker:
     def run(self, request):
         self.count += 1
         os.chmod(self.scratch, 0o700)  # a program may have changed it; the next one must still get a directory
-        run_dir = os.path.join(self.scratch, "run-%d" % self.count)
-        io_dir = os.path.join(self.scratch, "io-%d" % self.count)
+        run_dir = os.path.join(self.scratch, f"run-{self.count}")
+        io_dir = os.path.join(self.scratch, f"io-{self.count}")
         os.mkdir(run_dir, 0o700)
         os.mkdir(io_dir, 0o700)
         limits = request["limits"]
@@ -162,10 +164,8 @@ class Worker:
 
     def _kill_group(self, pid):
         for kill in (os.killpg, os.kill):
-            try:
+            with contextlib.suppress(OSError):
                 kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         if self.private_pids:
             os.kill(-1, signal.SIGKILL)  # inside our own pid namespace: every process but init and us
 
@@ -179,10 +179,8 @@ class Worker:
             if reaped == 0:
                 for child in _children_of(os.getpid()):
                     for kill in (os.killpg, os.kill):
-                        try:
+                        with contextlib.suppress(OSError):
                             kill(child, signal.SIGKILL)
-                        except OSError:
-                            pass
                 time.sleep(0.0005)
 
     def _wipe(self):
@@ -222,7 +220,7 @@ def _children_of(ppid):
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                with open("/proc/%s/stat" % name, "rb") as f:
+                with open(f"/proc/{name}/stat", "rb") as f:
                     stat = f.read()
             except OSError:
                 continue
@@ -270,9 +268,10 @@ def _child(code, limits, run_dir, paths, env):
         os.environ.clear()
         os.environ.update(env, HOME=run_dir, TMPDIR=run_dir)
         sys.argv = ["<program>"]
-        sys.stdin = open(0, "r", closefd=False)
-        sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace")
-        sys.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="backslashreplace", buffering=1)
+        # The program's own streams for its whole life (closed by os._exit), not a scoped resource.
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
         compiled = compile(code, "<program>", "exec")
         exit_code = 0
         exec(compiled, {"__name__": "__main__", "__builtins__": __builtins__})
@@ -280,10 +279,8 @@ def _child(code, limits, run_dir, paths, env):
         exit_code = _exit_code(exc.code)
     except BaseException:
         exit_code = 1
-        try:
+        with contextlib.suppress(BaseException):
             traceback.print_exc()
-        except BaseException:
-            pass
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -297,15 +294,17 @@ def _exit_code(value):
         return 0
     if isinstance(value, int):
         return value & 0xFF
-    try:
+    with contextlib.suppress(BaseException):
         print(value, file=sys.stderr)
-    except BaseException:
-        pass
     return 1
 
 
 def main():
     settings = json.loads(sys.argv[1])
+    builtins.exit = builtins.quit = sys.exit  # normally added by `site`, which -S skips
+    for name in (*WARM_MODULES, "string", "typing"):
+        __import__(name)
+    gc.freeze()  # children then never walk (and so never copy-on-write) the worker's objects in a collection
     proto_in, proto_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
@@ -319,7 +318,7 @@ def main():
         try:
             reply = worker.run(request)
         except Exception as exc:  # the worker's own fault: the pool reports it as an infrastructure error
-            reply = {"status": "error", "note": "worker: %s: %s" % (type(exc).__name__, exc)}
+            reply = {"status": "error", "note": f"worker: {type(exc).__name__}: {exc}"}
         write_frame(proto_out, reply)
 
 

@@ -1,0 +1,134 @@
+"""Sandbox self-test: run one small hostile program per isolation guarantee and say which hold on this host.
+
+Used by `azr sandbox doctor`. Each check is a real run through the pool, judged from the outside (the caller
+plants a canary secret, a listener, a file in its home and temp dir, and looks for them from inside).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from azr.sandbox.limits import ExecResult, Limits
+from azr.sandbox.pool import SandboxPool
+
+CANARY_ENV = "AZR_DOCTOR_CANARY_KEY"
+
+
+@dataclass(frozen=True)
+class Check:
+    guarantee: str
+    ok: bool
+    detail: str
+
+
+@contextlib.contextmanager
+def _planted() -> Iterator[dict[str, str]]:
+    """A listener on host loopback, a fake key in our environment, and marker files in the host's temp dir, home
+    and working directory (removed afterwards; a place we cannot write to is reported as not checked)."""
+    secret = "sk-doctor-" + os.urandom(8).hex()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    old = os.environ.get(CANARY_ENV)
+    os.environ[CANARY_ENV] = secret
+    plant = {"secret": secret, "port": str(listener.getsockname()[1])}
+    with contextlib.ExitStack() as stack:
+        for place, where in (("tmp", tempfile.gettempdir()), ("home", str(Path.home())), ("cwd", os.getcwd())):
+            with contextlib.suppress(OSError):
+                marker = stack.enter_context(tempfile.NamedTemporaryFile("w", prefix=".azr-doctor-", dir=where))
+                marker.write(secret)
+                marker.flush()
+                plant[place] = marker.name
+        try:
+            yield plant
+        finally:
+            listener.close()
+            if old is None:
+                os.environ.pop(CANARY_ENV, None)
+            else:
+                os.environ[CANARY_ENV] = old
+
+
+def _checks(plant: dict[str, str]) -> list[tuple[str, str, Limits, Callable[[ExecResult], tuple[bool, str]]]]:
+    """(guarantee, program, limits, judge) per guarantee; each program prints what it could reach."""
+    secret, port = plant["secret"], plant["port"]
+    quick = Limits(wall_s=2.0)
+    pid = os.getpid()
+
+    def reached(result: ExecResult) -> tuple[bool, str]:
+        out = result.stdout.strip()
+        return (result.status == "ok" and out == "blocked", out[-120:] or result.status + " " + result.stderr[-120:])
+
+    probe = "try:\n{body}\nexcept Exception as exc:\n    print('blocked')\nelse:\n    print('REACHED')\n"
+
+    def program(body: str) -> str:
+        return probe.format(body="\n".join("    " + line for line in body.splitlines()))
+
+    return [
+        (
+            "no network (host loopback)",
+            program(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)"),
+            quick,
+            reached,
+        ),
+        *[
+            (f"host {label} hidden", program(f"open({plant[place]!r}).read()"), quick, reached)
+            for place, label in (("tmp", "temp dir"), ("home", "home"), ("cwd", "working directory"))
+            if place in plant
+        ],
+        ("read-only system dirs", program("open('/usr/azr-doctor-probe', 'w').write('x')"), quick, reached),
+        (
+            "no secrets in the environment",
+            f"import os\nprint('LEAK' if {secret!r} in repr(dict(os.environ)) else 'blocked')",
+            quick,
+            reached,
+        ),
+        (
+            "caller's processes invisible",
+            program(f"import os\nos.kill({pid}, 0)\nassert b'pytest' not in open('/proc/{pid}/cmdline','rb').read()"),
+            quick,
+            reached,
+        ),
+        (
+            "wall-clock limit",
+            "while True:\n    pass",
+            Limits(wall_s=1.0),
+            lambda r: (r.status == "timeout", r.status),
+        ),
+        (
+            "memory limit",
+            "x = bytearray(1 << 30)\nprint('allocated')",
+            Limits(wall_s=5.0, memory_mb=256),
+            lambda r: (r.status in ("memory", "crashed") and "allocated" not in r.stdout, r.status),
+        ),
+        (
+            "output cap",
+            "import sys\nsys.stdout.write('x' * (1 << 20))",
+            Limits(wall_s=5.0, output_bytes=1024),
+            lambda r: (r.stdout_truncated and len(r.stdout) == 1024, f"{len(r.stdout)} bytes kept"),
+        ),
+        (
+            "fork bomb contained",
+            "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+            Limits(wall_s=1.0, processes=16),
+            lambda r: (r.status in ("timeout", "ok", "crashed"), r.status),
+        ),
+    ]
+
+
+def run_doctor(pool: SandboxPool) -> list[Check]:
+    """Every guarantee of the sandbox, checked live on `pool`; the pool must still serve a program afterwards."""
+    results = []
+    with _planted() as plant:
+        for guarantee, code, limits, judge in _checks(plant):
+            ok, detail = judge(pool.run(code, limits))
+            results.append(Check(guarantee, ok, detail))
+    after = pool.run("print(6 * 7)", Limits(wall_s=5.0))
+    results.append(Check("serves programs after all of the above", after.stdout.strip() == "42", after.status))
+    return results

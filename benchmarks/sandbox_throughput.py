@@ -1,0 +1,86 @@
+"""Sandbox throughput (goal: >= 400 runs/s and >= 10x one plain `python` subprocess per program, on 2 cores).
+
+The same N trivial programs through (a) one plain `python -c` subprocess each (the interpreter azr runs under, with
+its site-packages, as a naive harness would), (a') the fastest possible subprocess (`python -I -S -c`, the bare base
+interpreter), and (b) the azr pool on a warm backend. Both subprocess rows are printed so the ratio is honest.
+
+Usage: python benchmarks/sandbox_throughput.py [--n N] [--subprocess-n N] [--workers W] [--backend auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from azr.sandbox import open_pool
+
+PROGRAM = "def f(x):\n    return x + 1\n\nassert f({i}) == {j}\n"
+
+
+def _programs(n: int) -> list[str]:
+    return [PROGRAM.format(i=i, j=i + 1) for i in range(n)]
+
+
+def _subprocess_rate(programs: list[str], workers: int, bare: bool) -> float:
+    python = (getattr(sys, "_base_executable", None) or sys.executable) if bare else sys.executable
+    flags = ["-I", "-S"] if bare else []
+
+    def one(code: str) -> int:
+        return subprocess.run([python, *flags, "-c", code], stdin=subprocess.DEVNULL).returncode
+
+    with ThreadPoolExecutor(workers) as pool:
+        start = time.perf_counter()
+        codes = list(pool.map(one, programs))
+        elapsed = time.perf_counter() - start
+    failed = sum(code != 0 for code in codes)
+    if failed:
+        print(f"  ({failed} plain subprocess runs failed)")
+    return len(programs) / elapsed
+
+
+def _pool_rate(programs: list[str], workers: int, backend: str) -> tuple[float, float, str]:
+    """(runs/s, pool start seconds, backend name): started and warmed up (one run per worker) before timing."""
+    start = time.perf_counter()
+    pool = open_pool(backend, workers=workers)
+    try:
+        pool.map(["pass"] * pool.size)  # every worker started once, outside the timed part
+        started = time.perf_counter() - start
+        start = time.perf_counter()
+        results = pool.map(programs)
+        elapsed = time.perf_counter() - start
+    finally:
+        pool.close()
+    failed = sum(r.status != "ok" or r.exit_code != 0 for r in results)
+    if failed:
+        print(f"  ({failed} sandboxed runs failed)")
+    return len(programs) / elapsed, started, pool.backend.name
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2000, help="programs through the sandbox pool")
+    parser.add_argument("--subprocess-n", type=int, default=None, help="programs as plain subprocesses (default: --n)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--backend", default="auto")
+    args = parser.parse_args()
+    plain_n = args.subprocess_n or args.n
+    plain = _subprocess_rate(_programs(plain_n), args.workers, bare=False)
+    bare = _subprocess_rate(_programs(plain_n), args.workers, bare=True)
+    sandboxed, started, backend = _pool_rate(_programs(args.n), args.workers, args.backend)
+    ratio = sandboxed / plain
+    goal = "met" if sandboxed >= 400 and ratio >= 10 else "MISSED"
+    print(f"cores {os.cpu_count()}, workers {args.workers}, backend {backend}")
+    print(f"{'(a)  python -c':<24}: {plain:8.1f} runs/s ({plain_n} programs)")
+    print(f"{'(a2) python -I -S -c':<24}: {bare:8.1f} runs/s ({plain_n} programs)")
+    pool_line = f"{sandboxed:8.1f} runs/s ({args.n} programs; pool start {started * 1000:.0f} ms, not timed)"
+    print(f"{'(b)  azr pool, ' + backend:<24}: {pool_line}")
+    print(f"{'ratio (b) / (a)':<24}: {ratio:8.1f}x   (b) / (a2): {sandboxed / bare:.1f}x")
+    print(f"goal >= 400 runs/s and >= 10x (a): {goal}")
+
+
+if __name__ == "__main__":
+    main()
