@@ -16,9 +16,10 @@ import click
 from azr import __version__
 from azr.config import AzrConfig, ConfigError, dump_yaml, load_config
 from azr.data import DataError
+from azr.sandbox.backends import SandboxUnavailable
 from azr.schema import fields_markdown, parse_pairs
 
-USER_ERRORS = (ConfigError, DataError)
+USER_ERRORS = (ConfigError, DataError, SandboxUnavailable)
 
 
 class NotAvailableError(RuntimeError):
@@ -128,22 +129,69 @@ def sandbox() -> None:
     """Run untrusted code under the sandbox, and check the sandbox itself."""
 
 
+_BACKEND = click.Choice(["auto", "bwrap", "nsjail", "process"])
+
+
 @sandbox.command("run")
 @click.option("--code", "code_path", metavar="FILE|-", required=True, help="Program to run ('-' for stdin).")
-@click.option("--test", "tests", multiple=True, metavar="EXPR", help="A test statement, e.g. 'assert f(1) == 2'.")
+@click.option("--test", "tests", multiple=True, metavar="STMT", help="A test statement, e.g. 'assert f(1) == 2'.")
 @click.option("--tests-file", type=click.Path(path_type=Path), help="File with one test statement per line.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Wall-clock limit in seconds.")
 @click.option("--memory-mb", type=click.IntRange(min=1), help="Address-space limit in MiB.")
+@click.option("--backend", type=_BACKEND, default="auto", show_default=True, help="Sandbox backend.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the result.")
-def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, as_json) -> int:
-    """Run one program (and optional tests) in the sandbox."""
-    raise NotAvailableError("azr sandbox run: the sandbox is not in this version yet (it comes with the sandbox issue)")
+def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_json) -> int:
+    """Run one program (and optional tests) in the sandbox; exit 0 when it passes, 1 when it does not."""
+    import json
+
+    from azr.config import SandboxConfig
+    from azr.grading import run_program
+
+    code = sys.stdin.read() if code_path == "-" else _read_text(Path(code_path), "--code")
+    all_tests = list(tests)
+    if tests_file is not None:
+        lines = _read_text(tests_file, "--tests-file").splitlines()
+        all_tests += [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    cfg = SandboxConfig(backend=backend, workers=1)
+    cfg.timeout_s = timeout or cfg.timeout_s
+    cfg.memory_mb = memory_mb or cfg.memory_mb
+    outcome = run_program(code, all_tests, cfg)
+    if as_json:
+        click.echo(json.dumps(outcome))
+    else:
+        tests_line = f", {outcome['tests_passed']}/{outcome['tests_total']} tests" if all_tests else ""
+        click.echo(f"{outcome['status']}{tests_line} in {outcome['duration_s']:.3f} s ({outcome['backend']})")
+        for name in ("stdout", "stderr"):
+            if outcome[name]:
+                click.echo(f"--- {name}\n{outcome[name].rstrip()}")
+    return 0 if outcome["passed"] else 1
+
+
+def _read_text(path: Path, flag: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc}", param_hint=flag) from None
 
 
 @sandbox.command("doctor")
-def sandbox_doctor() -> int:
-    """Show the active backend and self-test each isolation guarantee."""
-    raise NotAvailableError("azr sandbox doctor: the sandbox is not in this version yet")
+@click.option("--backend", type=_BACKEND, default="auto", show_default=True, help="Sandbox backend to check.")
+def sandbox_doctor(backend) -> int:
+    """Show the active backend and self-test each isolation guarantee; exit 1 when one fails."""
+    from azr.grading import verdict_check
+    from azr.sandbox import open_pool
+    from azr.sandbox.doctor import run_doctor
+
+    _setup_logging()
+    with open_pool(backend, workers=1) as pool:
+        click.echo(f"backend: {pool.backend.name} ({' '.join(pool.backend.prefix[:1]) or 'no namespaces'})")
+        checks = [*run_doctor(pool), verdict_check(pool)]
+    width = max(len(c.guarantee) for c in checks)
+    for check in checks:
+        click.echo(f"{'PASS' if check.ok else 'FAIL'}  {check.guarantee:<{width}}  {check.detail}")
+    failed = [c for c in checks if not c.ok]
+    click.echo(f"{len(checks) - len(failed)} of {len(checks)} guarantees hold")
+    return 1 if failed else 0
 
 
 # ------------------------------------------------------------------------------------------------------------- data
@@ -165,15 +213,18 @@ def data() -> None:
     "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
 )
 def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
-    """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests."""
+    """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
+    sandbox with the limits training applies, so what passes here passes there."""
     from azr.config import SandboxConfig
     from azr.data import load_tasks, near_duplicates
-    from azr.grading import validate_references
+    from azr.grading import limits_from_config, pool_from_config, validate_references
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
     tasks = load_tasks(source, mapping)
-    limits = SandboxConfig()  # the limits training will apply, so what passes here passes there
-    results = validate_references(tasks, workers, timeout or limits.timeout_s, memory_mb or limits.memory_mb)
+    cfg = SandboxConfig(workers=workers)
+    cfg.timeout_s = timeout or cfg.timeout_s
+    cfg.memory_mb = memory_mb or cfg.memory_mb
+    results = validate_references(tasks, pool_from_config(cfg), limits_from_config(cfg))
     failed = [(t, g) for t, g in results if g is not None and not g.passed]
     missing = sum(g is None for _, g in results)
     for task, grade in failed:

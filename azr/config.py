@@ -111,6 +111,10 @@ class SandboxConfig:
     )
     memory_mb: int = field(512, "Default address-space limit for one program, in MiB (a task may set its own).", gt=0)
     max_output_kb: int = field(64, "Cap on captured stdout and stderr, each, in KiB.", gt=0)
+    processes: int = field(32, "Most processes and threads one program may run at once.", gt=0)
+    open_files: int = field(64, "Most file descriptors one program may hold open.", gt=0)
+    file_size_mb: int = field(16, "Largest file one program may write, in MiB.", gt=0)
+    tmp_size_mb: int = field(256, "Size of each worker's private /tmp (bwrap, nsjail), in MiB.", gt=0)
     max_infra_failure_rate: float = field(
         0.05,
         "Stop the run when more than this fraction of a step's executions fail for infrastructure reasons.",

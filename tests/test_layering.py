@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "azr"
 HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm", "unsloth", "bitsandbytes"}
-LIGHT = ["schema", "logs", "config", "data", "grading", "cli"]
+LIGHT = ["schema", "logs", "config", "data", "prompts", "grading", "rewards", "cli"]
 # module -> azr modules it may import (directly or lazily)
 ALLOWED = {
     "schema": set(),
     "logs": set(),
     "config": {"schema", "logs", "data"},
     "data": {"schema"},
-    "grading": {"data"},
+    "prompts": set(),
+    "grading": {"config", "data", "sandbox"},
+    "rewards": {"config", "data", "grading", "prompts", "sandbox"},
     "modeling": {"config", "data"},
     "train": {"config", "data", "modeling"},
 }
@@ -48,3 +51,21 @@ def test_imports_go_one_way(module):
 def test_no_module_is_too_long():
     lengths = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
     assert max(lengths.values()) <= 400, lengths
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "sandbox").glob("*.py")), ids=lambda p: p.name)
+def test_sandbox_knows_nothing_above_it(path):
+    """The sandbox runs programs; it knows nothing of tests, rewards, config or the heavy stack."""
+    tree = ast.parse(path.read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert all(not n.startswith("azr.") or n.startswith("azr.sandbox") for n in names), names
+    assert not {n.split(".")[0] for n in names} & HEAVY
+
+
+def test_the_worker_is_standard_library_only():
+    """worker.py runs under the bare interpreter inside the sandbox (python -I -S): no azr, no site-packages."""
+    tree = ast.parse((PACKAGE / "sandbox" / "worker.py").read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)

@@ -1,0 +1,79 @@
+"""Prompts and the answer format: what the policy is asked to write, and how an answer is read back.
+
+The format (`strict`): after any `<think>…</think>` reasoning, exactly one fenced ```python block holding the whole
+solution, followed by a line that starts with `Final answer:`. `relaxed` takes the last fenced block of any
+language and needs no answer line. Reading answers lives here, beside the prompt that asks for them, so the two
+cannot drift apart; scoring them is `rewards`' job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+AnswerFormat = Literal["strict", "relaxed"]
+ANSWER_PREFIX = "Final answer:"
+SYSTEM_PROMPT = (
+    "You are an expert Python programmer. Solve the task. You may reason first. Then write the complete solution "
+    "(imports and every function the tests call) in exactly one ```python code block, and finish with a line that "
+    f"starts with '{ANSWER_PREFIX}' followed by the name of the function that solves the task."
+)
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_FENCE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+_PYTHON_TAGS = {"python", "py", "python3"}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What was read from one completion: the code to run (None: nothing runnable) and whether the strict
+    format held (`problem` says why not)."""
+
+    code: str | None
+    format_ok: bool
+    problem: str = ""
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes a string (standard datasets) or a list of messages (conversational ones)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        parts = [m.get("content") or "" for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
+        return "\n".join(p if isinstance(p, str) else str(p) for p in parts)
+    if isinstance(completion, dict):
+        return str(completion.get("content") or "")
+    return ""
+
+
+def strip_thinking(text: str) -> str | None:
+    """The text outside `<think>…</think>`; None when a think block is never closed (no answer was given)."""
+    visible = _THINK.sub("", text)
+    if "<think>" in visible:
+        return None
+    return visible.replace("</think>", "")
+
+
+def parse_answer(text: str, mode: AnswerFormat = "strict") -> Answer:
+    """Read the code out of a completion. In `strict` mode a format violation leaves no code to run."""
+    visible = strip_thinking(text)
+    if visible is None:
+        return Answer(None, False, "unterminated <think> block: no answer after the reasoning")
+    blocks = list(_FENCE.finditer(visible))
+    problem = _strict_problem(visible, blocks)
+    if mode == "strict":
+        return Answer(blocks[0].group(2) if not problem else None, not problem, problem)
+    code = blocks[-1].group(2) if blocks else None
+    return Answer(code, not problem, problem)
+
+
+def _strict_problem(visible: str, blocks: list[re.Match]) -> str:
+    if len(blocks) != 1:
+        return f"expected exactly one fenced code block, found {len(blocks)}"
+    if blocks[0].group(1).lower() not in _PYTHON_TAGS:
+        return f"the code block is tagged {blocks[0].group(1)!r}, not python"
+    after = visible[blocks[0].end() :]
+    if not any(line.strip().startswith(ANSWER_PREFIX) for line in after.splitlines()):
+        return f"no '{ANSWER_PREFIX}' line after the code block"
+    return ""
