@@ -16,7 +16,7 @@ import click
 from azr import __version__
 from azr.config import AzrConfig, ConfigError, dump_yaml, load_config
 from azr.data import DataError
-from azr.sandbox.backends import SandboxUnavailable
+from azr.sandbox.backends import SandboxUnavailable, SandboxUnhealthy
 from azr.schema import fields_markdown, parse_pairs
 
 USER_ERRORS = (ConfigError, DataError, SandboxUnavailable)
@@ -293,7 +293,7 @@ def _invoke(command: click.Command, prog_name: str, args: list[str] | None = Non
     except USER_ERRORS as exc:
         _error(prog_name, str(exc))
         return 2
-    except NotAvailableError as exc:
+    except (NotAvailableError, SandboxUnhealthy) as exc:
         _error(prog_name, str(exc))
         return 1
     except click.exceptions.Abort:

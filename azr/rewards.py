@@ -21,7 +21,7 @@ from azr.config import ConfigError, RewardSpec, SandboxConfig
 from azr.data import Task
 from azr.grading import Grade, grade_many, limits_from_config, pool_from_config
 from azr.prompts import Answer, AnswerFormat, completion_text, parse_answer
-from azr.sandbox import Limits, SandboxPool
+from azr.sandbox import Limits, SandboxPool, SandboxUnhealthy
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +49,6 @@ class Outcome:
         }
 
 
-class SandboxUnhealthy(RuntimeError):
-    """More than the allowed fraction of a batch's executions failed for infrastructure reasons."""
-
-
 class CodeGrader:
     """Reads, runs and caches completions for the rewards of one run; counts infrastructure failures."""
 
@@ -68,6 +64,7 @@ class CodeGrader:
         self.max_infra_failure_rate = max_infra_failure_rate
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple, Outcome] = OrderedDict()
+        self._last_keys: list[tuple] = []
         self.last_details: list[dict[str, Any]] = []
         self.runs = self.infra_errors = 0
         self.stop_reason = ""  # set when a batch's infrastructure failure rate passes the limit
@@ -87,10 +84,13 @@ class CodeGrader:
                 timeout_s=_column(columns, "timeout_s", i),
                 memory_mb=_column(columns, "memory_mb", i),
             )
-            key = (answer, tuple(task.tests), task.timeout_s, task.memory_mb)
-            keys.append(key)
-            if key not in self._cache and answer.code is not None:
-                todo[key] = (task, answer.code)
+            keys.append((answer, tuple(task.tests), task.timeout_s, task.memory_mb))
+            todo[keys[-1]] = (task, answer.code)
+        if keys != self._last_keys:  # a new batch: infrastructure failures of earlier batches get another run
+            for key in [k for k, o in self._cache.items() if o.status == "error"]:
+                del self._cache[key]
+            self._last_keys = keys
+        todo = {key: job for key, job in todo.items() if key not in self._cache and key[0].code is not None}
         grades = grade_many(list(todo.values()), self.pool, self.limits) if todo else []
         for key, grade in zip(todo, grades, strict=True):
             self._remember(key, Outcome(key[0], grade))
@@ -141,6 +141,9 @@ class Reward:
 
     def __call__(self, prompts=None, completions=None, **columns) -> list[float | None]:
         completions = list(completions or [])
+        odd = sorted({type(c).__name__ for c in completions if not isinstance(c, (str, list, dict))})
+        if odd:  # read as empty text, so they score as answers without code; say so rather than stay silent
+            log.warning("%s: completions of unexpected type %s read as empty text", self.__name__, ", ".join(odd))
         try:
             return self.score(completions, columns)
         except Exception as exc:  # never into TRL: every completion gets None and the reason is logged

@@ -1,7 +1,8 @@
 """`azr train`: the linear recipe that assembles config, data and model for a GRPO run.
 
-This version stops after the assembly (config saved, tasks loaded, model and tokenizer loaded): the GRPO loop,
-rewards, logs and resume arrive with the training issue and extend this function rather than sit beside it.
+This version stops after the assembly (config saved, tasks loaded, rewards built and the sandbox checked on a few
+reference solutions, model and tokenizer loaded): the GRPO loop, logs and resume arrive with the training issue
+and extend this function rather than sit beside it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import time
 from pathlib import Path
 
 from azr.config import AzrConfig, ConfigError, save_config
-from azr.data import load_tasks, select_tasks
+from azr.data import Task, load_tasks, select_tasks
+from azr.grading import validate_references
+from azr.rewards import CodeGrader, build_rewards
+from azr.sandbox import SandboxUnhealthy
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,10 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         cfg.data.eval,
     )
 
+    funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox)
+    _check_sandbox(tasks, grader)
+    log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
+
     from azr.modeling import build_model_and_tokenizer, count_parameters
 
     model, tokenizer = build_model_and_tokenizer(cfg.model)
@@ -61,3 +69,19 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         out / "config.yaml",
     )
     return 0
+
+
+def _check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> None:
+    """Fail before the model loads if the sandbox cannot grade known-good reference solutions."""
+    checked = [(t, g) for t, g in validate_references(tasks[:sample], grader.pool, grader.limits) if g is not None]
+    errors = [g.failures[-1] for _, g in checked if g.status == "error"]
+    if errors:
+        raise SandboxUnhealthy(f"the sandbox failed on {len(errors)} of {len(checked)} reference runs: {errors[0]}")
+    passed = sum(g.passed for _, g in checked)
+    log.info(
+        "sandbox: %s backend, %d workers; %d/%d reference solutions pass",
+        grader.pool.backend.name,
+        grader.pool.size,
+        passed,
+        len(checked),
+    )

@@ -21,7 +21,7 @@ ALLOWED = {
     "grading": {"config", "data", "sandbox"},
     "rewards": {"config", "data", "grading", "prompts", "sandbox"},
     "modeling": {"config", "data"},
-    "train": {"config", "data", "modeling"},
+    "train": {"config", "data", "grading", "modeling", "rewards", "sandbox"},
 }
 
 

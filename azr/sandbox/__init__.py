@@ -20,7 +20,7 @@ from __future__ import annotations
 import atexit
 import threading
 
-from azr.sandbox.backends import Backend, SandboxUnavailable, build_backend, resolve_backend
+from azr.sandbox.backends import Backend, SandboxUnavailable, SandboxUnhealthy, build_backend, resolve_backend
 from azr.sandbox.limits import ExecResult, ExecStatus, Limits
 from azr.sandbox.pool import SandboxPool
 
@@ -31,6 +31,7 @@ __all__ = [
     "Limits",
     "SandboxPool",
     "SandboxUnavailable",
+    "SandboxUnhealthy",
     "build_backend",
     "open_pool",
     "run_untrusted",

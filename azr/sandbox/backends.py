@@ -32,6 +32,10 @@ class SandboxUnavailable(RuntimeError):
     """The requested backend cannot run on this host; the message says why and what to do."""
 
 
+class SandboxUnhealthy(RuntimeError):
+    """Too many runs failed for infrastructure reasons: the caller stops rather than learn from noise."""
+
+
 @dataclass(frozen=True)
 class Backend:
     """How to start a worker: `prefix` + [python, -I, -S, -c, worker source, settings]."""

@@ -67,9 +67,12 @@ class _Worker:
         fd, chunks, left = self.proc.stdout.fileno(), [], n
         while left:
             wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
-                raise _WorkerLost("worker did not answer in time", hung=True)
-            chunk = os.read(fd, min(left, 1 << 20))
+            try:
+                if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                    raise _WorkerLost("worker did not answer in time", hung=True)
+                chunk = os.read(fd, min(left, 1 << 20))
+            except (OSError, ValueError) as exc:  # e.g. the pool closed under us
+                raise _WorkerLost(f"worker gone: {exc}", hung=False) from exc
             if not chunk:
                 raise _WorkerLost("worker exited", hung=False)
             chunks.append(chunk)
@@ -82,14 +85,18 @@ class _Worker:
             return lines[-1][:300] if lines else ""
         return ""
 
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the worker's own session, created at spawn: never ours
+    def kill(self, release: bool = True) -> None:
+        """Kill the worker and all it started. `release` also closes its output pipe: only the thread waiting on the
+        worker may do that (under a reader, the pipe's descriptor number could go to the next file opened)."""
+        if self.proc.returncode is None:  # once reaped, its pid (and process group id) may belong to another
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the worker's own session, created at spawn: never ours
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
         self.proc.wait()
-        with contextlib.suppress(OSError, ValueError):
-            self.proc.stdout.close()
+        if release:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdout.close()
         if self.cgroup is not None:  # as root: whatever is still in the worker's cgroup goes with it
             with contextlib.suppress(OSError, ValueError):
                 for pid in (self.cgroup / "cgroup.procs").read_text().split():
@@ -169,10 +176,16 @@ class SandboxPool:
             return
         self._closed = True
         self._dispatch.shutdown(wait=False, cancel_futures=True)
+        idle = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                idle.append(self._idle.get_nowait())
         with self._lock:
             live, self._live = list(self._live), set()
         for worker in live:
-            worker.kill()
+            worker.kill(release=worker in idle)  # a busy worker's caller sees it die and releases it
+        for _ in range(self.size):
+            self._idle.put(None)  # wake any caller still waiting for a worker: it gets an error result
         self._spawner.shutdown(wait=True)
         _remove_tree(self._home)
 
@@ -189,7 +202,9 @@ class SandboxPool:
             "parent_pid": os.getpid(),
         }
         argv = self.backend.command(json.dumps(settings))
-        cgroup = _new_cgroup(self._cgroups, f"w{os.getpid()}-{index}", self.max_processes)
+        # Named after this pool's own directory: two pools in one process must never share a cgroup (and its limit).
+        name = f"w{os.getpid()}-{self._home.name.removeprefix('azr-sandbox-')}-{index}"
+        cgroup = _new_cgroup(self._cgroups, name, self.max_processes)
         if cgroup is not None:  # join the cgroup before exec, so every descendant is counted from the start
             argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *argv]
         stderr_path = self._home / f"worker-{index}.stderr"
@@ -305,4 +320,11 @@ def _remove_cgroup(path: Path, timeout_s: float = 2.0) -> None:
 
 
 def _remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    """Remove the pool's files, whatever a program left in a scratch directory: shutil.rmtree recurses per level
+    (RecursionError past ~1000 before Python 3.12) and stops at directories without permissions, so make every
+    directory accessible and let rm, which handles any depth, remove the rest. Neither follows symbolic links."""
+    for argv in (["chmod", "-R", "u+rwx", "--", str(path)], ["rm", "-rf", "--", str(path)]):
+        with contextlib.suppress(OSError):
+            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with contextlib.suppress(RecursionError):
+        shutil.rmtree(path, ignore_errors=True)  # where chmod or rm is missing

@@ -268,10 +268,7 @@ def _child(code, limits, run_dir, paths, env):
         os.environ.clear()
         os.environ.update(env, HOME=run_dir, TMPDIR=run_dir)
         sys.argv = ["<program>"]
-        # The program's own streams for its whole life (closed by os._exit), not a scoped resource.
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115
-        sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
+        sys.stdin, sys.stdout, sys.stderr = _STREAMS  # made once by the worker, on descriptors just redirected
         compiled = compile(code, "<program>", "exec")
         exit_code = 0
         exec(compiled, {"__name__": "__main__", "__builtins__": __builtins__})
@@ -299,11 +296,27 @@ def _exit_code(value):
     return 1
 
 
+def _make_streams():
+    """The programs' sys.stdin/stdout/stderr, built once in the worker (each child inherits a copy and never
+    pays for building them): they name descriptors 0-2, which every child points at its own files first."""
+    # Held for the worker's whole life and closed by os._exit in each child: not a scoped resource.
+    return (
+        open(0, closefd=False),
+        open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace"),
+        open(2, "w", closefd=False, encoding="utf-8", errors="backslashreplace", buffering=1),
+    )
+
+
+_STREAMS = None
+
+
 def main():
+    global _STREAMS
     settings = json.loads(sys.argv[1])
     builtins.exit = builtins.quit = sys.exit  # normally added by `site`, which -S skips
     for name in (*WARM_MODULES, "string", "typing"):
         __import__(name)
+    _STREAMS = _make_streams()
     gc.freeze()  # children then never walk (and so never copy-on-write) the worker's objects in a collection
     proto_in, proto_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
