@@ -248,7 +248,7 @@ def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
 
 
 def decode_value(encoded: Any) -> Any:
-    """Plain data from the harness's typed encoding; raises ValueError on anything else."""
+    """Plain data from the harness's typed encoding; raises (ValueError, TypeError, IndexError) on anything else."""
     if not isinstance(encoded, list) or not encoded or not isinstance(encoded[0], str):
         raise ValueError(f"malformed value {encoded!r:.80}")
     kind, rest = encoded[0], encoded[1:]

@@ -41,10 +41,17 @@ def completion_text(completion: Any) -> str:
         return completion
     if isinstance(completion, list):
         parts = [m.get("content") or "" for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
-        return "\n".join(p if isinstance(p, str) else str(p) for p in parts)
+        return "\n".join(_content_text(p) for p in parts)
     if isinstance(completion, dict):
         return str(completion.get("content") or "")
     return ""
+
+
+def _content_text(content: Any) -> str:
+    """A message's content: a string, or a list of parts ({"type": "text", "text": ...}) as multimodal APIs send."""
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return content if isinstance(content, str) else str(content)
 
 
 def strip_thinking(text: str) -> str | None:
