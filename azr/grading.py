@@ -1,25 +1,14 @@
-"""Grading: build the program from a task and a completion, run it in the sandbox, and decide each test's verdict.
+"""Grading: run a task's tests against a completion's code in the sandbox and turn the verdicts into a `Grade`.
 
-The harness loads the solution once, then runs every test in its own forked copy of that state, so a failing or
-crashing test does not stop the others (partial credit) and nothing leaks between tests. A test passes only on a
-verdict the harness wrote after the test completed, on the report channel, tagged with a per-run nonce; exit codes
-and printed text are never read as verdicts.
-
-Tests of the form `assert CALL <op> LITERAL` (==, !=, <, <=, >, >=, `is` None/True/False) or `assert [not] CALL`,
-where CALL is a direct call of the solution's code with literal arguments, are *value tests*: only CALL enters the
-sandbox, its value comes back as typed plain data, and the comparison with the literal happens here. Their
-expected values never reach the program, so nothing it does inside the sandbox can forge a pass. Other tests are
-*statement tests*, decided by the harness inside the sandbox; SPEC_FUNCTIONS.md lists what a program that
-deliberately attacks the harness could still forge there.
+The harness (`azr/harness.py`) builds the program and reads back each test's verdict; this module runs it through
+the sandbox pool with each task's own limits, and derives one status per program: `passed` only when the harness
+saw every test pass; otherwise `timeout` / `memory` / `crashed` / `error` from how the program ended, or `failed`.
+`error` is the sandbox's own failure (infrastructure), never something a program can cause.
 """
 
 from __future__ import annotations
 
-import ast
-import builtins
 import dataclasses
-import json
-import operator
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,102 +16,11 @@ from typing import Any, Literal
 
 from azr.config import SandboxConfig
 from azr.data import Task
+from azr.harness import TestPlan, build_program, plan_test, read_verdicts
 from azr.sandbox import ExecResult, Limits, SandboxPool, open_pool, shared_pool
 from azr.sandbox.doctor import Check
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
-
-_OPS: dict[type, tuple[str, Any]] = {
-    ast.Eq: ("==", operator.eq),
-    ast.NotEq: ("!=", operator.ne),
-    ast.Lt: ("<", operator.lt),
-    ast.LtE: ("<=", operator.le),
-    ast.Gt: (">", operator.gt),
-    ast.GtE: (">=", operator.ge),
-    ast.Is: ("is", operator.is_),
-    ast.IsNot: ("is not", operator.is_not),
-}
-_MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<=", "is": "is", "is not": "is not"}
-_CHECKS = {name: fn for name, fn in _OPS.values()}
-_CHECKS["truthy"] = lambda value, _: bool(value)
-_CHECKS["falsy"] = lambda value, _: not value
-_BUILTIN_NAMES = frozenset(dir(builtins))
-
-# The program run in the sandbox. Payload: solution source, nonce, and per test either an expression to evaluate
-# ("value") or a statement to run ("statement"). Writes one JSON line per verdict to descriptor 3.
-_HARNESS = r"""
-import json as _json, os as _os, sys as _sys
-_P = _json.loads(__PAYLOAD__)
-_fork, _write, _exit, _wait = _os.fork, _os.write, _os._exit, _os.waitpid
-_dumps, _flush = _json.dumps, _sys.stdout.flush
-
-def _report(index, kind, payload):
-    _write(3, (_dumps([_P["nonce"], index, kind, payload]) + "\n").encode())
-
-def _encode(v, depth=0):
-    if depth > 64:
-        raise ValueError("value nested too deeply to compare")
-    if v is None:
-        return ["N"]
-    if isinstance(v, bool):
-        return ["b", v is True]
-    if isinstance(v, int):
-        return ["i", int.__format__(v, "x")]
-    if isinstance(v, float):
-        return ["f", float.__repr__(v)]
-    if isinstance(v, complex):
-        return ["c", [float.__repr__(complex.real.__get__(v)), float.__repr__(complex.imag.__get__(v))]]
-    if isinstance(v, str):
-        return ["s", str.__str__(v)]
-    if isinstance(v, (bytes, bytearray)):
-        return ["y", bytes(v).hex()]
-    for kind, base in (("l", list), ("t", tuple), ("S", set), ("F", frozenset)):
-        if isinstance(v, base):
-            return [kind, [_encode(x, depth + 1) for x in base.__iter__(v)]]
-    if isinstance(v, dict):
-        return ["d", [[_encode(k, depth + 1), _encode(x, depth + 1)] for k, x in dict.items(v)]]
-    raise TypeError("a %s cannot be compared outside the sandbox; return plain data" % type(v).__name__)
-
-_ns = {"__name__": "__main__", "__builtins__": __builtins__}
-try:
-    exec(compile(_P["code"], "<solution>", "exec"), _ns)
-except BaseException as _e:
-    _report(-1, "load_error", ("%s: %s" % (type(_e).__name__, _e))[:500])
-    _exit(0)
-for _i, _t in enumerate(_P["tests"]):
-    try:
-        _flush()
-    except BaseException:
-        pass
-    _pid = _fork()
-    if _pid == 0:
-        try:
-            if _t[0] == "value":
-                _out = ("value", _encode(eval(compile(_t[1], "<test %d>" % _i, "eval"), _ns)))
-            else:
-                exec(compile(_t[1], "<test %d>" % _i, "exec"), _ns)
-                _out = ("ok", None)
-        except BaseException as _e:
-            _out = ("error", ("%s: %s" % (type(_e).__name__, _e))[:500])
-        _report(_i, *_out)
-        try:
-            _flush()
-        except BaseException:
-            pass
-        _exit(0)
-    _wait(_pid, 0)
-_exit(0)
-"""
-
-
-@dataclass(frozen=True)
-class TestPlan:
-    """How one test is judged: `sent` is all the sandbox sees of it; `check`/`expected` stay outside."""
-
-    kind: Literal["value", "statement"]
-    sent: str
-    check: str = ""
-    expected: Any = None
 
 
 @dataclass
@@ -145,129 +43,6 @@ class Grade:
     @property
     def fraction(self) -> float:
         return self.tests_passed / self.tests_total if self.tests_total else 0.0
-
-
-def plan_test(source: str) -> TestPlan:
-    """A value test when `source` is one `assert` that compares a direct call with a literal (or tests the call's
-    truth); a statement test otherwise.
-
-    "Direct call" means `f(literals)`, `obj.m(literals)` or `Cls(literals).m(literals)` on names the solution
-    defines: then the value is the program's own output, and the comparison outside the sandbox cannot be bent by
-    the program's dunder methods or by shadowed builtins (as `abs(f(x) - 1.0) < tol` or `sorted(f(x)) == [...]`
-    could be, so those stay statement tests)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return TestPlan("statement", source)
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
-        return TestPlan("statement", source)
-    test = tree.body[0].test
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _OPS:
-        op = _OPS[type(test.ops[0])][0]
-        for expr, literal, check in ((test.left, test.comparators[0], op), (test.comparators[0], test.left, None)):
-            found, value = _literal(literal)
-            if found and _direct_call(expr) and (not op.startswith("is") or value in (None, True, False)):
-                return TestPlan("value", ast.unparse(expr), check or _MIRROR[op], value)
-        return TestPlan("statement", source)
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _direct_call(test.operand):
-        return TestPlan("value", ast.unparse(test.operand), "falsy")
-    if _direct_call(test):
-        return TestPlan("value", ast.unparse(test), "truthy")
-    return TestPlan("statement", source)
-
-
-def _direct_call(node: ast.expr) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    if not all(_literal(a)[0] for a in node.args) or not all(k.arg and _literal(k.value)[0] for k in node.keywords):
-        return False
-    func = node.func
-    while isinstance(func, ast.Attribute):
-        func = func.value
-    if isinstance(func, ast.Call):
-        return _direct_call(func)
-    return isinstance(func, ast.Name) and func.id not in _BUILTIN_NAMES
-
-
-def _literal(node: ast.expr) -> tuple[bool, Any]:
-    try:
-        return True, ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False, None
-
-
-def build_program(code: str, plans: Sequence[TestPlan], nonce: str) -> str:
-    """The harness with its payload: the solution, the nonce and what each test sends; no expected value."""
-    payload = {"code": code, "nonce": nonce, "tests": [[p.kind, p.sent] for p in plans]}
-    return _HARNESS.replace("__PAYLOAD__", repr(json.dumps(payload)))
-
-
-def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[str | None]:
-    """Per test: None when it passed, else why not. Lines without the nonce are ignored; a test with more than
-    one verdict fails (something other than the harness wrote one)."""
-    seen: dict[int, list] = {}
-    load_error = None
-    for line in report.splitlines():
-        try:
-            tag, index, kind, payload = json.loads(line)
-        except (ValueError, TypeError):
-            continue
-        if tag != nonce or not isinstance(index, int):
-            continue
-        if index == -1 and kind == "load_error":
-            load_error = str(payload)
-        elif 0 <= index < len(plans):
-            seen.setdefault(index, []).append((kind, payload))
-    verdicts: list[str | None] = []
-    for index, plan in enumerate(plans):
-        got = seen.get(index)
-        if load_error is not None:
-            verdicts.append(f"solution failed to load: {load_error}")
-        elif not got:
-            verdicts.append("no verdict: the program ended or was stopped before this test finished")
-        elif len(got) > 1:
-            verdicts.append("more than one verdict for this test: forged")
-        else:
-            verdicts.append(_judge(plan, *got[0]))
-    return verdicts
-
-
-def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
-    if kind == "error":
-        return str(payload)
-    if plan.kind == "statement":
-        return None if kind == "ok" else f"unexpected verdict {kind!r}"
-    if kind != "value":
-        return f"unexpected verdict {kind!r}"
-    try:
-        actual = decode_value(payload)
-        ok = _CHECKS[plan.check](actual, plan.expected)
-    except Exception as exc:  # a malformed value or an impossible comparison fails this test, nothing else
-        return f"{type(exc).__name__}: {exc}"[:500]
-    return None if ok else f"AssertionError: {plan.sent} = {_short(actual)}, expected {plan.check} {plan.expected!r}"
-
-
-def decode_value(encoded: Any) -> Any:
-    """Plain data from the harness's typed encoding; raises (ValueError, TypeError, IndexError) on anything else."""
-    if not isinstance(encoded, list) or not encoded or not isinstance(encoded[0], str):
-        raise ValueError(f"malformed value {encoded!r:.80}")
-    kind, rest = encoded[0], encoded[1:]
-    simple = {"N": lambda: None, "b": lambda: bool(rest[0]), "i": lambda: int(rest[0], 16)}
-    simple |= {"f": lambda: float(rest[0]), "s": lambda: str(rest[0]), "y": lambda: bytes.fromhex(rest[0])}
-    simple |= {"c": lambda: complex(float(rest[0][0]), float(rest[0][1]))}
-    if kind in simple:
-        return simple[kind]()
-    containers = {"l": list, "t": tuple, "S": set, "F": frozenset}
-    if kind in containers:
-        return containers[kind](decode_value(x) for x in rest[0])
-    if kind == "d":
-        return {decode_value(k): decode_value(v) for k, v in rest[0]}
-    raise ValueError(f"unknown value kind {kind!r}")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def task_limits(task: Task, base: Limits) -> Limits:

@@ -10,7 +10,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "azr"
 HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm", "unsloth", "bitsandbytes"}
-LIGHT = ["schema", "logs", "config", "data", "prompts", "grading", "rewards", "cli"]
+LIGHT = ["schema", "logs", "config", "data", "prompts", "harness", "grading", "rewards", "cli"]
 # module -> azr modules it may import (directly or lazily)
 ALLOWED = {
     "schema": set(),
@@ -18,7 +18,8 @@ ALLOWED = {
     "config": {"schema", "logs", "data"},
     "data": {"schema"},
     "prompts": set(),
-    "grading": {"config", "data", "sandbox"},
+    "harness": set(),
+    "grading": {"config", "data", "harness", "sandbox"},
     "rewards": {"config", "data", "grading", "prompts", "sandbox"},
     "modeling": {"config", "data"},
     "train": {"config", "data", "grading", "modeling", "rewards", "sandbox"},

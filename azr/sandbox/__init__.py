@@ -11,7 +11,8 @@ every leftover process killed before the next program starts.
 Not covered: kernel exploits and side channels; a program may kill or stop its own worker (the pool blames the
 program and replaces the worker); System V IPC objects live until the worker is replaced. The `process` backend
 (for hosts without user namespaces) keeps only the per-program limits, session and environment: its programs can
-read the host's files, reach the network and signal the caller's processes. It is used only when chosen or when
+read the host's files, reach the network and signal the caller's processes, and a descendant that starts its own
+session outlives a caller killed with SIGKILL. It is used only when chosen or when
 nothing else works, with a warning.
 """
 

@@ -1,0 +1,279 @@
+"""The harness: the program grading runs in the sandbox, how each test is planned, and how verdicts are read.
+
+The harness loads the solution once, then runs every test in its own forked copy of that state, and writes one
+nonce-tagged JSON line per test to descriptor 3. A test is a *value test* when it is one `assert` whose conjuncts
+each compare the solution's own output with a literal (`f(x) == 3`, `3 > obj.m(x)`, `f(x) is None`), or test its
+truth (`f(x)`, `not f(x)`), optionally through list/tuple/sorted/set/frozenset. Only the expressions that produce
+the output enter the sandbox; their values come back as typed plain data and are wrapped and compared here, with
+trusted builtins, so the expected values never reach the program and its dunder methods or shadowed builtins
+cannot bend a comparison. Every other test is a *statement test*, decided inside the sandbox (SPEC_FUNCTIONS.md
+says what a deliberate attack on the harness can still forge there).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+_OPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
+    ast.Eq: ("==", operator.eq),
+    ast.NotEq: ("!=", operator.ne),
+    ast.Lt: ("<", operator.lt),
+    ast.LtE: ("<=", operator.le),
+    ast.Gt: (">", operator.gt),
+    ast.GtE: (">=", operator.ge),
+    ast.Is: ("is", operator.is_),
+    ast.IsNot: ("is not", operator.is_not),
+}
+_MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<=", "is": "is", "is not": "is not"}
+_CHECKS: dict[str, Callable[[Any, Any], Any]] = {name: fn for name, fn in _OPS.values()}
+_CHECKS["truthy"] = lambda value, _: bool(value)
+_CHECKS["falsy"] = lambda value, _: not value
+# Applied here, to plain data, by the real builtins: the sandbox only materialises the iterable.
+_WRAPPERS: dict[str, Callable[[Any], Any]] = {
+    "list": list,
+    "tuple": tuple,
+    "sorted": sorted,
+    "set": set,
+    "frozenset": frozenset,
+}
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+# Runs in the sandbox. Payload: solution source, nonce, and per test either [["expr", "wrap"], ...] to evaluate
+# ("value") or a statement to run ("statement"). Builtins it relies on are bound before the solution runs.
+_HARNESS = r"""
+import json as _json, os as _os, sys as _sys
+_P = _json.loads(__PAYLOAD__)
+_fork, _write, _exit, _wait = _os.fork, _os.write, _os._exit, _os.waitpid
+_dumps, _flush, _list, _iter, _isinstance = _json.dumps, _sys.stdout.flush, list, iter, isinstance
+
+def _report(index, kind, payload):
+    _write(3, (_dumps([_P["nonce"], index, kind, payload]) + "\n").encode())
+
+def _encode(v, depth=0):
+    if depth > 64:
+        raise ValueError("value nested too deeply to compare")
+    if v is None:
+        return ["N"]
+    if _isinstance(v, bool):
+        return ["b", v is True]
+    if _isinstance(v, int):
+        return ["i", int.__format__(v, "x")]
+    if _isinstance(v, float):
+        return ["f", float.__repr__(v)]
+    if _isinstance(v, complex):
+        return ["c", [float.__repr__(complex.real.__get__(v)), float.__repr__(complex.imag.__get__(v))]]
+    if _isinstance(v, str):
+        return ["s", str.__str__(v)]
+    if _isinstance(v, (bytes, bytearray)):
+        return ["y", bytes.hex(bytes(v))]
+    for kind, base in (("l", list), ("t", tuple), ("S", set), ("F", frozenset)):
+        if _isinstance(v, base):
+            return [kind, [_encode(x, depth + 1) for x in base.__iter__(v)]]
+    if _isinstance(v, dict):
+        return ["d", [[_encode(k, depth + 1), _encode(x, depth + 1)] for k, x in dict.items(v)]]
+    raise TypeError("a %s cannot be compared outside the sandbox; return plain data" % type(v).__name__)
+
+def _value(i, expr, wrap):
+    v = eval(compile(expr, "<test %d>" % i, "eval"), _ns)
+    return _encode(_list(_iter(v)) if wrap else v)
+
+_ns = {"__name__": "__main__", "__builtins__": __builtins__}
+try:
+    exec(compile(_P["code"], "<solution>", "exec"), _ns)
+except BaseException as _e:
+    _report(-1, "load_error", ("%s: %s" % (type(_e).__name__, _e))[:500])
+    _exit(0)
+for _i, _t in enumerate(_P["tests"]):
+    try:
+        _flush()
+    except BaseException:
+        pass
+    _pid = _fork()
+    if _pid == 0:
+        try:
+            if _t[0] == "value":
+                _out = ("value", [_value(_i, _e, _w) for _e, _w in _t[1]])
+            else:
+                exec(compile(_t[1], "<test %d>" % _i, "exec"), _ns)
+                _out = ("ok", None)
+        except BaseException as _e:
+            _out = ("error", ("%s: %s" % (type(_e).__name__, _e))[:500])
+        _report(_i, *_out)
+        try:
+            _flush()
+        except BaseException:
+            pass
+        _exit(0)
+    _wait(_pid, 0)
+_exit(0)
+"""
+
+
+@dataclass(frozen=True)
+class ValueCheck:
+    """One conjunct of a value test: `expr` (and `wrap`) is all the sandbox sees; `op` and `expected` stay here."""
+
+    expr: str
+    op: str
+    expected: Any = None
+    wrap: str = ""
+
+    def judge(self, actual: Any) -> str | None:
+        if self.wrap:
+            actual = _WRAPPERS[self.wrap](actual)
+        if _CHECKS[self.op](actual, self.expected):
+            return None
+        shown = f"{self.wrap}({self.expr})" if self.wrap else self.expr
+        expected = "" if self.op in ("truthy", "falsy") else f" {self.expected!r}"
+        return f"AssertionError: {shown} = {_short(actual)}, expected {self.op}{expected}"
+
+
+@dataclass(frozen=True)
+class TestPlan:
+    """How one test is judged: a statement run in the sandbox, or value checks decided here."""
+
+    __test__ = False  # not a pytest test class
+
+    kind: Literal["value", "statement"]
+    source: str
+    checks: tuple[ValueCheck, ...] = ()
+
+    def sent(self) -> Any:
+        """All the sandbox is told about this test."""
+        return [[c.expr, c.wrap] for c in self.checks] if self.kind == "value" else self.source
+
+
+def plan_test(source: str) -> TestPlan:
+    """A value test when every conjunct of a single `assert` is a value check (see the module docstring)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return TestPlan("statement", source)
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+        return TestPlan("statement", source)
+    test = tree.body[0].test
+    conjuncts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    checks = [_value_check(node) for node in conjuncts]
+    if all(checks):
+        return TestPlan("value", source, tuple(checks))
+    return TestPlan("statement", source)
+
+
+def _value_check(node: ast.expr) -> ValueCheck | None:
+    if isinstance(node, ast.Compare):
+        if len(node.ops) != 1 or type(node.ops[0]) not in _OPS:
+            return None
+        op = _OPS[type(node.ops[0])][0]
+        for expr, literal, check in ((node.left, node.comparators[0], op), (node.comparators[0], node.left, None)):
+            found, value = _literal(literal)
+            if found and (not op.startswith("is") or value in (None, True, False)):
+                output = _output(expr)
+                return ValueCheck(output[0], check or _MIRROR[op], value, output[1]) if output else None
+        return None
+    negated = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+    output = _output(node.operand if negated else node)  # type: ignore[attr-defined]
+    return ValueCheck(output[0], "falsy" if negated else "truthy", None, output[1]) if output else None
+
+
+def _output(node: ast.expr) -> tuple[str, str] | None:
+    """(expression, wrapper) when `node` is the solution's own output, possibly inside one container builtin."""
+    wrap = ""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _WRAPPERS:
+        if len(node.args) != 1 or node.keywords:
+            return None
+        wrap, node = node.func.id, node.args[0]
+    base = node
+    while isinstance(base, (ast.Call, ast.Attribute)):
+        base = base.func if isinstance(base, ast.Call) else base.value
+    if base is node or not isinstance(base, ast.Name) or base.id in _BUILTIN_NAMES:
+        return None
+    return ast.unparse(node), wrap
+
+
+def _literal(node: ast.expr) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def build_program(code: str, plans: Sequence[TestPlan], nonce: str) -> str:
+    """The harness with its payload: the solution, the nonce and what each test sends; no expected value."""
+    payload = {"code": code, "nonce": nonce, "tests": [[p.kind, p.sent()] for p in plans]}
+    return _HARNESS.replace("__PAYLOAD__", repr(json.dumps(payload)))
+
+
+def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[str | None]:
+    """Per test: None when it passed, else why not. Lines without the nonce are ignored; a test with more than
+    one verdict fails (something other than the harness wrote one)."""
+    seen: dict[int, list] = {}
+    load_error = None
+    for line in report.splitlines():
+        try:
+            tag, index, kind, payload = json.loads(line)
+        except (ValueError, TypeError):
+            continue
+        if tag != nonce or not isinstance(index, int):
+            continue
+        if index == -1 and kind == "load_error":
+            load_error = str(payload)
+        elif 0 <= index < len(plans):
+            seen.setdefault(index, []).append((kind, payload))
+    verdicts: list[str | None] = []
+    for index, plan in enumerate(plans):
+        got = seen.get(index)
+        if load_error is not None:
+            verdicts.append(f"solution failed to load: {load_error}")
+        elif not got:
+            verdicts.append("no verdict: the program ended or was stopped before this test finished")
+        elif len(got) > 1:
+            verdicts.append("more than one verdict for this test: forged")
+        else:
+            verdicts.append(_judge(plan, *got[0]))
+    return verdicts
+
+
+def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
+    if kind == "error":
+        return str(payload)
+    if plan.kind == "statement":
+        return None if kind == "ok" else f"unexpected verdict {kind!r}"
+    if kind != "value" or not isinstance(payload, list) or len(payload) != len(plan.checks):
+        return f"unexpected verdict {kind!r}"
+    try:
+        for check, encoded in zip(plan.checks, payload, strict=True):
+            failure = check.judge(decode_value(encoded))
+            if failure:
+                return failure
+    except Exception as exc:  # a malformed value or an impossible comparison fails this test, nothing else
+        return f"{type(exc).__name__}: {exc}"[:500]
+    return None
+
+
+def decode_value(encoded: Any) -> Any:
+    """Plain data from the harness's typed encoding; raises (ValueError, TypeError, IndexError) on anything else."""
+    if not isinstance(encoded, list) or not encoded or not isinstance(encoded[0], str):
+        raise ValueError(f"malformed value {encoded!r:.80}")
+    kind, rest = encoded[0], encoded[1:]
+    simple = {"N": lambda: None, "b": lambda: bool(rest[0]), "i": lambda: int(rest[0], 16)}
+    simple |= {"f": lambda: float(rest[0]), "s": lambda: str(rest[0]), "y": lambda: bytes.fromhex(rest[0])}
+    simple |= {"c": lambda: complex(float(rest[0][0]), float(rest[0][1]))}
+    if kind in simple:
+        return simple[kind]()
+    containers = {"l": list, "t": tuple, "S": set, "F": frozenset}
+    if kind in containers:
+        return containers[kind](decode_value(x) for x in rest[0])
+    if kind == "d":
+        return {decode_value(k): decode_value(v) for k, v in rest[0]}
+    raise ValueError(f"unknown value kind {kind!r}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
