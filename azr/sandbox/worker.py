@@ -28,7 +28,19 @@ except (ImportError, OSError):  # no ctypes: lose PDEATHSIG/subreaper/dumpable h
     _LIBC = None
 
 # Imported once by the worker so that each forked child finds them warm: the usual imports of a coding task.
-WARM_MODULES = ("bisect", "collections", "dataclasses", "functools", "heapq", "itertools", "math", "random", "re")
+# Not `random`: it maps libcrypto (via hashlib), and every fork would pay for copying those page tables.
+WARM_MODULES = (
+    "bisect",
+    "collections",
+    "dataclasses",
+    "functools",
+    "heapq",
+    "itertools",
+    "math",
+    "re",
+    "string",
+    "typing",
+)
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
 _HEADER = struct.Struct(">I")
 REPORT_FD = 3
@@ -98,11 +110,10 @@ class Worker:
         self.count += 1
         os.chmod(self.scratch, 0o700)  # a program may have changed it; the next one must still get a directory
         run_dir = os.path.join(self.scratch, f"run-{self.count}")
-        io_dir = os.path.join(self.scratch, f"io-{self.count}")
         os.mkdir(run_dir, 0o700)
-        os.mkdir(io_dir, 0o700)
         limits = request["limits"]
-        paths = {name: os.path.join(io_dir, name) for name in ("stdout", "stderr", "report")}
+        # Beside the working directory, not in it; the wipe after the run removes them with everything else.
+        paths = {name: os.path.join(self.scratch, f".{name}-{self.count}") for name in ("stdout", "stderr", "report")}
         started = time.monotonic()
         pid = os.fork()
         if pid == 0:
@@ -314,7 +325,7 @@ def main():
     global _STREAMS
     settings = json.loads(sys.argv[1])
     builtins.exit = builtins.quit = sys.exit  # normally added by `site`, which -S skips
-    for name in (*WARM_MODULES, "string", "typing"):
+    for name in WARM_MODULES:
         __import__(name)
     _STREAMS = _make_streams()
     gc.freeze()  # children then never walk (and so never copy-on-write) the worker's objects in a collection
