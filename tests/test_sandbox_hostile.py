@@ -383,7 +383,8 @@ def test_deep_unreadable_tree_does_not_break_the_next_program(solo):
         os.chmod(top, 0)
     """
     assert solo.run(prog(code), QUICK).status == "ok"
-    look = "report(sorted(n for n in os.listdir(os.path.dirname(os.getcwd())) if not n.startswith(('run-', 'io-'))))"
+    own = "('run-', '.stdout-', '.stderr-', '.report-')"  # this run's working directory and capture files
+    look = f"report(sorted(n for n in os.listdir(os.path.dirname(os.getcwd())) if not n.startswith({own})))"
     r = solo.run(prog(look), QUICK)
     assert r.status == "ok" and report(r) == [], r
 
