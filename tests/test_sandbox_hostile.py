@@ -318,9 +318,10 @@ SCAN_FOR_MARKER = """
 """
 
 
-def test_background_subprocess_is_gone_before_the_next_program(solo):
+def _leaves_nothing_behind(solo, code: str) -> None:
+    """Run `code` (which starts a `sleep MARKER` that outlives it); the next program and the host see none."""
     mark = marker()
-    r = solo.run(prog("import subprocess\nsubprocess.Popen(['sleep', MARKER])\n", MARKER=mark), QUICK)
+    r = solo.run(prog(code, MARKER=mark), QUICK)
     assert r.status == "ok", r
     try:
         assert report(solo.run(prog(SCAN_FOR_MARKER, MARKER=mark), QUICK)) == []
@@ -329,22 +330,22 @@ def test_background_subprocess_is_gone_before_the_next_program(solo):
         kill_quietly(host_pids_with(mark))
 
 
-def test_detached_grandchild_in_its_own_session_is_gone_before_the_next_program(solo):
-    mark = marker()
-    code = """
+def test_background_subprocess_is_gone_before_the_next_program(solo):
+    _leaves_nothing_behind(solo, "import subprocess\nsubprocess.Popen(['sleep', MARKER])\n")
+
+
+DETACH = """
+    if os.fork() == 0:
+        os.setsid()
         if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execvp("sleep", ["sleep", MARKER])
-            os._exit(0)
-        os.wait()
-    """
-    assert solo.run(prog(code, MARKER=mark), QUICK).status == "ok"
-    try:
-        assert report(solo.run(prog(SCAN_FOR_MARKER, MARKER=mark), QUICK)) == []
-        assert host_pids_with(mark) == []
-    finally:
-        kill_quietly(host_pids_with(mark))
+            os.execvp("sleep", ["sleep", MARKER])
+        os._exit(0)
+    os.wait()
+"""
+
+
+def test_detached_grandchild_in_its_own_session_is_gone_before_the_next_program(solo):
+    _leaves_nothing_behind(solo, DETACH)
 
 
 def test_scratch_files_are_invisible_to_the_next_program(solo):
@@ -544,16 +545,20 @@ def _assert_unreadable(pool, path: Path, secret: str) -> None:
     assert secret not in r.report + r.stdout + r.stderr, r
 
 
-@pytest.mark.namespaces
-@pytest.mark.parametrize("backend", gap("process: programs read the caller's home"))
-def test_cannot_read_the_callers_home(pool):
+def _assert_planted_file_unreadable(pool, directory: Path, prefix: str) -> None:
     secret = uuid.uuid4().hex
-    path = Path.home() / f".azr-hostile-{secret}"
+    path = directory / f"{prefix}{secret}"
     path.write_text(secret)
     try:
         _assert_unreadable(pool, path, secret)
     finally:
         path.unlink()
+
+
+@pytest.mark.namespaces
+@pytest.mark.parametrize("backend", gap("process: programs read the caller's home"))
+def test_cannot_read_the_callers_home(pool):
+    _assert_planted_file_unreadable(pool, Path.home(), ".azr-hostile-")
 
 
 @pytest.mark.namespaces
@@ -565,13 +570,7 @@ def test_cannot_read_the_repository(pool):
 @pytest.mark.namespaces
 @pytest.mark.parametrize("backend", gap("process: programs read the host's /tmp"))
 def test_cannot_read_the_hosts_tmp(pool):
-    secret = uuid.uuid4().hex
-    path = Path(tempfile.gettempdir()) / f"azr-hostile-{secret}"
-    path.write_text(secret)
-    try:
-        _assert_unreadable(pool, path, secret)
-    finally:
-        path.unlink()
+    _assert_planted_file_unreadable(pool, Path(tempfile.gettempdir()), "azr-hostile-")
 
 
 @pytest.mark.namespaces
@@ -771,16 +770,13 @@ def test_cannot_read_the_workers_memory(pool):
 
 # --- pool lifecycle -------------------------------------------------------------------------------------------
 
-LINGER = """
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            os.execvp("sleep", ["sleep", MARKER])
-        os._exit(0)
-    os.wait()
+LINGER = (
+    DETACH
+    + """
     import time
     time.sleep(60)
 """
+)
 
 
 @pytest.mark.parametrize(
