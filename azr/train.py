@@ -63,7 +63,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         len(tokenizer),
     )
     log.warning(
-        "GRPO training is not in this version yet: stopped after loading config, data and model "
+        "GRPO training is not in this version yet: stopped after loading config, data, rewards and model "
         "(%.1f s); resolved config saved to %s",
         time.monotonic() - started,
         out / "config.yaml",
