@@ -190,7 +190,7 @@ class FormatReward(Reward):
 
 
 class LengthReward(Reward):
-    """Conciseness: 0 up to `target_tokens`, falling linearly to -`penalty` at `limit_tokens` and below it after.
+    """Conciseness: 0 up to `target_tokens`, falling linearly to -`penalty` at `limit_tokens` and staying there.
     Counts completion tokens when TRL passes `completion_ids`, else characters / 4."""
 
     name = "length"
