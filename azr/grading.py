@@ -87,6 +87,8 @@ def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits
 
 
 def _grade(plans: Sequence[TestPlan], nonce: str, result: ExecResult) -> Grade:
+    if not plans:  # nothing can be judged: never a pass; the data loader rejects such tasks before this
+        return Grade("error", 0, 0, ["the task has no tests"], result.duration_s, backend=result.backend)
     verdicts = read_verdicts(result.report, nonce, plans)
     failures = [f"test {i}: {why}" for i, why in enumerate(verdicts) if why is not None]
     passed = len(plans) - len(failures)

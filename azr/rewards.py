@@ -80,7 +80,7 @@ class CodeGrader:
             task = Task(
                 id=str(_column(columns, "task_id", i) or _column(columns, "id", i) or i),
                 prompt="",
-                tests=list(tests[i]),
+                tests=_tests_cell(tests[i], i),
                 timeout_s=_column(columns, "timeout_s", i),
                 memory_mb=_column(columns, "memory_mb", i),
             )
@@ -122,6 +122,15 @@ class CodeGrader:
         """Raise SandboxUnhealthy once a batch passed the failure limit: the caller stops the run."""
         if self.stop_reason:
             raise SandboxUnhealthy(self.stop_reason)
+
+
+def _tests_cell(cell: Any, row: int) -> list[str]:
+    """A row's tests as a list of strings; anything else (a bare string would be split into characters) becomes no
+    tests, which grading reports as `error` for that completion, and is logged."""
+    if isinstance(cell, (list, tuple)) and cell and all(isinstance(t, str) and t.strip() for t in cell):
+        return list(cell)
+    log.error("rewards: row %d: 'tests' must be a non-empty list of test strings, got %.80r", row, cell)
+    return []
 
 
 def _column(columns: dict[str, Any], name: str, i: int) -> Any:

@@ -558,3 +558,23 @@ def test_every_shipped_reference_solution_passes(pool):
     grades = grade_many([(t, t.solution) for t in tasks], pool, Limits(wall_s=5.0))
     failed = {t.id: (g.status, g.failures[:2]) for t, g in zip(tasks, grades, strict=True) if not g.passed}
     assert not failed
+
+
+# ------------------------------------------------------------------------------------------- found in review
+def test_a_report_line_that_breaks_the_json_parser_is_ignored(pool):
+    """Deep nesting made json.loads raise RecursionError out of grading, and with it a whole reward batch."""
+    code = "import os\nos.write(3, b'[' * 100000 + b'\\n')\n" + RIGHT
+    g = grade(INC, code, pool, QUICK)
+    assert (g.status, g.tests_passed) == ("passed", 3)
+
+
+def test_hashed_containers_from_the_sandbox_are_capped(pool):
+    """Colliding int hashes make building a big set quadratic in the trainer: beyond the cap the test fails."""
+    code = "def f(x):\n    return [k * ((1 << 61) - 1) for k in range(1, 30001)]\n"
+    g = grade(Task("big", "", ["assert set(f(1)) == {1, 2}", "assert len(f(1)) == 30000"]), code, pool, QUICK)
+    assert g.tests_passed == 1 and "more than the 10000" in g.failures[0]  # the cap fails only its own test
+
+
+def test_a_task_without_tests_is_never_passed(pool):
+    g = grade(Task("empty", "", []), RIGHT, pool, QUICK)
+    assert (g.status, g.passed) == ("error", False)

@@ -270,6 +270,14 @@ def test_infra_failure_is_retried_in_a_later_batch_not_served_from_the_cache(poo
     assert grader.infra_errors == 1
 
 
+@pytest.mark.parametrize("cell", ["assert f(1) == 2", [], [""], None, [1, 2]])
+def test_a_malformed_tests_cell_scores_none_and_logs(pool, caplog, cell):
+    """A bare string would be split into characters and graded as one-letter tests."""
+    (tests,), _, _ = rewards(pool)
+    assert tests(prompts=["Write f."], completions=[answer(GOOD)], tests=[cell]) == [None]
+    assert "'tests' must be a non-empty list" in caplog.text
+
+
 # --- never raises into TRL --------------------------------------------------------------------------------------
 
 

@@ -169,10 +169,12 @@ def test_bwrap_binds_nothing_of_the_host_beyond_system_dirs():
     assert _bwrap_binds(_bwrap()) == ["/usr", OUTSIDE_PREFIX]
 
 
-def test_bwrap_private_tmp_is_sized_then_read_only_root():
+def test_bwrap_private_tmp_and_dev_shm_are_sized_then_read_only_root():
+    """Both tmpfs are memory: unsized, /dev/shm would let a program fill half the host's RAM."""
     argv = _bwrap(tmp_size_mb=64)
-    size = argv.index("--size")
-    assert argv[size + 1] == str(64 << 20) and argv[size + 2 : size + 4] == ["--tmpfs", SCRATCH]
+    sized = [argv[i + 1 : i + 4] for i, arg in enumerate(argv) if arg == "--size"]
+    assert sized == [[str(64 << 20), "--tmpfs", "/dev/shm"], [str(64 << 20), "--tmpfs", SCRATCH]]
+    assert argv.index("--dev") < argv.index("/dev/shm")  # mounted over the /dev that --dev creates
     assert _values(argv, "--remount-ro") == ["/"]
     assert _values(argv, "--proc") == ["/proc"]
     assert _values(argv, "--symlink") == ["usr/bin", "usr/sbin", "usr/lib", "usr/lib64"]

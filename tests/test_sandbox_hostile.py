@@ -859,3 +859,82 @@ def test_mixed_hostile_batch_gets_a_result_each_and_the_pool_recovers(pool):
     assert results[1].status in ("timeout", "ok") and results[4].stdout == "fine\n", results
     again = pool.map([f"print({i} * 2)" for i in range(6)], QUICK)
     assert [(r.status, r.stdout) for r in again] == [("ok", f"{i * 2}\n") for i in range(6)], again
+
+
+# --- found in review: cross-program interference and resource bounds ---------------------------------------------
+
+
+def test_scratch_made_unlistable_neither_breaks_nor_leaks_into_the_next_program(solo):
+    """chmod 0o300 (write and search, no read) on the scratch root hid its files from the wipe."""
+    code = """
+        scratch = os.path.dirname(os.getcwd())
+        open(os.path.join(scratch, "left-" + MARKER), "w").write(MARKER)
+        os.chmod(scratch, 0o300)
+    """
+    mark = marker()
+    assert solo.run(prog(code, MARKER=mark), QUICK).status == "ok"
+    look = "report([n for n in os.listdir(os.path.dirname(os.getcwd())) if MARKER in n])"
+    r = solo.run(prog(look, MARKER=mark), QUICK)
+    assert r.status == "ok" and report(r) == [], r
+
+
+def test_replacing_a_capture_file_with_a_fifo_does_not_stall_the_worker(solo):
+    """The worker reads output through descriptors it opened, not by path: a FIFO in its place changes nothing."""
+    code = """
+        scratch = os.path.dirname(os.getcwd())
+        for name in os.listdir(scratch):
+            if name.startswith((".stdout-", ".stderr-")):
+                os.unlink(os.path.join(scratch, name))
+                os.mkfifo(os.path.join(scratch, name))
+        print("still captured")
+    """
+    r = solo.run(prog(code), QUICK)
+    assert (r.status, r.stdout) == ("ok", "still captured\n"), r
+
+
+SHM_GET = """
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    ident = libc.shmget(0, 1 << 20, 0o1000 | 0o600)  # IPC_PRIVATE, IPC_CREAT
+    report(ident)
+"""
+
+
+@pytest.mark.namespaces
+@pytest.mark.parametrize("backend", gap("process: System V IPC objects are the host's, left in place"))
+def test_sysv_shared_memory_does_not_outlive_its_program(solo):
+    ident = report(solo.run(prog(SHM_GET), QUICK))
+    assert ident >= 0
+    try:
+        look = "report([int(r.split()[1]) for r in open('/proc/sysvipc/shm').read().splitlines()[1:]])"
+        assert ident not in report(solo.run(prog(look), QUICK))
+    finally:
+        if ident not in (None, -1) and os.path.exists("/proc/sysvipc/shm"):  # process backend: clean the host
+            subprocess.run(["ipcrm", "-m", str(ident)], capture_output=True)
+
+
+@pytest.mark.namespaces
+@pytest.mark.parametrize("backend", gap("process: /dev/shm is the host's, unbounded by azr"))
+def test_dev_shm_is_bounded_like_tmp(pool):
+    size = report(pool.run(prog("st = os.statvfs('/dev/shm')\nreport(st.f_blocks * st.f_frsize)"), QUICK))
+    assert size <= TMP_MB << 20
+
+
+def test_memory_error_after_long_stderr_is_still_reported_as_memory(pool):
+    code = "import sys\nsys.stderr.write('x' * 70000)\nblob = bytearray(1 << 30)\n"
+    r = pool.run(code, Limits(wall_s=5.0, memory_mb=256))
+    assert r.status == "memory" and r.stderr_truncated, r
+
+
+@pytest.mark.parametrize("bad", [{"wall_s": float("inf")}, {"cpu_s": 0}, {"report_bytes": 0}, {"memory_mb": -1}])
+def test_limits_must_be_finite_and_positive(bad):
+    with pytest.raises(ValueError, match="finite positive"):
+        Limits(**bad)
+
+
+def test_close_during_map_gives_error_results_not_an_exception(backend):
+    pool = open_pool(backend, workers=2, tmp_size_mb=TMP_MB)
+    threading.Timer(0.5, pool.close).start()
+    results = pool.map(["import time\ntime.sleep(3)"] * 6, Limits(wall_s=10.0))
+    assert len(results) == 6 and {r.status for r in results} <= {"error", "crashed", "timeout"}
+    assert any(r.status == "error" and "closed" in r.note for r in results)

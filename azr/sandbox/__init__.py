@@ -9,7 +9,8 @@ runs as root, where the kernel ignores RLIMIT_NPROC); a wall clock enforced from
 every leftover process killed before the next program starts.
 
 Not covered: kernel exploits and side channels; a program may kill or stop its own worker (the pool blames the
-program and replaces the worker); System V IPC objects live until the worker is replaced. The `process` backend
+program and replaces the worker); memory is bounded per process and per tmpfs, not per program (no memory
+cgroup). The `process` backend
 (for hosts without user namespaces) keeps only the per-program limits, session and environment: its programs can
 read the host's files, reach the network and signal the caller's processes, and a descendant that starts its own
 session outlives a caller killed with SIGKILL. It is used only when chosen or when

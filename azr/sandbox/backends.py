@@ -87,7 +87,21 @@ def bwrap_argv(bwrap: str, python_prefix: str, tmp_size_mb: int, env: dict[str, 
         argv += ["--symlink", source, path] if kind == "symlink" else ["--ro-bind", source, path]
     if _needs_own_bind(python_prefix):
         argv += ["--ro-bind", python_prefix, python_prefix]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_size_mb << 20), "--tmpfs", SCRATCH]
+    size = str(tmp_size_mb << 20)  # both tmpfs are memory: bounded, or a program could fill half the host's RAM
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        size,
+        "--tmpfs",
+        "/dev/shm",
+        "--size",
+        size,
+        "--tmpfs",
+        SCRATCH,
+    ]
     argv += ["--remount-ro", "/", "--chdir", SCRATCH, "--"]
     return argv
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -22,9 +23,13 @@ class Limits:
     report_bytes: int = 1 << 20  # the report channel (descriptor 3), used by grading for test verdicts
 
     def __post_init__(self):
-        for name in ("wall_s", "memory_mb", "file_size_mb", "open_files", "processes", "output_bytes"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"Limits.{name} must be positive, got {getattr(self, name)!r}")
+        names = ("wall_s", "cpu_s", "memory_mb", "file_size_mb", "open_files", "processes", "output_bytes")
+        for name in (*names, "report_bytes"):
+            value = getattr(self, name)
+            if name == "cpu_s" and value is None:
+                continue
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"Limits.{name} must be a finite positive number, got {value!r}")
 
     def to_wire(self) -> dict:
         wire = asdict(self)

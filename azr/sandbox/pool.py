@@ -24,7 +24,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from pathlib import Path
 
 from azr.sandbox.backends import SCRATCH, Backend
@@ -166,9 +166,20 @@ class SandboxPool:
         return _result(reply, self.backend.name)
 
     def map(self, codes: Sequence[str], limits: Limits | Sequence[Limits] | None = None) -> list[ExecResult]:
-        """Run programs in parallel over the pool's workers, results in input order."""
+        """Run programs in parallel over the pool's workers, results in input order. A program the pool could not
+        run because it was closed meanwhile gets an `error` result."""
         per_program = [limits] * len(codes) if limits is None or isinstance(limits, Limits) else list(limits)
-        return list(self._dispatch.map(self.run, codes, per_program))
+        try:
+            futures = [self._dispatch.submit(self.run, c, lim) for c, lim in zip(codes, per_program, strict=True)]
+        except RuntimeError:  # the dispatcher was shut down by close()
+            futures = []
+        results = []
+        for i in range(len(codes)):
+            try:
+                results.append(futures[i].result())
+            except (CancelledError, RuntimeError, IndexError):
+                results.append(ExecResult("error", backend=self.backend.name, note="the sandbox pool was closed"))
+        return results
 
     def close(self) -> None:
         """Kill every worker (and so every program) and remove the pool's files."""

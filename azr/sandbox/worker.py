@@ -11,6 +11,7 @@ import builtins
 import contextlib
 import gc
 import json
+import math
 import os
 import resource
 import select
@@ -44,6 +45,8 @@ WARM_MODULES = (
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
 _HEADER = struct.Struct(">I")
 REPORT_FD = 3
+CAPTURED = ("stdout", "stderr", "report")
+_IPC_RMID = 0
 
 
 def _prctl(option, value):
@@ -80,13 +83,9 @@ def _read_exactly(fd, n):
     return b"".join(chunks)
 
 
-def _read_capped(path, cap):
-    """(text, truncated): the first `cap` bytes of a file the child wrote, decoded leniently."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(cap + 1)
-    except OSError:
-        return "", False
+def _read_capped(fd, cap):
+    """(text, truncated): the first `cap` bytes the child wrote to `fd`, decoded leniently."""
+    data = os.pread(fd, cap + 1, 0)
     return data[:cap].decode("utf-8", errors="replace"), len(data) > cap
 
 
@@ -108,26 +107,40 @@ class Worker:
 
     def run(self, request):
         self.count += 1
-        os.chmod(self.scratch, 0o700)  # a program may have changed it; the next one must still get a directory
-        run_dir = os.path.join(self.scratch, f"run-{self.count}")
+        for place in self._places():  # a program may have changed their modes; the next one still gets them
+            os.chmod(place, 0o700)
+        tag = f"{self.count}-{os.urandom(4).hex()}"  # unguessable: nothing can be planted for the next program
+        run_dir = os.path.join(self.scratch, f"run-{tag}")
         os.mkdir(run_dir, 0o700)
         limits = request["limits"]
-        # Beside the working directory, not in it; the wipe after the run removes them with everything else.
-        paths = {name: os.path.join(self.scratch, f".{name}-{self.count}") for name in ("stdout", "stderr", "report")}
+        # Opened here, beside the working directory, and read back through these descriptors: a program that
+        # replaces the paths (FIFO, symlink) only changes names, never what the worker reads.
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        files = {
+            name: os.open(
+                os.path.join(self.scratch, f".{name}-{tag}"), flags | (os.O_APPEND if name == "report" else 0), 0o600
+            )
+            for name in CAPTURED
+        }
         started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            _child(request["code"], limits, run_dir, paths, self.env)  # never returns
-        finished = self._wait_exit(pid, started + limits["wall_s"])
-        # The child is still unreaped, so its pid (and process group id) cannot have been reused yet.
-        self._kill_group(pid)
-        _, wait_status = os.waitpid(pid, 0)
-        duration = time.monotonic() - started
-        self._reap_leftovers()
-        cap = limits["output_bytes"]
-        stdout, stdout_cut = _read_capped(paths["stdout"], cap)
-        stderr, stderr_cut = _read_capped(paths["stderr"], cap)
-        report, report_cut = _read_capped(paths["report"], limits["report_bytes"])
+        try:
+            pid = os.fork()
+            if pid == 0:
+                _child(request["code"], limits, run_dir, files, self.env)  # never returns
+            finished = self._wait_exit(pid, started + limits["wall_s"])
+            # The child is still unreaped, so its pid (and process group id) cannot have been reused yet.
+            self._kill_group(pid)
+            _, wait_status = os.waitpid(pid, 0)
+            duration = time.monotonic() - started
+            self._reap_leftovers()
+            cap = limits["output_bytes"]
+            stdout, stdout_cut = _read_capped(files["stdout"], cap)
+            stderr, stderr_cut = _read_capped(files["stderr"], cap)
+            report, report_cut = _read_capped(files["report"], limits["report_bytes"])
+            stderr_tail = os.pread(files["stderr"], 2000, max(0, os.fstat(files["stderr"]).st_size - 2000))
+        finally:
+            for fd in files.values():
+                os.close(fd)
         self._wipe()
         code = sig = None
         if not finished:
@@ -137,7 +150,7 @@ class Worker:
             status = "timeout" if sig == signal.SIGXCPU else "signaled"
         else:
             code = os.WEXITSTATUS(wait_status)
-            status = "memory" if code != 0 and "MemoryError" in stderr[-2000:] else "exited"
+            status = "memory" if code != 0 and b"MemoryError" in stderr_tail else "exited"
         return {
             "status": status,
             "exit_code": code,
@@ -194,19 +207,45 @@ class Worker:
                             kill(child, signal.SIGKILL)
                 time.sleep(0.0005)
 
+    def _places(self):
+        """Where a program can write: the scratch space, and /dev/shm inside a namespace (ours alone there)."""
+        return [self.scratch] + (["/dev/shm"] if self.private_pids and os.path.isdir("/dev/shm") else [])
+
     def _wipe(self):
-        """Remove everything the program could write: the scratch space, and /dev/shm inside a namespace."""
-        places = [self.scratch] + (["/dev/shm"] if self.private_pids else [])
-        for place in places:
+        """Remove everything the program could leave for the next one: files in every writable place and, inside
+        our own namespaces, System V IPC objects (they would otherwise hold memory for as long as the worker)."""
+        for place in self._places():
             try:
+                os.chmod(place, 0o700)
                 names = os.listdir(place)
             except OSError:
+                self.dirty = True  # the pool replaces this worker, and with it the whole scratch space
                 continue
             for name in names:
                 try:
                     _remove(os.path.join(place, name))
                 except OSError:
-                    self.dirty = True  # the pool replaces this worker, and with it the whole scratch space
+                    self.dirty = True
+        if self.private_pids and _LIBC is not None:
+            removers = {
+                "shm": lambda ident: _LIBC.shmctl(ident, _IPC_RMID, None),
+                "sem": lambda ident: _LIBC.semctl(ident, 0, _IPC_RMID),
+                "msg": lambda ident: _LIBC.msgctl(ident, _IPC_RMID, None),
+            }
+            for kind, remove in removers.items():
+                for ident in _ipc_ids(kind):
+                    if remove(ident) != 0:
+                        self.dirty = True
+
+
+def _ipc_ids(kind):
+    """Identifiers of the System V IPC objects of one kind in our IPC namespace."""
+    try:
+        with open(f"/proc/sysvipc/{kind}") as f:
+            rows = f.read().splitlines()[1:]
+    except OSError:
+        return []
+    return [int(row.split()[1]) for row in rows if len(row.split()) > 1]
 
 
 def _remove(path):
@@ -248,7 +287,7 @@ def _pid_namespace():
         return None
 
 
-def _child(code, limits, run_dir, paths, env):
+def _child(code, limits, run_dir, files, env):
     """In the forked child: confine, then run the program as __main__. Never returns."""
     exit_code = 1
     try:
@@ -256,14 +295,11 @@ def _child(code, limits, run_dir, paths, env):
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         _prctl(_PR_SET_DUMPABLE, 1)
         null = os.open(os.devnull, os.O_RDONLY)
-        out = os.open(paths["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        err = os.open(paths["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        rep = os.open(paths["report"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        for fd, target in ((null, 0), (out, 1), (err, 2), (rep, REPORT_FD)):
-            os.dup2(fd, target)
+        for fd, target in ((null, 0), (files["stdout"], 1), (files["stderr"], 2), (files["report"], REPORT_FD)):
+            os.dup2(fd, target)  # dup2 clears O_CLOEXEC on the copies
         os.closerange(REPORT_FD + 1, 1 << 16)
         os.chdir(run_dir)
-        cpu = max(1, int(limits["cpu_s"] + 0.999))
+        cpu = max(1, math.ceil(limits["cpu_s"]))
         mem = limits["memory_mb"] << 20
         fsize = limits["file_size_mb"] << 20
         for which, soft, hard in (
