@@ -157,7 +157,7 @@ class SandboxPool:
             status = "timeout" if exc.hung else "crashed"
             note = f"the sandbox worker {'stopped answering' if exc.hung else 'died'} while running this program"
             return ExecResult(status, backend=self.backend.name, note=note, duration_s=limits.wall_s)
-        if reply.get("recycle") or reply.get("status") == "error":
+        if reply.get("recycle") or reply.get("status") == "error" or self._closed:  # closed meanwhile: release it
             self._retire(worker)
         else:
             self._idle.put(worker)
