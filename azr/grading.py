@@ -121,7 +121,8 @@ def verdict_check(pool: SandboxPool) -> Check:
     task = Task("doctor", "", ["assert f(1) == 2", "assert f(2) == 3"])
     grades = grade_many([(task, code) for code in _FORGERIES.values()], pool, Limits(wall_s=5.0))
     forged = [name for name, g in zip(_FORGERIES, grades, strict=True) if g.tests_passed]
-    return Check("verdicts cannot be forged", not forged, f"forged: {', '.join(forged)}" if forged else "7 tricks")
+    detail = f"forged: {', '.join(forged)}" if forged else f"{len(_FORGERIES)} tricks, none passed a test"
+    return Check("verdicts cannot be forged", not forged, detail)
 
 
 def run_program(code: str, tests: Sequence[str], cfg: SandboxConfig) -> dict[str, Any]:
