@@ -223,6 +223,11 @@ class AzrConfig:
     data: DataConfig = field(factory=DataConfig, help="Task datasets.")
     sandbox: SandboxConfig = field(factory=SandboxConfig, help="Execution of model code.")
     rewards: list[RewardSpec] = field(factory=_default_rewards, help="Reward functions and their weights.")
+    answer_format: Literal["strict", "relaxed"] = field(
+        "strict",
+        "How answers are read: 'strict' runs code only from exactly one python block followed by a 'Final answer:' "
+        "line; 'relaxed' runs the last fenced block.",
+    )
     self_play: SelfPlayConfig = field(factory=SelfPlayConfig, help="Remote opponent on the same tasks.")
     teacher: TeacherConfig = field(factory=TeacherConfig, help="Stronger remote model that gives hints.")
     teacher_assist: TeacherAssistConfig = field(factory=TeacherAssistConfig, help="When and how the teacher helps.")

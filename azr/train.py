@@ -47,7 +47,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         cfg.data.eval,
     )
 
-    funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox)
+    funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
     _check_sandbox(tasks, grader)
     log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
 
