@@ -63,7 +63,13 @@ def limits_from_config(cfg: SandboxConfig) -> Limits:
 
 def pool_from_config(cfg: SandboxConfig) -> SandboxPool:
     """The process-wide pool for these sandbox settings (started lazily, closed at exit)."""
-    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes)
+    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg))
+
+
+def worker_memory_mb(cfg: SandboxConfig) -> int:
+    """Memory cap of one worker (as root, through its memory cgroup): room for a program of `memory_mb` with a few
+    helper processes, both tmpfs full, and the worker itself."""
+    return 4 * cfg.memory_mb + 2 * cfg.tmp_size_mb + 256
 
 
 def grade_many(
@@ -128,7 +134,7 @@ def verdict_check(pool: SandboxPool) -> Check:
 def run_program(code: str, tests: Sequence[str], cfg: SandboxConfig) -> dict[str, Any]:
     """`azr sandbox run`: one program, with or without tests, as the JSON contract's object."""
     limits = limits_from_config(cfg)
-    with open_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes) as pool:
+    with open_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg)) as pool:
         if tests:
             g = grade(Task("cli", "", list(tests)), code, pool, limits)
             status = "ok" if g.passed else g.status

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from azr.sandbox import open_pool
-from azr.sandbox import pool as pool_module
+from azr.sandbox import Limits, cgroups, open_pool
 from azr.sandbox.backends import (
     NSJAIL_DEVICES,
     SANDBOX_UID,
@@ -282,24 +281,45 @@ def test_nsjail_runs_a_program(monkeypatch):
     assert wrote == f"wrote {4 << 20}"
 
 
-def _cgroup_skip_reason() -> str:
+def _cgroup_skip_reason(controller: str) -> str:
     if os.geteuid() != 0:
-        return "not running as root: the pids cgroup wrapper is used only as root"
-    if pool_module._pids_cgroup_root() is None:
-        return "running as root but no writable pids cgroup on this host"
+        return "not running as root: per-worker cgroups are used only as root"
+    if controller not in cgroups.discover():
+        return f"running as root but no writable {controller} cgroup on this host"
     return ""
 
 
-@pytest.mark.skipif(bool(_cgroup_skip_reason()), reason=_cgroup_skip_reason() or "n/a")
+@pytest.mark.skipif(bool(_cgroup_skip_reason("pids")), reason=_cgroup_skip_reason("pids") or "n/a")
 def test_workers_run_inside_a_pids_cgroup_as_root():
     with open_pool("auto", workers=1, max_processes=20) as pool:
-        assert pool._cgroups is not None
+        assert "pids" in pool._cgroups
         assert pool.run("print(1)").stdout == "1\n"
         (worker,) = pool._live
-        assert worker.cgroup is not None and worker.cgroup.parent == pool._cgroups
-        assert (worker.cgroup / "pids.max").read_text().strip() == str(20 + 8)
-        relative = "/" + str(worker.cgroup.relative_to(pool._cgroups.parent))
+        (group,) = [d for d in worker.cgroups.dirs if d.parent == pool._cgroups["pids"]]
+        assert (group / "pids.max").read_text().strip() == str(20 + 8)
+        relative = "/" + str(group.relative_to(pool._cgroups["pids"].parent))
         lines = Path(f"/proc/{worker.proc.pid}/cgroup").read_text().splitlines()
         assert any(line.endswith(relative) for line in lines), (relative, lines)
-        assert relative.startswith("/azr/w")
-    assert not worker.cgroup.exists()  # removed with its worker
+    assert not group.exists()  # removed with its worker
+
+
+@pytest.mark.skipif(bool(_cgroup_skip_reason("memory")), reason=_cgroup_skip_reason("memory") or "n/a")
+def test_a_program_s_processes_together_stay_under_the_worker_memory_cap():
+    """RLIMIT_AS bounds each process; six children of 300 MB each (1.8 GB) must not get past a 768 MB cap."""
+    code = (
+        "import os, time\n"
+        "for _ in range(6):\n"
+        "    if os.fork() == 0:\n"
+        "        b = bytearray(300 << 20)\n"
+        "        time.sleep(3)\n"
+        "        os._exit(0)\n"
+        "time.sleep(2)\n"
+        "print('parent alive')\n"
+    )
+    with open_pool("auto", workers=1, max_memory_mb=768) as pool:
+        result = pool.run(code, Limits(wall_s=6.0, memory_mb=512))
+        (worker,) = pool._live
+        peak = worker.cgroups.peak_memory_bytes()
+        assert peak is not None and peak <= 768 << 20, peak
+        assert pool.run("print(6 * 7)").stdout == "42\n"  # the worker, or its replacement, serves on
+    assert result.status in ("ok", "crashed", "timeout"), result

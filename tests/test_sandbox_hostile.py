@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import azr.sandbox.pool as pool_module
-from azr.sandbox import ExecResult, Limits, open_pool
+from azr.sandbox import ExecResult, Limits, cgroups, open_pool
 
 REPO = Path(__file__).resolve().parent.parent
 BACKENDS = ("bwrap", "process")
@@ -80,7 +80,7 @@ CAP_SYS_PTRACE, CAP_SYS_RESOURCE = 19, 24
 
 def _no_pids_cgroup() -> bool:
     """Without a pids cgroup (azr not root, or none writable) nothing finds processes that left their worker."""
-    return os.geteuid() != 0 or pool_module._pids_cgroup_root() is None
+    return os.geteuid() != 0 or "pids" not in cgroups.discover()
 
 
 def marker() -> str:
@@ -841,9 +841,11 @@ def test_death_of_the_caller_leaves_no_worker_or_program_process(backend, tmp_pa
         parent.kill()
         parent.wait()
         kill_quietly(host_pids_with(mark) + [p for p in started if alive(p)])
-        cgroups = pool_module._pids_cgroup_root() if os.geteuid() == 0 else None
-        for cgroup in cgroups.glob(f"w{parent.pid}-*") if cgroups else ():
-            pool_module._remove_cgroup(cgroup)
+        roots = cgroups.discover() if os.geteuid() == 0 else {}
+        for root in roots.values():
+            for group in root.glob(f"w{parent.pid}-*"):
+                with contextlib.suppress(OSError):
+                    group.rmdir()
 
 
 def test_mixed_hostile_batch_gets_a_result_each_and_the_pool_recovers(pool):

@@ -4,13 +4,13 @@ Covered (bwrap and nsjail backends; tests/test_sandbox_hostile.py proves each): 
 read-only system directories and nothing else of the host (no home, repository, /etc or host /tmp); a private
 tmpfs /tmp wiped after every program; an environment built from fixed values, so no API key is ever visible; new
 pid/user/ipc/uts/mount namespaces, so the caller's processes are invisible and cannot be signalled; per program a
-new session and rlimits on CPU, address space, file size, open files and processes (plus a pids cgroup when azr
-runs as root, where the kernel ignores RLIMIT_NPROC); a wall clock enforced from outside the program; output caps;
+new session and rlimits on CPU, address space, file size, open files and processes (plus, as root, where the kernel
+ignores RLIMIT_NPROC, per-worker pids and memory cgroups); a wall clock enforced from outside the program; output caps;
 every leftover process killed before the next program starts.
 
 Not covered: kernel exploits and side channels; a program may kill or stop its own worker (the pool blames the
-program and replaces the worker); memory is bounded per process and per tmpfs, not per program (no memory
-cgroup). The `process` backend
+program and replaces the worker); without root (no memory cgroup) memory is bounded per process and per tmpfs,
+not per program. The `process` backend
 (for hosts without user namespaces) keeps only the per-program limits, session and environment: its programs can
 read the host's files, reach the network and signal the caller's processes, and a descendant that starts its own
 session outlives a caller killed with SIGKILL. It is used only when chosen or when
@@ -45,17 +45,26 @@ _shared_lock = threading.Lock()
 
 
 def open_pool(
-    backend: str = "auto", workers: int | None = None, tmp_size_mb: int = 256, max_processes: int = 64
+    backend: str = "auto",
+    workers: int | None = None,
+    tmp_size_mb: int = 256,
+    max_processes: int = 64,
+    max_memory_mb: int | None = None,
 ) -> SandboxPool:
-    """A new pool on `backend` (auto: the strongest that works here); the caller closes it."""
-    return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes)
+    """A new pool on `backend` (auto: the strongest that works here); the caller closes it. `max_memory_mb` caps
+    each worker's memory (all of a program's processes and tmpfs pages) where a memory cgroup can be set (root)."""
+    return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes, max_memory_mb)
 
 
 def shared_pool(
-    backend: str = "auto", workers: int | None = None, tmp_size_mb: int = 256, max_processes: int = 64
+    backend: str = "auto",
+    workers: int | None = None,
+    tmp_size_mb: int = 256,
+    max_processes: int = 64,
+    max_memory_mb: int | None = None,
 ) -> SandboxPool:
     """One pool per setting for the whole process, closed at exit: what rewards and grading use by default."""
-    key = (backend, workers, tmp_size_mb, max_processes)
+    key = (backend, workers, tmp_size_mb, max_processes, max_memory_mb)
     with _shared_lock:
         pool = _shared.get(key)
         if pool is None or pool._closed:

@@ -27,7 +27,9 @@ from collections.abc import Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from pathlib import Path
 
+from azr.sandbox import cgroups
 from azr.sandbox.backends import SCRATCH, Backend
+from azr.sandbox.cgroups import WorkerCgroups
 from azr.sandbox.limits import ExecResult, Limits
 
 log = logging.getLogger(__name__)
@@ -47,8 +49,8 @@ class _WorkerLost(Exception):
 class _Worker:
     """One running worker process and its protocol pipes."""
 
-    def __init__(self, proc: subprocess.Popen, stderr_path: Path, cgroup: Path | None):
-        self.proc, self.stderr_path, self.cgroup = proc, stderr_path, cgroup
+    def __init__(self, proc: subprocess.Popen, stderr_path: Path, cgroups: WorkerCgroups):
+        self.proc, self.stderr_path, self.cgroups = proc, stderr_path, cgroups
 
     def send(self, obj: dict) -> None:
         body = json.dumps(obj).encode()
@@ -97,21 +99,18 @@ class _Worker:
         if release:
             with contextlib.suppress(OSError, ValueError):
                 self.proc.stdout.close()
-        if self.cgroup is not None:  # as root: whatever is still in the worker's cgroup goes with it
-            with contextlib.suppress(OSError, ValueError):
-                for pid in (self.cgroup / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(OSError):
-                        os.kill(int(pid), signal.SIGKILL)
-            _remove_cgroup(self.cgroup)
+        self.cgroups.kill_and_remove()  # as root: whatever is still in the worker's cgroups goes with it
 
 
 class SandboxPool:
     """Runs untrusted programs on warm workers. Thread-safe; use as a context manager or call `close()`."""
 
-    def __init__(self, backend: Backend, workers: int | None = None, max_processes: int = 64):
+    def __init__(
+        self, backend: Backend, workers: int | None = None, max_processes: int = 64, max_memory_mb: int | None = None
+    ):
         self.backend = backend
         self.size = workers or os.cpu_count() or 1
-        self.max_processes = max_processes
+        self.max_processes, self.max_memory_mb = max_processes, max_memory_mb
         self.stats: Counter[str] = Counter()
         self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
         for _ in range(self.size):
@@ -122,10 +121,10 @@ class SandboxPool:
         self._home = Path(tempfile.mkdtemp(prefix="azr-sandbox-"))
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="azr-sandbox-spawn")
         self._dispatch = ThreadPoolExecutor(self.size, thread_name_prefix="azr-sandbox")
-        self._cgroups = _pids_cgroup_root() if os.geteuid() == 0 else None
+        self._cgroups = cgroups.discover() if os.geteuid() == 0 else {}
         if backend.warning:
             log.warning("%s", backend.warning)
-        if os.geteuid() == 0 and self._cgroups is None:
+        if os.geteuid() == 0 and "pids" not in self._cgroups:
             log.warning("running as root without a writable pids cgroup: process limits are not enforced")
 
     def __enter__(self) -> SandboxPool:
@@ -215,9 +214,8 @@ class SandboxPool:
         argv = self.backend.command(json.dumps(settings))
         # Named after this pool's own directory: two pools in one process must never share a cgroup (and its limit).
         name = f"w{os.getpid()}-{self._home.name.removeprefix('azr-sandbox-')}-{index}"
-        cgroup = _new_cgroup(self._cgroups, name, self.max_processes)
-        if cgroup is not None:  # join the cgroup before exec, so every descendant is counted from the start
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *argv]
+        groups = cgroups.WorkerCgroups(self._cgroups, name, self.max_processes, self.max_memory_mb)
+        argv = groups.wrap(argv)
         stderr_path = self._home / f"worker-{index}.stderr"
         with open(stderr_path, "wb") as stderr:
             proc = self._spawner.submit(
@@ -230,7 +228,7 @@ class SandboxPool:
                 cwd=self._home,
                 start_new_session=True,
             ).result()
-        worker = _Worker(proc, stderr_path, cgroup)
+        worker = _Worker(proc, stderr_path, groups)
         with self._lock:
             self._live.add(worker)
         try:
@@ -272,62 +270,6 @@ def _pid_namespace() -> int | None:
         return os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         return None
-
-
-def _pids_cgroup_root() -> Path | None:
-    """A writable pids-controller directory for our workers (cgroup v1 or v2), or None.
-
-    Needed only as root: the kernel exempts uid 0 (even mapped into a user namespace) from RLIMIT_NPROC, so a
-    fork bomb would be bounded by nothing but the wall clock."""
-    candidates = [Path("/sys/fs/cgroup/pids")]
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            if line.startswith("0::"):
-                candidates.append(Path("/sys/fs/cgroup") / line[3:].lstrip("/"))
-    for base in candidates:
-        root = base / "azr"
-        with contextlib.suppress(OSError):
-            root.mkdir(exist_ok=True)
-            for parent in (base, root):  # cgroup v2 hands the controller down explicitly; v1 has no such file
-                with contextlib.suppress(OSError):
-                    (parent / "cgroup.subtree_control").write_text("+pids\n")
-            probe = root / f"probe-{os.getpid()}"
-            probe.mkdir(exist_ok=True)
-            works = (probe / "pids.max").exists()
-            probe.rmdir()
-            if works:
-                return root
-    return None
-
-
-def _new_cgroup(root: Path | None, name: str, max_processes: int) -> Path | None:
-    if root is None:
-        return None
-    path = root / name
-    try:
-        path.mkdir(exist_ok=True)
-        (path / "pids.max").write_text(f"{max_processes + 8}\n")  # + the worker and its launchers
-    except OSError as exc:
-        log.warning("could not set up a pids cgroup at %s: %s", path, exc)
-        return None
-    return path
-
-
-def _remove_cgroup(path: Path, timeout_s: float = 2.0) -> None:
-    """rmdir a worker's cgroup once it is empty. Reaping the launcher (bwrap, nsjail, sh) does not wait for the
-    sandboxed processes, which die of their parent-death signal a moment later: until then rmdir fails (EBUSY)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if time.monotonic() > deadline:
-                log.warning("could not remove the pids cgroup %s: %s", path, exc)
-                return
-        time.sleep(0.002)
 
 
 def _remove_tree(path: Path) -> None:
