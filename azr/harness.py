@@ -6,8 +6,10 @@ each compare the solution's own output with a literal (`f(x) == 3`, `3 > obj.m(x
 truth (`f(x)`, `not f(x)`), optionally through list/tuple/sorted/set/frozenset. Only the expressions that produce
 the output enter the sandbox; their values come back as typed plain data and are wrapped and compared here, with
 trusted builtins, so the expected values never reach the program and its dunder methods or shadowed builtins
-cannot bend a comparison. Every other test is a *statement test*, decided inside the sandbox (SPEC_FUNCTIONS.md
-says what a deliberate attack on the harness can still forge there).
+cannot bend a comparison. Every other test is a *statement test*, run inside the sandbox; its `assert`s of the same
+shapes (on the solution's output or a name bound to it) are rewritten to report their values, which are compared
+here, and those at the top level must report. Only the rest is decided inside (SPEC_FUNCTIONS.md says what a
+deliberate attack on the harness can still forge there).
 """
 
 from __future__ import annotations
@@ -101,8 +103,10 @@ for _i, _t in enumerate(_P["tests"]):
             if _t[0] == "value":
                 _out = ("value", [_value(_i, _e, _w) for _e, _w in _t[1]])
             else:
-                exec(compile(_t[1], "<test %d>" % _i, "exec"), _ns)
-                _out = ("ok", None)
+                _seen, _wraps = [], _t[1][1]
+                _ns["__azr_check__"] = lambda k, v: _seen.append([k, _encode(_list(_iter(v)) if _wraps[k] else v)])
+                exec(compile(_t[1][0], "<test %d>" % _i, "exec"), _ns)
+                _out = ("ok", _seen)
         except BaseException as _e:
             _out = ("error", ("%s: %s" % (type(_e).__name__, _e))[:500])
         _report(_i, *_out)
@@ -146,10 +150,14 @@ class TestPlan:
     kind: Literal["value", "statement"]
     source: str
     checks: tuple[ValueCheck, ...] = ()
+    program: str = ""  # statement tests with checks: the source with each checked `assert` turned into a report
+    required: tuple[int, ...] = ()  # checks at the top level of a statement test: each must report a value
 
     def sent(self) -> Any:
         """All the sandbox is told about this test."""
-        return [[c.expr, c.wrap] for c in self.checks] if self.kind == "value" else self.source
+        if self.kind == "value":
+            return [[c.expr, c.wrap] for c in self.checks]
+        return [self.program or self.source, [c.wrap for c in self.checks]]
 
 
 def plan_test(source: str) -> TestPlan:
@@ -158,17 +166,74 @@ def plan_test(source: str) -> TestPlan:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return TestPlan("statement", source)
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+    if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert):
+        checks = [_value_check(node) for node in _conjuncts(tree.body[0].test)]
+        if all(checks):
+            return TestPlan("value", source, tuple(checks))
+    return _instrumented(source, tree)
+
+
+def _conjuncts(test: ast.expr) -> list[ast.expr]:
+    return test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+
+
+def _instrumented(source: str, tree: ast.Module) -> TestPlan:
+    """A statement test, with every `assert` whose conjuncts are all value checks (on the solution's output or a
+    name bound to it) turned into reports compared here. Checks at the top level must report, so a forged
+    completion without the values fails; a test with no such check stays a plain statement test."""
+    checks: list[ValueCheck] = []
+    required: list[int] = []
+    objects = frozenset(  # names the test binds to objects it constructs: their comparisons stay inside
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and _constructed(node.value)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    )
+
+    class Rewrite(ast.NodeTransformer):
+        depth = 0
+
+        def generic_visit(self, node):
+            nested = isinstance(node, ast.stmt) and not isinstance(node, ast.Module)
+            self.depth += nested
+            node = super().generic_visit(node)
+            self.depth -= nested
+            return node
+
+        def visit_Assert(self, node: ast.Assert):
+            found = [_value_check(c, names=objects or True) for c in _conjuncts(node.test)]
+            if not all(found):
+                return node
+            calls = []
+            for check, conjunct in zip(found, _conjuncts(node.test), strict=True):
+                if self.depth == 0:
+                    required.append(len(checks))
+                expr = _checked_expr(conjunct)
+                call = ast.Call(ast.Name("__azr_check__", ast.Load()), [ast.Constant(len(checks)), expr], [])
+                calls.append(ast.copy_location(ast.Expr(call), node))
+                checks.append(check)
+            return calls
+
+    rewritten = ast.fix_missing_locations(Rewrite().visit(tree))
+    if not required:
         return TestPlan("statement", source)
-    test = tree.body[0].test
-    conjuncts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
-    checks = [_value_check(node) for node in conjuncts]
-    if all(checks):
-        return TestPlan("value", source, tuple(checks))
-    return TestPlan("statement", source)
+    return TestPlan("statement", source, tuple(checks), ast.unparse(rewritten), tuple(required))
 
 
-def _value_check(node: ast.expr) -> ValueCheck | None:
+def _checked_expr(node: ast.expr) -> ast.expr:
+    """The part of a value check evaluated inside: its output expression (without wrapper or literal)."""
+    if isinstance(node, ast.Compare):
+        found, _ = _literal(node.comparators[0])
+        side = node.left if found else node.comparators[0]
+    else:
+        side = node.operand if isinstance(node, ast.UnaryOp) else node
+    if isinstance(side, ast.Call) and isinstance(side.func, ast.Name) and side.func.id in _WRAPPERS:
+        side = side.args[0]
+    return side
+
+
+def _value_check(node: ast.expr, names: bool | frozenset[str] = False) -> ValueCheck | None:
     if isinstance(node, ast.Compare):
         if len(node.ops) != 1 or type(node.ops[0]) not in _OPS:
             return None
@@ -176,27 +241,40 @@ def _value_check(node: ast.expr) -> ValueCheck | None:
         for expr, literal, check in ((node.left, node.comparators[0], op), (node.comparators[0], node.left, None)):
             found, value = _literal(literal)
             if found and (not op.startswith("is") or value in (None, True, False)):
-                output = _output(expr)
+                output = _output(expr, names)
                 return ValueCheck(output[0], check or _MIRROR[op], value, output[1]) if output else None
         return None
     negated = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
-    output = _output(node.operand if negated else node)  # type: ignore[attr-defined]
+    output = _output(node.operand if negated else node, names)  # type: ignore[attr-defined]
     return ValueCheck(output[0], "falsy" if negated else "truthy", None, output[1]) if output else None
 
 
-def _output(node: ast.expr) -> tuple[str, str] | None:
-    """(expression, wrapper) when `node` is the solution's own output, possibly inside one container builtin."""
+def _output(node: ast.expr, names: bool | frozenset[str] = False) -> tuple[str, str] | None:
+    """(expression, wrapper) when `node` is the solution's own output, possibly inside one container builtin;
+    with `names`, a bare (non-builtin) name too: in a statement test it holds what the solution returned."""
     wrap = ""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _WRAPPERS:
         if len(node.args) != 1 or node.keywords:
             return None
         wrap, node = node.func.id, node.args[0]
+    if _constructed(node) or (isinstance(node, ast.Name) and node.id in _objects_of(names)):
+        return None  # an object the test built itself: comparing it is what the test checks, so it stays inside
     base = node
     while isinstance(base, (ast.Call, ast.Attribute)):
         base = base.func if isinstance(base, ast.Call) else base.value
-    if base is node or not isinstance(base, ast.Name) or base.id in _BUILTIN_NAMES:
+    if (base is node and not names) or not isinstance(base, ast.Name) or base.id in _BUILTIN_NAMES:
         return None
     return ast.unparse(node), wrap
+
+
+def _constructed(node: ast.expr) -> bool:
+    """`Name(...)` with a capitalised name: by convention an instance of a class under test, whose own comparison
+    methods (`__eq__`, `__lt__`, ...) the test means to exercise, not a plain value to compare outside."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id[:1].isupper()
+
+
+def _objects_of(names: bool | frozenset[str]) -> frozenset[str]:
+    return names if isinstance(names, frozenset) else frozenset()
 
 
 def _literal(node: ast.expr) -> tuple[bool, Any]:
@@ -246,7 +324,7 @@ def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
     if kind == "error":
         return str(payload)
     if plan.kind == "statement":
-        return None if kind == "ok" else f"unexpected verdict {kind!r}"
+        return _judge_statement(plan, payload) if kind == "ok" else f"unexpected verdict {kind!r}"
     if kind != "value" or not isinstance(payload, list) or len(payload) != len(plan.checks):
         return f"unexpected verdict {kind!r}"
     try:
@@ -257,6 +335,25 @@ def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
     except Exception as exc:  # a malformed value or an impossible comparison fails this test, nothing else
         return f"{type(exc).__name__}: {exc}"[:500]
     return None
+
+
+def _judge_statement(plan: TestPlan, payload: Any) -> str | None:
+    """A statement test completed; its reported check values must each pass, and every top-level check report."""
+    if not plan.checks:
+        return None
+    if not isinstance(payload, list):
+        return "a statement test with checks reported no values: forged"
+    seen = set()
+    try:
+        for site, encoded in payload:
+            failure = plan.checks[site].judge(decode_value(encoded))
+            if failure:
+                return failure
+            seen.add(site)
+    except Exception as exc:  # a malformed report or an impossible comparison fails this test, nothing else
+        return f"{type(exc).__name__}: {exc}"[:500]
+    missing = [site for site in plan.required if site not in seen]
+    return f"check {missing[0]} never reported a value: forged or skipped" if missing else None
 
 
 def decode_value(encoded: Any) -> Any:

@@ -25,6 +25,7 @@ INC = Task(
 )
 RIGHT = "def f(x):\n    return x + 1\n"
 WRONG = "def f(x):\n    return 0\n"
+LIES = "class Yes(int):\n    def __eq__(self, other):\n        return True\ndef f(x):\n    return Yes(0)\n"
 
 
 @pytest.fixture(scope="module")
@@ -245,8 +246,8 @@ def test_wrappers_are_applied_outside_with_the_real_builtins(pool):
         "assert sorted(f([3, 1]), key=len) == [1, 3]",
         "assert len(f(3)) == 3",
         "assert print(1) is None",
-        "r = f(1)\nassert r == 2",
-        "assert f(1) == 2\nassert f(2) == 3",
+        "r = f(1)\nassert r in (2, 3)",
+        "for i in range(2):\n    assert f(i) == 2",  # no check at the top level: nothing has to report
         "assert 2 in f(1)",
         "assert f(1) not in (1, 2)",
         "assert 1 < f(1) < 3",
@@ -405,7 +406,7 @@ def test_a_value_that_cannot_travel_fails_only_its_test(pool):
 
 # ------------------------------------------------------------------------------------------------- read_verdicts
 NONCE = "a" * 32
-PLANS = [plan_test("assert f(1) == 2"), plan_test("r = f(2)\nassert r == 3")]
+PLANS = [plan_test("assert f(1) == 2"), plan_test("r = f(2)\nassert r in (3, 4)")]
 
 
 def _line(*fields) -> str:
@@ -558,6 +559,35 @@ def test_every_shipped_reference_solution_passes(pool):
     grades = grade_many([(t, t.solution) for t in tasks], pool, Limits(wall_s=5.0))
     failed = {t.id: (g.status, g.failures[:2]) for t, g in zip(tasks, grades, strict=True) if not g.passed}
     assert not failed
+
+
+# ----------------------------------------------------------------------------- statement tests with checks
+def test_checked_asserts_of_a_statement_test_report_their_values():
+    plan = plan_test("s = Stack()\ns.push(2)\nassert s.peek() == 2 and s.size() == 1\nr = f(1)\nassert r == 2")
+    assert plan.kind == "statement" and plan.required == (0, 1, 2)
+    assert plan.checks == (ValueCheck("s.peek()", "==", 2), ValueCheck("s.size()", "==", 1), ValueCheck("r", "==", 2))
+    assert "__azr_check__(2, r)" in plan.program and "== 2" not in plan.program  # the literals stay outside
+
+
+def test_objects_the_test_constructs_are_compared_inside():
+    """`Rational(7, 2) < 4` exercises the class's own __lt__: that comparison is the test, so it stays inside."""
+    for source in ("assert Rational(7, 2) < 4", "v = Vector(1, 2)\nassert v != (1, 2)"):
+        assert plan_test(source) == TestPlan("statement", source)
+
+
+def test_a_stolen_nonce_does_not_forge_statement_tests_with_checks(pool):
+    task = Task("t", "p", ["r = f(2)\nassert r == 3", "s = f(1)\nassert s == 2\nassert s + 1 == 3"])
+    assert run(pool, task, STEAL_NONCE).tests_passed == 0
+
+
+def test_statement_checks_compare_outside_and_must_report(pool):
+    plan = plan_test("r = f(2)\nassert r == 3")
+    assert read_verdicts(_line(NONCE, 0, "ok", [[0, ["i", "3"]]]), NONCE, [plan]) == [None]
+    assert "expected == 3" in read_verdicts(_line(NONCE, 0, "ok", [[0, ["i", "4"]]]), NONCE, [plan])[0]
+    assert "never reported" in read_verdicts(_line(NONCE, 0, "ok", []), NONCE, [plan])[0]
+    assert "forged" in read_verdicts(_line(NONCE, 0, "ok", None), NONCE, [plan])[0]
+    task = Task("t", "p", ["r = f(2)\nassert r == 3", "r = f(2)\nassert r == 4"])
+    assert [g.tests_passed for g in grade_many([(task, RIGHT), (task, LIES)], pool, QUICK)] == [1, 0]
 
 
 # ------------------------------------------------------------------------------------------- found in review
