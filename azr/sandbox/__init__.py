@@ -20,6 +20,7 @@ nothing else works, with a warning.
 from __future__ import annotations
 
 import atexit
+import inspect
 import threading
 
 from azr.sandbox.backends import Backend, SandboxUnavailable, SandboxUnhealthy, build_backend, resolve_backend
@@ -56,19 +57,16 @@ def open_pool(
     return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes, max_memory_mb)
 
 
-def shared_pool(
-    backend: str = "auto",
-    workers: int | None = None,
-    tmp_size_mb: int = 256,
-    max_processes: int = 64,
-    max_memory_mb: int | None = None,
-) -> SandboxPool:
-    """One pool per setting for the whole process, closed at exit: what rewards and grading use by default."""
-    key = (backend, workers, tmp_size_mb, max_processes, max_memory_mb)
+def shared_pool(*settings) -> SandboxPool:
+    """One pool per `open_pool` settings (positional, in its order) for the whole process, closed at exit: what
+    rewards and grading use by default."""
+    bound = inspect.signature(open_pool).bind(*settings)
+    bound.apply_defaults()  # shared_pool() and shared_pool("auto") are the same pool
+    key = tuple(bound.arguments.values())
     with _shared_lock:
         pool = _shared.get(key)
         if pool is None or pool._closed:
-            pool = _shared[key] = open_pool(*key)
+            pool = _shared[key] = open_pool(*settings)
         return pool
 
 
