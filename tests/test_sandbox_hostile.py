@@ -940,3 +940,19 @@ def test_close_during_map_gives_error_results_not_an_exception(backend):
     results = pool.map(["import time\ntime.sleep(3)"] * 6, Limits(wall_s=10.0))
     assert len(results) == 6 and {r.status for r in results} <= {"error", "crashed", "timeout"}
     assert any(r.status == "error" and "closed" in r.note for r in results)
+
+
+def test_fork_bomb_is_contained_by_polling_where_root_has_no_pids_cgroup(monkeypatch):
+    """Docker mounts /sys/fs/cgroup read-only: as root there, the worker counts its namespace's processes itself."""
+    if os.geteuid() != 0:
+        pytest.skip("only root is exempt from RLIMIT_NPROC; other users are bounded by the rlimit")
+    monkeypatch.setattr(cgroups, "discover", dict)  # as if no cgroup hierarchy were writable
+    before = host_descendants(os.getpid())
+    with open_pool("bwrap", workers=1, tmp_size_mb=TMP_MB, max_processes=16) as pool:
+        assert not pool._cgroups
+        assert_serves(pool)
+        bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+        r = pool.run(bomb, Limits(wall_s=3.0, processes=16))
+        assert r.status in ("crashed", "timeout"), r
+        assert_serves(pool)
+    assert wait_for(lambda: not host_descendants(os.getpid()) - before), "the bomb left processes on the host"

@@ -4,9 +4,10 @@ Covered (bwrap and nsjail backends; tests/test_sandbox_hostile.py proves each): 
 read-only system directories and nothing else of the host (no home, repository, /etc or host /tmp); a private
 tmpfs /tmp wiped after every program; an environment built from fixed values, so no API key is ever visible; new
 pid/user/ipc/uts/mount namespaces, so the caller's processes are invisible and cannot be signalled; per program a
-new session and rlimits on CPU, address space, file size, open files and processes (plus, as root, where the kernel
-ignores RLIMIT_NPROC, per-worker pids and memory cgroups); a wall clock enforced from outside the program; output caps;
-every leftover process killed before the next program starts.
+new session and rlimits on CPU, address space, file size, open files and processes (plus, as root, where the
+kernel ignores RLIMIT_NPROC, per-worker pids and memory cgroups, or a polled process count where cgroups are
+read-only); a wall clock enforced from outside the program; output caps; every leftover process killed before the
+next program starts.
 
 Not covered: kernel exploits and side channels; a program may kill or stop its own worker (the pool blames the
 program and replaces the worker); without root (no memory cgroup) memory is bounded per process and per tmpfs,

@@ -125,7 +125,11 @@ class SandboxPool:
         if backend.warning:
             log.warning("%s", backend.warning)
         if os.geteuid() == 0 and "pids" not in self._cgroups:
-            log.warning("running as root without a writable pids cgroup: process limits are not enforced")
+            log.warning(
+                "running as root without a writable pids cgroup: the kernel does not enforce process limits for "
+                "root, so workers poll their process count%s",
+                "" if backend.namespaced else " (not possible on the 'process' backend: fork bombs are unbounded)",
+            )
 
     def __enter__(self) -> SandboxPool:
         return self
@@ -210,6 +214,8 @@ class SandboxPool:
             "host_pidns": _pid_namespace(),
             "die_with_parent": not self.backend.namespaced,  # bwrap and nsjail do this themselves
             "parent_pid": os.getpid(),
+            # Root without a pids cgroup: RLIMIT_NPROC does not bind, so the worker polls the process count.
+            "process_guard": self.max_processes + 2 if "pids" not in self._cgroups and os.geteuid() == 0 else None,
         }
         argv = self.backend.command(json.dumps(settings))
         # Named after this pool's own directory: two pools in one process must never share a cgroup (and its limit).

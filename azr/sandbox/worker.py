@@ -47,6 +47,7 @@ _HEADER = struct.Struct(">I")
 REPORT_FD = 3
 CAPTURED = ("stdout", "stderr", "report")
 _IPC_RMID = 0
+_GUARD_POLL_S = 0.002
 
 
 def _prctl(option, value):
@@ -96,6 +97,9 @@ class Worker:
         # kill(-1) is a fast "everything but me and init" only inside a pid namespace of our own.
         own = _pid_namespace()
         self.private_pids = own is not None and own != settings["host_pidns"]
+        # Where nothing else bounds process counts (root without a pids cgroup), count them ourselves: inside our own
+        # pid namespace /proc lists only the sandbox's processes.
+        self.process_guard = settings.get("process_guard") if self.private_pids else None
         self.count = 0
         self.dirty = False
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a program come back to us, so none can escape cleanup
@@ -178,10 +182,14 @@ class Worker:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
+                if self.process_guard and sum(name.isdigit() for name in os.listdir("/proc")) > self.process_guard:
+                    self._kill_group(pid)  # over the process limit: the program ends as killed (crashed)
+                    left = min(left, 0.001)
+                poll = min(left, _GUARD_POLL_S) if self.process_guard else left
                 if pidfd is not None:
-                    select.select([pidfd], [], [], left)
+                    select.select([pidfd], [], [], poll)
                 else:
-                    time.sleep(min(left, 0.001))
+                    time.sleep(min(poll, 0.001))
         finally:
             if pidfd is not None:
                 os.close(pidfd)
