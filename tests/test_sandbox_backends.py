@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -323,3 +324,25 @@ def test_a_program_s_processes_together_stay_under_the_worker_memory_cap():
         assert peak is not None and peak <= 768 << 20, peak
         assert pool.run("print(6 * 7)").stdout == "42\n"  # the worker, or its replacement, serves on
     assert result.status in ("ok", "crashed", "timeout"), result
+
+
+@pytest.mark.skipif(bool(_cgroup_skip_reason("pids")), reason=_cgroup_skip_reason("pids") or "n/a")
+def test_cgroups_left_by_a_killed_trainer_are_removed_at_the_next_start():
+    root = cgroups.discover()["pids"]
+    dead = _a_dead_pid()
+    orphan, ours = root / f"w{dead}-orphan-1", root / f"w{os.getpid()}-live-1"
+    orphan.mkdir()
+    ours.mkdir()
+    try:
+        cgroups.discover()
+        assert not orphan.exists() and ours.exists()  # a live trainer's cgroups are left alone
+    finally:
+        for path in (orphan, ours):
+            if path.exists():
+                path.rmdir()
+
+
+def _a_dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid

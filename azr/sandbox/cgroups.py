@@ -62,8 +62,18 @@ def discover() -> dict[str, Path]:
                 probe.rmdir()
                 if works:
                     roots[controller] = root
+                    _remove_orphans(root)
                     break
     return roots
+
+
+def _remove_orphans(root: Path) -> None:
+    """Empty cgroups of workers whose trainer died by SIGKILL (it could not remove them): named w<pid>-..."""
+    for group in root.glob("w*-*"):
+        pid = group.name[1:].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(OSError):  # still busy, or not ours to remove: leave it
+                group.rmdir()
 
 
 class WorkerCgroups:
