@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from azr import __version__
-from azr.config import AzrConfig, ConfigError, dump_yaml, load_config
+from azr.config import AzrConfig, ConfigError, SandboxConfig, dump_yaml, load_config
 from azr.data import DataError
 from azr.sandbox.backends import SandboxUnavailable, SandboxUnhealthy
 from azr.schema import fields_markdown, parse_pairs
@@ -144,7 +144,6 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
     """Run one program (and optional tests) in the sandbox; exit 0 when it passes, 1 when it does not."""
     import json
 
-    from azr.config import SandboxConfig
     from azr.grading import run_program
 
     code = sys.stdin.read() if code_path == "-" else _read_text(Path(code_path), "--code")
@@ -152,9 +151,7 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
     if tests_file is not None:
         lines = _read_text(tests_file, "--tests-file").splitlines()
         all_tests += [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    cfg = SandboxConfig(backend=backend, workers=1)
-    cfg.timeout_s = timeout or cfg.timeout_s
-    cfg.memory_mb = memory_mb or cfg.memory_mb
+    cfg = _sandbox_config(timeout, memory_mb, backend=backend, workers=1)
     outcome = run_program(code, all_tests, cfg)
     if as_json:
         click.echo(json.dumps(outcome))
@@ -165,6 +162,14 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
             if outcome[name]:
                 click.echo(f"--- {name}\n{outcome[name].rstrip()}")
     return 0 if outcome["passed"] else 1
+
+
+def _sandbox_config(timeout: float | None, memory_mb: int | None, **fields):
+    """The `sandbox:` defaults training uses, with --timeout / --memory-mb where given."""
+    cfg = SandboxConfig(**fields)
+    cfg.timeout_s = timeout or cfg.timeout_s
+    cfg.memory_mb = memory_mb or cfg.memory_mb
+    return cfg
 
 
 def _read_text(path: Path, flag: str) -> str:
@@ -215,15 +220,12 @@ def data() -> None:
 def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
     sandbox with the limits training applies, so what passes here passes there."""
-    from azr.config import SandboxConfig
     from azr.data import load_tasks, near_duplicates
     from azr.grading import limits_from_config, pool_from_config, validate_references
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
     tasks = load_tasks(source, mapping)
-    cfg = SandboxConfig(workers=workers)
-    cfg.timeout_s = timeout or cfg.timeout_s
-    cfg.memory_mb = memory_mb or cfg.memory_mb
+    cfg = _sandbox_config(timeout, memory_mb, workers=workers)
     results = validate_references(tasks, pool_from_config(cfg), limits_from_config(cfg))
     failed = [(t, g) for t, g in results if g is not None and not g.passed]
     missing = sum(g is None for _, g in results)

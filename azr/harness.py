@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import json
 import operator
 from collections.abc import Callable, Sequence
@@ -160,6 +161,7 @@ class TestPlan:
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a step grades every completion of a group against the same tests
 def plan_test(source: str) -> TestPlan:
     """A value test when every conjunct of a single `assert` is a value check (see the module docstring)."""
     try:

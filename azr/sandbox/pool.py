@@ -15,9 +15,7 @@ import logging
 import os
 import queue
 import select
-import shutil
 import signal
-import struct
 import subprocess
 import tempfile
 import threading
@@ -28,13 +26,13 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 from pathlib import Path
 
 from azr.sandbox import cgroups
+from azr.sandbox import worker as fork_server
 from azr.sandbox.backends import SCRATCH, Backend
 from azr.sandbox.cgroups import WorkerCgroups
 from azr.sandbox.limits import ExecResult, Limits
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">I")
 REPLY_GRACE_S = 10.0  # beyond the wall limit: the worker's own kill, reap and wipe
 START_TIMEOUT_S = 30.0
 _STATUS = {"exited": "ok", "signaled": "crashed", "timeout": "timeout", "memory": "memory", "error": "error"}
@@ -55,15 +53,15 @@ class _Worker:
     def send(self, obj: dict) -> None:
         body = json.dumps(obj).encode()
         try:
-            self.proc.stdin.write(_HEADER.pack(len(body)) + body)
+            self.proc.stdin.write(fork_server.HEADER.pack(len(body)) + body)
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise _WorkerLost(f"worker gone: {exc}", hung=False) from exc
 
     def receive(self, timeout_s: float) -> dict:
         deadline = time.monotonic() + timeout_s
-        header = self._read(_HEADER.size, deadline)
-        return json.loads(self._read(_HEADER.unpack(header)[0], deadline))
+        header = self._read(fork_server.HEADER.size, deadline)
+        return json.loads(self._read(fork_server.HEADER.unpack(header)[0], deadline))
 
     def _read(self, n: int, deadline: float) -> bytes:
         fd, chunks, left = self.proc.stdout.fileno(), [], n
@@ -211,7 +209,7 @@ class SandboxPool:
         settings = {
             "scratch": scratch,
             "env": self.backend.env,
-            "host_pidns": _pid_namespace(),
+            "host_pidns": fork_server.pid_namespace(),
             "die_with_parent": not self.backend.namespaced,  # bwrap and nsjail do this themselves
             "parent_pid": os.getpid(),
             # Root without a pids cgroup: RLIMIT_NPROC does not bind, so the worker polls the process count.
@@ -271,19 +269,7 @@ def _result(reply: dict, backend: str) -> ExecResult:
     )
 
 
-def _pid_namespace() -> int | None:
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return None
-
-
 def _remove_tree(path: Path) -> None:
-    """Remove the pool's files, whatever a program left in a scratch directory: shutil.rmtree recurses per level
-    (RecursionError past ~1000 before Python 3.12) and stops at directories without permissions, so make every
-    directory accessible and let rm, which handles any depth, remove the rest. Neither follows symbolic links."""
-    for argv in (["chmod", "-R", "u+rwx", "--", str(path)], ["rm", "-rf", "--", str(path)]):
-        with contextlib.suppress(OSError):
-            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with contextlib.suppress(RecursionError):
-        shutil.rmtree(path, ignore_errors=True)  # where chmod or rm is missing
+    """Remove the pool's files, whatever modes or depth a program gave what it left in a scratch directory."""
+    with contextlib.suppress(OSError):
+        fork_server.remove_tree(str(path))

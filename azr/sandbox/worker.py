@@ -43,7 +43,7 @@ WARM_MODULES = (
     "typing",
 )
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
-_HEADER = struct.Struct(">I")
+HEADER = struct.Struct(">I")
 REPORT_FD = 3
 CAPTURED = ("stdout", "stderr", "report")
 _IPC_RMID = 0
@@ -57,10 +57,10 @@ def _prctl(option, value):
 
 def read_frame(fd):
     """One JSON frame from `fd`, or None at end of file."""
-    header = _read_exactly(fd, _HEADER.size)
+    header = _read_exactly(fd, HEADER.size)
     if header is None:
         return None
-    body = _read_exactly(fd, _HEADER.unpack(header)[0])
+    body = _read_exactly(fd, HEADER.unpack(header)[0])
     if body is None:
         return None
     return json.loads(body)
@@ -68,7 +68,7 @@ def read_frame(fd):
 
 def write_frame(fd, obj):
     body = json.dumps(obj).encode()
-    data = _HEADER.pack(len(body)) + body
+    data = HEADER.pack(len(body)) + body
     while data:
         data = data[os.write(fd, data) :]
 
@@ -95,7 +95,7 @@ class Worker:
         self.scratch = settings["scratch"]  # private tmpfs inside a namespace; a private directory otherwise
         self.env = settings["env"]
         # kill(-1) is a fast "everything but me and init" only inside a pid namespace of our own.
-        own = _pid_namespace()
+        own = pid_namespace()
         self.private_pids = own is not None and own != settings["host_pidns"]
         # Where nothing else bounds process counts (root without a pids cgroup), count them ourselves: inside our own
         # pid namespace /proc lists only the sandbox's processes.
@@ -231,7 +231,7 @@ class Worker:
                 continue
             for name in names:
                 try:
-                    _remove(os.path.join(place, name))
+                    remove_tree(os.path.join(place, name))
                 except OSError:
                     self.dirty = True
         if self.private_pids and _LIBC is not None:
@@ -256,7 +256,7 @@ def _ipc_ids(kind):
     return [int(row.split()[1]) for row in rows if len(row.split()) > 1]
 
 
-def _remove(path):
+def remove_tree(path):
     """Remove a file or tree the program made, whatever permissions and depth it gave it."""
     if not os.path.isdir(path) or os.path.islink(path):
         os.unlink(path)
@@ -288,7 +288,7 @@ def _children_of(ppid):
     return found
 
 
-def _pid_namespace():
+def pid_namespace():
     try:
         return os.stat("/proc/self/ns/pid").st_ino
     except OSError:
