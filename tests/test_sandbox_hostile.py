@@ -366,8 +366,7 @@ def test_scratch_files_are_invisible_to_the_next_program(solo):
     assert report(solo.run(prog(look, MARKER=mark), QUICK)) == []
 
 
-def test_deep_unreadable_tree_does_not_break_the_next_program(solo):
-    code = """
+DEEP_TREE = """
         top = os.getcwd()
         for _ in range(3000):  # deeper than PATH_MAX allows to name in one path
             os.mkdir("d")
@@ -383,7 +382,10 @@ def test_deep_unreadable_tree_does_not_break_the_next_program(solo):
         os.chmod("locked", 0)
         os.chmod(top, 0)
     """
-    assert solo.run(prog(code), QUICK).status == "ok"
+
+
+def test_deep_unreadable_tree_does_not_break_the_next_program(solo):
+    assert solo.run(prog(DEEP_TREE), QUICK).status == "ok"
     own = "('run-', '.stdout-', '.stderr-', '.report-')"  # this run's working directory and capture files
     look = f"report(sorted(n for n in os.listdir(os.path.dirname(os.getcwd())) if not n.startswith({own})))"
     r = solo.run(prog(look), QUICK)
@@ -965,3 +967,11 @@ def test_fork_bomb_is_contained_by_polling_where_root_has_no_pids_cgroup(monkeyp
         assert r.status in ("crashed", "timeout"), r
         assert_serves(pool)
     assert wait_for(lambda: not host_descendants(os.getpid()) - before), "the bomb left processes on the host"
+
+
+def test_close_removes_the_pools_files_whatever_a_program_left(backend):
+    """On `process` the scratch is on the host: a tree deeper than PATH_MAX must still go when the pool closes."""
+    pool = open_pool(backend, workers=1, tmp_size_mb=TMP_MB)
+    assert pool.run(prog(DEEP_TREE), QUICK).status == "ok"
+    pool.close()
+    assert not pool._home.exists()
