@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 
 from azr.data import SPLITS
+from azr.legacy import normalise_legacy
 from azr.logs import atomic_write_text
 from azr.schema import (
     ConfigError,
@@ -29,13 +30,16 @@ from azr.schema import (
     load_raw,
     parse_pairs,
     set_dotted,
-    show,
 )
 
 log = logging.getLogger(__name__)
 
-# GRPOConfig fields that azr sets from its own top-level fields, so each has one source of truth.
-MANAGED_GRPO_FIELDS = ("output_dir", "seed")
+# Trainer fields that azr sets from its own fields, so each has one source of truth.
+MANAGED_TRAINER_FIELDS = {
+    "output_dir": "output_dir",
+    "seed": "seed",
+    "gradient_checkpointing": "model.gradient_checkpointing",
+}
 # Fields that may hold a local path, each with the test of whether its value is one (vs a hub id, a split name).
 PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "output_dir": lambda value, base: True,
@@ -96,6 +100,12 @@ class DataConfig:
     eval_column_map: dict[str, str] = field(factory=dict, help="Like column_map, for the evaluation file.")
     max_tasks: int | None = field(None, "Use at most this many training tasks (after shuffling); null for all.", gt=0)
     shuffle: bool = field(True, "Shuffle the training tasks with the run's seed.")
+    max_solution_tokens: int | None = field(
+        None,
+        "Keep only training tasks whose reference answer fits in this many policy tokens (before max_tasks); "
+        "null keeps all. For small models with short completion budgets.",
+        gt=0,
+    )
 
 
 @dataclass
@@ -203,11 +213,27 @@ class VllmConfig:
 
 
 @dataclass
+class SftConfig:
+    enabled: bool = field(
+        False,
+        "Warm start: supervised fine-tuning on the training tasks' reference answers before GRPO (the same LoRA "
+        "adapter, or all weights, then continues under GRPO).",
+    )
+    args: dict[str, Any] = field(
+        factory=dict, help="Any trl.SFTConfig field (num_train_epochs, learning_rate, ...), passed through."
+    )
+
+
+@dataclass
 class LoggingConfig:
     level: Literal["debug", "info", "warning", "error"] = field("info", "Console log level.")
     generations: bool = field(True, "Write prompts, completions and per-test outcomes to generations/*.jsonl.")
     generations_max_mb: float = field(64.0, "Rotate a generations file once it reaches this size.", gt=0)
     console: Literal["rich", "plain"] = field("rich", "Progress bar and summary table ('rich') or plain log lines.")
+    pass_rate_tasks: int = field(
+        64, "Training tasks sampled before and after GRPO to measure the train pass rate; 0 skips it.", ge=0
+    )
+    pass_rate_samples: int = field(4, "Completions per task for that measurement.", gt=0)
 
 
 @dataclass
@@ -220,6 +246,7 @@ class AzrConfig:
     seed: int = field(42, "Seed for data shuffling, sampling and TRL (grpo.seed is set from it).")
     model: ModelConfig = field(factory=ModelConfig, help="Policy model.")
     grpo: dict[str, Any] = field(factory=dict, help="Any trl.GRPOConfig field, passed through untouched.")
+    sft: SftConfig = field(factory=SftConfig, help="Optional supervised warm start before GRPO.")
     data: DataConfig = field(factory=DataConfig, help="Task datasets.")
     sandbox: SandboxConfig = field(factory=SandboxConfig, help="Execution of model code.")
     rewards: list[RewardSpec] = field(factory=_default_rewards, help="Reward functions and their weights.")
@@ -234,26 +261,6 @@ class AzrConfig:
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
     vllm: VllmConfig = field(factory=VllmConfig, help="vLLM generation sidecar.")
     logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")
-
-
-# Legacy schema (a single top-level `azr:` section) -> new dotted field.
-LEGACY_KEYS = {
-    "model_id": "model.name_or_path",
-    "quantization": "model.quantization",
-    "lora.r": "model.lora.r",
-    "lora.alpha": "model.lora.alpha",
-    "lora.dropout": "model.lora.dropout",
-    "lora.target_modules": "model.lora.target_modules",
-    "rlhf.num_generations": "grpo.num_generations",
-    "rlhf.max_completion_length": "grpo.max_completion_length",
-    "rlhf.temperature": "grpo.temperature",
-    "rlhf.top_p": "grpo.top_p",
-    "rlhf.clip_range_ratio": "grpo.epsilon",
-    "rlhf.kl_coeff": "grpo.beta",
-    "rlhf.importance_sampling_level": "grpo.importance_sampling_level",
-    "rlhf.gradient_accumulation_steps": "grpo.gradient_accumulation_steps",
-}
-_LEGACY_QUANTIZATION = {None: "none", False: "none", "nf4": "4bit", "int4": "4bit", "int8": "8bit"}
 
 
 def load_config(
@@ -278,46 +285,8 @@ def load_config(
     _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
     if check_grpo:
         validate_grpo(cfg.grpo)
+        validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
     return cfg
-
-
-def normalise_legacy(raw: dict[str, Any], source: str) -> dict[str, Any]:
-    """Map the seed project's `azr:` section onto the current schema, with a warning; other sections are kept."""
-    if "azr" not in raw:
-        return raw
-    legacy = raw.pop("azr")
-    if not isinstance(legacy, dict):
-        raise ConfigError(f"azr: expected a mapping (legacy schema), got {type(legacy).__name__}")
-    for dotted, value in _flatten(legacy):
-        target = LEGACY_KEYS.get(dotted)
-        if target is None:
-            raise ConfigError(f"azr.{dotted}: unknown legacy key{did_you_mean(dotted, LEGACY_KEYS)}")
-        if target == "model.quantization" and (value is None or isinstance(value, (str, bool))):
-            value = _LEGACY_QUANTIZATION.get(value, value)
-        node = raw
-        *parents, leaf = target.split(".")
-        for depth, part in enumerate(parents):
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"{'.'.join(parents[: depth + 1])}: expected a mapping, got {show(node)}")
-        if leaf in node:
-            raise ConfigError(f"{target}: set twice, as {target} and as legacy azr.{dotted}")
-        node[leaf] = value
-    log.warning(
-        "%s: legacy 'azr:' schema converted; `azr config show --config %s` prints the current form", source, source
-    )
-    return raw
-
-
-def _flatten(node: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    out = []
-    for key, value in node.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and dotted in ("lora", "rlhf"):
-            out.extend(_flatten(value, dotted + "."))
-        else:
-            out.append((dotted, value))
-    return out
 
 
 def _resolve_paths(cfg: AzrConfig, file_base: Path, from_cli: set[str]) -> None:
@@ -360,32 +329,35 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
     for i, spec in enumerate(cfg.rewards):
         if not spec.name:
             raise ConfigError(f"rewards[{i}].name: required")
-    for key in MANAGED_GRPO_FIELDS:
-        if key in cfg.grpo:
-            raise ConfigError(f"grpo.{key}: azr sets it from the top-level '{key}' field; set that instead")
+    for section, values in (("grpo", cfg.grpo), ("sft.args", cfg.sft.args)):
+        for key, owner in MANAGED_TRAINER_FIELDS.items():
+            if key in values:
+                raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
 
 
-def validate_grpo(grpo: dict[str, Any]) -> None:
-    """Check `grpo:` keys against trl.GRPOConfig; turn numeric strings ('1e-5') into numbers for numeric fields."""
+def validate_grpo(grpo: dict[str, Any], section: str = "grpo", kind: str = "GRPOConfig") -> None:
+    """Check `grpo:` keys against trl.GRPOConfig (or `sft.args` against SFTConfig); turn numeric strings ('1e-5')
+    into numbers for numeric fields."""
     if not grpo:
         return
-    from trl import GRPOConfig  # lazy: pulls in torch and transformers
+    import trl  # lazy: pulls in torch and transformers
 
-    known = {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
+    trl_class = getattr(trl, kind)
+    known = {f.name for f in dataclasses.fields(trl_class) if f.init}
     try:
-        hints = typing.get_type_hints(GRPOConfig)
+        hints = typing.get_type_hints(trl_class)
     except Exception:  # an annotation TRL cannot resolve at run time: names are still checked
         hints = {}
     for key, value in grpo.items():
         if key not in known:
-            raise ConfigError(f"grpo.{key}: not a trl.GRPOConfig field{did_you_mean(key, known)}")
+            raise ConfigError(f"{section}.{key}: not a trl.{kind} field{did_you_mean(key, known)}")
         kinds = set(typing.get_args(hints.get(key)) or (hints.get(key),))
         number = float if float in kinds else int if int in kinds and bool not in kinds else None
         if number and isinstance(value, str):
             try:
                 grpo[key] = number(value)
             except ValueError:
-                raise ConfigError(f"grpo.{key}: expected a number, got {value!r}") from None
+                raise ConfigError(f"{section}.{key}: expected a number, got {value!r}") from None
 
 
 def dump_yaml(cfg: AzrConfig) -> str:

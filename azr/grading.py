@@ -35,6 +35,7 @@ class Grade:
     stdout: str = ""
     stderr: str = ""
     backend: str = ""
+    per_test: list[bool] = field(default_factory=list)  # test i passed?
 
     @property
     def passed(self) -> bool:
@@ -108,7 +109,10 @@ def _grade(plans: Sequence[TestPlan], nonce: str, result: ExecResult) -> Grade:
         status = result.status  # timeout / memory / crashed / error
     if result.note:
         failures.append(result.note)
-    return Grade(status, passed, len(plans), failures, result.duration_s, result.stdout, result.stderr, result.backend)
+    per_test = [why is None for why in verdicts]
+    return Grade(
+        status, passed, len(plans), failures, result.duration_s, result.stdout, result.stderr, result.backend, per_test
+    )
 
 
 _FORGERIES = {

@@ -255,3 +255,20 @@ def count_parameters(model) -> int:
     if hasattr(model, "num_parameters"):
         return model.num_parameters()
     return sum(p.numel() for p in model.parameters())
+
+
+def quiet_third_party() -> None:
+    """Silence library chatter that buries a run's own output: per-call progress bars for tiny dataset maps and
+    shard writes, a deprecation warning transformers 5 raises on every checkpoint, and bitsandbytes' notice that an
+    optional CPU kernel package is absent (it falls back to its own kernels)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated.*", category=FutureWarning)
+    for name in ("bitsandbytes.backends.cpu.ops", "bitsandbytes.autograd._functions"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    datasets.disable_progress_bars()
+    hf_logging.disable_progress_bar()

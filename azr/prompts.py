@@ -84,3 +84,20 @@ def _strict_problem(visible: str, blocks: list[re.Match]) -> str:
     if not any(line.strip().startswith(ANSWER_PREFIX) for line in after.splitlines()):
         return f"no '{ANSWER_PREFIX}' line after the code block"
     return ""
+
+
+def chat_messages(task_prompt: str) -> list[dict[str, str]]:
+    """The conversation the policy answers: the system prompt and the task."""
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task_prompt}]
+
+
+_DEF = re.compile(r"^(?:async\s+)?def\s+(\w+)|^class\s+(\w+)", re.MULTILINE)
+
+
+def reference_answer(solution: str, entry_point: str | None = None) -> str:
+    """A reference solution written the way a strict-format answer looks (what the SFT warm start teaches)."""
+    name = entry_point
+    if not name:
+        found = _DEF.findall(solution)
+        name = next((a or b for a, b in reversed(found)), "solution") if found else "solution"
+    return f"```python\n{solution.strip()}\n```\n{ANSWER_PREFIX} {name}"

@@ -44,6 +44,7 @@ class Outcome:
             "format_ok": self.answer.format_ok,
             "tests_passed": grade.tests_passed if grade else 0,
             "tests_total": grade.tests_total if grade else 0,
+            "per_test": grade.per_test if grade else [],
             "duration_s": round(grade.duration_s, 4) if grade else 0.0,
             "reason": (self.answer.problem if grade is None else "; ".join(grade.failures))[:300],
         }

@@ -1,74 +1,343 @@
-"""`azr train`: the linear recipe that assembles config, data and model for a GRPO run.
+"""`azr train`: the linear recipe. Config, data, rewards and sandbox check, model; then the phases in order:
+an optional SFT warm start, the train pass rate sampled before GRPO, GRPO, and the same measurement after.
 
-This version stops after the assembly (config saved, tasks loaded, rewards built and the sandbox checked on a few
-reference solutions, model and tokenizer loaded): the GRPO loop, logs and resume arrive with the training issue
-and extend this function rather than sit beside it.
+Each finished phase is recorded in `output_dir/state.json`, so `--resume-from` skips it; a phase cut short resumes
+from its latest checkpoint (step, optimizer, scheduler and RNG state restored by the HF Trainer) after the logs
+are pruned back to that checkpoint. Outputs: config.yaml, metrics.jsonl, generations/, checkpoints/, sft/, final/
+(adapter or model, tokenizer, model card) and summary.json.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from azr.config import AzrConfig, ConfigError, save_config
 from azr.data import Task, load_tasks, select_tasks
 from azr.grading import validate_references
+from azr.logs import GenerationLog, JsonlWriter, prune_jsonl
+from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards
+from azr.runstate import RunState, resolve_resume
 from azr.sandbox import SandboxUnhealthy
 
 log = logging.getLogger(__name__)
 
 
 def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
-    """Assemble a run from `cfg`; returns the process exit code."""
-    if resume_from is not None:
-        raise ConfigError("--resume-from: this version does not train yet, so there is nothing to resume")
+    """Train as `cfg` says; returns the process exit code."""
     started = time.monotonic()
     out = Path(cfg.output_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"output_dir: cannot create {out}: {exc.strerror}") from None
+    state = RunState.load(out)
+    resume = resolve_resume(out, state, resume_from, sft=cfg.sft.enabled)
     save_config(cfg, out / "config.yaml")
 
     tasks = select_tasks(
-        load_tasks(cfg.data.train, cfg.data.column_map),
-        shuffle=cfg.data.shuffle,
-        seed=cfg.seed,
-        max_tasks=cfg.data.max_tasks,
+        load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
     )
-    eval_tasks = load_tasks(cfg.data.eval, cfg.data.eval_column_map) if cfg.data.eval else []
-    log.info(
-        "data: %d training tasks from %s, %d evaluation tasks from %s",
-        len(tasks),
-        cfg.data.train,
-        len(eval_tasks),
-        cfg.data.eval,
-    )
-
     funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
     _check_sandbox(tasks, grader)
     log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
 
-    from azr.modeling import build_model_and_tokenizer, count_parameters
+    from azr.modeling import build_model_and_tokenizer, count_parameters, quiet_third_party
 
-    model, tokenizer = build_model_and_tokenizer(cfg.model)
+    quiet_third_party()
+    lengths = _lengths(cfg)
+    model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=lengths["max_seq_length"])
     log.info(
-        "model: %s (%s, %.2f M parameters, dtype %s), vocabulary %d",
+        "model: %s (%s, %.2f M parameters, dtype %s)",
         cfg.model.name_or_path,
         type(model).__name__,
         count_parameters(model) / 1e6,
         model.dtype,
-        len(tokenizer),
     )
-    log.warning(
-        "GRPO training is not in this version yet: stopped after loading config, data, rewards and model "
-        "(%.1f s); resolved config saved to %s",
-        time.monotonic() - started,
-        out / "config.yaml",
-    )
+    tasks = _fit_tasks(tasks, tokenizer, cfg)
+    log.info("data: %d training tasks from %s", len(tasks), cfg.data.train)
+
+    if resume.pruned_to is not None:
+        _prune_logs(out, state, resume)
+    with ExitStack() as stack:
+        metrics = stack.enter_context(JsonlWriter(out / "metrics.jsonl"))
+        generations = None
+        if cfg.logging.generations:
+            generations = GenerationLog(out / "generations", int(cfg.logging.generations_max_mb * 2**20))
+            stack.callback(generations.close)
+        console = _Console(cfg.logging.console, stack)
+        phase_logs: dict[str, list] = {}
+        policy_dir = cfg.model.name_or_path
+        if cfg.sft.enabled:
+            if not state.done("sft"):
+                _sft_phase(cfg, out, model, tokenizer, tasks, metrics, console, resume, state, phase_logs)
+            model, tokenizer = _load_policy(cfg, out / "sft" / "final")
+            policy_dir = str(out / "sft" / "final")
+        sampled = [t for t in tasks[: cfg.logging.pass_rate_tasks]]
+        measure = _measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths)
+        if not state.done("eval_before") and sampled:
+            state.finish("eval_before", measure(model, "eval_before", metrics))
+        if not state.done("grpo"):
+            model = _grpo_phase(
+                cfg,
+                out,
+                model,
+                tokenizer,
+                tasks,
+                funcs,
+                weights,
+                grader,
+                metrics,
+                generations,
+                console,
+                resume,
+                state,
+                phase_logs,
+                policy_dir,
+            )
+        else:
+            model, tokenizer = _load_policy(cfg, out / "final")
+        if not state.done("eval_after") and sampled:
+            state.finish("eval_after", measure(model, "eval_after", metrics))
+        summary = _summary(cfg, out, state, phase_logs, time.monotonic() - started)
+        console.show_summary(summary)
+    log.info("done: final %s in %s", "adapter" if cfg.model.lora.enabled else "model", out / "final")
     return 0
+
+
+def _lengths(cfg: AzrConfig) -> dict[str, int]:
+    """The completion budget includes the thinking budget when the policy thinks."""
+    completion = int(cfg.grpo.get("max_completion_length", 256))
+    if cfg.thinking.policy:
+        completion += cfg.thinking.policy_budget_tokens
+    return {"max_completion_length": completion, "max_seq_length": completion + 2048}
+
+
+def _template_kwargs(cfg: AzrConfig) -> dict[str, Any]:
+    return {**cfg.grpo.get("chat_template_kwargs", {}), "enable_thinking": cfg.thinking.policy}
+
+
+def _fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
+    limit = cfg.data.max_solution_tokens
+    if limit is not None:
+        fits = [
+            t
+            for t in tasks
+            if t.solution and len(tokenizer(reference_answer(t.solution, t.entry_point))["input_ids"]) < limit
+        ]
+        log.info("data.max_solution_tokens=%d keeps %d of %d tasks", limit, len(fits), len(tasks))
+        tasks = fits
+    tasks = tasks[: cfg.data.max_tasks] if cfg.data.max_tasks else tasks
+    if not tasks:
+        raise ConfigError("data: no training tasks left after data.max_solution_tokens / data.max_tasks")
+    return tasks
+
+
+def _on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _sft_phase(cfg, out, model, tokenizer, tasks, metrics, console, resume, state, phase_logs) -> None:
+    from azr.callbacks import MetricsCallback
+    from azr.modeling import lora_config
+    from azr.sft import run_sft, sft_args, sft_dataset
+
+    started = time.monotonic()
+    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not _on_gpu())
+    record = MetricsCallback(metrics, "sft")
+    callbacks = [record, console.callback("sft")]
+    dataset = sft_dataset(tasks, tokenizer, _template_kwargs(cfg))
+    checkpoint = resume.checkpoint if resume.phase == "sft" else None
+    run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
+    phase_logs["sft"] = record.records
+    state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
+
+
+def _grpo_phase(
+    cfg,
+    out,
+    model,
+    tokenizer,
+    tasks,
+    funcs,
+    weights,
+    grader,
+    metrics,
+    generations,
+    console,
+    resume,
+    state,
+    phase_logs,
+    policy_dir,
+):
+    from transformers import PrinterCallback
+
+    from azr.callbacks import MetricsCallback
+    from azr.modeling import lora_config
+    from azr.trainer import AZRGRPOTrainer
+
+    started = time.monotonic()
+    record = MetricsCallback(metrics, "grpo")
+    observers = [lambda batch: generations.put(batch.records())] if generations is not None else []
+    trainer = AZRGRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=grpo_args(cfg, out, weights),
+        train_dataset=grpo_dataset(tasks),
+        processing_class=tokenizer,
+        # A policy that comes out of the SFT phase already carries its (trainable) adapter.
+        peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
+        callbacks=[record, console.callback("grpo")],
+        grader=grader,
+        observers=observers,
+    )
+    trainer.remove_callback(PrinterCallback)
+    record.trainer = trainer
+    trainer.train(resume_from_checkpoint=resume.checkpoint if resume.phase == "grpo" else None)
+    final = out / "final"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(str(final))
+    phase_logs["grpo"] = record.records
+    state.finish("grpo", {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step})
+    from azr.modelcard import write_model_card
+
+    write_model_card(final, cfg, policy_dir, state)
+    return trainer.model
+
+
+def grpo_args(cfg: AzrConfig, out: Path, weights: list[float]):
+    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, and CPU defaults."""
+    from trl import GRPOConfig
+
+    values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
+    if not _on_gpu():
+        if values.get("bf16"):
+            log.warning("grpo.bf16: no GPU here, so training runs on the CPU in float32 (bf16=false)")
+        values.update(use_cpu=True, bf16=False)
+    values["max_completion_length"] = _lengths(cfg)["max_completion_length"]
+    values["chat_template_kwargs"] = _template_kwargs(cfg)
+    values.setdefault("reward_weights", list(weights))
+    return GRPOConfig(
+        output_dir=str(out / "checkpoints"),
+        seed=cfg.seed,
+        gradient_checkpointing=cfg.model.gradient_checkpointing,
+        disable_tqdm=True,
+        **values,
+    )
+
+
+def grpo_dataset(tasks: list[Task]):
+    """Conversational prompts plus the columns the rewards read."""
+    from datasets import Dataset
+
+    return Dataset.from_list(
+        [
+            {
+                "prompt": chat_messages(t.prompt),
+                "task_id": t.id,
+                "tests": t.tests,
+                "timeout_s": t.timeout_s,
+                "memory_mb": t.memory_mb,
+            }
+            for t in tasks
+        ]
+    )
+
+
+def _load_policy(cfg: AzrConfig, folder: Path):
+    """The policy saved by a finished phase: the base model with its trainable adapter, or the full model."""
+    import dataclasses
+
+    from azr.modeling import build_model_and_tokenizer
+
+    if not cfg.model.lora.enabled:
+        return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=str(folder)))
+    from peft import PeftModel
+
+    model, tokenizer = build_model_and_tokenizer(cfg.model)
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True), tokenizer
+
+
+def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths):
+    from azr.evaluate import Sampling, generate_completions, score_completions
+
+    sampling = Sampling(
+        n=cfg.logging.pass_rate_samples,
+        max_new_tokens=lengths["max_completion_length"],
+        temperature=float(cfg.grpo.get("temperature", 1.0)),
+        top_p=float(cfg.grpo.get("top_p", 1.0)),
+        seed=cfg.seed,
+    )
+
+    def measure(model, phase: str, metrics: JsonlWriter) -> dict[str, Any]:
+        started = time.monotonic()
+        completions = generate_completions(model, tokenizer, tasks, sampling, _template_kwargs(cfg))
+        result = score_completions(funcs, weights, grader, tasks, completions)
+        result["seconds"] = round(time.monotonic() - started, 1)
+        metrics.write({"phase": phase, "step": 0, "time": round(time.time(), 3), "tasks": len(tasks), **result})
+        log.info(
+            "%s: pass rate %.3f, mean reward %.3f over %d sampled completions of %d training tasks",
+            phase,
+            result["pass_rate"],
+            result["reward"],
+            result["graded"],
+            len(tasks),
+        )
+        return result
+
+    return measure
+
+
+def _prune_logs(out: Path, state: RunState, resume) -> None:
+    """Drop records a resumed run will write again: those of unfinished phases past the checkpoint's step."""
+
+    def keep(record: dict[str, Any]) -> bool:
+        phase = record.get("phase")
+        if state.done(phase):
+            return True
+        return phase == resume.phase and isinstance(record.get("step"), int) and record["step"] <= resume.pruned_to
+
+    dropped = prune_jsonl(out / "metrics.jsonl", keep)
+    for path in sorted((out / "generations").glob("generations-*.jsonl")):
+        dropped += prune_jsonl(
+            path,
+            lambda r: state.done("grpo") or r.get("step", 0) <= (resume.pruned_to if resume.phase == "grpo" else 0),
+        )
+    log.info("resume: %s from step %d; %d log records past it removed", resume.phase, resume.pruned_to, dropped)
+
+
+def _summary(cfg, out, state, phase_logs, seconds) -> dict[str, Any]:
+    from azr.logs import atomic_write_json, read_jsonl_records
+
+    records = read_jsonl_records(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
+    grpo = [r for r in records if r.get("phase") == "grpo"]
+    phases = {}
+    for phase in ("sft", "grpo"):
+        rows = [r for r in records if r.get("phase") == phase]
+        if rows:
+            rates = [r["tokens_per_s"] for r in rows if isinstance(r.get("tokens_per_s"), (int, float))]
+            phases[phase] = {
+                "steps": rows[-1]["step"],
+                "seconds": (state.info(phase) or {}).get("seconds"),
+                "tokens_per_s": sum(rates) / len(rates) if rates else None,
+            }
+    summary = {
+        "output_dir": str(out),
+        "seconds": round(seconds, 1),
+        "phases": phases,
+        "eval_before": state.info("eval_before"),
+        "eval_after": state.info("eval_after"),
+        "first_log": grpo[0] if grpo else None,
+        "last_log": grpo[-1] if grpo else None,
+    }
+    atomic_write_json(out / "summary.json", summary)
+    return summary
 
 
 def _check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> None:
@@ -85,3 +354,35 @@ def _check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> No
         passed,
         len(checked),
     )
+
+
+class _Console:
+    """Rich progress bars and summary table, or plain log lines."""
+
+    def __init__(self, mode: str, stack: ExitStack):
+        self.progress = None
+        if mode == "rich":
+            from rich.console import Console
+
+            from azr.callbacks import make_progress, rich_logging
+
+            self.console = Console(stderr=True)
+            self.progress = stack.enter_context(make_progress(self.console))
+            root = logging.getLogger()
+            handler, previous = rich_logging(self.console), list(root.handlers)
+            root.handlers = [handler]
+            stack.callback(lambda: setattr(root, "handlers", previous))
+
+    def callback(self, phase: str):
+        from azr.callbacks import ConsoleCallback
+
+        return ConsoleCallback(self.progress, phase)
+
+    def show_summary(self, summary: dict[str, Any]) -> None:
+        from rich.console import Console
+
+        from azr.callbacks import summary_table
+
+        if self.progress is not None:
+            self.progress.stop()
+        Console().print(summary_table(summary))

@@ -1,0 +1,41 @@
+"""The model card written beside the final adapter or model: what it was trained from, on what, and how it did.
+
+Built with huggingface_hub's ModelCard so the metadata block is what the Hub expects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from azr import __version__
+from azr.config import AzrConfig
+
+
+def write_model_card(folder: Path, cfg: AzrConfig, policy_dir: str, state: Any) -> Path:
+    from huggingface_hub import ModelCard, ModelCardData
+
+    adapter = cfg.model.lora.enabled
+    data = ModelCardData(
+        base_model=None if Path(cfg.model.name_or_path).exists() else cfg.model.name_or_path,
+        library_name="peft" if adapter else "transformers",
+        tags=["azr", "grpo", "trl", "code", *(["lora"] if adapter else [])],
+    )
+    before = state.info("eval_before") or {}
+    rewards = ", ".join(f"{spec.weight:g} x {spec.name}" for spec in cfg.rewards)
+    lines = [
+        f"---\n{data.to_yaml()}\n---",
+        f"# {'LoRA adapter' if adapter else 'Model'} trained with azr {__version__} (GRPO, code-execution rewards)",
+        "",
+        f"- Base model: `{cfg.model.name_or_path}`" + (f" (quantization {cfg.model.quantization})" if adapter else ""),
+        f"- Warm start: {'SFT on reference answers, then GRPO from ' + policy_dir if cfg.sft.enabled else 'none'}",
+        f"- Training tasks: `{cfg.data.train}`; rewards: {rewards}; answer format: {cfg.answer_format}",
+        f"- GRPO steps: {(state.info('grpo') or {}).get('steps', '?')}; seed {cfg.seed}",
+    ]
+    if before.get("pass_rate") is not None:
+        lines.append(f"- Train pass rate before GRPO: {before['pass_rate']:.3f} (mean reward {before['reward']:.3f})")
+    lines += ["", "The run's resolved `config.yaml`, `metrics.jsonl` and `summary.json` sit in the parent folder.", ""]
+    card = ModelCard("\n".join(lines))
+    path = Path(folder) / "README.md"
+    card.save(path)
+    return path
