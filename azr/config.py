@@ -39,6 +39,7 @@ MANAGED_TRAINER_FIELDS = {
     "output_dir": "output_dir",
     "seed": "seed",
     "gradient_checkpointing": "model.gradient_checkpointing",
+    "activation_checkpointing": "model.gradient_checkpointing",  # transformers 5's name for the same switch
 }
 # Fields that may hold a local path, each with the test of whether its value is one (vs a hub id, a split name).
 PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {

@@ -7,7 +7,6 @@ as the trainer leaves them out of its advantages.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +91,7 @@ def score_completions(
     return {
         "completions": len(completions),
         "graded": graded,
-        "pass_rate": passed / graded if graded else math.nan,
-        "reward": sum(totals) / len(totals) if totals else math.nan,
+        "pass_rate": passed / graded if graded else None,  # None (JSON null): nothing could be graded
+        "reward": sum(totals) / len(totals) if totals else None,
         "tasks_solved": len({tasks[i // n].id for i, s in enumerate(statuses) if s == "passed"}) if n else 0,
     }

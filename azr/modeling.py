@@ -74,11 +74,13 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, vocab_size: int = 2048)
         temperature=1.0,
         top_p=1.0,
     )
+    bars_on = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a bar for writing one 4 MB file is noise
     try:
         model.save_pretrained(out)
     finally:
-        hf_logging.enable_progress_bar()
+        if bars_on:
+            hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(out)
     return out
 
@@ -165,7 +167,20 @@ def build_model_and_tokenizer(cfg: ModelConfig, max_seq_length: int = 2048) -> t
     model = _from_pretrained(AutoModelForCausalLM, cfg, "", **kwargs)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
+    if cfg.quantization == "4bit" and model.device.type == "cpu":
+        _keep_4bit_trainable_on_cpu(model)
     return model, tokenizer
+
+
+def _keep_4bit_trainable_on_cpu(model) -> None:
+    """On CPUs with AVX512-BF16, bitsandbytes repacks a 4-bit layer's weights for inference the first time it runs
+    in eval mode without grad (as the pass-rate measurement does), and training through the repacked weights then
+    fails. Turning that fast path off keeps a policy that is sampled between training phases trainable."""
+    from bitsandbytes.nn import Linear4bit
+
+    for module in model.modules():
+        if isinstance(module, Linear4bit) and hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False
 
 
 def lora_config(cfg: ModelConfig) -> peft.LoraConfig | None:

@@ -86,7 +86,9 @@ def _complete(path: Path) -> bool:
 def resolve_resume(out: Path, state: RunState, resume_from: str | None, sft: bool) -> Resume:
     """Turn `--resume-from` (None, 'latest' or a checkpoint folder) into a Resume; refuse to overwrite a run."""
     out = Path(out)
-    started = bool(state.phases) or any(checkpoints(out, p) for p in CHECKPOINT_DIRS)
+    # A run killed before its first checkpoint or finished phase has still logged records that must be pruned.
+    logged = (out / "metrics.jsonl").exists() and (out / "metrics.jsonl").stat().st_size > 0
+    started = bool(state.phases) or logged or any(checkpoints(out, p) for p in CHECKPOINT_DIRS)
     if resume_from is None:
         if started:
             raise ConfigError(

@@ -41,7 +41,8 @@ def sft_args(args: dict[str, Any], out: Path, seed: int, gradient_checkpointing:
 
     values: dict[str, Any] = {
         "logging_steps": 10,
-        "save_strategy": "epoch",
+        "save_strategy": "steps",  # per epoch would mean a save every few steps on small data sets
+        "save_steps": 100,
         "save_total_limit": 1,
         "report_to": [],
         "lr_scheduler_type": "cosine",

@@ -294,6 +294,10 @@ def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths):
     return measure
 
 
+def _show(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def _prune_logs(out: Path, state: RunState, resume) -> None:
     """Drop records a resumed run will write again: those of unfinished phases past the checkpoint's step."""
 
@@ -301,7 +305,9 @@ def _prune_logs(out: Path, state: RunState, resume) -> None:
         phase = record.get("phase")
         if state.done(phase):
             return True
-        return phase == resume.phase and isinstance(record.get("step"), int) and record["step"] <= resume.pruned_to
+        # A phase that restarts from scratch (no checkpoint) writes all its records again.
+        resumed = phase == resume.phase and resume.checkpoint is not None
+        return resumed and isinstance(record.get("step"), int) and record["step"] <= resume.pruned_to
 
     dropped = prune_jsonl(out / "metrics.jsonl", keep)
     for path in sorted((out / "generations").glob("generations-*.jsonl")):

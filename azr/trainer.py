@@ -83,7 +83,7 @@ class AZRGRPOTrainer(GRPOTrainer):
     def _get_train_sampler(self, dataset=None):
         sampler = super()._get_train_sampler(dataset)
         if type(sampler) is RepeatSampler:
-            sampler.__class__ = _EpochSampler
+            sampler.__class__ = _EpochSampler  # the same fields; only `set_epoch` is added
         return sampler
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

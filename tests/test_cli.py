@@ -198,16 +198,18 @@ def test_tiny_model_command(cli, tmp_path):
     assert code == 0 and (tmp_path / "tiny" / "model.safetensors").is_file()
 
 
-def test_train_assembles_config_data_and_model(cli, tiny_model_dir, write, tmp_path):
+def test_train_runs_from_the_cli_and_saves_the_resolved_config(cli, tiny_model_dir, write, tmp_path):
+    grpo = "{num_generations: 2, per_device_train_batch_size: 2, max_completion_length: 16}"
     recipe = write(
         "r.yaml",
-        f"model: {{name_or_path: {tiny_model_dir}}}\noutput_dir: out\n"
-        "data: {max_tasks: 8}\ngrpo: {use_cpu: true, bf16: false}\n",
+        f"model: {{name_or_path: {tiny_model_dir}}}\noutput_dir: out\ndata: {{max_tasks: 4}}\ngrpo: {grpo}\n"
+        "logging: {console: plain, pass_rate_tasks: 2, pass_rate_samples: 2}\n",
     )
-    code, _, err = cli("train", "--config", recipe, "--max-steps", "3", "--set", "model.lora.r=4")
+    code, _, err = cli("train", "--config", recipe, "--max-steps", "2", "--set", "model.lora.r=4")
     assert code == 0, err
     saved = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
-    assert saved["grpo"] == {"use_cpu": True, "bf16": False, "max_steps": 3} and saved["model"]["lora"]["r"] == 4
+    assert saved["grpo"]["max_steps"] == 2 and saved["model"]["lora"]["r"] == 4
+    assert (tmp_path / "out" / "final" / "adapter_config.json").exists()
 
 
 def test_config_show_prints_the_resolved_legacy_recipe(cli, write):

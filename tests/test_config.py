@@ -74,7 +74,7 @@ def test_set_overrides_coerce_to_the_field_type(override, getter, expected):
         ("rewards.5.weight=1", "--set rewards.5: expected a list index below 2"),
         ("model.name_or_path.x=1", "--set model.name_or_path.x: 'model.name_or_path' is a value, not a section"),
         ("nokey", "--set 'nokey': expected KEY=VALUE"),
-        ("grpo.output_dir=x", "grpo.output_dir: azr sets it from the top-level 'output_dir' field"),
+        ("grpo.output_dir=x", "grpo.output_dir: azr sets it from 'output_dir'"),
     ],
 )
 def test_bad_overrides_name_the_field(override, message):

@@ -10,19 +10,41 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "azr"
 HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm", "unsloth", "bitsandbytes"}
-LIGHT = ["schema", "logs", "config", "data", "prompts", "harness", "grading", "rewards", "cli"]
+LIGHT = ["schema", "logs", "legacy", "config", "runstate", "data", "prompts", "harness", "grading", "rewards", "cli"]
 # module -> azr modules it may import (directly or lazily)
 ALLOWED = {
     "schema": set(),
     "logs": set(),
-    "config": {"schema", "logs", "data"},
+    "legacy": {"schema"},
+    "config": {"schema", "logs", "data", "legacy"},
+    "runstate": {"config", "logs"},
     "data": {"schema"},
     "prompts": set(),
     "harness": set(),
     "grading": {"config", "data", "harness", "sandbox"},
     "rewards": {"config", "data", "grading", "prompts", "sandbox"},
     "modeling": {"config", "data"},
-    "train": {"config", "data", "grading", "modeling", "rewards", "sandbox"},
+    "sft": {"data", "prompts"},
+    "evaluate": {"data", "prompts", "rewards"},
+    "trainer": {"prompts", "rewards"},
+    "callbacks": {"logs"},
+    "modelcard": {"config"},
+    "train": {
+        "config",
+        "data",
+        "grading",
+        "logs",
+        "modeling",
+        "prompts",
+        "rewards",
+        "runstate",
+        "sandbox",
+        "sft",
+        "evaluate",
+        "trainer",
+        "callbacks",
+        "modelcard",
+    },
 }
 
 

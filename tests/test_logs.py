@@ -1,10 +1,15 @@
-"""Atomic writes and append-and-flush JSONL survive crashes."""
+"""Atomic writes, append-and-flush JSONL, pruning and the generation log survive crashes and slow disks."""
 
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 
-from azr.logs import JsonlWriter, atomic_write_json
+import pytest
+
+from azr.logs import GenerationLog, JsonlWriter, atomic_write_json, prune_jsonl
 
 
 def test_atomic_write_replaces_whole_file(tmp_path):
@@ -25,3 +30,99 @@ def test_jsonl_writer_flushes_each_line_and_drops_a_torn_tail(tmp_path):
     with JsonlWriter(path) as log:
         log.write({"step": 2})
     assert [json.loads(line) for line in path.read_text().splitlines()] == [{"step": 1}, {"step": 2}]
+
+
+# ------------------------------------------------------------------------------------------------- prune_jsonl
+def _lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_prune_keeps_only_accepted_records_and_drops_a_torn_tail(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"step": s}) + "\n" for s in range(1, 6)) + '{"step": 6, "lo')
+    dropped = prune_jsonl(path, lambda r: r["step"] <= 3)
+    assert dropped == 2  # the torn line was never a record
+    assert path.read_text().endswith("\n") and _lines(path) == [{"step": 1}, {"step": 2}, {"step": 3}]
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]  # no temp file left beside it
+    assert prune_jsonl(tmp_path / "absent.jsonl", lambda r: True) == 0
+
+
+def test_prune_that_fails_midway_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    path = tmp_path / "metrics.jsonl"
+    original = "".join(json.dumps({"step": s}) + "\n" for s in range(1, 4))
+    path.write_text(original)
+
+    def crash(*args):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk gone"):
+        prune_jsonl(path, lambda r: r["step"] == 1)
+    assert path.read_text() == original
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.jsonl"]
+
+
+# ----------------------------------------------------------------------------------------------- GenerationLog
+def _record(i: int) -> dict:
+    return {"step": i, "completion": "x" * 80}
+
+
+def _all_records(folder):
+    return [json.loads(line) for path in sorted(folder.glob("generations-*.jsonl")) for line in path.open()]
+
+
+def test_generation_log_rotates_by_size_and_close_writes_everything(tmp_path):
+    folder = tmp_path / "generations"
+    log = GenerationLog(folder, max_bytes=1000)
+    log.put(_record(i) for i in range(100))
+    log.close()
+    log.close()  # a second close (atexit after the run's own) is harmless
+    files = log.files()
+    assert [p.name for p in files[:3]] == [
+        "generations-00000.jsonl",
+        "generations-00001.jsonl",
+        "generations-00002.jsonl",
+    ]
+    assert len(files) >= 8
+    one = len(json.dumps(_record(99))) + 1
+    for path in files[:-1]:  # each full file passed max_bytes by less than one record
+        assert 1000 <= path.stat().st_size < 1000 + one
+    assert [r["step"] for r in _all_records(folder)] == list(range(100))
+    assert (log.written, log.dropped) == (100, 0)
+
+
+def test_generation_log_reopened_continues_in_its_last_file(tmp_path):
+    folder = tmp_path / "generations"
+    first = GenerationLog(folder, max_bytes=1000)
+    first.put(_record(i) for i in range(15))
+    first.close()
+    before = [p.name for p in first.files()]
+    last = first.files()[-1]
+    with open(last, "a") as fh:
+        fh.write('{"step": 99, "comp')  # a crash tore the last line
+    again = GenerationLog(folder, max_bytes=1000)
+    again.put([_record(15)])
+    again.close()
+    assert [p.name for p in again.files()] == before  # appended to the last file, not a new generations-00000
+    assert json.loads(last.read_text().splitlines()[-1]) == _record(15)
+    assert [r["step"] for r in _all_records(folder)] == list(range(16))
+
+
+def test_generation_log_drops_instead_of_blocking_when_the_writer_is_stuck(tmp_path):
+    log = GenerationLog(tmp_path / "generations", max_bytes=1 << 20, queue_size=2, put_timeout_s=0.05)
+    release = threading.Event()
+    real_write = log._write
+
+    def stuck_write(record):  # fault injection: a disk that stops answering
+        release.wait(30)
+        real_write(record)
+
+    log._write = stuck_write
+    started = time.monotonic()
+    log.put(_record(i) for i in range(10))
+    assert time.monotonic() - started < 5  # bounded: at most put_timeout_s per record it could not queue
+    assert 7 <= log.dropped <= 8  # one record in the writer (if it got there), two in the queue; the rest dropped
+    release.set()
+    log.close()
+    assert log.written == 10 - log.dropped
+    assert len(_all_records(tmp_path / "generations")) == log.written
