@@ -24,7 +24,9 @@ $(STAMP): pyproject.toml requirements.txt constraints.txt
 $(TINY)/config.json: $(STAMP)
 	$(BIN)/azr tiny-model $(TINY)
 
+# Starts afresh each time (azr-train refuses to overwrite a run without --resume-from); runs/tiny keeps the last one.
 demo: $(TINY)/config.json
+	rm -rf runs/tiny
 	$(BIN)/azr-train --config examples/tiny.yaml
 
 lint: install

@@ -1,0 +1,354 @@
+"""GRPO step overhead (goal: azr tokens/s >= 0.90x plain TRL, reward stage <= 10% of step time), side by side.
+
+The same warm-started tiny policy, reloaded from disk for every run, trains K GRPO steps under the same GRPOConfig
+and dataset with (a) azr's AZRGRPOTrainer and its code-execution rewards (tests + format, graded in the sandbox)
+and (b) plain trl.GRPOTrainer with a trivial reward (completion length / 1000: constant cost, no sandbox). Runs go
+in ABBA order (azr, plain, plain, azr, ...) so that drift in the machine's load falls on both arms alike.
+
+Completion lengths part ways after the first update (different rewards train different policies), so the compared
+figure is tokens/s (prompt + completion tokens, TRL's `num_input_tokens_seen`), not steps/s.
+
+The policy has to write code for the sandbox to do any work, and a random-init model writes none: without --model
+the script builds the tiny model in a temp dir and warm-starts it with a short SFT on reference answers.
+
+Usage: python benchmarks/train_overhead.py [--model DIR] [--steps K] [--repeats R] [--sft-epochs E] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from azr.config import AzrConfig, load_config
+
+TINY_RECIPE = Path(__file__).resolve().parent.parent / "examples" / "tiny.yaml"
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _config(args: argparse.Namespace) -> AzrConfig:
+    cfg = load_config(args.config, args.set)
+    if cfg.model.lora.enabled:
+        sys.exit("train_overhead: model.lora.enabled must be false (the benchmark trains all weights, as tiny.yaml)")
+    # The measured settings: no checkpoints, a log record every step, nothing reported anywhere.
+    cfg.grpo.update(max_steps=args.steps, save_strategy="no", report_to="none", logging_steps=1)
+    cfg.sft.args.update(num_train_epochs=args.sft_epochs, save_strategy="no", report_to="none")
+    return cfg
+
+
+def _with_steps(cfg: AzrConfig, steps: int) -> AzrConfig:
+    return dataclasses.replace(cfg, grpo={**cfg.grpo, "max_steps": steps})
+
+
+def _load(cfg: AzrConfig, folder: str):
+    from azr.modeling import build_model_and_tokenizer
+
+    return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=folder))
+
+
+def _tasks(cfg: AzrConfig, tokenizer):
+    from azr.data import load_tasks, select_tasks
+    from azr.train import _fit_tasks
+
+    tasks = select_tasks(
+        load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
+    )
+    return _fit_tasks(tasks, tokenizer, cfg)
+
+
+def _warm_start(cfg: AzrConfig, tmp: Path) -> tuple[str, float, int]:
+    """Build the tiny model and fine-tune it on the training tasks' reference answers: (policy dir, seconds, rows)."""
+    from transformers import set_seed
+
+    from azr.modeling import build_tiny_model, quiet_third_party
+    from azr.sft import run_sft, sft_args, sft_dataset
+    from azr.train import _on_gpu, _template_kwargs
+
+    started = time.perf_counter()
+    base = build_tiny_model(tmp / "tiny-model", seed=cfg.seed)
+    quiet_third_party()  # build_tiny_model turns transformers' progress bars back on when it is done
+    set_seed(cfg.seed)
+    model, tokenizer = _load(cfg, str(base))
+    dataset = sft_dataset(_tasks(cfg, tokenizer), tokenizer, _template_kwargs(cfg))
+    args = sft_args(cfg.sft.args, tmp / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not _on_gpu())
+    final = run_sft(model, tokenizer, dataset, args, None, [], None, tmp / "sft" / "final")
+    return str(final), time.perf_counter() - started, len(dataset)
+
+
+def _grader(cfg: AzrConfig, pool):
+    from azr.rewards import build_rewards
+
+    return build_rewards(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)[2]
+
+
+def _length_reward(completions, **columns) -> list[float]:
+    """The plain arm's reward: constant cost, no code is run."""
+    out = []
+    for completion in completions:
+        if isinstance(completion, list):  # conversational: the assistant message(s)
+            completion = "".join(str(m.get("content") or "") for m in completion if isinstance(m, dict))
+        out.append(len(str(completion)) / 1000)
+    return out
+
+
+def _azr_trainer_class():
+    from azr.trainer import AZRGRPOTrainer
+
+    class Measured(AZRGRPOTrainer):
+        """Keeps its own reward-stage total (azr's MetricsCallback resets `reward_seconds` at every log) and the
+        grader's verdict for each completion."""
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.bench_reward_seconds = 0.0
+            self.bench_statuses: list[str] = []
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            before = self.reward_seconds
+            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            self.bench_reward_seconds += self.reward_seconds - before
+            self.bench_statuses += [d.get("status", "?") for d in self.grader.last_details]
+            return rewards
+
+    return Measured
+
+
+def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: Path) -> dict[str, Any]:
+    """K GRPO steps of one arm from the policy on disk; its wall time, tokens and (azr) reward-stage figures."""
+    from contextlib import ExitStack
+
+    from transformers import PrinterCallback, set_seed
+    from trl import GRPOTrainer
+
+    from azr.rewards import build_rewards
+    from azr.train import grpo_args, grpo_dataset
+
+    set_seed(cfg.seed)
+    model, tokenizer = _load(cfg, policy)
+    dataset = grpo_dataset(_tasks(cfg, tokenizer))
+    with ExitStack() as stack:
+        if arm == "azr":
+            # A fresh grader per run: its cache must not carry the previous run's (identical, seeded) completions.
+            funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)
+            callbacks, observers = [], []
+            if not trainer_only:  # what `azr train` writes beside the trainer: metrics.jsonl and the generation log
+                from azr.callbacks import MetricsCallback
+                from azr.logs import GenerationLog, JsonlWriter
+
+                record = MetricsCallback(stack.enter_context(JsonlWriter(out / "metrics.jsonl")), "grpo")
+                generations = GenerationLog(out / "generations", int(cfg.logging.generations_max_mb * 2**20))
+                stack.callback(generations.close)
+                callbacks, observers = [record], [lambda batch: generations.put(batch.records())]
+            trainer = _azr_trainer_class()(
+                model=model,
+                reward_funcs=funcs,
+                args=grpo_args(cfg, out, weights),
+                train_dataset=dataset,
+                processing_class=tokenizer,
+                callbacks=callbacks,
+                grader=grader,
+                observers=observers,
+            )
+            if not trainer_only:
+                record.trainer = trainer
+        else:
+            trainer = GRPOTrainer(
+                model=model,
+                reward_funcs=[_length_reward],
+                args=grpo_args(cfg, out, [1.0]),
+                train_dataset=dataset,
+                processing_class=tokenizer,
+            )
+        trainer.remove_callback(PrinterCallback)  # printing each step's logs is no part of the step
+        started = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - started
+    lengths = [r["completions/mean_length"] for r in trainer.state.log_history if "completions/mean_length" in r]
+    steps = trainer.state.global_step
+    tokens = int(trainer.state.num_input_tokens_seen)
+    result: dict[str, Any] = {
+        "arm": arm,
+        "steps": steps,
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "steps_per_s": steps / seconds,
+        "mean_completion_length": sum(lengths) / len(lengths) if lengths else None,
+    }
+    if arm == "azr":
+        statuses = trainer.bench_statuses
+        result.update(
+            reward_seconds=trainer.bench_reward_seconds,
+            reward_share=trainer.bench_reward_seconds / seconds,
+            completions=len(statuses),
+            with_code=sum(s != "no_code" for s in statuses),
+            passed=sum(s == "passed" for s in statuses),
+        )
+    return result
+
+
+def _totals(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    seconds, tokens, steps = (sum(r[k] for r in runs) for k in ("seconds", "tokens", "steps"))
+    lengths = [r["mean_completion_length"] for r in runs if r["mean_completion_length"] is not None]
+    total: dict[str, Any] = {
+        "runs": len(runs),
+        "steps": steps,
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "steps_per_s": steps / seconds,
+        "mean_completion_length": sum(lengths) / len(lengths) if lengths else None,
+    }
+    if "reward_seconds" in runs[0]:
+        reward = sum(r["reward_seconds"] for r in runs)
+        completions = sum(r["completions"] for r in runs)
+        total.update(
+            reward_seconds=reward,
+            reward_share=reward / seconds,
+            completions=completions,
+            code_fraction=sum(r["with_code"] for r in runs) / max(completions, 1),
+            pass_fraction=sum(r["passed"] for r in runs) / max(completions, 1),
+        )
+    return total
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    def cell(value: Any, spec: str) -> str:
+        return format("-", ">" + spec.split(".")[0]) if value is None else format(value, spec)
+
+    warm = report["warm_start"]
+    if warm["seconds"] is None:
+        print(f"policy: {warm['policy']} (given)")
+    else:
+        print(
+            f"policy: tiny model + SFT warm start, {warm['epochs']:g} epochs on {warm['examples']} reference answers: "
+            f"{warm['seconds']:.1f} s"
+        )
+    s = report["settings"]
+    logs = "trainer only" if s["trainer_only"] else "with azr's metrics and generation logs"
+    print(
+        f"{s['steps']} GRPO steps x {s['repeats']} repeats per arm (ABBA order); {s['completions_per_step']} "
+        f"completions per step, {s['num_generations']} per prompt, max_completion_length {s['max_completion_length']}; "
+        f"sandbox {s['sandbox_backend']} x {s['sandbox_workers']}; azr arm {logs}"
+    )
+    columns = [("run", "<9"), ("wall s", ">8"), ("steps/s", ">8"), ("tokens", ">8"), ("tokens/s", ">9")]
+    columns += [("compl len", ">9"), ("reward s", ">9"), ("share", ">7")]
+    print(" ".join(format(name, spec) for name, spec in columns))
+    rows = [(f"{r['arm']} {r['repeat']}", r) for r in report["runs"]]
+    rows += [(f"{arm} all", report["totals"][arm]) for arm in ("azr", "plain")]
+    for name, r in rows:
+        share = r.get("reward_share")
+        print(
+            f"{name:<9} {r['seconds']:8.1f} {r['steps_per_s']:8.3f} {r['tokens']:8d} {r['tokens_per_s']:9.1f} "
+            f"{cell(r['mean_completion_length'], '9.1f')} {cell(r.get('reward_seconds'), '9.2f')} "
+            f"{'-' if share is None else format(share * 100, '6.1f') + '%':>7}"
+        )
+    azr = report["totals"]["azr"]
+    print(
+        f"azr completions with runnable code: {azr['code_fraction']:.1%} of {azr['completions']} "
+        f"(passed all tests: {azr['pass_fraction']:.1%})"
+    )
+    if azr["code_fraction"] < 0.5:
+        print("  (few completions had code, so the sandbox did little work: raise --sft-epochs or pass --model)")
+    print("completion lengths differ between arms after the first update, so tokens/s, not steps/s, is compared")
+    ratio, share = report["tokens_per_s_ratio"], azr["reward_share"]
+    if len(report["tokens_per_s_ratio_per_repeat"]) > 1:
+        print("tokens/s ratio per repeat: " + ", ".join(f"{r:.2f}" for r in report["tokens_per_s_ratio_per_repeat"]))
+    print(f"tokens/s ratio azr/plain: {ratio:.2f} (goal >= 0.90: {'met' if ratio >= 0.90 else 'MISSED'})")
+    print(f"reward stage share of step time: {share:.1%} (goal <= 10%: {'met' if share <= 0.10 else 'MISSED'})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="an already warm-started full model (e.g. runs/tiny/sft/final); skips SFT")
+    parser.add_argument("--steps", type=int, default=20, help="GRPO steps per run")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per arm")
+    parser.add_argument("--sft-epochs", type=float, default=80, help="SFT warm start epochs (without --model)")
+    parser.add_argument("--warmup-steps", type=int, default=1, help="untimed plain GRPO steps before the runs")
+    parser.add_argument("--config", default=str(TINY_RECIPE), help="recipe for model, data, grpo and sft settings")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    parser.add_argument("--trainer-only", action="store_true", help="azr arm without metrics.jsonl / generations")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--verbose", action="store_true", help="azr's and the libraries' info logs")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+
+    from azr.grading import pool_from_config
+    from azr.modeling import quiet_third_party
+    from azr.train import _check_sandbox, _lengths
+
+    quiet_third_party()
+    cfg = _config(args)
+    tmp = Path(tempfile.mkdtemp(prefix="azr-train-overhead-"))
+    pool = None
+    try:
+        warm: dict[str, Any] = {"policy": args.model, "seconds": None, "epochs": None, "examples": None}
+        if args.model:
+            policy = str(Path(args.model).resolve())
+        else:
+            _say(f"warm start: tiny model + {args.sft_epochs:g} SFT epochs ...")
+            policy, seconds, examples = _warm_start(cfg, tmp)
+            warm.update(policy="tiny model + SFT", seconds=seconds, epochs=args.sft_epochs, examples=examples)
+            _say(f"warm start: {seconds:.1f} s")
+        pool = pool_from_config(cfg.sandbox)
+        _, tokenizer = _load(cfg, policy)
+        _check_sandbox(_tasks(cfg, tokenizer), _grader(cfg, pool))  # starts every worker, untimed
+        if args.warmup_steps:  # first-run costs (allocator, thread pools, lazy imports) fall on neither arm
+            _say(f"warm-up: {args.warmup_steps} plain GRPO step(s), not measured ...")
+            _run("plain", _with_steps(cfg, args.warmup_steps), policy, pool, True, tmp / "warm-up")
+        order = [arm for r in range(args.repeats) for arm in (("azr", "plain") if r % 2 == 0 else ("plain", "azr"))]
+        runs, seen = [], {"azr": 0, "plain": 0}
+        for i, arm in enumerate(order):
+            seen[arm] += 1
+            _say(f"run {i + 1}/{len(order)}: {arm}, {args.steps} steps ...")
+            result = _run(arm, cfg, policy, pool, args.trainer_only, tmp / f"run-{i}-{arm}")
+            result["repeat"] = seen[arm]
+            runs.append(result)
+            _say(f"run {i + 1}/{len(order)}: {result['seconds']:.1f} s, {result['tokens_per_s']:.1f} tokens/s")
+        totals = {arm: _totals([r for r in runs if r["arm"] == arm]) for arm in ("azr", "plain")}
+        report = {
+            "settings": {
+                "steps": args.steps,
+                "repeats": args.repeats,
+                "trainer_only": args.trainer_only,
+                "num_generations": int(cfg.grpo.get("num_generations", 8)),
+                "completions_per_step": int(cfg.grpo.get("per_device_train_batch_size", 8)),
+                "max_completion_length": _lengths(cfg)["max_completion_length"],
+                "seed": cfg.seed,
+                "sandbox_backend": pool.backend.name,
+                "sandbox_workers": pool.size,
+            },
+            "warm_start": warm,
+            "runs": runs,
+            "totals": totals,
+            "tokens_per_s_ratio": totals["azr"]["tokens_per_s"] / totals["plain"]["tokens_per_s"],
+            "tokens_per_s_ratio_per_repeat": [
+                a["tokens_per_s"] / p["tokens_per_s"]
+                for a, p in zip(
+                    [r for r in runs if r["arm"] == "azr"], [r for r in runs if r["arm"] == "plain"], strict=True
+                )
+            ],
+            "reward_share": totals["azr"]["reward_share"],
+        }
+    finally:
+        if pool is not None:
+            pool.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        _print_table(report)
+
+
+if __name__ == "__main__":
+    main()
