@@ -38,7 +38,6 @@ class MetricsCallback(TrainerCallback):
     def __init__(self, writer: JsonlWriter, phase: str):
         self.writer, self.phase = writer, phase
         self.trainer: Any = None
-        self.records: list[dict[str, Any]] = []
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._mark(state)
@@ -66,7 +65,6 @@ class MetricsCallback(TrainerCallback):
             self.trainer.reward_seconds = 0.0
         record.update({k: v for k, v in logs.items() if k not in record})
         self.writer.write(record)
-        self.records.append(record)
         self._mark(state)
         self._tokens = tokens
 

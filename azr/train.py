@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from azr.grading import validate_references
 from azr.logs import GenerationLog, JsonlWriter, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards
-from azr.runstate import RunState, resolve_resume
+from azr.runstate import Resume, RunState, resolve_resume
 from azr.sandbox import SandboxUnhealthy
 
 log = logging.getLogger(__name__)
@@ -64,47 +65,40 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     if resume.pruned_to is not None:
         _prune_logs(out, state, resume)
     with ExitStack() as stack:
-        metrics = stack.enter_context(JsonlWriter(out / "metrics.jsonl"))
         generations = None
         if cfg.logging.generations:
             generations = GenerationLog(out / "generations", int(cfg.logging.generations_max_mb * 2**20))
             stack.callback(generations.close)
-        console = _Console(cfg.logging.console, stack)
-        phase_logs: dict[str, list] = {}
+        run = _Run(
+            cfg,
+            out,
+            state,
+            resume,
+            funcs,
+            weights,
+            grader,
+            metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")),
+            generations=generations,
+            console=_Console(cfg.logging.console, stack),
+        )
         policy_dir = cfg.model.name_or_path
         if cfg.sft.enabled:
             if not state.done("sft"):
-                _sft_phase(cfg, out, model, tokenizer, tasks, metrics, console, resume, state, phase_logs)
+                _sft_phase(run, model, tokenizer, tasks)
             model, tokenizer = _load_policy(cfg, out / "sft" / "final")
             policy_dir = str(out / "sft" / "final")
-        sampled = [t for t in tasks[: cfg.logging.pass_rate_tasks]]
+        sampled = tasks[: cfg.logging.pass_rate_tasks]
         measure = _measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths)
         if not state.done("eval_before") and sampled:
-            state.finish("eval_before", measure(model, "eval_before", metrics))
+            state.finish("eval_before", measure(model, "eval_before", run.metrics))
         if not state.done("grpo"):
-            model = _grpo_phase(
-                cfg,
-                out,
-                model,
-                tokenizer,
-                tasks,
-                funcs,
-                weights,
-                grader,
-                metrics,
-                generations,
-                console,
-                resume,
-                state,
-                phase_logs,
-                policy_dir,
-            )
+            model = _grpo_phase(run, model, tokenizer, tasks, policy_dir)
         else:
             model, tokenizer = _load_policy(cfg, out / "final")
         if not state.done("eval_after") and sampled:
-            state.finish("eval_after", measure(model, "eval_after", metrics))
-        summary = _summary(cfg, out, state, phase_logs, time.monotonic() - started)
-        console.show_summary(summary)
+            state.finish("eval_after", measure(model, "eval_after", run.metrics))
+        summary = _summary(out, state, time.monotonic() - started)
+        run.console.show_summary(summary)
     log.info("done: final %s in %s", "adapter" if cfg.model.lora.enabled else "model", out / "final")
     return 0
 
@@ -143,71 +137,70 @@ def _on_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def _sft_phase(cfg, out, model, tokenizer, tasks, metrics, console, resume, state, phase_logs) -> None:
+@dataclass
+class _Run:
+    """What every phase of one run shares: its config, folder, state, rewards and outputs."""
+
+    cfg: AzrConfig
+    out: Path
+    state: RunState
+    resume: Resume
+    funcs: list
+    weights: list[float]
+    grader: CodeGrader
+    metrics: JsonlWriter
+    generations: GenerationLog | None
+    console: _Console
+
+
+def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
     from azr.callbacks import MetricsCallback
     from azr.modeling import lora_config
     from azr.sft import run_sft, sft_args, sft_dataset
 
+    cfg, out = run.cfg, run.out
     started = time.monotonic()
     args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not _on_gpu())
-    record = MetricsCallback(metrics, "sft")
-    callbacks = [record, console.callback("sft")]
+    callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
     dataset = sft_dataset(tasks, tokenizer, _template_kwargs(cfg))
-    checkpoint = resume.checkpoint if resume.phase == "sft" else None
+    checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
     run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
-    phase_logs["sft"] = record.records
-    state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
+    run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
 
 
-def _grpo_phase(
-    cfg,
-    out,
-    model,
-    tokenizer,
-    tasks,
-    funcs,
-    weights,
-    grader,
-    metrics,
-    generations,
-    console,
-    resume,
-    state,
-    phase_logs,
-    policy_dir,
-):
+def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str):
     from transformers import PrinterCallback
 
     from azr.callbacks import MetricsCallback
     from azr.modeling import lora_config
     from azr.trainer import AZRGRPOTrainer
 
+    cfg, out, generations = run.cfg, run.out, run.generations
     started = time.monotonic()
-    record = MetricsCallback(metrics, "grpo")
+    record = MetricsCallback(run.metrics, "grpo")
     observers = [lambda batch: generations.put(batch.records())] if generations is not None else []
     trainer = AZRGRPOTrainer(
         model=model,
-        reward_funcs=funcs,
-        args=grpo_args(cfg, out, weights),
+        reward_funcs=run.funcs,
+        args=grpo_args(cfg, out, run.weights),
         train_dataset=grpo_dataset(tasks),
         processing_class=tokenizer,
         # A policy that comes out of the SFT phase already carries its (trainable) adapter.
         peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
-        callbacks=[record, console.callback("grpo")],
-        grader=grader,
+        callbacks=[record, run.console.callback("grpo")],
+        grader=run.grader,
         observers=observers,
     )
     trainer.remove_callback(PrinterCallback)
     record.trainer = trainer
-    trainer.train(resume_from_checkpoint=resume.checkpoint if resume.phase == "grpo" else None)
+    trainer.train(resume_from_checkpoint=run.resume.checkpoint if run.resume.phase == "grpo" else None)
     final = out / "final"
     trainer.save_model(str(final))
     tokenizer.save_pretrained(str(final))
-    phase_logs["grpo"] = record.records
-    state.finish("grpo", {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step})
+    run.state.finish("grpo", {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step})
     from azr.modelcard import write_model_card
 
-    write_model_card(final, cfg, policy_dir, state)
+    write_model_card(final, cfg, policy_dir, run.state)
     return trainer.model
 
 
@@ -318,7 +311,7 @@ def _prune_logs(out: Path, state: RunState, resume) -> None:
     log.info("resume: %s from step %d; %d log records past it removed", resume.phase, resume.pruned_to, dropped)
 
 
-def _summary(cfg, out, state, phase_logs, seconds) -> dict[str, Any]:
+def _summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
     from azr.logs import atomic_write_json, read_jsonl_records
 
     records = read_jsonl_records(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
