@@ -168,6 +168,8 @@ class EndpointConfig:
     extra_body: dict[str, Any] = field(
         factory=dict, help="Extra JSON fields sent with every request (provider options)."
     )
+    price_in_per_mtok: float = field(0.0, "USD per million prompt tokens, for the cost in usage logs (0: none).", ge=0)
+    price_out_per_mtok: float = field(0.0, "USD per million completion tokens (reasoning included).", ge=0)
 
 
 @dataclass
