@@ -1,8 +1,12 @@
-"""Shared fixtures: the tiny model (built once per session), a CLI runner that returns (code, stdout, stderr)."""
+"""Shared fixtures: the tiny model (built once per session), a CLI runner that returns (code, stdout, stderr), and a
+live vLLM server on CPU serving the tiny model (`vllm_server`)."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,64 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from azr.modeling import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
+
+
+@dataclass(frozen=True)
+class LiveVllm:
+    """What `vllm_server` yields: an OpenAI-compatible endpoint on 127.0.0.1 serving the tiny model."""
+
+    base_url: str  # http://127.0.0.1:PORT/v1 — pass as an OpenAI client's base_url; no API key needed
+    model: str  # the served model name to put in requests ("tiny")
+    python: str  # the vLLM venv's interpreter
+    pid: int  # the server's pid, also its process group id
+    log_path: Path  # the server's log
+
+
+def vllm_python() -> tuple[str | None, str]:
+    """The vLLM interpreter, from $AZR_VLLM_PYTHON or else the complete venv that scripts/vllm_cpu_env.py builds;
+    (None, why) when there is none."""
+    hint = "run `make vllm-env` (python scripts/vllm_cpu_env.py) or set AZR_VLLM_PYTHON"
+    if os.environ.get("AZR_VLLM_PYTHON"):
+        python = os.environ["AZR_VLLM_PYTHON"]
+        return (python, "") if Path(python).is_file() else (None, f"AZR_VLLM_PYTHON={python} does not exist; {hint}")
+    spec = importlib.util.spec_from_file_location("vllm_cpu_env", REPO / "scripts" / "vllm_cpu_env.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    venv = script.default_dir()
+    if not script.is_complete(venv):
+        return None, f"no complete vLLM venv at {venv}; {hint}"
+    return str(venv / "bin" / "python"), ""
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model_dir, tmp_path_factory):
+    """A real vLLM server (CPU) on the tiny model for the whole session; yields a `LiveVllm`. Skips when no vLLM
+    venv is found, unless AZR_REQUIRE_VLLM=1 (CI), which fails instead. Startup takes about a minute."""
+    from azr.vllm_sidecar import VllmServer, group_members
+
+    python, reason = vllm_python()
+    if python is None:
+        if os.environ.get("AZR_REQUIRE_VLLM") == "1":
+            pytest.fail(f"AZR_REQUIRE_VLLM=1 but {reason}")
+        pytest.skip(reason)
+    config = json.loads((tiny_model_dir / "config.json").read_text())
+    assert config["hidden_size"] // config["num_attention_heads"] >= 32, "vLLM's CPU attention needs head_dim >= 32"
+    assert (tiny_model_dir / "chat_template.jinja").exists(), "/v1/chat/completions needs a chat template"
+    server = VllmServer(
+        model=str(tiny_model_dir),
+        python=python,
+        served_model_name="tiny",
+        max_model_len=1024,
+        # eager: torch.compile would add ~50 s to startup on 2 cores; float32: no bf16 kernels needed on the CPU
+        extra_args=["--enforce-eager", "--dtype", "float32"],
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        log_path=tmp_path_factory.mktemp("vllm") / "server.log",
+        startup_timeout_s=540,
+    )
+    with server:
+        yield LiveVllm(server.base_url, server.model_name, python, server.pid, server.log_path)
+        pid = server.pid
+    assert not group_members(pid), "vLLM processes outlived the server's teardown"
 
 
 @pytest.fixture
