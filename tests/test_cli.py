@@ -152,7 +152,6 @@ def test_console_script_reports_user_error_in_one_line(tmp_path):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["eval", "--model", "m", "--dataset", "held-out"],
         ["gen", "--config", "RECIPE", "--out", "x.jsonl"],
     ],
     ids=lambda argv: " ".join(argv[:2]),

@@ -10,7 +10,28 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "azr"
 HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm", "unsloth", "bitsandbytes"}
-LIGHT = ["schema", "logs", "legacy", "config", "runstate", "data", "prompts", "harness", "grading", "rewards", "cli"]
+LIGHT = [
+    "schema",
+    "logs",
+    "legacy",
+    "config",
+    "runstate",
+    "data",
+    "prompts",
+    "harness",
+    "grading",
+    "rewards",
+    "cli",
+    "resilience",
+    "clients",
+    "passk",
+    "humaneval",
+    "eval_samples",
+    "eval_report",
+    "samplers",
+    "evaluate",
+    "vllm_sidecar",
+]
 # module -> azr modules it may import (directly or lazily)
 ALLOWED = {
     "schema": set(),
@@ -24,11 +45,31 @@ ALLOWED = {
     "grading": {"config", "data", "harness", "sandbox"},
     "rewards": {"config", "data", "grading", "prompts", "sandbox"},
     "modeling": {"config", "data"},
+    "resilience": set(),
+    "clients": {"resilience", "schema"},
     "sft": {"data", "prompts"},
-    "evaluate": {"data", "prompts", "rewards"},
+    "passk": set(),
+    "humaneval": {"data", "prompts", "schema"},
+    "eval_samples": {"data", "humaneval", "logs", "schema"},
+    "eval_report": {"data", "eval_samples", "humaneval", "logs", "passk"},
+    "samplers": {"clients", "config", "humaneval", "modeling", "prompts", "schema"},
+    "evaluate": {
+        "config",
+        "data",
+        "eval_report",
+        "eval_samples",
+        "grading",
+        "humaneval",
+        "logs",
+        "prompts",
+        "rewards",
+        "samplers",
+        "schema",
+    },
     "trainer": {"prompts", "rewards"},
     "callbacks": {"logs"},
     "modelcard": {"config"},
+    "vllm_sidecar": {"config", "schema"},  # config only for type hints
     "train": {
         "config",
         "data",
