@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from contextlib import ExitStack
 from typing import Any
 
 from rich.console import Console
@@ -149,3 +150,25 @@ def _duration(seconds: Any) -> str:
     if not isinstance(seconds, (int, float)):
         return "-"
     return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
+
+
+class RunConsole:
+    """Rich progress bars and summary table, or plain log lines."""
+
+    def __init__(self, mode: str, stack: ExitStack):
+        self.progress = None
+        if mode == "rich":
+            self.console = Console(stderr=True)
+            self.progress = stack.enter_context(make_progress(self.console))
+            root = logging.getLogger()
+            handler, previous = rich_logging(self.console), list(root.handlers)
+            root.handlers = [handler]
+            stack.callback(lambda: setattr(root, "handlers", previous))
+
+    def callback(self, phase: str):
+        return ConsoleCallback(self.progress, phase)
+
+    def show_summary(self, summary: dict[str, Any]) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+        Console().print(summary_table(summary))

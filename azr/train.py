@@ -44,13 +44,13 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
     )
     funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
-    _check_sandbox(tasks, grader)
+    check_sandbox(tasks, grader)
     log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
 
     from azr.modeling import build_model_and_tokenizer, count_parameters, quiet_third_party
 
     quiet_third_party()
-    lengths = _lengths(cfg)
+    lengths = sequence_lengths(cfg)
     model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=lengths["max_seq_length"])
     log.info(
         "model: %s (%s, %.2f M parameters, dtype %s)",
@@ -59,11 +59,13 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         count_parameters(model) / 1e6,
         model.dtype,
     )
-    tasks = _fit_tasks(tasks, tokenizer, cfg)
+    tasks = fit_tasks(tasks, tokenizer, cfg)
     log.info("data: %d training tasks from %s", len(tasks), cfg.data.train)
 
     if resume.pruned_to is not None:
         _prune_logs(out, state, resume)
+    from azr.callbacks import RunConsole
+
     with ExitStack() as stack:
         generations = None
         if cfg.logging.generations:
@@ -79,7 +81,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             grader,
             metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")),
             generations=generations,
-            console=_Console(cfg.logging.console, stack),
+            console=RunConsole(cfg.logging.console, stack),
         )
         policy_dir = cfg.model.name_or_path
         if cfg.sft.enabled:
@@ -103,7 +105,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     return 0
 
 
-def _lengths(cfg: AzrConfig) -> dict[str, int]:
+def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
     """The completion budget includes the thinking budget when the policy thinks."""
     completion = int(cfg.grpo.get("max_completion_length", 256))
     if cfg.thinking.policy:
@@ -111,11 +113,11 @@ def _lengths(cfg: AzrConfig) -> dict[str, int]:
     return {"max_completion_length": completion, "max_seq_length": completion + 2048}
 
 
-def _template_kwargs(cfg: AzrConfig) -> dict[str, Any]:
+def template_kwargs(cfg: AzrConfig) -> dict[str, Any]:
     return {**cfg.grpo.get("chat_template_kwargs", {}), "enable_thinking": cfg.thinking.policy}
 
 
-def _fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
+def fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
     limit = cfg.data.max_solution_tokens
     if limit is not None:
         fits = [
@@ -131,7 +133,7 @@ def _fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
     return tasks
 
 
-def _on_gpu() -> bool:
+def on_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
@@ -150,7 +152,7 @@ class _Run:
     grader: CodeGrader
     metrics: JsonlWriter
     generations: GenerationLog | None
-    console: _Console
+    console: Any  # azr.callbacks.RunConsole (imported lazily: it needs transformers)
 
 
 def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
@@ -160,9 +162,9 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
 
     cfg, out = run.cfg, run.out
     started = time.monotonic()
-    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not _on_gpu())
+    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
     callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
-    dataset = sft_dataset(tasks, tokenizer, _template_kwargs(cfg))
+    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg))
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
     run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
     run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
@@ -209,12 +211,12 @@ def grpo_args(cfg: AzrConfig, out: Path, weights: list[float]):
     from trl import GRPOConfig
 
     values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
-    if not _on_gpu():
+    if not on_gpu():
         if values.get("bf16"):
             log.warning("grpo.bf16: no GPU here, so training runs on the CPU in float32 (bf16=false)")
         values.update(use_cpu=True, bf16=False)
-    values["max_completion_length"] = _lengths(cfg)["max_completion_length"]
-    values["chat_template_kwargs"] = _template_kwargs(cfg)
+    values["max_completion_length"] = sequence_lengths(cfg)["max_completion_length"]
+    values["chat_template_kwargs"] = template_kwargs(cfg)
     values.setdefault("reward_weights", list(weights))
     return GRPOConfig(
         output_dir=str(out / "checkpoints"),
@@ -257,20 +259,37 @@ def _load_policy(cfg: AzrConfig, folder: Path):
     return PeftModel.from_pretrained(model, str(folder), is_trainable=True), tokenizer
 
 
+def _grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
+    """The sampling settings GRPO generates with (TRL's defaults under `grpo:`), so the measured pass rate is that
+    of the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    values = {f.name: f.default for f in dataclasses.fields(GRPOConfig)} | cfg.grpo
+    values |= {k: v for k, v in (values.get("generation_kwargs") or {}).items() if k in values}
+    return {
+        "temperature": float(values["temperature"]),
+        "top_p": float(values["top_p"]),
+        "top_k": int(values["top_k"] or 0),
+        "min_p": values["min_p"],
+        "repetition_penalty": float(values["repetition_penalty"]),
+    }
+
+
 def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths):
     from azr.evaluate import Sampling, generate_completions, score_completions
 
     sampling = Sampling(
         n=cfg.logging.pass_rate_samples,
         max_new_tokens=lengths["max_completion_length"],
-        temperature=float(cfg.grpo.get("temperature", 1.0)),
-        top_p=float(cfg.grpo.get("top_p", 1.0)),
         seed=cfg.seed,
+        **_grpo_sampling(cfg),
     )
 
     def measure(model, phase: str, metrics: JsonlWriter) -> dict[str, Any]:
         started = time.monotonic()
-        completions = generate_completions(model, tokenizer, tasks, sampling, _template_kwargs(cfg))
+        completions = generate_completions(model, tokenizer, tasks, sampling, template_kwargs(cfg))
         result = score_completions(funcs, weights, grader, tasks, completions)
         result["seconds"] = round(time.monotonic() - started, 1)
         metrics.write({"phase": phase, "step": 0, "time": round(time.time(), 3), "tasks": len(tasks), **result})
@@ -339,7 +358,7 @@ def _summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
     return summary
 
 
-def _check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> None:
+def check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> None:
     """Fail before the model loads if the sandbox cannot grade known-good reference solutions."""
     checked = [(t, g) for t, g in validate_references(tasks[:sample], grader.pool, grader.limits) if g is not None]
     errors = [g.failures[-1] for _, g in checked if g.status == "error"]
@@ -353,35 +372,3 @@ def _check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> No
         passed,
         len(checked),
     )
-
-
-class _Console:
-    """Rich progress bars and summary table, or plain log lines."""
-
-    def __init__(self, mode: str, stack: ExitStack):
-        self.progress = None
-        if mode == "rich":
-            from rich.console import Console
-
-            from azr.callbacks import make_progress, rich_logging
-
-            self.console = Console(stderr=True)
-            self.progress = stack.enter_context(make_progress(self.console))
-            root = logging.getLogger()
-            handler, previous = rich_logging(self.console), list(root.handlers)
-            root.handlers = [handler]
-            stack.callback(lambda: setattr(root, "handlers", previous))
-
-    def callback(self, phase: str):
-        from azr.callbacks import ConsoleCallback
-
-        return ConsoleCallback(self.progress, phase)
-
-    def show_summary(self, summary: dict[str, Any]) -> None:
-        from rich.console import Console
-
-        from azr.callbacks import summary_table
-
-        if self.progress is not None:
-            self.progress.stop()
-        Console().print(summary_table(summary))

@@ -58,12 +58,12 @@ def _load(cfg: AzrConfig, folder: str):
 
 def _tasks(cfg: AzrConfig, tokenizer):
     from azr.data import load_tasks, select_tasks
-    from azr.train import _fit_tasks
+    from azr.train import fit_tasks
 
     tasks = select_tasks(
         load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
     )
-    return _fit_tasks(tasks, tokenizer, cfg)
+    return fit_tasks(tasks, tokenizer, cfg)
 
 
 def _warm_start(cfg: AzrConfig, tmp: Path) -> tuple[str, float, int]:
@@ -72,15 +72,15 @@ def _warm_start(cfg: AzrConfig, tmp: Path) -> tuple[str, float, int]:
 
     from azr.modeling import build_tiny_model, quiet_third_party
     from azr.sft import run_sft, sft_args, sft_dataset
-    from azr.train import _on_gpu, _template_kwargs
+    from azr.train import on_gpu, template_kwargs
 
     started = time.perf_counter()
     base = build_tiny_model(tmp / "tiny-model", seed=cfg.seed)
     quiet_third_party()  # build_tiny_model turns transformers' progress bars back on when it is done
     set_seed(cfg.seed)
     model, tokenizer = _load(cfg, str(base))
-    dataset = sft_dataset(_tasks(cfg, tokenizer), tokenizer, _template_kwargs(cfg))
-    args = sft_args(cfg.sft.args, tmp / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not _on_gpu())
+    dataset = sft_dataset(_tasks(cfg, tokenizer), tokenizer, template_kwargs(cfg))
+    args = sft_args(cfg.sft.args, tmp / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
     final = run_sft(model, tokenizer, dataset, args, None, [], None, tmp / "sft" / "final")
     return str(final), time.perf_counter() - started, len(dataset)
 
@@ -285,7 +285,7 @@ def main() -> None:
 
     from azr.grading import pool_from_config
     from azr.modeling import quiet_third_party
-    from azr.train import _check_sandbox, _lengths
+    from azr.train import check_sandbox, sequence_lengths
 
     quiet_third_party()
     cfg = _config(args)
@@ -302,7 +302,7 @@ def main() -> None:
             _say(f"warm start: {seconds:.1f} s")
         pool = pool_from_config(cfg.sandbox)
         _, tokenizer = _load(cfg, policy)
-        _check_sandbox(_tasks(cfg, tokenizer), _grader(cfg, pool))  # starts every worker, untimed
+        check_sandbox(_tasks(cfg, tokenizer), _grader(cfg, pool))  # starts every worker, untimed
         if args.warmup_steps:  # first-run costs (allocator, thread pools, lazy imports) fall on neither arm
             _say(f"warm-up: {args.warmup_steps} plain GRPO step(s), not measured ...")
             _run("plain", _with_steps(cfg, args.warmup_steps), policy, pool, True, tmp / "warm-up")
@@ -323,7 +323,7 @@ def main() -> None:
                 "trainer_only": args.trainer_only,
                 "num_generations": int(cfg.grpo.get("num_generations", 8)),
                 "completions_per_step": int(cfg.grpo.get("per_device_train_batch_size", 8)),
-                "max_completion_length": _lengths(cfg)["max_completion_length"],
+                "max_completion_length": sequence_lengths(cfg)["max_completion_length"],
                 "seed": cfg.seed,
                 "sandbox_backend": pool.backend.name,
                 "sandbox_workers": pool.size,
