@@ -101,3 +101,21 @@ def reference_answer(solution: str, entry_point: str | None = None) -> str:
         found = _DEF.findall(solution)
         name = next((a or b for a, b in reversed(found)), "solution") if found else "solution"
     return f"```python\n{solution.strip()}\n```\n{ANSWER_PREFIX} {name}"
+
+
+HINT_SYSTEM_PROMPT = (
+    "You are a programming teacher. A student attempted the Python task below and failed. Give one short hint that "
+    "points at the key idea or the mistake to avoid. Do not write any code, do not name or outline a complete "
+    "solution, and do not give a final answer."
+)
+HINT_MARKER = "Hint from a teacher (it may be incomplete; write your own complete solution):"
+
+
+def hint_request_messages(task_prompt: str) -> list[dict[str, str]]:
+    """What the teacher is asked for a hint: its own system prompt and the original task, nothing templated."""
+    return [{"role": "system", "content": HINT_SYSTEM_PROMPT}, {"role": "user", "content": task_prompt}]
+
+
+def hinted_messages(task_prompt: str, hint: str) -> list[dict[str, str]]:
+    """The policy's conversation for a retry: the original task, then the hint under a marker line."""
+    return chat_messages(f"{task_prompt}\n\n{HINT_MARKER}\n{hint}")

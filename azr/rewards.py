@@ -231,7 +231,45 @@ class TimeoutReward(Reward):
         return scores
 
 
-REWARDS: dict[str, type[Reward]] = {r.name: r for r in (TestsReward, FormatReward, LengthReward, TimeoutReward)}
+def selfplay_score(
+    policy_passed: bool | None,
+    opponent_passed: bool | None,
+    win: float = 1.0,
+    both_pass: float = 0.5,
+    both_fail: float = 0.0,
+    loss: float = 0.0,
+) -> float | None:
+    """The self-play part of one completion's reward; None when either side has no verdict (never a loss)."""
+    if policy_passed is None or opponent_passed is None:
+        return None
+    if policy_passed:
+        return both_pass if opponent_passed else win
+    return loss if opponent_passed else both_fail
+
+
+class SelfPlayReward(Reward):
+    """`selfplay_score` of each completion (passed = every test passed) against the opponent's answer to the same
+    task, read from the `opponent_passed` column (True / False / None: opponent unavailable or not asked). None
+    without that column or where the policy's code could not be graded."""
+
+    name, needs_grader = "selfplay", True
+
+    def __init__(self, grader: CodeGrader, win=1.0, both_pass=0.5, both_fail=0.0, loss=0.0):
+        self.grader, self.values = grader, {"win": win, "both_pass": both_pass, "both_fail": both_fail, "loss": loss}
+
+    def score(self, completions, columns):
+        opponent = columns.get("opponent_passed")
+        if opponent is None:
+            log.warning("%s: no 'opponent_passed' column; the self-play part is left out", self.__name__)
+            return [None] * len(completions)
+        outcomes = self.grader.outcomes(completions, columns)
+        mine = [None if o.status == "error" else o.status == "passed" for o in outcomes]
+        return [selfplay_score(p, o, **self.values) for p, o in zip(mine, opponent, strict=True)]
+
+
+REWARDS: dict[str, type[Reward]] = {
+    r.name: r for r in (TestsReward, FormatReward, LengthReward, TimeoutReward, SelfPlayReward)
+}
 
 
 def _log(columns: dict[str, Any], outcomes: list[Outcome], grader: CodeGrader) -> None:

@@ -1,7 +1,8 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for the client tests, with scripted faults.
 
 Happy path: /chat/completions, /completions and /responses answer `echo: <last input>` with fixed usage. Faults are
-queued per request (`stub.script(...)`) or set for every request (`stub.always`); the stub records each request it
+queued per request (`stub.script(...)`), chosen from the request (`stub.fault_for`) or set for every request
+(`stub.always`); the stub records each request it
 received and measures how many it was serving at once.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -38,6 +40,7 @@ class StubServer:
     def __init__(self, delay_s: float = 0.0):
         self.delay_s = delay_s  # happy-path latency, so that concurrency can be observed
         self.always: Fault | None = None
+        self.fault_for: Callable[[Received], Fault | None] | None = None  # e.g. fail the same prompts on every retry
         self.received: list[Received] = []
         self.in_flight = self.max_in_flight = 0
         self._queue: list[Fault] = []
@@ -71,7 +74,10 @@ class StubServer:
             self.received.append(received)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            return self._queue.pop(0) if self._queue else self.always
+            if self._queue:
+                return self._queue.pop(0)
+            chosen = self.fault_for(received) if self.fault_for else None
+            return chosen or self.always
 
     def _leave(self) -> None:
         with self._lock:

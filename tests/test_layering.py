@@ -31,6 +31,9 @@ LIGHT = [
     "samplers",
     "evaluate",
     "vllm_sidecar",
+    "scoreboard",
+    "selfplay",
+    "teacher",
 ]
 # module -> azr modules it may import (directly or lazily)
 ALLOWED = {
@@ -66,6 +69,9 @@ ALLOWED = {
         "samplers",
         "schema",
     },
+    "scoreboard": {"logs"},
+    "selfplay": {"clients", "data", "grading", "logs", "prompts", "rewards"},
+    "teacher": {"clients", "data", "grading", "logs", "prompts", "rewards", "selfplay"},
     "trainer": {"prompts", "rewards"},
     "callbacks": {"logs"},
     "modelcard": {"config"},
