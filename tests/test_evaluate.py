@@ -328,9 +328,10 @@ def test_eval_against_a_real_vllm_server(cli, vllm_server, tmp_path):
     out = tmp_path / "out"
     code, _, err = cli("eval", "--endpoint", base_url, "--endpoint-model", model, "--dataset", "held-out",
                        "--max-new-tokens", "16", "--output-dir", out)  # fmt: skip
-    assert code == 0, err
+    server_log = vllm_server.log_path.read_text(errors="replace")[-3000:]  # says why, if the server went away
+    assert code == 0, err + server_log
     report = _report(out)
-    assert report["counts"]["samples"] == len(HELD_OUT) and report["counts"]["request_failed"] == 0
+    assert report["counts"]["samples"] == len(HELD_OUT) and report["counts"]["request_failed"] == 0, server_log
     assert report["pass_at_k"]["pass@1"] is not None
 
 
