@@ -175,6 +175,9 @@ class EndpointConfig:
 @dataclass
 class SelfPlayConfig(EndpointConfig):
     weight: float = field(0.3, "w in the blended reward (1 - w) * base + w * self-play.", ge=0, le=1)
+    scoreboard_every: int = field(
+        10, "Write scoreboard.json and frontier.json into output_dir every this many steps, and at the end.", gt=0
+    )
 
 
 @dataclass
@@ -184,12 +187,29 @@ class TeacherConfig(EndpointConfig):
 
 @dataclass
 class TeacherAssistConfig:
-    enabled: bool = field(False, "Ask the teacher for hints on tasks the policy failed; needs teacher.enabled.")
+    enabled: bool = field(
+        False, "Ask the teacher for hints on tasks the policy failed; needs teacher and self_play enabled."
+    )
     hint_prob_neither: float = field(0.5, "Chance of a hint when both policy and opponent failed a task.", ge=0, le=1)
     hint_prob_opponent_only: float = field(0.5, "Chance of a hint when only the opponent solved a task.", ge=0, le=1)
     max_hint_chars: int = field(600, "Hints are cut to this many characters (after removing code).", gt=0)
     solution_prob: float = field(0.0, "Chance of also asking for a full solution, saved to the SFT buffer.", ge=0, le=1)
     sft_buffer: str = field("teacher_solutions.jsonl", "SFT buffer file for teacher solutions, relative to output_dir.")
+    hint_share: float = field(
+        0.25, "Most share of a batch's prompt groups (rounded down) replaced by hinted retries, each whole.", ge=0, le=1
+    )
+
+
+@dataclass
+class CurriculumConfig:
+    replay: bool = field(
+        False,
+        "Mix frontier tasks (neither / opponent-only, not solved since) back into training, as whole prompt groups. "
+        "Needs self_play.enabled.",
+    )
+    replay_rate: float = field(
+        0.25, "Share of a generation batch's prompt groups (rounded down) given to frontier replay.", ge=0, le=1
+    )
 
 
 @dataclass
@@ -261,6 +281,7 @@ class AzrConfig:
     self_play: SelfPlayConfig = field(factory=SelfPlayConfig, help="Remote opponent on the same tasks.")
     teacher: TeacherConfig = field(factory=TeacherConfig, help="Stronger remote model that gives hints.")
     teacher_assist: TeacherAssistConfig = field(factory=TeacherAssistConfig, help="When and how the teacher helps.")
+    curriculum: CurriculumConfig = field(factory=CurriculumConfig, help="Replay of tasks the policy failed.")
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
     vllm: VllmConfig = field(factory=VllmConfig, help="vLLM generation sidecar.")
     logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")
@@ -327,6 +348,9 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
                 raise ConfigError(f"{name}.{required}: required when {name}.enabled is true")
     if cfg.teacher_assist.enabled and not cfg.teacher.enabled:
         raise ConfigError("teacher_assist.enabled: needs teacher.enabled: true")
+    needs_opponent = {"teacher_assist.enabled": cfg.teacher_assist.enabled, "curriculum.replay": cfg.curriculum.replay}
+    for name in (n for n, on in needs_opponent.items() if on and not cfg.self_play.enabled):
+        raise ConfigError(f"{name}: needs self_play.enabled: true (it works from the self-play scoreboard)")
     if not cfg.rewards:
         raise ConfigError("rewards: at least one reward is required")
     for i, spec in enumerate(cfg.rewards):

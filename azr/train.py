@@ -181,21 +181,33 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     started = time.monotonic()
     record = MetricsCallback(run.metrics, "grpo")
     observers = [lambda batch: generations.put(batch.records())] if generations is not None else []
-    trainer = AZRGRPOTrainer(
-        model=model,
-        reward_funcs=run.funcs,
-        args=grpo_args(cfg, out, run.weights),
-        train_dataset=grpo_dataset(tasks),
-        processing_class=tokenizer,
-        # A policy that comes out of the SFT phase already carries its (trainable) adapter.
-        peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
-        callbacks=[record, run.console.callback("grpo")],
-        grader=run.grader,
-        observers=observers,
-    )
-    trainer.remove_callback(PrinterCallback)
-    record.trainer = trainer
-    trainer.train(resume_from_checkpoint=run.resume.checkpoint if run.resume.phase == "grpo" else None)
+    rows, funcs, weights, arena = grpo_rows(tasks), run.funcs, run.weights, None
+    if cfg.self_play.enabled:
+        from azr.arena import Arena
+        from azr.selfplay import blend_rewards
+
+        funcs, weights = blend_rewards(funcs, weights, run.grader, cfg.self_play.weight)
+        arena = Arena(cfg, run.grader, rows, resume=run.resume.phase == "grpo" and run.resume.checkpoint is not None)
+    try:
+        trainer = AZRGRPOTrainer(
+            model=model,
+            reward_funcs=funcs,
+            args=grpo_args(cfg, out, weights),
+            train_dataset=grpo_dataset(tasks),
+            processing_class=tokenizer,
+            # A policy that comes out of the SFT phase already carries its (trainable) adapter.
+            peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
+            callbacks=[record, run.console.callback("grpo")],
+            grader=run.grader,
+            observers=observers,
+            rounds=arena,
+        )
+        trainer.remove_callback(PrinterCallback)
+        record.trainer = trainer
+        trainer.train(resume_from_checkpoint=run.resume.checkpoint if run.resume.phase == "grpo" else None)
+    finally:
+        if arena is not None:
+            arena.close()  # scoreboard.json and frontier.json written however training ended
     final = out / "final"
     trainer.save_model(str(final))
     tokenizer.save_pretrained(str(final))
@@ -227,22 +239,27 @@ def grpo_args(cfg: AzrConfig, out: Path, weights: list[float]):
     )
 
 
+def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:
+    """Conversational prompts plus the columns the rewards read. Hinted retries and replayed tasks enter the batch
+    as rows with these same keys (`hint` holds the teacher's hint; `source` says where a row came from)."""
+    return [
+        {
+            "prompt": chat_messages(t.prompt),
+            "task_id": t.id,
+            "tests": t.tests,
+            "timeout_s": t.timeout_s,
+            "memory_mb": t.memory_mb,
+            "hint": "",
+            "source": "data",
+        }
+        for t in tasks
+    ]
+
+
 def grpo_dataset(tasks: list[Task]):
-    """Conversational prompts plus the columns the rewards read."""
     from datasets import Dataset
 
-    return Dataset.from_list(
-        [
-            {
-                "prompt": chat_messages(t.prompt),
-                "task_id": t.id,
-                "tests": t.tests,
-                "timeout_s": t.timeout_s,
-                "memory_mb": t.memory_mb,
-            }
-            for t in tasks
-        ]
-    )
+    return Dataset.from_list(grpo_rows(tasks))
 
 
 def _load_policy(cfg: AzrConfig, folder: Path):

@@ -1,8 +1,8 @@
 """`AZRGRPOTrainer`: TRL's GRPOTrainer with the few changes azr needs, each explained where it is made.
 
-Owns masking completions that could not be graded, timing the reward stage, and handing each scored batch to
-observers (the generation log; later self-play and teacher bookkeeping). It does not generate, compute advantages
-or the loss differently from TRL, and it knows nothing of config files or the CLI.
+Owns masking completions that could not be graded, timing the reward stage, handing each scored batch to observers
+(the generation log, the scoreboard), and calling a self-play round's hooks (`azr.arena.Arena`) around generation.
+It does not generate, compute advantages or the loss differently from TRL, and it knows nothing of config files.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ class ScoredBatch:
                     "task_id": row.get("task_id"),
                     "prompt": _last_user_message(prompt),
                     "completion": completion_text(completion),
+                    "source": row.get("source", "data"),  # data / hint (a hinted retry) / replay (frontier)
+                    "hinted": bool(row.get("hint")),
+                    "opponent_passed": row.get("opponent_passed"),
                     "rewards": rewards,
                     **(self.details[i] if i < len(self.details) else {}),
                 }
@@ -62,6 +65,9 @@ class AZRGRPOTrainer(GRPOTrainer):
       shuffle from one generator, which a resumed run restarts, so it would replay the first epoch's order.
     - `grader` is checked after every step by a callback, so a run whose infrastructure failure rate passes
       `sandbox.max_infra_failure_rate` stops with `SandboxUnhealthy` instead of training on noise.
+    - `rounds` (an `azr.arena.Arena`, for self-play) gets each generation batch before the policy generates (it may
+      replace whole prompt groups and starts the opponent on the tasks), sets its columns just before the rewards,
+      observes each scored batch, and adds its metrics to every log.
     """
 
     def __init__(
@@ -70,11 +76,13 @@ class AZRGRPOTrainer(GRPOTrainer):
         grader: CodeGrader | None = None,
         mask_reward: str | None = "tests_reward",
         observers: Sequence[Callable[[ScoredBatch], None]] = (),
+        rounds: Any = None,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         self.grader = grader
-        self.observers = list(observers)
+        self.rounds = rounds
+        self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
         self._mask_col = self.reward_func_names.index(mask_reward) if mask_reward in self.reward_func_names else None
         if grader is not None:
@@ -86,7 +94,15 @@ class AZRGRPOTrainer(GRPOTrainer):
             sampler.__class__ = _EpochSampler  # the same fields; only `set_epoch` is added
         return sampler
 
+    def _generate_and_score_completions(self, inputs):
+        if self.rounds is not None and self.model.training:
+            # Before generating, so that the opponent answers while the policy generates and its own code is graded.
+            inputs = self.rounds.start(list(inputs), self.state.global_step + 1, self.num_generations)
+        return super()._generate_and_score_completions(inputs)
+
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        if self.rounds is not None:
+            self.rounds.finish(inputs)  # waits for the opponent; TRL reads the reward columns from these rows next
         started = time.perf_counter()
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self._mask_col is not None:
@@ -108,6 +124,11 @@ class AZRGRPOTrainer(GRPOTrainer):
             for observe in self.observers:
                 observe(batch)
         return rewards
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if self.rounds is not None and "train_runtime" not in logs:
+            logs = {**logs, **self.rounds.metrics()}
+        super().log(logs, start_time)
 
 
 class _EpochSampler(RepeatSampler):

@@ -34,6 +34,8 @@ LIGHT = [
     "scoreboard",
     "selfplay",
     "teacher",
+    "replay",
+    "arena",
 ]
 # module -> azr modules it may import (directly or lazily)
 ALLOWED = {
@@ -72,6 +74,8 @@ ALLOWED = {
     "scoreboard": {"logs"},
     "selfplay": {"clients", "data", "grading", "logs", "prompts", "rewards"},
     "teacher": {"clients", "data", "grading", "logs", "prompts", "rewards", "selfplay"},
+    "replay": set(),
+    "arena": {"clients", "replay", "rewards", "scoreboard", "selfplay", "teacher"},
     "trainer": {"prompts", "rewards"},
     "callbacks": {"logs"},
     "modelcard": {"config"},
@@ -91,6 +95,8 @@ ALLOWED = {
         "trainer",
         "callbacks",
         "modelcard",
+        "arena",
+        "selfplay",
     },
 }
 
