@@ -115,3 +115,14 @@ def _no_hub(monkeypatch):
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="module")
+def grader():
+    """A CodeGrader on its own two-worker bwrap pool, shared by one module's tests."""
+    from azr.rewards import CodeGrader
+    from azr.sandbox import Limits, open_pool
+
+    pool = open_pool("bwrap", workers=2)
+    yield CodeGrader(pool, Limits(wall_s=10.0))
+    pool.close()

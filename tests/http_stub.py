@@ -8,7 +8,9 @@ received and measures how many it was serving at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -156,3 +158,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         if fault.truncate:
             self.close_connection = True
+
+
+def fast_client(url: str, model: str, **kw):
+    """A ChatClient for tests: the fake key's variable, millisecond backoffs, a 5 s timeout (override any)."""
+    from azr.clients import ChatClient
+
+    settings = {"api_key_env": "AZR_FAKE_KEY", "backoff_s": 0.01, "backoff_max_s": 0.02, "timeout_s": 5, **kw}
+    return ChatClient(url, model, **settings)
+
+
+def use_fake_key(monkeypatch, key: str) -> None:
+    """Put `key` in AZR_FAKE_KEY (what `fast_client` reads) and keep loopback requests off any proxy."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("AZR_FAKE_KEY", key)
+
+
+@contextlib.contextmanager
+def serving(monkeypatch, payload):
+    """A StubServer whose happy path answers with `payload(request_body)`."""
+    monkeypatch.setattr(sys.modules[__name__], "happy_payload", payload)
+    with StubServer() as server:
+        yield server

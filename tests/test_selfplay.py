@@ -11,15 +11,14 @@ from pathlib import Path
 
 import http_stub
 import pytest
-from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, StubServer
+from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, StubServer, fast_client, serving, use_fake_key
 
 from azr import rewards
 from azr.clients import ChatClient
 from azr.config import AzrConfig, ModelConfig, SelfPlayConfig, ThinkingConfig
 from azr.data import Task
 from azr.prompts import ANSWER_PREFIX, SYSTEM_PROMPT, chat_messages, parse_answer
-from azr.rewards import CodeGrader, SelfPlayReward, selfplay_score
-from azr.sandbox import Limits, open_pool
+from azr.rewards import SelfPlayReward, selfplay_score
 from azr.selfplay import SelfPlayManager, blend, blend_rewards, opponent_column
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,27 +67,17 @@ def config(url: str = "http://127.0.0.1:9/v1", **play) -> AzrConfig:
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    monkeypatch.setenv("AZR_FAKE_KEY", KEY)
-
-
-@pytest.fixture(scope="module")
-def grader():
-    pool = open_pool("bwrap", workers=2)
-    yield CodeGrader(pool, Limits(wall_s=10.0))
-    pool.close()
+    use_fake_key(monkeypatch, KEY)
 
 
 @pytest.fixture
 def stub(monkeypatch):
-    monkeypatch.setattr(http_stub, "happy_payload", opponent_payload)
-    with StubServer() as server:
+    with serving(monkeypatch, opponent_payload) as server:
         yield server
 
 
 def client_for(url: str, **kw) -> ChatClient:
-    settings = {"api_key_env": "AZR_FAKE_KEY", "backoff_s": 0.01, "backoff_max_s": 0.02, "timeout_s": 5, **kw}
-    return ChatClient(url, "opp", **settings)
+    return fast_client(url, "opp", **kw)
 
 
 def play(manager: SelfPlayManager, batch: list[dict], step: int = 1) -> dict:

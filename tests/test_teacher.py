@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 import logging
 
-import http_stub
 import pytest
-from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, StubServer
+from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, fast_client, serving, use_fake_key
 
 from azr.clients import ChatClient
 from azr.config import AzrConfig, ModelConfig, TeacherAssistConfig, TeacherConfig, ThinkingConfig
 from azr.data import Task
 from azr.prompts import ANSWER_PREFIX, HINT_MARKER, HINT_SYSTEM_PROMPT, SYSTEM_PROMPT, chat_messages, hinted_messages
-from azr.rewards import CodeGrader
-from azr.sandbox import Limits, open_pool
 from azr.scoreboard import ProblemResult
 from azr.teacher import HintQueue, TeacherAssistant, sanitise_hint
 
@@ -67,27 +64,17 @@ def config(url: str, **assist) -> AzrConfig:
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    monkeypatch.setenv("AZR_FAKE_KEY", KEY)
-
-
-@pytest.fixture(scope="module")
-def grader():
-    pool = open_pool("bwrap", workers=2)
-    yield CodeGrader(pool, Limits(wall_s=10.0))
-    pool.close()
+    use_fake_key(monkeypatch, KEY)
 
 
 @pytest.fixture
 def stub(monkeypatch):
-    monkeypatch.setattr(http_stub, "happy_payload", teacher_payload)
-    with StubServer() as server:
+    with serving(monkeypatch, teacher_payload) as server:
         yield server
 
 
 def client_for(url: str, **kw) -> ChatClient:
-    settings = {"api_key_env": "AZR_FAKE_KEY", "backoff_s": 0.01, "backoff_max_s": 0.02, "timeout_s": 5, **kw}
-    return ChatClient(url, "teach", **settings)
+    return fast_client(url, "teach", **kw)
 
 
 def assist(teacher: TeacherAssistant, problems, step: int = 1) -> TeacherAssistant:
