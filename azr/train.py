@@ -351,7 +351,8 @@ def _summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
     from azr.logs import atomic_write_json, read_jsonl_records
 
     records = read_jsonl_records(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
-    grpo = [r for r in records if r.get("phase") == "grpo"]
+    # With num_iterations > 1, TRL logs the rewards only on steps that generated: first/last are those steps.
+    grpo = [r for r in records if r.get("phase") == "grpo" and "reward" in r]
     phases = {}
     for phase in ("sft", "grpo"):
         rows = [r for r in records if r.get("phase") == phase]
