@@ -128,19 +128,16 @@ class SampleStore:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        keys: set[tuple] = set()
+        self.done: dict[tuple, dict[str, Any]] = {}
 
-        def keep(record: dict[str, Any]) -> bool:
+        def keep(record: dict[str, Any]) -> bool:  # collects what it keeps: the file is read once
             key = (record.get("task_id"), record.get("index"))
-            if record.get("status") in RETRIED or key in keys:
+            if record.get("status") in RETRIED or key in self.done:
                 return False
-            keys.add(key)
+            self.done[key] = record
             return True
 
-        self.retried = prune_jsonl(self.path, keep) if self.path.exists() else 0
-        self.done: dict[tuple, dict[str, Any]] = {}
-        if self.path.exists():
-            self.done = {(r["task_id"], r["index"]): r for r in read_jsonl_records(self.path)}
+        self.retried = prune_jsonl(self.path, keep)  # 0 when there is no file yet
         self.resumed = len(self.done)
         self._writer = JsonlWriter(self.path)
 
