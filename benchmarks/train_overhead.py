@@ -176,15 +176,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     lengths = [r["completions/mean_length"] for r in trainer.state.log_history if "completions/mean_length" in r]
     steps = trainer.state.global_step
     tokens = int(trainer.state.num_input_tokens_seen)
-    result: dict[str, Any] = {
-        "arm": arm,
-        "steps": steps,
-        "seconds": seconds,
-        "tokens": tokens,
-        "tokens_per_s": tokens / seconds,
-        "steps_per_s": steps / seconds,
-        "mean_completion_length": sum(lengths) / len(lengths) if lengths else None,
-    }
+    result: dict[str, Any] = {"arm": arm, **_rates(steps, seconds, tokens, lengths)}
     if arm == "azr":
         statuses = trainer.bench_statuses
         result.update(
@@ -197,11 +189,8 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     return result
 
 
-def _totals(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    seconds, tokens, steps = (sum(r[k] for r in runs) for k in ("seconds", "tokens", "steps"))
-    lengths = [r["mean_completion_length"] for r in runs if r["mean_completion_length"] is not None]
-    total: dict[str, Any] = {
-        "runs": len(runs),
+def _rates(steps: int, seconds: float, tokens: int, lengths: list[float]) -> dict[str, Any]:
+    return {
         "steps": steps,
         "seconds": seconds,
         "tokens": tokens,
@@ -209,6 +198,12 @@ def _totals(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "steps_per_s": steps / seconds,
         "mean_completion_length": sum(lengths) / len(lengths) if lengths else None,
     }
+
+
+def _totals(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    seconds, tokens, steps = (sum(r[k] for r in runs) for k in ("seconds", "tokens", "steps"))
+    lengths = [r["mean_completion_length"] for r in runs if r["mean_completion_length"] is not None]
+    total: dict[str, Any] = {"runs": len(runs), **_rates(steps, seconds, tokens, lengths)}
     if "reward_seconds" in runs[0]:
         reward = sum(r["reward_seconds"] for r in runs)
         completions = sum(r["completions"] for r in runs)
