@@ -135,7 +135,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table.add_row("GRPO batch reward (first/last log)", _fmt(first.get("reward")), _fmt(last.get("reward")))
     for phase, info in (summary.get("phases") or {}).items():
         table.add_row(f"{phase}: steps / wall time", str(info.get("steps", "")), _duration(info.get("seconds")))
-        table.add_row(f"{phase}: tokens/s (mean)", "", _fmt(info.get("tokens_per_s"), 1))
+        table.add_row(f"{phase}: tokens/s", "", _fmt(info.get("tokens_per_s"), 1))
     table.add_row("total wall time", "", _duration(summary.get("seconds")))
     return table
 

@@ -245,6 +245,13 @@ class SftConfig:
     args: dict[str, Any] = field(
         factory=dict, help="Any trl.SFTConfig field (num_train_epochs, learning_rate, ...), passed through."
     )
+    near_misses: int = field(
+        0,
+        "Per task, this many variants of the reference answer with one operator, keyword or constant changed, each "
+        "checked to fail the tests, are learned beside it: a policy that knows the answer's shape but not which way "
+        "a few decisions go, for GRPO to sharpen (the tiny demo's weak base model). 0 for real models.",
+        ge=0,
+    )
 
 
 @dataclass
@@ -351,6 +358,8 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
     needs_opponent = {"teacher_assist.enabled": cfg.teacher_assist.enabled, "curriculum.replay": cfg.curriculum.replay}
     for name in (n for n, on in needs_opponent.items() if on and not cfg.self_play.enabled):
         raise ConfigError(f"{name}: needs self_play.enabled: true (it works from the self-play scoreboard)")
+    if cfg.sft.near_misses and not cfg.sft.enabled:
+        raise ConfigError("sft.near_misses: needs sft.enabled: true (they are part of the warm start)")
     if not cfg.rewards:
         raise ConfigError("rewards: at least one reward is required")
     for i, spec in enumerate(cfg.rewards):

@@ -28,7 +28,7 @@ def write_model_card(folder: Path, cfg: AzrConfig, policy_dir: str, state: Any) 
         f"# {'LoRA adapter' if adapter else 'Model'} trained with azr {__version__} (GRPO, code-execution rewards)",
         "",
         f"- Base model: `{cfg.model.name_or_path}`" + (f" (quantization {cfg.model.quantization})" if adapter else ""),
-        f"- Warm start: {'SFT on reference answers, then GRPO from ' + policy_dir if cfg.sft.enabled else 'none'}",
+        f"- Warm start: {_warm_start(cfg, policy_dir)}",
         f"- Training tasks: `{cfg.data.train}`; rewards: {rewards}; answer format: {cfg.answer_format}",
         f"- GRPO steps: {(state.info('grpo') or {}).get('steps', '?')}; seed {cfg.seed}",
     ]
@@ -39,3 +39,10 @@ def write_model_card(folder: Path, cfg: AzrConfig, policy_dir: str, state: Any) 
     path = Path(folder) / "README.md"
     card.save(path)
     return path
+
+
+def _warm_start(cfg: AzrConfig, policy_dir: str) -> str:
+    if not cfg.sft.enabled:
+        return "none"
+    misses = f" and up to {cfg.sft.near_misses} failing near misses per task" if cfg.sft.near_misses else ""
+    return f"SFT on reference answers{misses}, then GRPO from {policy_dir}"

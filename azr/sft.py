@@ -7,19 +7,25 @@ not decide whether the phase runs or is skipped on resume; `train.run_train` doe
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import random
 from pathlib import Path
 from typing import Any
 
+from azr import mutants
 from azr.data import Task
 from azr.prompts import chat_messages, reference_answer
 
 log = logging.getLogger(__name__)
 
 
-def sft_dataset(tasks: list[Task], tokenizer, template_kwargs: dict[str, Any]):
+def sft_dataset(
+    tasks: list[Task], tokenizer, template_kwargs: dict[str, Any], near_misses: dict[str, list[str]] | None = None
+):
     """Prompt-completion rows as plain text: the prompt through the chat template with GRPO's own switches (so the
-    warm start conditions on the exact tokens the policy will later see), the answer closed by the EOS token."""
+    warm start conditions on the exact tokens the policy will later see), the answer closed by the EOS token. Each
+    task's near misses (solutions that fail its tests) follow its reference answer as rows of their own."""
     from datasets import Dataset
 
     rows = []
@@ -29,10 +35,28 @@ def sft_dataset(tasks: list[Task], tokenizer, template_kwargs: dict[str, Any]):
         prompt = tokenizer.apply_chat_template(
             chat_messages(task.prompt), tokenize=False, add_generation_prompt=True, **template_kwargs
         )
-        rows.append(
-            {"prompt": prompt, "completion": reference_answer(task.solution, task.entry_point) + tokenizer.eos_token}
-        )
+        for solution in [task.solution, *(near_misses or {}).get(task.id, [])]:
+            rows.append(
+                {"prompt": prompt, "completion": reference_answer(solution, task.entry_point) + tokenizer.eos_token}
+            )
     return Dataset.from_list(rows)
+
+
+def find_near_misses(tasks: list[Task], grader, per_task: int, seed: int) -> dict[str, list[str]]:
+    """Per task, up to `per_task` single-edit variants of its reference solution that fail its tests in the sandbox
+    (variants that still pass, time out or break the sandbox are dropped). The same seed picks the same variants."""
+    from azr.grading import grade_many
+
+    rng = random.Random(seed)
+    tried = [(t, code) for t in tasks if t.solution for code in mutants.sample(t.solution, rng, 3 * per_task)]
+    limits = dataclasses.replace(grader.limits, wall_s=min(grader.limits.wall_s, 2.0))  # references take milliseconds
+    grades = grade_many(tried, grader.pool, limits) if tried else []
+    found: dict[str, list[str]] = {}
+    for (task, code), g in zip(tried, grades, strict=True):
+        kept = found.setdefault(task.id, [])
+        if g.status == "failed" and len(kept) < per_task:
+            kept.append(code)
+    return found
 
 
 def sft_args(args: dict[str, Any], out: Path, seed: int, gradient_checkpointing: bool, cpu: bool):
@@ -76,7 +100,7 @@ def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from
     for callback in callbacks:
         if hasattr(callback, "trainer"):
             callback.trainer = trainer
-    log.info("sft: warm start on %d reference answers", len(dataset))
+    log.info("sft: warm start on %d answers", len(dataset))
     trainer.train(resume_from_checkpoint=resume_from)
     trainer.save_model(str(final_dir))
     tokenizer.save_pretrained(str(final_dir))

@@ -158,13 +158,16 @@ class _Run:
 def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
     from azr.callbacks import MetricsCallback
     from azr.modeling import lora_config
-    from azr.sft import run_sft, sft_args, sft_dataset
+    from azr.sft import find_near_misses, run_sft, sft_args, sft_dataset
 
     cfg, out = run.cfg, run.out
     started = time.monotonic()
     args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
     callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
-    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg))
+    near_misses = find_near_misses(tasks, run.grader, cfg.sft.near_misses, cfg.seed) if cfg.sft.near_misses else {}
+    if near_misses:
+        log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
+    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
     run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
     run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
@@ -357,11 +360,10 @@ def _summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
     for phase in ("sft", "grpo"):
         rows = [r for r in records if r.get("phase") == phase]
         if rows:
-            rates = [r["tokens_per_s"] for r in rows if isinstance(r.get("tokens_per_s"), (int, float))]
             phases[phase] = {
                 "steps": rows[-1]["step"],
                 "seconds": (state.info(phase) or {}).get("seconds"),
-                "tokens_per_s": sum(rates) / len(rates) if rates else None,
+                "tokens_per_s": _mean_rate(rows),
             }
     summary = {
         "output_dir": str(out),
@@ -374,6 +376,18 @@ def _summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
     }
     atomic_write_json(out / "summary.json", summary)
     return summary
+
+
+def _mean_rate(rows: list[dict[str, Any]]) -> float | None:
+    """Tokens per second over a phase's logged steps, each record weighted by the time it covers (steps that only
+    re-use a generated batch, with num_iterations > 1, log 0 tokens/s and still count their time)."""
+    spans, previous = [], 0
+    for r in rows:
+        if isinstance(r.get("tokens_per_s"), (int, float)) and isinstance(r.get("step_time_s"), (int, float)):
+            spans.append((r["tokens_per_s"], r["step_time_s"] * (r["step"] - previous)))
+        previous = r["step"]
+    seconds = sum(dt for _, dt in spans)
+    return sum(rate * dt for rate, dt in spans) / seconds if seconds > 0 else None
 
 
 def check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> None:

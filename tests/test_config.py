@@ -91,6 +91,9 @@ def test_cross_field_checks():
         load_config(None, [*MIN, "self_play.enabled=true"])
     with pytest.raises(ConfigError, match=r"^teacher_assist\.enabled: needs teacher\.enabled"):
         load_config(None, [*MIN, "teacher_assist.enabled=true"])
+    with pytest.raises(ConfigError, match=r"^sft\.near_misses: needs sft\.enabled: true"):
+        load_config(None, [*MIN, "sft.near_misses=2"])
+    assert load_config(None, [*MIN, "sft.enabled=true", "sft.near_misses=2"]).sft.near_misses == 2
     with pytest.raises(ConfigError, match=r"^rewards: at least one reward"):
         load_config(None, [*MIN, "rewards=[]"])
 

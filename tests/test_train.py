@@ -423,6 +423,54 @@ def test_sft_warm_start_then_grpo_and_a_finished_run_resumes_to_nothing(cli, tin
     assert code == 2 and err.count("\n") == 1 and "--resume-from" in err
 
 
+def test_the_summary_rate_weights_each_record_by_the_time_it_covers():
+    from azr.train import _mean_rate
+
+    # Step 1 generated (100 tokens/s for 2 s), step 2 re-used that batch (0 tokens/s for 1 s), steps 3-4 one record.
+    rows = [
+        {"step": 1, "tokens_per_s": 100.0, "step_time_s": 2.0},
+        {"step": 2, "tokens_per_s": 0.0, "step_time_s": 1.0},
+        {"step": 4, "tokens_per_s": 50.0, "step_time_s": 1.5},
+    ]
+    assert _mean_rate(rows) == pytest.approx((200 + 0 + 150) / 6)
+    assert _mean_rate([{"step": 1, "loss": 0.1}]) is None
+
+
+# ------------------------------------------------------------------------------------------ the demo learns
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow  # the whole demo: about 3.5 minutes on 2 cores; it runs in CI
+def test_the_demo_recipe_raises_the_train_pass_rate_by_grpo_alone(cli, tiny_model_dir, tmp_path):
+    """examples/tiny.yaml as shipped (seed 0) on the tiny model: GRPO alone, on its own graded samples, lifts the
+    sampled train pass rate well clear of the measurement's noise (0.58 -> 0.86 when this was written; a standard
+    error near 0.02 on 512 samples)."""
+    out = tmp_path / "run"
+    overrides = [f"model.name_or_path={tiny_model_dir}", "logging.console=plain"]
+    code, _, err = cli(
+        "train",
+        "--config",
+        REPO / "examples" / "tiny.yaml",
+        "--output-dir",
+        out,
+        *(x for o in overrides for x in ("--set", o)),
+    )
+    assert code == 0, err
+    cfg = load_config(out / "config.yaml")
+    assert not cfg.self_play.enabled and not cfg.teacher_assist.enabled and cfg.sft.near_misses == 2
+    summary = json.loads((out / "summary.json").read_text())
+    before, after = summary["eval_before"], summary["eval_after"]
+    assert before["graded"] == after["graded"] == 512
+    assert 0.3 <= before["pass_rate"] <= 0.75  # the warm start leaves room to learn
+    assert after["pass_rate"] - before["pass_rate"] >= 0.15
+    assert after["reward"] > before["reward"]
+    # Nothing but the policy's own samples was trained on: no hinted, replayed or substituted rows.
+    generations = _generations(out)
+    assert len(generations) == 30 * 16  # 60 steps, two updates per generated batch of 16
+    assert {(g["source"], g["hinted"]) for g in generations} == {("data", False)}
+    assert _phases(out) == ["sft", "eval_before", "grpo", "eval_after"]
+
+
 # ------------------------------------------------------------------------------------- SIGKILL, then resume
 def _descendants(pid: int) -> set[tuple[int, str]]:
     """(pid, start time) of every live descendant of `pid`: the start time tells a reused pid apart."""
