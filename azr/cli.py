@@ -69,6 +69,11 @@ def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
     if max_steps is not None:
         extra.append(f"grpo.max_steps={max_steps}")
     cfg = load_config(config_path, extra, check_grpo=True)
+    if cfg.vllm.sidecar:
+        raise NotAvailableError(
+            "vllm.sidecar: launching a vLLM sidecar from azr-train is not in this version yet; on a GPU box start "
+            "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
+        )
     _setup_logging(cfg.logging.level)
     from azr.train import run_train
 

@@ -224,7 +224,11 @@ class ThinkingConfig:
 
 @dataclass
 class VllmConfig:
-    sidecar: bool = field(False, "Launch a vLLM server beside the trainer and generate with it (TRL server mode).")
+    sidecar: bool = field(
+        False,
+        "Launch a vLLM server beside the trainer and generate with it (TRL server mode). Not in this version yet: "
+        "azr-train stops with exit 1; TRL's own use_vllm / vllm_mode settings under grpo: work meanwhile.",
+    )
     python: str | None = field(None, "Python interpreter of the vLLM environment; null for the trainer's own.")
     host: str = field("127.0.0.1", "Address the sidecar listens on.")
     port: int = field(8000, "Port the sidecar listens on.", gt=0, le=65535)

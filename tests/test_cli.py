@@ -153,13 +153,15 @@ def test_console_script_reports_user_error_in_one_line(tmp_path):
     "argv",
     [
         ["gen", "--config", "RECIPE", "--out", "x.jsonl"],
+        ["train", "--config", "RECIPE", "--set", "vllm.sidecar=true", "--output-dir", "OUT"],
     ],
     ids=lambda argv: " ".join(argv[:2]),
 )
-def test_commands_of_later_versions_say_so_and_exit_1(cli, write, argv):
-    argv = [write("r.yaml", RECIPE) if a == "RECIPE" else a for a in argv]
+def test_commands_of_later_versions_say_so_and_exit_1(cli, write, tmp_path, argv):
+    argv = [write("r.yaml", RECIPE) if a == "RECIPE" else tmp_path / "out" if a == "OUT" else a for a in argv]
     code, _, err = cli(*argv)
     assert code == 1 and err.count("\n") == 1 and "not in this version yet" in err
+    assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 @pytest.mark.parametrize("argv", [[], ["data"], ["sandbox"], ["config"]])
