@@ -9,7 +9,8 @@ Completion lengths part ways after the first update (different rewards train dif
 figure is tokens/s (prompt + completion tokens, TRL's `num_input_tokens_seen`), not steps/s.
 
 The policy has to write code for the sandbox to do any work, and a random-init model writes none: without --model
-the script builds the tiny model in a temp dir and warm-starts it with a short SFT on reference answers.
+the script builds the tiny model in a temp dir and warm-starts it as the recipe says (SFT on reference answers,
+with the recipe's near misses).
 
 Usage: python benchmarks/train_overhead.py [--model DIR] [--steps K] [--repeats R] [--sft-epochs E] [--json]
 """
@@ -42,7 +43,9 @@ def _config(args: argparse.Namespace) -> AzrConfig:
         sys.exit("train_overhead: model.lora.enabled must be false (the benchmark trains all weights, as tiny.yaml)")
     # The measured settings: no checkpoints, a log record every step, nothing reported anywhere.
     cfg.grpo.update(max_steps=args.steps, save_strategy="no", report_to="none", logging_steps=1)
-    cfg.sft.args.update(num_train_epochs=args.sft_epochs, save_strategy="no", report_to="none")
+    cfg.sft.args.update(save_strategy="no", report_to="none")
+    if args.sft_epochs is not None:
+        cfg.sft.args["num_train_epochs"] = args.sft_epochs
     return cfg
 
 
@@ -66,12 +69,13 @@ def _tasks(cfg: AzrConfig, tokenizer):
     return fit_tasks(tasks, tokenizer, cfg)
 
 
-def _warm_start(cfg: AzrConfig, tmp: Path) -> tuple[str, float, int]:
-    """Build the tiny model and fine-tune it on the training tasks' reference answers: (policy dir, seconds, rows)."""
+def _warm_start(cfg: AzrConfig, tmp: Path, grader) -> tuple[str, float, int]:
+    """Build the tiny model and fine-tune it as the recipe's warm start does (reference answers, and its near misses
+    if it asks for them): (policy dir, seconds, rows)."""
     from transformers import set_seed
 
     from azr.modeling import build_tiny_model, quiet_third_party
-    from azr.sft import run_sft, sft_args, sft_dataset
+    from azr.sft import find_near_misses, run_sft, sft_args, sft_dataset
     from azr.train import on_gpu, template_kwargs
 
     started = time.perf_counter()
@@ -79,7 +83,9 @@ def _warm_start(cfg: AzrConfig, tmp: Path) -> tuple[str, float, int]:
     quiet_third_party()  # build_tiny_model turns transformers' progress bars back on when it is done
     set_seed(cfg.seed)
     model, tokenizer = _load(cfg, str(base))
-    dataset = sft_dataset(_tasks(cfg, tokenizer), tokenizer, template_kwargs(cfg))
+    tasks = _tasks(cfg, tokenizer)
+    misses = find_near_misses(tasks, grader, cfg.sft.near_misses, cfg.seed) if cfg.sft.near_misses else {}
+    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), misses)
     args = sft_args(cfg.sft.args, tmp / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
     final = run_sft(model, tokenizer, dataset, args, None, [], None, tmp / "sft" / "final")
     return str(final), time.perf_counter() - started, len(dataset)
@@ -268,7 +274,9 @@ def main() -> None:
     parser.add_argument("--model", help="an already warm-started full model (e.g. runs/tiny/sft/final); skips SFT")
     parser.add_argument("--steps", type=int, default=20, help="GRPO steps per run")
     parser.add_argument("--repeats", type=int, default=2, help="runs per arm")
-    parser.add_argument("--sft-epochs", type=float, default=80, help="SFT warm start epochs (without --model)")
+    parser.add_argument(
+        "--sft-epochs", type=float, help="SFT warm start epochs without --model (default: the recipe's)"
+    )
     parser.add_argument("--warmup-steps", type=int, default=1, help="untimed plain GRPO steps before the runs")
     parser.add_argument("--config", default=str(TINY_RECIPE), help="recipe for model, data, grpo and sft settings")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
@@ -288,14 +296,15 @@ def main() -> None:
     pool = None
     try:
         warm: dict[str, Any] = {"policy": args.model, "seconds": None, "epochs": None, "examples": None}
+        pool = pool_from_config(cfg.sandbox)
         if args.model:
             policy = str(Path(args.model).resolve())
         else:
-            _say(f"warm start: tiny model + {args.sft_epochs:g} SFT epochs ...")
-            policy, seconds, examples = _warm_start(cfg, tmp)
-            warm.update(policy="tiny model + SFT", seconds=seconds, epochs=args.sft_epochs, examples=examples)
+            epochs = cfg.sft.args.get("num_train_epochs", 3)
+            _say(f"warm start: tiny model + {epochs:g} SFT epochs ...")
+            policy, seconds, examples = _warm_start(cfg, tmp, _grader(cfg, pool))
+            warm.update(policy="tiny model + SFT", seconds=seconds, epochs=epochs, examples=examples)
             _say(f"warm start: {seconds:.1f} s")
-        pool = pool_from_config(cfg.sandbox)
         _, tokenizer = _load(cfg, policy)
         check_sandbox(_tasks(cfg, tokenizer), _grader(cfg, pool))  # starts every worker, untimed
         if args.warmup_steps:  # first-run costs (allocator, thread pools, lazy imports) fall on neither arm
