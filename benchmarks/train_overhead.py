@@ -232,7 +232,7 @@ def _print_table(report: dict[str, Any]) -> None:
         print(f"policy: {warm['policy']} (given)")
     else:
         print(
-            f"policy: tiny model + SFT warm start, {warm['epochs']:g} epochs on {warm['examples']} reference answers: "
+            f"policy: tiny model + SFT warm start, {warm['epochs']:g} epochs on {warm['examples']} answers: "
             f"{warm['seconds']:.1f} s"
         )
     s = report["settings"]
