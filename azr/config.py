@@ -25,7 +25,7 @@ from azr.logs import atomic_write_text
 from azr.schema import (
     ConfigError,
     build,
-    did_you_mean,
+    check_passthrough,
     field,
     load_raw,
     parse_pairs,
@@ -378,26 +378,10 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
 def validate_grpo(grpo: dict[str, Any], section: str = "grpo", kind: str = "GRPOConfig") -> None:
     """Check `grpo:` keys against trl.GRPOConfig (or `sft.args` against SFTConfig); turn numeric strings ('1e-5')
     into numbers for numeric fields."""
-    if not grpo:
-        return
-    import trl  # lazy: pulls in torch and transformers
+    if grpo:
+        import trl  # lazy: pulls in torch and transformers
 
-    trl_class = getattr(trl, kind)
-    known = {f.name for f in dataclasses.fields(trl_class) if f.init}
-    try:
-        hints = typing.get_type_hints(trl_class)
-    except Exception:  # an annotation TRL cannot resolve at run time: names are still checked
-        hints = {}
-    for key, value in grpo.items():
-        if key not in known:
-            raise ConfigError(f"{section}.{key}: not a trl.{kind} field{did_you_mean(key, known)}")
-        kinds = set(typing.get_args(hints.get(key)) or (hints.get(key),))
-        number = float if float in kinds else int if int in kinds and bool not in kinds else None
-        if number and isinstance(value, str):
-            try:
-                grpo[key] = number(value)
-            except ValueError:
-                raise ConfigError(f"{section}.{key}: expected a number, got {value!r}") from None
+        check_passthrough(grpo, getattr(trl, kind), section, f"trl.{kind}")
 
 
 def dump_yaml(cfg: AzrConfig) -> str:

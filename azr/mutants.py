@@ -92,7 +92,7 @@ def _compiles(source: str) -> bool:
     return True
 
 
-def sample(source: str, rng: random.Random, limit: int) -> list[str]:
+def sample_candidates(source: str, rng: random.Random, limit: int) -> list[str]:
     """Up to `limit` candidates in a random order drawn from `rng` (the caller grades them and keeps the failures)."""
     found = candidates(source)
     rng.shuffle(found)

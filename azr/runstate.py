@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import ConfigError
-from azr.logs import atomic_write_json
+from azr.logs import atomic_write_json, read_jsonl_records
 
 log = logging.getLogger(__name__)
 
@@ -117,3 +117,43 @@ def resolve_resume(out: Path, state: RunState, resume_from: str | None, sft: boo
         raise ConfigError(f"--resume-from: {resume_from} is incomplete (no readable trainer_state.json)")
     state.reset_from(phase)
     return Resume(phase, str(path), int(match.group(1)))
+
+
+def write_summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
+    """`summary.json`: the run's wall time, each phase's steps, seconds and tokens/s, the pass rate measured before
+    and after GRPO, and the first and last GRPO records that logged rewards (the summary table's figures)."""
+    records = read_jsonl_records(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
+    # With num_iterations > 1, TRL logs the rewards only on steps that generated: first/last are those steps.
+    grpo = [r for r in records if r.get("phase") == "grpo" and "reward" in r]
+    phases = {}
+    for phase in ("sft", "grpo"):
+        rows = [r for r in records if r.get("phase") == phase]
+        if rows:
+            phases[phase] = {
+                "steps": rows[-1]["step"],
+                "seconds": (state.info(phase) or {}).get("seconds"),
+                "tokens_per_s": mean_rate(rows),
+            }
+    summary = {
+        "output_dir": str(out),
+        "seconds": round(seconds, 1),
+        "phases": phases,
+        "eval_before": state.info("eval_before"),
+        "eval_after": state.info("eval_after"),
+        "first_log": grpo[0] if grpo else None,
+        "last_log": grpo[-1] if grpo else None,
+    }
+    atomic_write_json(out / "summary.json", summary)
+    return summary
+
+
+def mean_rate(rows: list[dict[str, Any]]) -> float | None:
+    """Tokens per second over a phase's logged steps, each record weighted by the time it covers (steps that only
+    re-use a generated batch, with num_iterations > 1, log 0 tokens/s and still count their time)."""
+    spans, previous = [], 0
+    for r in rows:
+        if isinstance(r.get("tokens_per_s"), (int, float)) and isinstance(r.get("step_time_s"), (int, float)):
+            spans.append((r["tokens_per_s"], r["step_time_s"] * (r["step"] - previous)))
+        previous = r["step"]
+    seconds = sum(dt for _, dt in spans)
+    return sum(rate * dt for rate, dt in spans) / seconds if seconds > 0 else None

@@ -13,8 +13,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from azr import mutants
 from azr.data import Task
+from azr.mutants import sample_candidates
 from azr.prompts import chat_messages, reference_answer
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def find_near_misses(tasks: list[Task], grader, per_task: int, seed: int) -> dic
     from azr.grading import grade_many
 
     rng = random.Random(seed)
-    tried = [(t, code) for t in tasks if t.solution for code in mutants.sample(t.solution, rng, 3 * per_task)]
+    tried = [(t, code) for t in tasks if t.solution for code in sample_candidates(t.solution, rng, 3 * per_task)]
     limits = dataclasses.replace(grader.limits, wall_s=min(grader.limits.wall_s, 2.0))  # references take milliseconds
     grades = grade_many(tried, grader.pool, limits) if tried else []
     found: dict[str, list[str]] = {}

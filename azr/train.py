@@ -22,7 +22,7 @@ from azr.grading import validate_references
 from azr.logs import GenerationLog, JsonlWriter, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards
-from azr.runstate import Resume, RunState, resolve_resume
+from azr.runstate import Resume, RunState, resolve_resume, write_summary
 from azr.sandbox import SandboxUnhealthy
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             model, tokenizer = _load_policy(cfg, out / "final")
         if not state.done("eval_after") and sampled:
             state.finish("eval_after", measure(model, "eval_after", run.metrics))
-        summary = _summary(out, state, time.monotonic() - started)
+        summary = write_summary(out, state, time.monotonic() - started)
         run.console.show_summary(summary)
     log.info("done: final %s in %s", "adapter" if cfg.model.lora.enabled else "model", out / "final")
     return 0
@@ -326,10 +326,6 @@ def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths):
     return measure
 
 
-def _show(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
 def _prune_logs(out: Path, state: RunState, resume) -> None:
     """Drop records a resumed run will write again: those of unfinished phases past the checkpoint's step."""
 
@@ -348,46 +344,6 @@ def _prune_logs(out: Path, state: RunState, resume) -> None:
             lambda r: state.done("grpo") or r.get("step", 0) <= (resume.pruned_to if resume.phase == "grpo" else 0),
         )
     log.info("resume: %s from step %d; %d log records past it removed", resume.phase, resume.pruned_to, dropped)
-
-
-def _summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
-    from azr.logs import atomic_write_json, read_jsonl_records
-
-    records = read_jsonl_records(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
-    # With num_iterations > 1, TRL logs the rewards only on steps that generated: first/last are those steps.
-    grpo = [r for r in records if r.get("phase") == "grpo" and "reward" in r]
-    phases = {}
-    for phase in ("sft", "grpo"):
-        rows = [r for r in records if r.get("phase") == phase]
-        if rows:
-            phases[phase] = {
-                "steps": rows[-1]["step"],
-                "seconds": (state.info(phase) or {}).get("seconds"),
-                "tokens_per_s": _mean_rate(rows),
-            }
-    summary = {
-        "output_dir": str(out),
-        "seconds": round(seconds, 1),
-        "phases": phases,
-        "eval_before": state.info("eval_before"),
-        "eval_after": state.info("eval_after"),
-        "first_log": grpo[0] if grpo else None,
-        "last_log": grpo[-1] if grpo else None,
-    }
-    atomic_write_json(out / "summary.json", summary)
-    return summary
-
-
-def _mean_rate(rows: list[dict[str, Any]]) -> float | None:
-    """Tokens per second over a phase's logged steps, each record weighted by the time it covers (steps that only
-    re-use a generated batch, with num_iterations > 1, log 0 tokens/s and still count their time)."""
-    spans, previous = [], 0
-    for r in rows:
-        if isinstance(r.get("tokens_per_s"), (int, float)) and isinstance(r.get("step_time_s"), (int, float)):
-            spans.append((r["tokens_per_s"], r["step_time_s"] * (r["step"] - previous)))
-        previous = r["step"]
-    seconds = sum(dt for _, dt in spans)
-    return sum(rate * dt for rate, dt in spans) / seconds if seconds > 0 else None
 
 
 def check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> None:

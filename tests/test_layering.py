@@ -36,6 +36,7 @@ LIGHT = [
     "teacher",
     "replay",
     "arena",
+    "mutants",
 ]
 # module -> azr modules it may import (directly or lazily)
 ALLOWED = {
@@ -52,7 +53,8 @@ ALLOWED = {
     "modeling": {"config", "data"},
     "resilience": set(),
     "clients": {"resilience", "schema"},
-    "sft": {"data", "prompts"},
+    "sft": {"data", "grading", "mutants", "prompts"},
+    "mutants": set(),
     "passk": set(),
     "humaneval": {"data", "prompts", "schema"},
     "eval_samples": {"data", "humaneval", "logs", "schema"},
@@ -108,6 +110,8 @@ def _imports(module: str, top_level_only: bool) -> set[str]:
     for node in nodes:
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module == "azr":  # `from azr import mod`: the modules count
+            names |= {f"azr.{a.name}" for a in node.names if (PACKAGE / f"{a.name}.py").exists()}
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names

@@ -53,8 +53,8 @@ def test_code_that_does_not_tokenize_has_no_candidates():
 
 
 def test_sampling_is_fixed_by_the_seed():
-    a = mutants.sample(SOLUTION, random.Random(3), 4)
-    assert a == mutants.sample(SOLUTION, random.Random(3), 4)
+    a = mutants.sample_candidates(SOLUTION, random.Random(3), 4)
+    assert a == mutants.sample_candidates(SOLUTION, random.Random(3), 4)
     assert len(a) == 4 and set(a) <= set(mutants.candidates(SOLUTION))
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from azr.config import ConfigError
-from azr.runstate import Resume, RunState, checkpoints, resolve_resume
+from azr.runstate import Resume, RunState, checkpoints, mean_rate, resolve_resume
 
 
 def _checkpoint(out, phase: str, step: int, complete: bool = True):
@@ -149,3 +149,14 @@ def test_run_state_records_phases_in_order_and_rejects_a_foreign_file(tmp_path):
     (tmp_path / "state.json").write_text("[1, 2]")
     with pytest.raises(ConfigError, match=r"state\.json: not a run state file azr wrote"):
         RunState.load(tmp_path)
+
+
+def test_the_summary_rate_weights_each_record_by_the_time_it_covers():
+    # Step 1 generated (100 tokens/s for 2 s), step 2 re-used that batch (0 tokens/s for 1 s), steps 3-4 one record.
+    rows = [
+        {"step": 1, "tokens_per_s": 100.0, "step_time_s": 2.0},
+        {"step": 2, "tokens_per_s": 0.0, "step_time_s": 1.0},
+        {"step": 4, "tokens_per_s": 50.0, "step_time_s": 1.5},
+    ]
+    assert mean_rate(rows) == pytest.approx((200 + 0 + 150) / 6)
+    assert mean_rate([{"step": 1, "loss": 0.1}]) is None

@@ -423,19 +423,6 @@ def test_sft_warm_start_then_grpo_and_a_finished_run_resumes_to_nothing(cli, tin
     assert code == 2 and err.count("\n") == 1 and "--resume-from" in err
 
 
-def test_the_summary_rate_weights_each_record_by_the_time_it_covers():
-    from azr.train import _mean_rate
-
-    # Step 1 generated (100 tokens/s for 2 s), step 2 re-used that batch (0 tokens/s for 1 s), steps 3-4 one record.
-    rows = [
-        {"step": 1, "tokens_per_s": 100.0, "step_time_s": 2.0},
-        {"step": 2, "tokens_per_s": 0.0, "step_time_s": 1.0},
-        {"step": 4, "tokens_per_s": 50.0, "step_time_s": 1.5},
-    ]
-    assert _mean_rate(rows) == pytest.approx((200 + 0 + 150) / 6)
-    assert _mean_rate([{"step": 1, "loss": 0.1}]) is None
-
-
 # ------------------------------------------------------------------------------------------ the demo learns
 REPO = Path(__file__).resolve().parents[1]
 
