@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.clients import ChatClient
+from azr.logs import atomic_write_json
 from azr.replay import GroupMixer
 from azr.rewards import CodeGrader
 from azr.scoreboard import FRONTIER_OUTCOMES, Scoreboard
@@ -24,12 +25,14 @@ from azr.selfplay import OpponentHandle, SelfPlayManager, opponent_column
 from azr.teacher import TeacherAssistant
 
 log = logging.getLogger(__name__)
+STATE_FILE = "selfplay_state.json"  # beside each checkpoint's trainer_state.json
 _USAGE = ("requests", "failures", "retries", "prompt_tokens", "completion_tokens", "reasoning_tokens", "cost_usd")
 
 
 class Arena:
     """One run's opponent, scoreboard, teacher and group mixer. `rows` are the training dataset's rows (replay
-    draws from them); `resume` continues the scoreboard and frontier files found in output_dir."""
+    draws from them); `checkpoint`, the checkpoint folder a resumed run continues from, restores what `save` wrote
+    there."""
 
     def __init__(
         self,
@@ -39,11 +42,11 @@ class Arena:
         *,
         opponent: ChatClient | None = None,
         teacher: ChatClient | None = None,
-        resume: bool = False,
+        checkpoint: str | None = None,
     ):
         self.out = Path(cfg.output_dir)
-        self.every = cfg.self_play.scoreboard_every
-        self.board = _load_board(self.out) if resume else Scoreboard()
+        self.every, self.max_wait_s = cfg.self_play.scoreboard_every, cfg.self_play.max_wait_s
+        self.board = Scoreboard()
         self.manager = SelfPlayManager(cfg, grader, opponent, log_path=self.out / "selfplay.jsonl")
         self.teacher = None
         if cfg.teacher_assist.enabled:
@@ -58,6 +61,8 @@ class Arena:
         )
         self._handle: OpponentHandle | None = None
         self.wait_s = 0.0  # time `finish` waited for the opponent: what its calls did not overlap
+        if checkpoint is not None:
+            self._resume(Path(checkpoint))
 
     def start(self, rows: list[dict[str, Any]], step: int, group_size: int) -> list[dict[str, Any]]:
         """The batch to generate for (whole groups replaced by hints or replay), its tasks sent to the opponent."""
@@ -68,7 +73,7 @@ class Arena:
     def finish(self, rows: list[dict[str, Any]]) -> None:
         """Wait for the opponent and set `opponent_passed` on every row (None: unavailable, or a hinted retry)."""
         started = time.monotonic()
-        results = self.manager.collect(self._handle) if self._handle is not None else {}
+        results = self.manager.collect(self._handle, self.max_wait_s) if self._handle is not None else {}
         self.wait_s += time.monotonic() - started
         self._handle = None
         for row, passed in zip(rows, opponent_column(rows, results), strict=True):
@@ -102,6 +107,40 @@ class Arena:
         self.board.write(self.out / "scoreboard.json")
         self.board.frontier.write(self.out / "frontier.json")
 
+    def save(self, folder: Path) -> Path:
+        """Everything a resume from this checkpoint needs to continue exactly: scoreboard, frontier, waiting hints,
+        replay counts, totals, usage and the teacher's random state (`selfplay_state.json`, written atomically)."""
+        state: dict[str, Any] = {
+            "board": self.board.to_json(),
+            "frontier": self.board.frontier.to_json(),
+            "mixer": {"replayed": dict(self.mixer.replayed), "totals": dict(self.mixer.totals)},
+            "opponent": {"totals": self.manager.totals, "usage": self.manager.client.usage.snapshot()},
+            "wait_s": self.wait_s,
+        }
+        if self.teacher is not None:
+            state["teacher"] = self.teacher.state()
+        return atomic_write_json(folder / STATE_FILE, state)
+
+    def _resume(self, checkpoint: Path) -> None:
+        path = checkpoint / STATE_FILE
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            # Killed between the trainer's save and this file: the newest scoreboard written, batches scored after
+            # the checkpoint are then counted again when they are re-run.
+            log.warning("self-play: no readable %s (%s); continuing scoreboard.json as written", path, exc)
+            self.board = _load_board(self.out)
+            return
+        self.board = Scoreboard.from_json(state["board"], state["frontier"])
+        self.mixer.replayed.update(state["mixer"]["replayed"])
+        self.mixer.totals.update(state["mixer"]["totals"])
+        self.manager.totals.update(state["opponent"]["totals"])
+        self.manager.client.usage.carry(state["opponent"]["usage"])
+        self.wait_s = float(state.get("wait_s", 0.0))
+        if self.teacher is not None and "teacher" in state:
+            self.teacher.restore(state["teacher"])
+        log.info("self-play: resumed from %s (scoreboard at step %d)", path, self.board.last_step)
+
     def close(self) -> None:
         """Stop the background work and write the files one last time; call in a `finally`."""
         try:
@@ -113,8 +152,8 @@ class Arena:
 
 
 def _load_board(out: Path) -> Scoreboard:
-    """The scoreboard a resumed run continues: every batch scored so far, kept (a batch re-scored after the
-    checkpoint is a new match)."""
+    """The newest scoreboard written, for a resume whose checkpoint has no self-play state: every batch scored so far,
+    kept (a batch re-scored after the checkpoint is a new match)."""
     board, frontier = out / "scoreboard.json", out / "frontier.json"
     if not board.exists():
         return Scoreboard()

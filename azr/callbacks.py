@@ -1,4 +1,5 @@
-"""Trainer callbacks for a run's outputs: `metrics.jsonl`, the rich progress bar, and the final summary table.
+"""Trainer callbacks for a run's outputs: `metrics.jsonl`, the rich progress bar, the final summary table, and
+extra state saved beside each checkpoint.
 
 Owns the names of the metrics azr writes (one JSON object per logging step, TRL's own keys kept beside them) and
 what the console shows. It computes nothing the trainers do not already measure, except rates over wall time.
@@ -10,6 +11,7 @@ import logging
 import math
 import time
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -17,6 +19,7 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from azr.logs import JsonlWriter
 
@@ -99,6 +102,19 @@ class ConsoleCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         if self._task is not None:
             self.progress.update(self._task, completed=state.global_step)
+
+
+class SaveBesideCheckpoints(TrainerCallback):
+    """Calls `target.save(folder)` after the trainer saves each checkpoint folder, for run state the HF Trainer does
+    not keep (the self-play scoreboard, waiting hints); a resume reads it back from the checkpoint it continues."""
+
+    def __init__(self, target: Any):
+        self.target = target
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if folder.is_dir():
+            self.target.save(folder)
 
 
 def make_progress(console: Console) -> Progress:

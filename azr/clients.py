@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import os
 import random
@@ -77,14 +76,16 @@ class UsageTotals:
         out["mean_latency_s"] = round(out["latency_s"] / out["requests"], 3) if out["requests"] else 0.0
         return out
 
-    def to_json(self) -> str:
-        return json.dumps(self.snapshot(), sort_keys=True)
+    def carry(self, snapshot: dict[str, Any]) -> None:
+        """Add the totals of an earlier `snapshot` (a resumed run's usage continues from its checkpoint)."""
+        totals = {f.name: snapshot[f.name] for f in fields(self) if f.name in snapshot and "in_flight" not in f.name}
+        self._add(snapshot.get("max_in_flight", 0), **totals)  # in flight: what runs now, never carried
 
-    def _add(self, **counts: float) -> None:
+    def _add(self, peak: int = 0, **counts: float) -> None:
         with self._lock:
             for name, value in counts.items():
                 setattr(self, name, getattr(self, name) + value)
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.max_in_flight = max(self.max_in_flight, self.in_flight, peak)
 
     def _record(self, reply: Reply, prices: tuple[float, float] | None) -> None:
         u = reply.usage

@@ -178,6 +178,12 @@ class SelfPlayConfig(EndpointConfig):
     scoreboard_every: int = field(
         10, "Write scoreboard.json and frontier.json into output_dir every this many steps, and at the end.", gt=0
     )
+    max_wait_s: float | None = field(
+        None,
+        "Longest wait for a batch's opponent after the policy has generated; late tasks count unavailable "
+        "(null: wait; timeout_s and max_retries bound it).",
+        gt=0,
+    )
 
 
 @dataclass

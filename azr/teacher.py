@@ -105,6 +105,11 @@ class HintQueue:
             self.stats["taken"] += len(rows)
         return rows
 
+    def rows(self) -> list[dict[str, Any]]:
+        """The waiting rows, oldest first, left in the queue."""
+        with self._lock:
+            return [dict(r) for r in self._rows]
+
     def pending(self, task_id: str) -> bool:
         with self._lock:
             return any(str(r.get("task_id")) == str(task_id) for r in self._rows)
@@ -166,6 +171,26 @@ class TeacherAssistant:
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for every request submitted so far; False if some are still running after `timeout_s`."""
         return not wait(list(self._futures), timeout_s).not_done
+
+    def state(self) -> dict[str, Any]:
+        """What a resume needs: the hints still waiting, the counters, usage and the random state. Hints still in
+        flight are not kept; a resumed run does not ask for them again."""
+        return {
+            "hints": self.queue.rows(),
+            "queue_stats": dict(self.queue.stats),
+            "stats": dict(self.stats),
+            "usage": self.client.usage.snapshot(),
+            "rng": self._rng.getstate(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        for row in state["hints"]:
+            self.queue.put(row)
+        self.queue.stats = Counter(state["queue_stats"])
+        self.stats.update(state["stats"])
+        self.client.usage.carry(state["usage"])
+        version, internal, gauss = state["rng"]
+        self._rng.setstate((version, tuple(internal), gauss))
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)

@@ -63,7 +63,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     log.info("data: %d training tasks from %s", len(tasks), cfg.data.train)
 
     if resume.pruned_to is not None:
-        _prune_logs(out, state, resume)
+        _prune_logs(cfg, out, state, resume)
     from azr.callbacks import RunConsole
 
     with ExitStack() as stack:
@@ -176,7 +176,7 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
 def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str):
     from transformers import PrinterCallback
 
-    from azr.callbacks import MetricsCallback
+    from azr.callbacks import MetricsCallback, SaveBesideCheckpoints
     from azr.modeling import lora_config
     from azr.trainer import AZRGRPOTrainer
 
@@ -190,7 +190,8 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
         from azr.selfplay import blend_rewards
 
         funcs, weights = blend_rewards(funcs, weights, run.grader, cfg.self_play.weight)
-        arena = Arena(cfg, run.grader, rows, resume=run.resume.phase == "grpo" and run.resume.checkpoint is not None)
+        checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
+        arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint)
     try:
         trainer = AZRGRPOTrainer(
             model=model,
@@ -200,7 +201,7 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
             processing_class=tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
             peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
-            callbacks=[record, run.console.callback("grpo")],
+            callbacks=[record, run.console.callback("grpo")] + ([SaveBesideCheckpoints(arena)] if arena else []),
             grader=run.grader,
             observers=observers,
             rounds=arena,
@@ -326,7 +327,7 @@ def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths):
     return measure
 
 
-def _prune_logs(out: Path, state: RunState, resume) -> None:
+def _prune_logs(cfg: AzrConfig, out: Path, state: RunState, resume) -> None:
     """Drop records a resumed run will write again: those of unfinished phases past the checkpoint's step."""
 
     def keep(record: dict[str, Any]) -> bool:
@@ -337,12 +338,15 @@ def _prune_logs(out: Path, state: RunState, resume) -> None:
         resumed = phase == resume.phase and resume.checkpoint is not None
         return resumed and isinstance(record.get("step"), int) and record["step"] <= resume.pruned_to
 
+    def kept_grpo(record: dict[str, Any]) -> bool:
+        return state.done("grpo") or record.get("step", 0) <= (resume.pruned_to if resume.phase == "grpo" else 0)
+
     dropped = prune_jsonl(out / "metrics.jsonl", keep)
-    for path in sorted((out / "generations").glob("generations-*.jsonl")):
-        dropped += prune_jsonl(
-            path,
-            lambda r: state.done("grpo") or r.get("step", 0) <= (resume.pruned_to if resume.phase == "grpo" else 0),
-        )
+    # GRPO's per-batch logs: the generations, and with self-play the opponent's and the teacher's records.
+    grpo_logs = [*sorted((out / "generations").glob("generations-*.jsonl")), out / "selfplay.jsonl"]
+    grpo_logs += [out / "teacher.jsonl", out / cfg.teacher_assist.sft_buffer]
+    for path in grpo_logs:
+        dropped += prune_jsonl(path, kept_grpo)
     log.info("resume: %s from step %d; %d log records past it removed", resume.phase, resume.pruned_to, dropped)
 
 

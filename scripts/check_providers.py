@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"-- sanitised hint: {sanitise_hint(reply.text, cfg.teacher_assist.max_hint_chars)[0]!r}")
         print(f"-- finish_reason: {reply.finish_reason}, latency {reply.latency_s:.2f}s, attempts {reply.attempts}")
-        print(f"-- usage: {json.dumps(asdict(reply.usage))}; totals: {client.usage.to_json()}")
+        print(f"-- usage: {json.dumps(asdict(reply.usage))}; totals: {json.dumps(client.usage.snapshot())}")
     return 1 if failed else 0
 
 

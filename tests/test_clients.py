@@ -54,7 +54,7 @@ def test_chat_many_sums_usage_over_concurrent_requests_and_keeps_order():
     assert totals["cost_usd"] == pytest.approx(50 * (PROMPT_TOKENS * 2.0 + COMPLETION_TOKENS * 10.0) / 1e6)
     assert totals["max_in_flight"] == 4 and stub.max_in_flight == 4  # the bound is reached and never exceeded
     assert totals["in_flight"] == 0 and totals["latency_s"] > 0
-    assert json.loads(client.usage.to_json()) == totals
+    assert json.loads(json.dumps(client.usage.snapshot())) == totals
 
 
 def test_request_bodies_carry_sampling_reasoning_and_extra_body(stub):
@@ -263,7 +263,14 @@ def test_the_api_key_is_sent_but_never_shown(stub, monkeypatch, caplog):
     reply = client.chat_many([ONE], max_tokens=8)[0]
     assert stub.received[0].headers["Authorization"] == f"Bearer {KEY}"
     assert not reply.ok and reply.attempts == 3 and "bad key" in reply.error  # 401 is final
-    shown = [reply.error, repr(reply), repr(client), str(vars(client)), client.usage.to_json(), caplog.text]
+    shown = [
+        reply.error,
+        repr(reply),
+        repr(client),
+        str(vars(client)),
+        json.dumps(client.usage.snapshot()),
+        caplog.text,
+    ]
     shown += [record.getMessage() for record in caplog.records]
     assert caplog.records and all(KEY not in text and "SUPERSECRET" not in text for text in shown)
 
@@ -302,3 +309,18 @@ def test_usage_totals_are_exact_under_threads():
         t.join()
     snap = totals.snapshot()
     assert (snap["requests"], snap["prompt_tokens"], snap["completion_tokens"]) == (8000, 24000, 40000)
+
+
+def test_usage_carried_from_a_snapshot_continues_its_totals():
+    from azr.clients import Reply, Usage, UsageTotals
+
+    earlier = UsageTotals()
+    earlier._record(Reply("x", "stop", Usage(3, 5, 1), 0.5, 2), (1.0, 2.0))
+    earlier.max_in_flight = 3
+    resumed = UsageTotals()
+    resumed.carry(earlier.snapshot())
+    resumed._record(Reply("y", "stop", Usage(1, 1, 0), 0.25, 1), None)
+    snap = resumed.snapshot()
+    assert (snap["requests"], snap["prompt_tokens"], snap["completion_tokens"]) == (2, 4, 6)
+    assert snap["cost_usd"] == pytest.approx(13e-6) and snap["latency_s"] == 0.75
+    assert snap["max_in_flight"] == 3 and snap["in_flight"] == 0

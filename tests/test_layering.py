@@ -77,7 +77,7 @@ ALLOWED = {
     "selfplay": {"clients", "data", "grading", "logs", "prompts", "rewards"},
     "teacher": {"clients", "data", "grading", "logs", "prompts", "rewards", "selfplay"},
     "replay": set(),
-    "arena": {"clients", "replay", "rewards", "scoreboard", "selfplay", "teacher"},
+    "arena": {"clients", "logs", "replay", "rewards", "scoreboard", "selfplay", "teacher"},
     "trainer": {"prompts", "rewards"},
     "callbacks": {"logs"},
     "modelcard": {"config"},

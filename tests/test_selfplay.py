@@ -183,6 +183,22 @@ def test_collect_past_its_timeout_counts_the_batch_unavailable(grader, monkeypat
     assert {r.status for r in results.values()} == {"unavailable"}
 
 
+def test_the_arena_waits_at_most_max_wait_s_and_masks_the_late_tasks(grader, tmp_path, monkeypatch):
+    import dataclasses
+
+    from azr.arena import Arena
+
+    monkeypatch.setattr(http_stub, "happy_payload", opponent_payload)
+    with StubServer(delay_s=1.0) as stub:
+        cfg = dataclasses.replace(config(stub.url, max_wait_s=0.05), output_dir=str(tmp_path))
+        arena = Arena(cfg, grader, rows(TASKS[:2]), opponent=client_for(stub.url))
+        batch = arena.start(rows(TASKS[:2]), step=1, group_size=2)
+        arena.finish(batch)
+        arena.close()
+    assert [r["opponent_passed"] for r in batch] == [None] * 4  # masked: unavailable, never a loss
+    assert arena.wait_s < 0.5
+
+
 def test_tie_rules_and_the_blend_through_reward_weights(grader):
     assert [selfplay_score(p, o) for p, o in [(True, False), (True, True), (False, False), (False, True)]] == [
         1.0,  # win

@@ -53,7 +53,7 @@ def _recipe(out: Path, model_dir: Path, opponent_url: str, opponent_model: str, 
             "per_device_train_batch_size": 8,  # four prompt groups of two completions
             "max_completion_length": 32,
             "max_steps": 3,
-            "save_strategy": "no",
+            "save_steps": 2,  # checkpoint-2 holds the self-play state a resume continues from
             "logging_steps": 1,
         },
         "logging": {"console": "plain", "pass_rate_tasks": 0},
@@ -106,8 +106,8 @@ def _faulty(seed: int, rate: float = 0.15):
     return fault_for, count
 
 
-def _run(out: Path, model_dir: Path, vllm, *, faults: bool) -> dict:
-    """One training run; returns its folder, captured log text and what the stubs and clients saw."""
+def _run(out: Path, model_dir: Path, vllm, *, faults: bool, resume_from: str | None = None) -> dict:
+    """One training run (or its resumption); returns its folder, captured log text and what the stubs saw."""
     from azr.train import run_train
 
     text = io.StringIO()
@@ -132,7 +132,7 @@ def _run(out: Path, model_dir: Path, vllm, *, faults: bool) -> dict:
                 recipe = _recipe(out, model_dir, opponent_url, vllm.model, teacher.url)
                 path = out.parent / f"{out.name}.yaml"
                 path.write_text(yaml.safe_dump(recipe))
-                assert run_train(load_config(path, check_grpo=True)) == 0
+                assert run_train(load_config(path, check_grpo=True), resume_from=resume_from) == 0
                 seen = {"teacher_requests": len(teacher.received), "proxy_requests": len(proxy.received)}
         finally:
             root.removeHandler(handler)
@@ -282,6 +282,32 @@ def test_hinted_groups_are_rewarded_on_the_policys_own_completions(happy):
         assert r["rewards"]["tests_reward"] is not None  # graded: the policy's code (or lack of it) was run
         assert r["rewards"]["selfplay_reward"] is None and r["opponent_passed"] is None  # no match on a retry
         assert r["completion"] != TEACHER_REPLY and HINT not in r["completion"]
+
+
+def test_a_selfplay_run_resumed_from_a_checkpoint_counts_and_logs_each_batch_once(
+    happy, vllm_server, tiny_model_dir, tmp_path
+):
+    """Resuming a copy of the finished happy run from checkpoint-2 re-runs step 3, as after a crash just before the
+    end: the scoreboard continues from the state saved with the checkpoint, and the opponent's, the teacher's and the
+    generation logs keep each batch's records once."""
+    import shutil
+
+    saved = json.loads((happy["out"] / "checkpoints" / "checkpoint-2" / "selfplay_state.json").read_text())
+    assert [h["step"] for h in saved["board"]["history"]] == [1, 2] and saved["opponent"]["totals"]["batches"] == 2
+    out = tmp_path / "resumed"
+    shutil.copytree(happy["out"], out)
+    checkpoint = str(out / "checkpoints" / "checkpoint-2")
+    resumed = _run(out, tiny_model_dir, vllm_server, faults=False, resume_from=checkpoint)
+    assert "self-play: resumed from" in resumed["log"] and "scoreboard at step 2" in resumed["log"]
+    board = _check_scoreboard(out)  # history [1, 2, 3]; one opponent record per step; counts match the logs
+    assert Counter(r["step"] for r in _generations(out)) == {1: 8, 2: 8, 3: 8}
+    last = _grpo_metrics(out)[-1]
+    assert [r["step"] for r in _grpo_metrics(out)] == [1, 2, 3]
+    assert last["selfplay/requests"] == sum(board["problems"].values())  # usage carried over, not restarted
+    # The teacher's records up to the checkpoint are the original run's; those after it, this run's requests only.
+    before, after = _jsonl(happy["out"] / "teacher.jsonl"), _jsonl(out / "teacher.jsonl")
+    assert [r for r in after if r["step"] <= 2] == [r for r in before if r["step"] <= 2]
+    assert len([r for r in after if r["step"] > 2]) == resumed["teacher_requests"]
 
 
 @pytest.mark.parametrize("run", ["happy", "faulty"])
