@@ -2,5 +2,5 @@
 
 from azr.config import load_config
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 __all__ = ["__version__", "load_config"]
