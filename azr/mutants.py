@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import random
 import tokenize
+import warnings
 
 # Each token and what it may become: comparisons loosened or tightened, arithmetic flipped, the usual swapped pairs.
 SWAPS: dict[str, tuple[str, ...]] = {
@@ -54,7 +55,7 @@ def candidates(source: str) -> list[str]:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError):
         return []
-    lines = source.splitlines(keepends=True)
+    lines = io.StringIO(source).readlines()  # the lines tokenize saw (str.splitlines also breaks at \f, \u2028, ...)
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
@@ -85,10 +86,12 @@ def _replacements(tok: tokenize.TokenInfo, after_dot: bool) -> tuple[str, ...]:
 
 
 def _compiles(source: str) -> bool:
-    try:
-        compile(source, "<near-miss>", "exec")
-    except (SyntaxError, ValueError):
-        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. "'tuple' object is not callable": such a variant simply fails
+        try:
+            compile(source, "<near-miss>", "exec")
+        except (SyntaxError, ValueError):
+            return False
     return True
 
 

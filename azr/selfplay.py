@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -58,6 +59,9 @@ class OpponentHandle:
     task_ids: list[str]
     future: Future = field(repr=False)
     submitted_at: float = field(default_factory=time.monotonic)
+    # Who counted the batch: its thread when it finished in time ("accounted"), or collect when it gave up waiting
+    # ("abandoned": every task unavailable, whatever arrives later). Read and set under the manager's lock.
+    claim: dict[str, bool] = field(default_factory=lambda: {"accounted": False, "abandoned": False}, repr=False)
 
     def done(self) -> bool:
         return self.future.done()
@@ -126,6 +130,7 @@ class SelfPlayManager:
         self.weight = play.weight
         self.params = opponent_params(cfg)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="azr-opponent")
+        self._lock = threading.Lock()  # settles, per batch, whether it finished in time or was abandoned
         self._log = JsonlWriter(log_path) if log_path else None
         self.totals = {"batches": 0, "passed": 0, "failed": 0, "unavailable": 0}
 
@@ -139,25 +144,37 @@ class SelfPlayManager:
             if task_id not in jobs:
                 opponent_messages(question)  # refuse a templated prompt here, in the caller, not in the thread
                 jobs[task_id] = (question, _grading_columns(item))
-        future = self._executor.submit(self._play, step, jobs)
-        return OpponentHandle(step, list(jobs), future)
+        claim = {"accounted": False, "abandoned": False}
+        future = self._executor.submit(self._play, step, jobs, claim)
+        return OpponentHandle(step, list(jobs), future, claim=claim)
 
     def collect(self, handle: OpponentHandle, timeout_s: float | None = None) -> dict[str, OpponentResult]:
         """Per task id, the opponent's result; every task `unavailable` if the batch is not done within
-        `timeout_s` (None: wait; the client's own timeouts and retry cap bound the wait)."""
+        `timeout_s` (None: wait; the client's own timeouts and retry cap bound the wait). An abandoned batch is
+        unavailable in the totals and the log as well; one that has not started yet sends no request."""
         try:
             return handle.future.result(timeout_s)
         except FutureTimeout:
+            with self._lock:
+                if not handle.claim["accounted"]:
+                    handle.claim["abandoned"] = True
+                    late = _unavailable(handle.task_ids)
+                    self._account(handle.step, late, time.monotonic() - handle.submitted_at, late=True)
+            if not handle.claim["abandoned"]:  # it finished just as the wait ran out
+                return handle.future.result()
+            handle.future.cancel()
             log.warning("self-play: the opponent's batch for step %d is not done; counted unavailable", handle.step)
-            return {t: OpponentResult(t, "unavailable", None, error="not done in time") for t in handle.task_ids}
+            return late
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
         if self._log is not None:
             self._log.close()
 
-    def _play(self, step: int, jobs: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, OpponentResult]:
+    def _play(self, step: int, jobs: dict[str, tuple[str, dict[str, Any]]], claim: dict[str, bool]):
         started = time.monotonic()
+        if claim["abandoned"]:  # given up on before it started: no request is sent
+            return _unavailable(list(jobs))
         try:
             conversations = [opponent_messages(question) for question, _ in jobs.values()]
             replies = self.client.chat_many(conversations, **self.params)
@@ -165,7 +182,11 @@ class SelfPlayManager:
         except Exception as exc:  # a bug or a broken pool must not end the run: the batch is unavailable
             log.error("self-play: step %d failed: %s: %s", step, type(exc).__name__, exc)
             results = {t: OpponentResult(t, "unavailable", None, error=f"{type(exc).__name__}") for t in jobs}
-        self._account(step, results, time.monotonic() - started)
+        with self._lock:
+            if claim["abandoned"]:  # answered after collect gave up: already counted unavailable
+                return _unavailable(list(jobs))
+            claim["accounted"] = True
+            self._account(step, results, time.monotonic() - started)
         return results
 
     def _grade(self, task_ids: list[str], columns: list[dict], replies: list[Reply]) -> dict[str, OpponentResult]:
@@ -192,7 +213,7 @@ class SelfPlayManager:
                 results[task.id] = OpponentResult(task.id, status, grade.fraction, grade_status=grade.status, **base)
         return {t: results[t] for t in task_ids}
 
-    def _account(self, step: int, results: dict[str, OpponentResult], wall_s: float) -> None:
+    def _account(self, step: int, results: dict[str, OpponentResult], wall_s: float, late: bool = False) -> None:
         counts = {s: sum(r.status == s for r in results.values()) for s in ("passed", "failed", "unavailable")}
         self.totals["batches"] += 1
         for status, n in counts.items():
@@ -205,11 +226,16 @@ class SelfPlayManager:
             **usage,
             "latency_s": round(sum(r.latency_s for r in results.values()), 3),
             "wall_s": round(wall_s, 3),
+            "late": late,  # collect stopped waiting for it (self_play.max_wait_s): every task counted unavailable
             "client": self.client.usage.snapshot(),  # cumulative: retries, failures, max_in_flight, cost
         }
         log.info("self-play step %d: %s", step, {k: record[k] for k in ("tasks", *counts, "wall_s")})
         if self._log is not None:
             self._log.write(record)
+
+
+def _unavailable(task_ids: list[str]) -> dict[str, OpponentResult]:
+    return {t: OpponentResult(t, "unavailable", None, error="not done in time") for t in task_ids}
 
 
 def opponent_column(rows: Sequence[dict[str, Any]], results: dict[str, OpponentResult]) -> list[bool | None]:

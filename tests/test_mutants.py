@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import random
 
+import pytest
+
 from azr import mutants
 from azr.data import Task, load_tasks
 from azr.sft import find_near_misses, sft_dataset
@@ -46,6 +48,21 @@ def test_method_names_are_swapped_only_after_a_dot():
     source = "def f(s):\n    upper = s.upper()\n    return upper\n"
     found = mutants.candidates(source)
     assert found == ["def f(s):\n    upper = s.lower()\n    return upper\n"]
+
+
+@pytest.mark.parametrize("odd", ["\f", "\u2028", "\x1c", "\x85"])
+def test_edits_land_on_their_token_whatever_breaks_the_lines(odd):
+    # Characters that str.splitlines treats as line breaks but Python's tokenizer does not, inside a string.
+    source = f'def f(a, b):\n    s = "x{odd}y"\n    if a < b:\n        return a + 1\n    return b\n'
+    found = mutants.candidates(source)
+    assert source.replace("a < b", "a <= b") in found and source.replace("a + 1", "a - 1") in found
+    for variant in found:
+        assert len(_changed_lines(source, variant)) <= 4 and variant.count(odd) == source.count(odd)
+
+
+def test_variants_that_only_warn_at_compile_time_raise_no_warning(recwarn):
+    mutants.candidates("def f():\n    return (1, 2)(0) if True else 0\n")
+    assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
 
 
 def test_code_that_does_not_tokenize_has_no_candidates():

@@ -174,13 +174,23 @@ def test_opponent_calls_run_concurrently_in_the_background(grader, monkeypatch):
     assert 1 < client.usage.snapshot()["max_in_flight"] <= 4
 
 
-def test_collect_past_its_timeout_counts_the_batch_unavailable(grader, monkeypatch):
+def test_collect_past_its_timeout_counts_the_batch_unavailable_everywhere(grader, monkeypatch, tmp_path):
+    """A batch the trainer stopped waiting for is unavailable in the totals and the log too, even though its answers
+    arrive later; a batch still queued behind it when abandoned sends no request at all."""
     monkeypatch.setattr(http_stub, "happy_payload", opponent_payload)
     with StubServer(delay_s=1.0) as stub:
-        manager = SelfPlayManager(config(stub.url), grader, client_for(stub.url))
-        results = manager.collect(manager.submit(rows(TASKS[:2]), 1), timeout_s=0.05)
+        log_path = tmp_path / "selfplay.jsonl"
+        manager = SelfPlayManager(config(stub.url), grader, client_for(stub.url), log_path=log_path)
+        first, second = manager.submit(rows(TASKS[:2]), 1), manager.submit(rows(TASKS[2:4]), 2)
+        results = manager.collect(first, timeout_s=0.05)
+        late = manager.collect(second, timeout_s=0.0)
         manager.close()
-    assert {r.status for r in results.values()} == {"unavailable"}
+        requests = len(stub.received)
+    assert {r.status for r in [*results.values(), *late.values()]} == {"unavailable"}
+    assert manager.totals == {"batches": 2, "passed": 0, "failed": 0, "unavailable": 4}
+    records = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert [(r["step"], r["late"], r["unavailable"]) for r in records] == [(1, True, 2), (2, True, 2)]
+    assert requests == 2  # the first batch's two questions; the abandoned second batch never started
 
 
 def test_the_arena_waits_at_most_max_wait_s_and_masks_the_late_tasks(grader, tmp_path, monkeypatch):
