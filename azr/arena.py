@@ -51,6 +51,7 @@ class Arena:
         self.teacher = None
         if cfg.teacher_assist.enabled:
             self.teacher = TeacherAssistant(cfg, grader, teacher, log_path=self.out / "teacher.jsonl")
+            self.teacher_wait_s = cfg.teacher.timeout_s
         replay = cfg.curriculum.replay
         self.mixer = GroupMixer(
             {str(r["task_id"]): r for r in rows},
@@ -109,7 +110,11 @@ class Arena:
 
     def save(self, folder: Path) -> Path:
         """Everything a resume from this checkpoint needs to continue exactly: scoreboard, frontier, waiting hints,
-        replay counts, totals, usage and the teacher's random state (`selfplay_state.json`, written atomically)."""
+        replay counts, totals, usage and the teacher's random state (`selfplay_state.json`, written atomically).
+        The hints asked for on this step's failures are waited for first (up to the teacher's timeout_s), so that
+        they are saved too."""
+        if self.teacher is not None and not self.teacher.wait(self.teacher_wait_s):
+            log.warning("self-play: teacher requests still running at the step %d checkpoint", self.board.last_step)
         state: dict[str, Any] = {
             "board": self.board.to_json(),
             "frontier": self.board.frontier.to_json(),

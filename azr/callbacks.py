@@ -113,7 +113,7 @@ class SaveBesideCheckpoints(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        if folder.is_dir():
+        if state.is_world_process_zero and folder.is_dir():  # one writer, as for the trainer's own state
             self.target.save(folder)
 
 

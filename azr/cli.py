@@ -17,13 +17,9 @@ from azr import __version__
 from azr.config import AzrConfig, ConfigError, SandboxConfig, dump_yaml, load_config
 from azr.data import DataError
 from azr.sandbox.backends import SandboxUnavailable, SandboxUnhealthy
-from azr.schema import fields_markdown, parse_pairs
+from azr.schema import NotAvailableError, fields_markdown, parse_pairs
 
 USER_ERRORS = (ConfigError, DataError, SandboxUnavailable)
-
-
-class NotAvailableError(RuntimeError):
-    """A command that this version declares but does not implement yet (exit 1, one line)."""
 
 
 def _setup_logging(level: str = "info") -> None:
@@ -69,11 +65,6 @@ def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
     if max_steps is not None:
         extra.append(f"grpo.max_steps={max_steps}")
     cfg = load_config(config_path, extra, check_grpo=True)
-    if cfg.vllm.sidecar:
-        raise NotAvailableError(
-            "vllm.sidecar: launching a vLLM sidecar from azr-train is not in this version yet; on a GPU box start "
-            "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
-        )
     _setup_logging(cfg.logging.level)
     from azr.train import run_train
 

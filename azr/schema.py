@@ -25,6 +25,10 @@ import yaml
 MISSING = dataclasses.MISSING
 
 
+class NotAvailableError(RuntimeError):
+    """Something this version declares but does not implement yet: a command or a setting (exit 1, one line)."""
+
+
 class ConfigError(ValueError):
     """A user error in a config file, a `--set` override or a CLI flag; the message is one line."""
 

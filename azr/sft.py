@@ -8,16 +8,20 @@ not decide whether the phase runs or is skipped on resume; `train.run_train` doe
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from azr.data import Task
+from azr.logs import atomic_write_json
 from azr.mutants import sample_candidates
 from azr.prompts import chat_messages, reference_answer
 
 log = logging.getLogger(__name__)
+NEAR_MISS_WALL_S = 2.0  # per variant; reference solutions take milliseconds, so a slower variant is a hung one
 
 
 def sft_dataset(
@@ -44,18 +48,30 @@ def sft_dataset(
 
 def find_near_misses(tasks: list[Task], grader, per_task: int, seed: int) -> dict[str, list[str]]:
     """Per task, up to `per_task` single-edit variants of its reference solution that fail its tests in the sandbox
-    (variants that still pass, time out or break the sandbox are dropped). The same seed picks the same variants."""
+    (variants that still pass, time out or break the sandbox are dropped). The same seed picks the same variants,
+    as long as the sandbox gives the same verdicts."""
     from azr.grading import grade_many
 
     rng = random.Random(seed)
-    tried = [(t, code) for t in tasks if t.solution for code in sample_candidates(t.solution, rng, 3 * per_task)]
-    limits = dataclasses.replace(grader.limits, wall_s=min(grader.limits.wall_s, 2.0))  # references take milliseconds
+    capped = [dataclasses.replace(t, timeout_s=min(t.timeout_s or NEAR_MISS_WALL_S, NEAR_MISS_WALL_S)) for t in tasks]
+    tried = [(t, code) for t in capped if t.solution for code in sample_candidates(t.solution, rng, 3 * per_task)]
+    limits = dataclasses.replace(grader.limits, wall_s=min(grader.limits.wall_s, NEAR_MISS_WALL_S))
     grades = grade_many(tried, grader.pool, limits) if tried else []
     found: dict[str, list[str]] = {}
     for (task, code), g in zip(tried, grades, strict=True):
         kept = found.setdefault(task.id, [])
         if g.status == "failed" and len(kept) < per_task:
             kept.append(code)
+    return found
+
+
+def near_misses_once(path: Path, find: Callable[[], dict[str, list[str]]]) -> dict[str, list[str]]:
+    """The near misses in `path` if an earlier start of this warm start found them, else `find()`'s, saved there: a
+    resumed warm start trains on the very rows it was checkpointed with, whatever the sandbox says this time."""
+    if path.exists():
+        return {str(k): list(v) for k, v in json.loads(path.read_text()).items()}
+    found = find()
+    atomic_write_json(path, found)
     return found
 
 

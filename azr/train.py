@@ -9,6 +9,7 @@ are pruned back to that checkpoint. Outputs: config.yaml, metrics.jsonl, generat
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from contextlib import ExitStack
@@ -24,12 +25,18 @@ from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards
 from azr.runstate import Resume, RunState, resolve_resume, write_summary
 from azr.sandbox import SandboxUnhealthy
+from azr.schema import NotAvailableError
 
 log = logging.getLogger(__name__)
 
 
 def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     """Train as `cfg` says; returns the process exit code."""
+    if cfg.vllm.sidecar:  # refused before anything is written
+        raise NotAvailableError(
+            "vllm.sidecar: launching a vLLM sidecar from azr-train is not in this version yet; on a GPU box start "
+            "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
+        )
     started = time.monotonic()
     out = Path(cfg.output_dir)
     try:
@@ -158,14 +165,16 @@ class _Run:
 def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
     from azr.callbacks import MetricsCallback
     from azr.modeling import lora_config
-    from azr.sft import find_near_misses, run_sft, sft_args, sft_dataset
+    from azr.sft import find_near_misses, near_misses_once, run_sft, sft_args, sft_dataset
 
     cfg, out = run.cfg, run.out
     started = time.monotonic()
     args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
     callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
-    near_misses = find_near_misses(tasks, run.grader, cfg.sft.near_misses, cfg.seed) if cfg.sft.near_misses else {}
-    if near_misses:
+    near_misses = {}
+    if cfg.sft.near_misses:
+        find = functools.partial(find_near_misses, tasks, run.grader, cfg.sft.near_misses, cfg.seed)
+        near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
     dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None

@@ -53,7 +53,7 @@ ALLOWED = {
     "modeling": {"config", "data"},
     "resilience": set(),
     "clients": {"resilience", "schema"},
-    "sft": {"data", "grading", "mutants", "prompts"},
+    "sft": {"data", "grading", "logs", "mutants", "prompts"},
     "mutants": set(),
     "passk": set(),
     "humaneval": {"data", "prompts", "schema"},
@@ -83,6 +83,7 @@ ALLOWED = {
     "modelcard": {"config"},
     "vllm_sidecar": {"config", "schema"},  # config only for type hints
     "train": {
+        "schema",
         "config",
         "data",
         "grading",
@@ -111,7 +112,11 @@ def _imports(module: str, top_level_only: bool) -> set[str]:
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module == "azr":  # `from azr import mod`: the modules count
-            names |= {f"azr.{a.name}" for a in node.names if (PACKAGE / f"{a.name}.py").exists()}
+            names |= {
+                f"azr.{a.name}"
+                for a in node.names
+                if (PACKAGE / f"{a.name}.py").exists() or (PACKAGE / a.name).is_dir()
+            }
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names

@@ -106,3 +106,16 @@ def test_sft_rows_hold_the_reference_answer_then_its_near_misses(tiny_model_dir)
     assert SOLUTION.strip() in rows[0]["completion"] and wrong.strip() in rows[1]["completion"]
     assert all(r["completion"].endswith("Final answer: clamp_sum" + tokenizer.eos_token) for r in rows)
     assert len(sft_dataset([task], tokenizer, {}).to_list()) == 1
+
+
+def test_near_misses_are_found_once_and_read_back_on_resume(tmp_path):
+    from azr.sft import near_misses_once
+
+    path = tmp_path / "sft" / "near_misses.json"
+    found = {"t": [SOLUTION.replace("min(", "max(")]}
+    assert near_misses_once(path, lambda: found) == found
+
+    def must_not_run():
+        raise AssertionError("the saved near misses must be reused")
+
+    assert near_misses_once(path, must_not_run) == found

@@ -207,3 +207,53 @@ def test_a_teacher_that_is_down_never_raises(grader, tmp_path):
     teacher = TeacherAssistant(cfg, grader, client_for("http://127.0.0.1:9/v1", max_retries=0))
     assist(teacher, failed("neither", TASKS[:2]))
     assert teacher.stats["hint_failures"] == 2 and len(teacher.queue) == 0
+
+
+# --- resume -----------------------------------------------------------------------------------------------------
+
+
+def test_the_self_play_state_saved_with_a_checkpoint_comes_back_whole(grader, stub, tmp_path):
+    """Arena.save then Arena(checkpoint=...): waiting hints, replay counts, scoreboard and frontier, totals, usage
+    and the teacher's random state are what they were (JSON round trip included)."""
+    import dataclasses
+
+    from azr.arena import Arena
+    from azr.config import CurriculumConfig, SelfPlayConfig
+
+    play = SelfPlayConfig(enabled=True, base_url=stub.url, model="opp", api_key_env="AZR_FAKE_KEY")
+    cfg = dataclasses.replace(
+        config(stub.url), output_dir=str(tmp_path), self_play=play, curriculum=CurriculumConfig(replay=True)
+    )
+    rows = [row(t, source="data") for t in TASKS]
+
+    def arena(checkpoint=None) -> Arena:
+        return Arena(
+            cfg, grader, rows, opponent=client_for(stub.url), teacher=client_for(stub.url), checkpoint=checkpoint
+        )
+
+    first = arena()
+    waiting = {**rows[0], "hint": "check x = 0", "source": "hint"}
+    first.teacher.queue.put(waiting)
+    first.mixer.replayed["t1"] += 3
+    first.mixer.totals["replayed_groups"] += 3
+    first.board.record(1, [{**rows[1], "opponent_passed": True}] * 2, [False, False])  # opponent_only: frontier
+    first.manager.totals["batches"] += 1
+    first.manager.client.usage._add(requests=5, prompt_tokens=50)
+    first.teacher._rng.random()
+    first.save(tmp_path / "checkpoint-1")
+    board, frontier = first.board.to_json(), first.board.frontier.to_json()
+    expected_draws = [first.teacher._rng.random() for _ in range(3)]
+    first.close()
+
+    back = arena(str(tmp_path / "checkpoint-1"))
+    try:
+        assert back.teacher.queue.rows() == [waiting]
+        assert back.mixer.replayed == {"t1": 3} and back.mixer.totals["replayed_groups"] == 3
+        assert back.board.to_json() == board and back.board.frontier.to_json() == frontier
+        assert back.board.frontier.task_ids(unsolved_only=True) == ["t1"]
+        assert back.manager.totals["batches"] == 1
+        usage = back.manager.client.usage.snapshot()
+        assert (usage["requests"], usage["prompt_tokens"]) == (5, 50)
+        assert [back.teacher._rng.random() for _ in range(3)] == expected_draws
+    finally:
+        back.close()
