@@ -19,7 +19,7 @@ import weakref
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from azr.resilience import CircuitBreaker, Secret, parse_retry_after, redact
+from azr.resilience import CircuitBreaker, Secret, redact, retry_after
 from azr.schema import ConfigError
 
 log = logging.getLogger(__name__)
@@ -207,10 +207,10 @@ class ChatClient:
 
     def chat_many(self, conversations: list[list[dict]], **params: Any) -> list[Reply]:
         """Replies in input order; requests run concurrently, at most `concurrency` at once."""
-        return self._run_batch(self.achat, conversations, params)
+        return self.run_all([self.achat(c, **params) for c in conversations])
 
     def complete_many(self, prompts: list[str], **params: Any) -> list[Reply]:
-        return self._run_batch(self.acomplete, prompts, params)
+        return self.run_all([self.acomplete(p, **params) for p in prompts])
 
     async def aclose(self) -> None:
         """Close the running loop's connections (the *_many calls close their own)."""
@@ -227,10 +227,13 @@ class ChatClient:
 
     # -- machinery ---------------------------------------------------------------------------------------------------
 
-    def _run_batch(self, method: Any, items: list, params: dict) -> list[Reply]:
+    def run_all(self, requests: list[Any]) -> list[Reply]:
+        """Await these `achat`/`acomplete` coroutines together from sync code (a private loop if this thread already
+        runs one) and close this loop's connections afterwards; the replies in order."""
+
         async def batch() -> list[Reply]:
             try:
-                return list(await asyncio.gather(*(method(item, **params) for item in items)))
+                return list(await asyncio.gather(*requests))
             finally:
                 await self.aclose()
 
@@ -317,9 +320,7 @@ class ChatClient:
             raise _AttemptError(redact(f"{type(exc).__name__}: {exc}", self._key), retryable=True) from None
         if resp.status_code >= 400:
             retryable = resp.status_code in _RETRY_STATUSES or resp.status_code >= 500
-            after = parse_retry_after(resp.headers.get("retry-after"))
-            if after is None and resp.headers.get("retry-after-ms"):
-                after = (parse_retry_after(resp.headers["retry-after-ms"]) or 0.0) / 1000
+            after = retry_after(resp.headers)
             raise _AttemptError(redact(f"HTTP {resp.status_code}: {resp.text}", self._key), retryable, after)
         try:
             return self._parse(path, resp.json())

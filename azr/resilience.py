@@ -11,6 +11,7 @@ import email.utils
 import re
 import threading
 import time
+from collections.abc import Mapping
 from datetime import UTC
 
 _BEARER = re.compile(r"(?i)bearer\s+[^\s\"',]+")
@@ -31,6 +32,15 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
             when = when.replace(tzinfo=UTC)
         seconds = when.timestamp() - (time.time() if now is None else now)
     return max(0.0, seconds) if seconds == seconds else None  # NaN is unreadable
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The server's requested wait from response headers: `Retry-After` (seconds or an HTTP date), else the
+    millisecond `retry-after-ms` some APIs send; None when neither is readable."""
+    after = parse_retry_after(headers.get("retry-after"))
+    if after is None and headers.get("retry-after-ms"):
+        after = (parse_retry_after(headers["retry-after-ms"]) or 0.0) / 1000
+    return after
 
 
 class CircuitBreaker:

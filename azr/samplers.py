@@ -6,7 +6,6 @@ and grading it is `azr.evaluate`'s job.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import zlib
 from collections.abc import Callable
@@ -94,21 +93,7 @@ class EndpointSampler:
         self.chunk = max(64, 8 * spec.concurrency)  # progress is saved after each chunk
 
     def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
-        async def batch():
-            try:
-                return await asyncio.gather(*(self._request(p, i) for p, i in items))
-            finally:
-                await self.client.aclose()
-
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            replies = asyncio.run(batch())
-        else:  # called from a thread whose loop is running: run the batch on a private loop elsewhere
-            import concurrent.futures
-
-            with concurrent.futures.ThreadPoolExecutor(1) as pool:
-                replies = pool.submit(asyncio.run, batch()).result()
+        replies = self.client.run_all([self._request(p, i) for p, i in items])
         return [Generated(r.text, None) if r.ok else Generated(None, r.error or "no text") for r in replies]
 
     def _request(self, problem: Problem, index: int):

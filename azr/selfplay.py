@@ -181,7 +181,7 @@ class SelfPlayManager:
             results = self._grade(list(jobs), [cols for _, cols in jobs.values()], replies)
         except Exception as exc:  # a bug or a broken pool must not end the run: the batch is unavailable
             log.error("self-play: step %d failed: %s: %s", step, type(exc).__name__, exc)
-            results = {t: OpponentResult(t, "unavailable", None, error=f"{type(exc).__name__}") for t in jobs}
+            results = _unavailable(list(jobs), type(exc).__name__)
         with self._lock:
             if claim["abandoned"]:  # answered after collect gave up: already counted unavailable
                 return _unavailable(list(jobs))
@@ -234,8 +234,8 @@ class SelfPlayManager:
             self._log.write(record)
 
 
-def _unavailable(task_ids: list[str]) -> dict[str, OpponentResult]:
-    return {t: OpponentResult(t, "unavailable", None, error="not done in time") for t in task_ids}
+def _unavailable(task_ids: list[str], error: str = "not done in time") -> dict[str, OpponentResult]:
+    return {t: OpponentResult(t, "unavailable", None, error=error) for t in task_ids}
 
 
 def opponent_column(rows: Sequence[dict[str, Any]], results: dict[str, OpponentResult]) -> list[bool | None]:
