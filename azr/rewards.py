@@ -70,6 +70,14 @@ class CodeGrader:
         self.runs = self.infra_errors = 0
         self.stop_reason = ""  # set when a batch's infrastructure failure rate passes the limit
 
+    def grade_answers(self, jobs: Sequence[tuple[Task, str]]) -> list[tuple[str | None, Grade | None]]:
+        """A remote model's answers (opponent, teacher): each text's code (None: nothing runnable) and its grade
+        against its task, graded together through the pool. Not the policy's batch: no cache, no accounting."""
+        codes = [parse_answer(text or "", self.answer_format).code for _, text in jobs]
+        runnable = [(task, code) for (task, _), code in zip(jobs, codes, strict=True) if code is not None]
+        grades = iter(grade_many(runnable, self.pool, self.limits) if runnable else [])
+        return [(code, next(grades) if code is not None else None) for code in codes]
+
     def outcomes(self, completions: Sequence[Any], columns: dict[str, Any]) -> list[Outcome]:
         """Outcome per completion; programs not seen before run in parallel through the pool."""
         tests = columns.get("tests")

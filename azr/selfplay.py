@@ -21,9 +21,8 @@ from typing import Any, Literal
 
 from azr.clients import ChatClient, Reply, Usage, build_client
 from azr.data import Task
-from azr.grading import grade_many
 from azr.logs import JsonlWriter
-from azr.prompts import chat_messages, parse_answer
+from azr.prompts import chat_messages
 from azr.rewards import CodeGrader, SelfPlayReward
 
 log = logging.getLogger(__name__)
@@ -143,7 +142,7 @@ class SelfPlayManager:
             task_id, question = question_of(item)
             if task_id not in jobs:
                 opponent_messages(question)  # refuse a templated prompt here, in the caller, not in the thread
-                jobs[task_id] = (question, _grading_columns(item))
+                jobs[task_id] = (question, grading_columns(item))
         claim = {"accounted": False, "abandoned": False}
         future = self._executor.submit(self._play, step, jobs, claim)
         return OpponentHandle(step, list(jobs), future, claim=claim)
@@ -190,22 +189,18 @@ class SelfPlayManager:
         return results
 
     def _grade(self, task_ids: list[str], columns: list[dict], replies: list[Reply]) -> dict[str, OpponentResult]:
-        g = self.grader
-        results, todo = {}, []
-        for task_id, cols, reply in zip(task_ids, columns, replies, strict=True):
-            base = {"usage": reply.usage, "latency_s": reply.latency_s, "attempts": reply.attempts}
+        results = {}
+        answered = [(t, c, r) for t, c, r in zip(task_ids, columns, replies, strict=True) if r.ok]
+        for task_id, reply in zip(task_ids, replies, strict=True):
             if not reply.ok:
-                results[task_id] = OpponentResult(task_id, "unavailable", None, error=reply.error or "", **base)
-                continue
-            code = parse_answer(reply.text, g.answer_format).code
+                results[task_id] = OpponentResult(task_id, "unavailable", None, error=reply.error or "", **_base(reply))
+        tasks = [Task(t, "", **cols) for t, cols, _ in answered]  # cols: tests, timeout_s, memory_mb
+        graded = self.grader.grade_answers([(task, r.text) for task, (_, _, r) in zip(tasks, answered, strict=True)])
+        for task, (_, _, reply), (code, grade) in zip(tasks, answered, graded, strict=True):
+            base = _base(reply)
             if code is None:
-                results[task_id] = OpponentResult(task_id, "failed", 0.0, grade_status="no_code", **base)
-                continue
-            task = Task(task_id, "", cols["tests"], timeout_s=cols.get("timeout_s"), memory_mb=cols.get("memory_mb"))
-            todo.append((task, code, base))
-        grades = grade_many([(task, code) for task, code, _ in todo], g.pool, g.limits) if todo else []
-        for (task, _, base), grade in zip(todo, grades, strict=True):
-            if grade.status == "error":  # the sandbox failed, not the opponent
+                results[task.id] = OpponentResult(task.id, "failed", 0.0, grade_status="no_code", **base)
+            elif grade.status == "error":  # the sandbox failed, not the opponent
                 why = grade.failures[-1] if grade.failures else "sandbox error"
                 results[task.id] = OpponentResult(task.id, "unavailable", None, grade_status="error", error=why, **base)
             else:
@@ -234,6 +229,10 @@ class SelfPlayManager:
             self._log.write(record)
 
 
+def _base(reply: Reply) -> dict[str, Any]:
+    return {"usage": reply.usage, "latency_s": reply.latency_s, "attempts": reply.attempts}
+
+
 def _unavailable(task_ids: list[str], error: str = "not done in time") -> dict[str, OpponentResult]:
     return {t: OpponentResult(t, "unavailable", None, error=error) for t in task_ids}
 
@@ -247,7 +246,8 @@ def opponent_column(rows: Sequence[dict[str, Any]], results: dict[str, OpponentR
     return column
 
 
-def _grading_columns(item: Task | dict[str, Any]) -> dict[str, Any]:
+def grading_columns(item: Task | dict[str, Any]) -> dict[str, Any]:
+    """What grading needs of a task or a dataset row: its tests, timeout_s and memory_mb (Task's own field names)."""
     if isinstance(item, Task):
         return {"tests": list(item.tests), "timeout_s": item.timeout_s, "memory_mb": item.memory_mb}
     tests = list(item.get("tests") or [])

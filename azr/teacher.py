@@ -22,11 +22,10 @@ from typing import Any
 
 from azr.clients import ChatClient, Reply, build_client
 from azr.data import Task
-from azr.grading import grade_many
 from azr.logs import JsonlWriter
-from azr.prompts import chat_messages, hint_request_messages, hinted_messages, parse_answer, strip_thinking
+from azr.prompts import chat_messages, hint_request_messages, hinted_messages, strip_thinking
 from azr.rewards import CodeGrader
-from azr.selfplay import question_of
+from azr.selfplay import grading_columns, question_of
 
 log = logging.getLogger(__name__)
 RUNTIME_COLUMNS = ("opponent_passed",)  # set per batch by the trainer; a hint row must not carry a stale value
@@ -230,16 +229,13 @@ class TeacherAssistant:
         self._record(step, "hint", row, reply, hint=hint, removed=removed)
 
     def _solutions(self, step: int, solutions: list[tuple[dict[str, Any], str, Reply]]) -> None:
-        g = self.grader
-        codes = [parse_answer(reply.text or "", g.answer_format).code for _, _, reply in solutions]
-        tasks = [Task(question_of(row)[0], q, list(row.get("tests") or []), timeout_s=row.get("timeout_s"),
-                      memory_mb=row.get("memory_mb")) for row, q, _ in solutions]  # fmt: skip
-        runnable = [(t, c) for t, c in zip(tasks, codes, strict=True) if c is not None]
-        grades = iter(grade_many(runnable, g.pool, g.limits) if runnable else [])
+        tasks = [Task(question_of(row)[0], q, **grading_columns(row)) for row, q, _ in solutions]
+        graded = self.grader.grade_answers(
+            [(task, reply.text) for task, (_, _, reply) in zip(tasks, solutions, strict=True)]
+        )
         if self._sft is None:
             self._sft = JsonlWriter(self.sft_path)
-        for task, code, (row, question, reply) in zip(tasks, codes, solutions, strict=True):
-            grade = next(grades) if code is not None else None
+        for task, (_, grade), (row, question, reply) in zip(tasks, graded, solutions, strict=True):
             status = grade.status if grade else "no_code"
             self._sft.write(
                 {
