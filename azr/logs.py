@@ -146,7 +146,7 @@ class GenerationLog:
         atexit.register(self.close)
 
     def files(self) -> list[Path]:
-        return sorted(self.folder.glob("generations-*.jsonl"))
+        return generation_files(self.folder)
 
     def put(self, records: Iterable[dict[str, Any]]) -> None:
         for record in records:
@@ -184,3 +184,8 @@ class GenerationLog:
         atexit.unregister(self.close)
         if self.dropped:
             log.warning("generation log: %d records were dropped (queue full or disk error)", self.dropped)
+
+
+def generation_files(folder: Path) -> list[Path]:
+    """A generation log's files, oldest first (the name's index orders them)."""
+    return sorted(Path(folder).glob("generations-*.jsonl"))

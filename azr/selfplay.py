@@ -57,10 +57,10 @@ class OpponentHandle:
     step: int
     task_ids: list[str]
     future: Future = field(repr=False)
-    submitted_at: float = field(default_factory=time.monotonic)
     # Who counted the batch: its thread when it finished in time ("accounted"), or collect when it gave up waiting
     # ("abandoned": every task unavailable, whatever arrives later). Read and set under the manager's lock.
-    claim: dict[str, bool] = field(default_factory=lambda: {"accounted": False, "abandoned": False}, repr=False)
+    claim: dict[str, bool] = field(repr=False)
+    submitted_at: float = field(default_factory=time.monotonic)
 
     def done(self) -> bool:
         return self.future.done()
@@ -145,7 +145,7 @@ class SelfPlayManager:
                 jobs[task_id] = (question, grading_columns(item))
         claim = {"accounted": False, "abandoned": False}
         future = self._executor.submit(self._play, step, jobs, claim)
-        return OpponentHandle(step, list(jobs), future, claim=claim)
+        return OpponentHandle(step, list(jobs), future, claim)
 
     def collect(self, handle: OpponentHandle, timeout_s: float | None = None) -> dict[str, OpponentResult]:
         """Per task id, the opponent's result; every task `unavailable` if the batch is not done within

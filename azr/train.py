@@ -20,7 +20,7 @@ from typing import Any
 from azr.config import AzrConfig, ConfigError, save_config
 from azr.data import Task, load_tasks, select_tasks
 from azr.grading import validate_references
-from azr.logs import GenerationLog, JsonlWriter, prune_jsonl
+from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards
 from azr.runstate import Resume, RunState, resolve_resume, write_summary
@@ -352,7 +352,7 @@ def _prune_logs(cfg: AzrConfig, out: Path, state: RunState, resume) -> None:
 
     dropped = prune_jsonl(out / "metrics.jsonl", keep)
     # GRPO's per-batch logs: the generations, and with self-play the opponent's and the teacher's records.
-    grpo_logs = [*sorted((out / "generations").glob("generations-*.jsonl")), out / "selfplay.jsonl"]
+    grpo_logs = [*generation_files(out / "generations"), out / "selfplay.jsonl"]
     grpo_logs += [out / "teacher.jsonl", out / cfg.teacher_assist.sft_buffer]
     for path in grpo_logs:
         dropped += prune_jsonl(path, kept_grpo)
