@@ -47,6 +47,14 @@ def completion_text(completion: Any) -> str:
     return ""
 
 
+def last_user_message(prompt: Any) -> Any:
+    """The content of a conversational prompt's last user message (None if it has none); a plain prompt as it is."""
+    if isinstance(prompt, list):
+        users = [m.get("content") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        return users[-1] if users else None
+    return prompt
+
+
 def _content_text(content: Any) -> str:
     """A message's content: a string, or a list of parts ({"type": "text", "text": ...}) as multimodal APIs send."""
     if isinstance(content, list):

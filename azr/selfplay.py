@@ -22,7 +22,7 @@ from typing import Any, Literal
 from azr.clients import ChatClient, Reply, Usage, build_client
 from azr.data import Task
 from azr.logs import JsonlWriter
-from azr.prompts import chat_messages
+from azr.prompts import chat_messages, last_user_message
 from azr.rewards import CodeGrader, SelfPlayReward
 
 log = logging.getLogger(__name__)
@@ -86,10 +86,7 @@ def question_of(item: Task | dict[str, Any]) -> tuple[str, str]:
     a conversational prompt, else a plain-string prompt."""
     if isinstance(item, Task):
         return item.id, item.prompt
-    prompt = item.get("question") or item.get("prompt")
-    if isinstance(prompt, list):
-        users = [m.get("content") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
-        prompt = users[-1] if users else None
+    prompt = item.get("question") or last_user_message(item.get("prompt"))
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError(f"row {item.get('task_id')!r}: no question to ask the opponent")
     return str(item.get("task_id", prompt)), prompt

@@ -17,7 +17,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from azr.prompts import completion_text
+from azr.prompts import completion_text, last_user_message
 from azr.rewards import CodeGrader
 
 
@@ -42,7 +42,7 @@ class ScoredBatch:
                 {
                     "step": self.step,
                     "task_id": row.get("task_id"),
-                    "prompt": _last_user_message(prompt),
+                    "prompt": str(last_user_message(prompt) or ""),
                     "completion": completion_text(completion),
                     "source": row.get("source", "data"),  # data / hint (a hinted retry) / replay (frontier)
                     "hinted": bool(row.get("hint")),
@@ -151,10 +151,3 @@ class _GraderHealth(TrainerCallback):
 
 def _finite(value: float) -> float | None:
     return None if value != value else value  # NaN (not graded) becomes JSON null
-
-
-def _last_user_message(prompt: Any) -> str:
-    if isinstance(prompt, list):
-        users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
-        return str(users[-1]) if users else ""
-    return str(prompt)
