@@ -180,3 +180,20 @@ def serving(monkeypatch, payload):
     monkeypatch.setattr(sys.modules[__name__], "happy_payload", payload)
     with StubServer() as server:
         yield server
+
+
+def stub_fixtures(key: str, payload: Callable[[str, dict], dict]):
+    """A test module's two fixtures, to assign as `_env, stub = stub_fixtures(KEY, payload)`: `_env` (autouse) puts
+    `key` in AZR_FAKE_KEY, and `stub` is a StubServer answering with `payload`."""
+    import pytest
+
+    @pytest.fixture(autouse=True)
+    def _env(monkeypatch):
+        use_fake_key(monkeypatch, key)
+
+    @pytest.fixture
+    def stub(monkeypatch):
+        with serving(monkeypatch, payload) as server:
+            yield server
+
+    return _env, stub

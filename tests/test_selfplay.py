@@ -11,7 +11,14 @@ from pathlib import Path
 
 import http_stub
 import pytest
-from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, StubServer, fast_client, serving, use_fake_key
+from http_stub import (
+    COMPLETION_TOKENS,
+    PROMPT_TOKENS,
+    Fault,
+    StubServer,
+    fast_client,
+    stub_fixtures,
+)
 
 from azr import rewards
 from azr.clients import ChatClient
@@ -65,15 +72,7 @@ def config(url: str = "http://127.0.0.1:9/v1", **play) -> AzrConfig:
     )
 
 
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    use_fake_key(monkeypatch, KEY)
-
-
-@pytest.fixture
-def stub(monkeypatch):
-    with serving(monkeypatch, opponent_payload) as server:
-        yield server
+_env, stub = stub_fixtures(KEY, opponent_payload)
 
 
 def client_for(url: str, **kw) -> ChatClient:

@@ -7,7 +7,7 @@ import json
 import logging
 
 import pytest
-from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, fast_client, serving, use_fake_key
+from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, fast_client, stub_fixtures
 
 from azr.clients import ChatClient
 from azr.config import AzrConfig, ModelConfig, TeacherAssistConfig, TeacherConfig, ThinkingConfig
@@ -62,15 +62,7 @@ def config(url: str, **assist) -> AzrConfig:
     )
 
 
-@pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    use_fake_key(monkeypatch, KEY)
-
-
-@pytest.fixture
-def stub(monkeypatch):
-    with serving(monkeypatch, teacher_payload) as server:
-        yield server
+_env, stub = stub_fixtures(KEY, teacher_payload)
 
 
 def client_for(url: str, **kw) -> ChatClient:
