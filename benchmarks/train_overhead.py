@@ -54,14 +54,14 @@ def _with_steps(cfg: AzrConfig, steps: int) -> AzrConfig:
 
 
 def _load(cfg: AzrConfig, folder: str):
-    from azr.modeling import build_model_and_tokenizer
+    from azr.models import build_model_and_tokenizer
 
     return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=folder))
 
 
 def _tasks(cfg: AzrConfig, tokenizer):
     from azr.data import load_tasks, select_tasks
-    from azr.train import fit_tasks
+    from azr.training import fit_tasks
 
     tasks = select_tasks(
         load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
@@ -74,9 +74,8 @@ def _warm_start(cfg: AzrConfig, tmp: Path, grader) -> tuple[str, float, int]:
     if it asks for them): (policy dir, seconds, rows)."""
     from transformers import set_seed
 
-    from azr.modeling import build_tiny_model, quiet_third_party
-    from azr.sft import find_near_misses, run_sft, sft_args, sft_dataset
-    from azr.train import on_gpu, template_kwargs
+    from azr.models import build_tiny_model, quiet_third_party
+    from azr.training import find_near_misses, on_gpu, run_sft, sft_args, sft_dataset, template_kwargs
 
     started = time.perf_counter()
     base = build_tiny_model(tmp / "tiny-model", seed=cfg.seed)
@@ -108,7 +107,7 @@ def _length_reward(completions, **columns) -> list[float]:
 
 
 def _azr_trainer_class():
-    from azr.trainer import AZRGRPOTrainer
+    from azr.training import AZRGRPOTrainer
 
     class Measured(AZRGRPOTrainer):
         """Keeps its own reward-stage total (azr's MetricsCallback resets `reward_seconds` at every log) and the
@@ -137,7 +136,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     from trl import GRPOTrainer
 
     from azr.rewards import build_rewards
-    from azr.train import grpo_args, grpo_dataset
+    from azr.training import grpo_args, grpo_dataset
 
     set_seed(cfg.seed)
     model, tokenizer = _load(cfg, policy)
@@ -148,8 +147,8 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
             funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)
             callbacks, observers = [], []
             if not trainer_only:  # what `azr train` writes beside the trainer: metrics.jsonl and the generation log
-                from azr.callbacks import MetricsCallback
                 from azr.logs import GenerationLog, JsonlWriter
+                from azr.training import MetricsCallback
 
                 record = MetricsCallback(stack.enter_context(JsonlWriter(out / "metrics.jsonl")), "grpo")
                 generations = GenerationLog(out / "generations", int(cfg.logging.generations_max_mb * 2**20))
@@ -286,9 +285,9 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
 
-    from azr.grading import pool_from_config
-    from azr.modeling import quiet_third_party
-    from azr.train import check_sandbox, sequence_lengths
+    from azr.models import quiet_third_party
+    from azr.rewards import pool_from_config
+    from azr.training import check_sandbox, sequence_lengths
 
     quiet_third_party()
     cfg = _config(args)

@@ -1,7 +1,7 @@
 """Check a recipe's remote models from a new box: one opponent request and one teacher request, with the keys named
 in the recipe, printing each answer and its usage. Run: python scripts/check_providers.py --config RECIPE.yaml
 
-Sends exactly what training sends (the same messages and sampling; see azr.selfplay / azr.teacher), on the first
+Sends exactly what training sends (the same messages and sampling; see azr.selfplay), on the first
 held-out task. Exit 0 when every configured endpoint answered, 1 when one failed, 2 on a bad recipe or a missing
 key. The keys are never printed: errors come back redacted by the client.
 """
@@ -13,13 +13,12 @@ import json
 import sys
 from dataclasses import asdict
 
-from azr.clients import build_client
 from azr.config import load_config
-from azr.data import DataError, load_tasks
+from azr.data import load_tasks
+from azr.errors import ConfigError, DataError
 from azr.prompts import hint_request_messages, parse_answer
-from azr.schema import ConfigError
-from azr.selfplay import opponent_messages, opponent_params
-from azr.teacher import sanitise_hint, teacher_params
+from azr.remote import build_client
+from azr.selfplay import opponent_messages, opponent_params, sanitise_hint, teacher_params
 
 
 def main(argv: list[str] | None = None) -> int:

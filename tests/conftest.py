@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from azr.cli import _invoke, azr
+from azr.cli import azr, invoke
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    from azr.modeling import build_tiny_model
+    from azr.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
 
@@ -54,7 +54,7 @@ def vllm_python() -> tuple[str | None, str]:
 def vllm_server(tiny_model_dir, tmp_path_factory):
     """A real vLLM server (CPU) on the tiny model for the whole session; yields a `LiveVllm`. Skips when no vLLM
     venv is found, unless AZR_REQUIRE_VLLM=1 (CI), which fails instead. Startup takes about a minute."""
-    from azr.vllm_sidecar import VllmServer, group_members
+    from azr.serving.vllm import VllmServer, group_members
 
     python, reason = vllm_python()
     if python is None:
@@ -88,7 +88,7 @@ def cli(capsys):
     """Run `azr ARGS...` in-process the way the console script does; returns (exit code, stdout, stderr)."""
 
     def run(*args: str) -> tuple[int, str, str]:
-        code = _invoke(azr, "azr", [str(a) for a in args])
+        code = invoke(azr, "azr", [str(a) for a in args])
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -120,7 +120,7 @@ def _no_hub(monkeypatch):
 @pytest.fixture(scope="module")
 def grader():
     """A CodeGrader on its own two-worker bwrap pool, shared by one module's tests."""
-    from azr.rewards import CodeGrader
+    from azr.rewards.functions import CodeGrader
     from azr.sandbox import Limits, open_pool
 
     pool = open_pool("bwrap", workers=2)

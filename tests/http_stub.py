@@ -162,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def fast_client(url: str, model: str, **kw):
     """A ChatClient for tests: the fake key's variable, millisecond backoffs, a 5 s timeout (override any)."""
-    from azr.clients import ChatClient
+    from azr.remote.clients import ChatClient
 
     settings = {"api_key_env": "AZR_FAKE_KEY", "backoff_s": 0.01, "backoff_max_s": 0.02, "timeout_s": 5, **kw}
     return ChatClient(url, model, **settings)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from azr.data import load_tasks
+from azr.data.tasks import load_tasks
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,9 @@
-"""Imports go one way, and the light modules never import the heavy stack at module level."""
+"""The house rules of azr/: packages import one way, through each other's faces, and the light ones stay light.
+
+`ALLOWED` is the table of edges between packages (a package may always import its own modules). Read it as
+"these are the packages this one may use": sandbox <- rewards <- training <- cli; remote <- selfplay / evaluation;
+models <- training / evaluation. Nothing imports cli.
+"""
 
 from __future__ import annotations
 
@@ -10,147 +15,115 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "azr"
 HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm", "unsloth", "bitsandbytes"}
-LIGHT = [
-    "schema",
-    "logs",
-    "legacy",
-    "config",
-    "runstate",
-    "data",
-    "prompts",
-    "harness",
-    "grading",
-    "rewards",
-    "cli",
-    "resilience",
-    "clients",
-    "passk",
-    "humaneval",
-    "eval_samples",
-    "eval_report",
-    "samplers",
-    "evaluate",
-    "vllm_sidecar",
-    "scoreboard",
-    "selfplay",
-    "teacher",
-    "replay",
-    "arena",
-    "mutants",
-]
-# module -> azr modules it may import (directly or lazily)
-ALLOWED = {
-    "schema": set(),
+SHARED = {"errors", "logs", "prompts"}  # top-level modules every concern may use
+# package (or shared module) -> the packages it may import, directly or lazily
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
     "logs": set(),
-    "legacy": {"schema"},
-    "config": {"schema", "logs", "data", "legacy"},
-    "runstate": {"config", "logs"},
-    "data": {"schema"},
     "prompts": set(),
-    "harness": set(),
-    "grading": {"config", "data", "harness", "sandbox"},
-    "rewards": {"config", "data", "grading", "prompts", "sandbox"},
-    "modeling": {"config", "data"},
-    "resilience": set(),
-    "clients": {"resilience", "schema"},
-    "sft": {"data", "grading", "logs", "mutants", "prompts"},
-    "mutants": set(),
-    "passk": set(),
-    "humaneval": {"data", "prompts", "schema"},
-    "eval_samples": {"data", "humaneval", "logs", "schema"},
-    "eval_report": {"data", "eval_samples", "humaneval", "logs", "passk"},
-    "samplers": {"clients", "config", "humaneval", "modeling", "prompts", "schema"},
-    "evaluate": {
+    "config": {"data"},
+    "data": set(),
+    "sandbox": set(),
+    "rewards": {"config", "data", "sandbox"},
+    "models": {"config", "data"},
+    "remote": set(),
+    "serving": {"config"},
+    "evaluation": {"config", "data", "models", "remote", "rewards", "sandbox", "serving"},
+    "selfplay": {"data", "remote", "rewards"},
+    "training": {"config", "data", "evaluation", "models", "rewards", "sandbox", "selfplay", "serving"},
+    "cli": {
         "config",
         "data",
-        "eval_report",
-        "eval_samples",
-        "grading",
-        "humaneval",
-        "logs",
-        "prompts",
+        "evaluation",
+        "models",
+        "remote",
         "rewards",
-        "samplers",
-        "schema",
-    },
-    "scoreboard": {"logs"},
-    "selfplay": {"clients", "data", "grading", "logs", "prompts", "rewards"},
-    "teacher": {"clients", "data", "grading", "logs", "prompts", "rewards", "selfplay"},
-    "replay": set(),
-    "arena": {"clients", "logs", "replay", "rewards", "scoreboard", "selfplay", "teacher"},
-    "trainer": {"prompts", "rewards"},
-    "callbacks": {"logs"},
-    "modelcard": {"config"},
-    "vllm_sidecar": {"config", "schema"},  # config only for type hints
-    "train": {
-        "schema",
-        "config",
-        "data",
-        "grading",
-        "logs",
-        "modeling",
-        "prompts",
-        "rewards",
-        "runstate",
         "sandbox",
-        "sft",
-        "evaluate",
-        "trainer",
-        "callbacks",
-        "modelcard",
-        "arena",
         "selfplay",
+        "serving",
+        "training",
     },
 }
+# Never import torch, transformers, trl (or the rest of HEAVY) at module level: `azr --help`, the sandbox and
+# `azr eval --samples` start in a fraction of a second.
+LIGHT = {"errors", "logs", "prompts", "config", "data", "sandbox", "rewards", "remote", "serving", "cli"}
 
 
-def _imports(module: str, top_level_only: bool) -> set[str]:
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+def _unit(path: Path) -> str:
+    """The package (or shared module) a file belongs to: azr/rewards/grading.py -> 'rewards', azr/logs.py -> 'logs'."""
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent != PACKAGE)
+
+
+def _imports(path: Path, top_level_only: bool) -> set[str]:
+    tree = ast.parse(path.read_text())
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     names = set()
     for node in nodes:
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module == "azr":  # `from azr import mod`: the modules count
-            names |= {
-                f"azr.{a.name}"
-                for a in node.names
-                if (PACKAGE / f"{a.name}.py").exists() or (PACKAGE / a.name).is_dir()
-            }
+        elif isinstance(node, ast.ImportFrom) and node.module == "azr":  # `from azr import x`: the units count
+            names |= {f"azr.{a.name}" for a in node.names if a.name != "__version__"}
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names
 
 
-@pytest.mark.parametrize("module", LIGHT)
-def test_light_modules_do_not_import_heavy_packages_at_module_level(module):
-    assert not {n.split(".")[0] for n in _imports(module, top_level_only=True)} & HEAVY
+def _id(path: Path) -> str:
+    return str(path.relative_to(PACKAGE))
 
 
-@pytest.mark.parametrize("module", sorted(ALLOWED))
-def test_imports_go_one_way(module):
-    used = {n.split(".")[1] for n in _imports(module, top_level_only=False) if n.startswith("azr.")}
-    assert used <= ALLOWED[module], used - ALLOWED[module]
+def test_the_table_names_every_package():
+    units = {_unit(p) for p in MODULES}
+    assert units == set(ALLOWED), units ^ set(ALLOWED)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_id)
+def test_imports_go_one_way(path):
+    unit = _unit(path)
+    used = {n.split(".")[1] for n in _imports(path, top_level_only=False) if n.startswith("azr.")}
+    assert used - {unit} <= ALLOWED[unit] | SHARED - {unit}, used - {unit} - ALLOWED[unit] - SHARED
+    assert "cli" not in used or unit == "cli"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_id)
+def test_other_packages_are_used_through_their_face(path):
+    """Outside a package, `from azr.rewards import X`, never `from azr.rewards.grading import X`."""
+    unit = _unit(path)
+    deep = {
+        n for n in _imports(path, top_level_only=False) if n.startswith("azr.") and n.count(".") >= 2
+    }  # azr.<pkg>.<module>
+    foreign = {n for n in deep if n.split(".")[1] != unit}
+    assert not foreign, foreign
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if _unit(p) in LIGHT], ids=_id)
+def test_light_packages_do_not_import_heavy_packages_at_module_level(path):
+    assert not {n.split(".")[0] for n in _imports(path, top_level_only=True)} & HEAVY
 
 
 def test_no_module_is_too_long():
-    lengths = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
-    assert max(lengths.values()) <= 400, lengths
+    lengths = {_id(p): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert max(lengths.values()) <= 400, {k: v for k, v in lengths.items() if v > 400}
+
+
+def test_every_module_says_what_it_owns():
+    missing = [_id(p) for p in PACKAGE.rglob("*.py") if not ast.get_docstring(ast.parse(p.read_text()))]
+    assert not missing, missing
 
 
 @pytest.mark.parametrize("path", sorted((PACKAGE / "sandbox").glob("*.py")), ids=lambda p: p.name)
 def test_sandbox_knows_nothing_above_it(path):
     """The sandbox runs programs; it knows nothing of tests, rewards, config or the heavy stack."""
-    tree = ast.parse(path.read_text())
-    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    names = _imports(path, top_level_only=False)
     assert all(not n.startswith("azr.") or n.startswith("azr.sandbox") for n in names), names
     assert not {n.split(".")[0] for n in names} & HEAVY
 
 
 def test_the_worker_is_standard_library_only():
     """worker.py runs under the bare interpreter inside the sandbox (python -I -S): no azr, no site-packages."""
-    tree = ast.parse((PACKAGE / "sandbox" / "worker.py").read_text())
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    names = {n.split(".")[0] for n in _imports(PACKAGE / "sandbox" / "worker.py", top_level_only=False)}
     assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)

@@ -1,6 +1,6 @@
 """Sandbox: run one untrusted program under limits and report how it ended. Knows nothing of tests or rewards.
 
-Covered (bwrap and nsjail backends; tests/test_sandbox_hostile.py proves each): no network, loopback included;
+Covered (bwrap and nsjail backends; tests/sandbox/test_hostile.py proves each): no network, loopback included;
 read-only system directories and nothing else of the host (no home, repository, /etc or host /tmp); a private
 tmpfs /tmp wiped after every program; an environment built from fixed values, so no API key is ever visible; new
 pid/user/ipc/uts/mount namespaces, so the caller's processes are invisible and cannot be signalled; per program a
@@ -25,11 +25,13 @@ import inspect
 import threading
 
 from azr.sandbox.backends import Backend, SandboxUnavailable, SandboxUnhealthy, build_backend, resolve_backend
+from azr.sandbox.doctor import Check, run_doctor
 from azr.sandbox.limits import ExecResult, ExecStatus, Limits
 from azr.sandbox.pool import SandboxPool
 
 __all__ = [
     "Backend",
+    "Check",
     "ExecResult",
     "ExecStatus",
     "Limits",
@@ -38,6 +40,7 @@ __all__ = [
     "SandboxUnhealthy",
     "build_backend",
     "open_pool",
+    "run_doctor",
     "run_untrusted",
     "shared_pool",
 ]

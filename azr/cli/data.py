@@ -1,0 +1,51 @@
+"""`azr data validate`: every reference solution of a task file run against its tests in the sandbox."""
+
+from __future__ import annotations
+
+import click
+
+from azr.cli.app import azr, sandbox_config
+from azr.config import parse_pairs
+
+
+@azr.group()
+def data() -> None:
+    """Inspect and check task datasets."""
+
+
+@data.command("validate")
+@click.argument("source", metavar="PATH")
+@click.option("--column-map", multiple=True, metavar="FIELD=COLUMN", help="Map a task field to a column (repeatable).")
+@click.option("--workers", type=click.IntRange(min=1), help="Programs run in parallel (default: CPU cores).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds per task that sets none [default: sandbox.timeout_s].",
+)
+@click.option(
+    "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
+)
+def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
+    """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
+    sandbox with the limits training applies, so what passes here passes there."""
+    from azr.data import load_tasks, near_duplicates
+    from azr.rewards import limits_from_config, pool_from_config, validate_references
+
+    mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
+    tasks = load_tasks(source, mapping)
+    cfg = sandbox_config(timeout, memory_mb, workers=workers)
+    results = validate_references(tasks, pool_from_config(cfg), limits_from_config(cfg))
+    failed = [(t, g) for t, g in results if g is not None and not g.passed]
+    missing = sum(g is None for _, g in results)
+    for task, grade in failed:
+        click.echo(
+            f"FAIL {task.id}: {grade.status}, {grade.tests_passed}/{grade.tests_total} tests passed; "
+            f"{'; '.join(grade.failures)[:400]}"
+        )
+    for a, b, score in near_duplicates(tasks):
+        click.echo(f"WARN near-duplicate prompts: {a.id} ~ {b.id} (similarity {score:.2f})")
+    click.echo(
+        f"{source}: {len(tasks)} tasks, {len(tasks) - missing - len(failed)} passed, {len(failed)} failed, "
+        f"{missing} without a reference solution"
+    )
+    return 1 if failed else 0

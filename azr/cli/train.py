@@ -1,0 +1,41 @@
+"""`azr train` and `azr gen`: the commands that run a recipe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from azr.cli.app import azr, config_options, require_config, setup_logging
+from azr.config import load_config
+from azr.errors import NotAvailableError
+
+
+@azr.command()
+@config_options
+@click.option("--output-dir", type=click.Path(path_type=Path), help="Where outputs go (overrides output_dir).")
+@click.option("--max-steps", type=click.IntRange(min=1), help="Stop after N optimizer steps (grpo.max_steps).")
+@click.option("--resume-from", metavar="latest|DIR", help="Continue from the latest checkpoint or a checkpoint DIR.")
+def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
+    """Train a policy with GRPO on coding tasks (azr-train)."""
+    require_config(config_path)
+    extra = list(overrides)
+    if output_dir is not None:
+        extra.append(f"output_dir={output_dir}")
+    if max_steps is not None:
+        extra.append(f"grpo.max_steps={max_steps}")
+    cfg = load_config(config_path, extra, check_grpo=True)
+    setup_logging(cfg.logging.level)
+    from azr.training import run_train
+
+    return run_train(cfg, resume_from=resume_from)
+
+
+@azr.command()
+@config_options
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="JSONL file the rollouts go to.")
+def gen(config_path, overrides, out) -> int:
+    """Collect tool-using rollouts for SFT (azr-gen)."""
+    require_config(config_path)
+    load_config(config_path, overrides)
+    raise NotAvailableError("azr gen: rollout generation is not in this version yet (it comes with the tools issue)")

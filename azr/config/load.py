@@ -1,0 +1,136 @@
+"""Loading a recipe: read YAML/JSON (or the legacy `azr:` schema), apply `--set a.b=c`, validate, resolve paths.
+
+Relative paths written in a recipe are relative to the recipe's folder; those from `--set` and defaults, to the
+current directory. Nothing here imports torch/transformers/trl at module level; `grpo:` keys are checked against
+TRL's `GRPOConfig` only when the caller asks (`check_grpo=True`), because importing TRL takes seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from azr.config.legacy import normalise_legacy
+from azr.config.schema import build, check_passthrough, load_raw, parse_pairs, set_dotted
+from azr.config.sections import AzrConfig
+from azr.data import SPLITS
+from azr.errors import ConfigError
+from azr.logs import atomic_write_text
+
+# Trainer fields that azr sets from its own fields, so each has one source of truth.
+MANAGED_TRAINER_FIELDS = {
+    "output_dir": "output_dir",
+    "seed": "seed",
+    "gradient_checkpointing": "model.gradient_checkpointing",
+    "activation_checkpointing": "model.gradient_checkpointing",  # transformers 5's name for the same switch
+}
+# Fields that may hold a local path, each with the test of whether its value is one (vs a hub id, a split name).
+PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
+    "output_dir": lambda value, base: True,
+    "model.name_or_path": lambda value, base: value.startswith((".", "/", "~")) or (base / value).exists(),
+    "data.train": lambda value, base: value not in SPLITS,
+    "data.eval": lambda value, base: value not in SPLITS,
+    "vllm.python": lambda value, base: "/" in value,
+}
+
+
+def load_config(
+    path: str | Path | None = None, overrides: Sequence[str] = (), *, check_grpo: bool = False
+) -> AzrConfig:
+    """Read FILE (YAML or JSON), apply `--set` overrides, validate, resolve paths; raise ConfigError on bad input.
+
+    Relative paths written in the file are relative to the file; those from `--set` and defaults, to the CWD.
+    """
+    raw: dict[str, Any] = {}
+    file_base = Path.cwd()
+    if path is not None:
+        raw = normalise_legacy(load_raw(Path(path)), str(path))
+        file_base = Path(path).resolve().parent
+    from_cli = set()
+    defaults = dataclasses.asdict(AzrConfig())
+    for dotted, value in parse_pairs(overrides, "--set", "KEY=VALUE with a dotted KEY, e.g. model.lora.r=8", True):
+        set_dotted(raw, dotted, value, defaults)
+        from_cli.add(dotted)
+    cfg = build(AzrConfig, raw, "")
+    _check_cross_fields(cfg)
+    _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
+    if check_grpo:
+        validate_grpo(cfg.grpo)
+        validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
+    return cfg
+
+
+def _resolve_paths(cfg: AzrConfig, file_base: Path, from_cli: set[str]) -> None:
+    """Make relative paths absolute: against the config file's folder if written there, else against the CWD."""
+    for dotted, is_path in PATH_FIELDS.items():
+        *parents, leaf = dotted.split(".")
+        owner = functools.reduce(getattr, parents, cfg)
+        value = getattr(owner, leaf)
+        base = Path.cwd() if dotted in from_cli else file_base
+        if value and is_path(value, base):
+            setattr(owner, leaf, str((base / Path(value).expanduser()).resolve()))
+
+
+def _unset_paths(raw: dict[str, Any]) -> set[str]:
+    """Path fields the file does not set: their defaults are relative to the CWD, not to the config file."""
+
+    def given(dotted: str) -> bool:
+        node: Any = raw
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    return {key for key in PATH_FIELDS if not given(key)}
+
+
+def _check_cross_fields(cfg: AzrConfig) -> None:
+    if not cfg.model.name_or_path:
+        raise ConfigError("model.name_or_path: required (a hub id or a local model directory)")
+    for name in ("self_play", "teacher"):
+        endpoint = getattr(cfg, name)
+        for required in ("base_url", "model"):
+            if endpoint.enabled and not getattr(endpoint, required):
+                raise ConfigError(f"{name}.{required}: required when {name}.enabled is true")
+    if cfg.teacher_assist.enabled and not cfg.teacher.enabled:
+        raise ConfigError("teacher_assist.enabled: needs teacher.enabled: true")
+    needs_opponent = {"teacher_assist.enabled": cfg.teacher_assist.enabled, "curriculum.replay": cfg.curriculum.replay}
+    for name in (n for n, on in needs_opponent.items() if on and not cfg.self_play.enabled):
+        raise ConfigError(f"{name}: needs self_play.enabled: true (it works from the self-play scoreboard)")
+    if cfg.sft.near_misses and not cfg.sft.enabled:
+        raise ConfigError("sft.near_misses: needs sft.enabled: true (they are part of the warm start)")
+    if not cfg.rewards:
+        raise ConfigError("rewards: at least one reward is required")
+    for i, spec in enumerate(cfg.rewards):
+        if not spec.name:
+            raise ConfigError(f"rewards[{i}].name: required")
+    for section, values in (("grpo", cfg.grpo), ("sft.args", cfg.sft.args)):
+        for key, owner in MANAGED_TRAINER_FIELDS.items():
+            if key in values:
+                raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
+
+
+def validate_grpo(grpo: dict[str, Any], section: str = "grpo", kind: str = "GRPOConfig") -> None:
+    """Check `grpo:` keys against trl.GRPOConfig (or `sft.args` against SFTConfig); turn numeric strings ('1e-5')
+    into numbers for numeric fields."""
+    if grpo:
+        import trl  # lazy: pulls in torch and transformers
+
+        check_passthrough(grpo, getattr(trl, kind), section, f"trl.{kind}")
+
+
+def dump_yaml(cfg: AzrConfig) -> str:
+    """The resolved config as YAML, in schema order (what `save_config` writes and `azr config show` prints)."""
+    return yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True)
+
+
+def save_config(cfg: AzrConfig, path: str | Path) -> Path:
+    """Write the resolved config as YAML, atomically, so a run's outputs always say what produced them."""
+    return atomic_write_text(Path(path), dump_yaml(cfg))

@@ -1,0 +1,354 @@
+"""Typed dataclasses from plain dicts: coercion, bounds, unknown-key errors with "did you mean", `--set` parsing.
+
+Generic machinery behind `azr.config`; it knows no azr section. Every error is a one-line `ConfigError` that names
+the dotted field. Values given on the command line arrive as `Raw` strings and are parsed for the target type, so
+`--set model.revision=123` stays a string while `--set grpo.learning_rate=1e-5` becomes a float.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import math
+import re
+import types
+import typing
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from azr.errors import ConfigError, did_you_mean, show
+
+MISSING = dataclasses.MISSING
+
+
+class Raw(str):
+    """A value typed on the command line, parsed only once its target type is known."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2 core schema: `1e-5` is a float; `010` is ten; `no`, `1:30` and `2024-01-01` stay strings (PyYAML's
+    YAML 1.1 rules read them as False, 90 and a date). Duplicate keys are errors, not a silent last-one-wins."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in ("bool", "int", "float", "timestamp")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag, _pattern in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+    (
+        "float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+    ),
+):
+    _Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list("-+0123456789.tTfF"))
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    text = loader.construct_scalar(node)
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def yaml_load(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
+
+
+def field(default: Any = MISSING, help: str = "", *, factory: Any = MISSING, **bounds: float) -> Any:
+    """A dataclass field with its help text (its only documentation) and optional numeric bounds ge/gt/le."""
+    meta = {"help": help, **bounds}
+    if factory is not MISSING:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def load_raw(path: Path) -> dict[str, Any]:
+    """Parse a YAML or JSON file into a dict; errors name the file (and line, where the parser knows it)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml_load(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}")
+    return data
+
+
+def parse_pairs(items: Sequence[str], flag: str, example: str, dotted: bool = False) -> list[tuple[str, Raw]]:
+    """Split `KEY=VALUE` command-line items; the value stays `Raw` until its target type is known."""
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or (dotted and any(not part for part in key.split("."))):
+            raise ConfigError(f"{flag} {item!r}: expected {example}")
+        out.append((key, Raw(value)))
+    return out
+
+
+def set_dotted(raw: dict[str, Any], dotted: str, value: Any, defaults: dict[str, Any]) -> None:
+    """raw[a][b]... = value. A list the file leaves out starts as its value in `defaults`, so that
+    `--set rewards.1.weight=0.5` edits the default second reward."""
+    node: Any = raw
+    default: Any = defaults
+    parts = dotted.split(".")
+    for depth, part in enumerate(parts):
+        where = ".".join(parts[: depth + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"--set {where}: expected a list index below {len(node)}")
+            part = int(part)
+        elif not isinstance(node, dict):
+            raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth])}' is a value, not a section")
+        if isinstance(default, dict):
+            default = default.get(part)
+        else:
+            in_list = isinstance(default, list) and isinstance(part, int) and part < len(default)
+            default = default[part] if in_list else None
+        if depth == len(parts) - 1:
+            node[part] = value
+        else:
+            if isinstance(node, dict) and node.get(part) is None:
+                node[part] = copy.deepcopy(default) if isinstance(default, list) else {}
+            node = node[part]
+
+
+def build(cls: type, data: Any, where: str) -> Any:
+    """Instantiate dataclass `cls` from `data`, validating every field; `where` is the dotted prefix for errors."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {show(data)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            raise ConfigError(f"{_join(where, str(key))}: {_unknown_reason(str(key), fields)}")
+    kwargs = {}
+    for name, value in data.items():
+        dotted = _join(where, name)
+        kwargs[name] = coerce(value, hints[name], dotted)
+        _check_bounds(kwargs[name], fields[name].metadata, dotted)
+    return cls(**kwargs)
+
+
+def _unknown_reason(key: str, fields: dict[str, Any]) -> str:
+    if key in ("api_key", "key", "token", "secret"):
+        return "unknown key; never put secrets in a config: name the environment variable with 'api_key_env'"
+    return f"unknown key{did_you_mean(key, fields)}"
+
+
+def coerce(value: Any, hint: Any, where: str) -> Any:
+    """Return `value` converted to `hint`, or raise ConfigError naming `where`."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _coerce_union(value, args, where)
+    if isinstance(value, Raw):
+        if hint is str:
+            return str(value)
+        value = _parse_raw(value, where)
+    if dataclasses.is_dataclass(hint):
+        return build(hint, value, where)
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise ConfigError(f"{where}: expected one of {', '.join(map(str, args))}; got {show(value)}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {show(value)}")
+        return [coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {show(value)}")
+        return {str(k): coerce(v, args[1], f"{where}.{k}") for k, v in value.items()}
+    if hint is Any:
+        return value
+    return _coerce_scalar(value, hint, where)
+
+
+def _coerce_union(value: Any, args: tuple, where: str) -> Any:
+    is_null = value is None or (isinstance(value, Raw) and value.lower() in ("null", "none", "~"))
+    if is_null and type(None) in args:
+        return None
+    options = [a for a in args if a is not type(None)]
+    if isinstance(value, Raw):  # '[a, b]' for `str | list[str]` is a list; '123' for `str | None` stays a string
+        parsed = _parse_raw(value, where)
+        if not isinstance(parsed, str):
+            try:
+                return _coerce_union(parsed, args, where)
+            except ConfigError:
+                if str not in options or value.lstrip().startswith(("[", "{")):
+                    raise
+        value = str(value)
+    errors = {}
+    for option in options:
+        try:
+            return coerce(value, option, where)
+        except ConfigError as exc:
+            errors[typing.get_origin(option)] = exc
+    if len(errors) == 1:
+        raise next(iter(errors.values()))
+    shaped = {list: list, dict: dict}.get(type(value))
+    if shaped in errors:  # a list given for `str | list[str]`: the error inside the list is the useful one
+        raise errors[shaped]
+    names = " or ".join(_type_name(a) for a in options)
+    nullable = " (or null)" if type(None) in args else ""
+    raise ConfigError(f"{where}: expected {names}{nullable}, got {show(value)}")
+
+
+def _coerce_scalar(value: Any, hint: Any, where: str) -> Any:
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.lower() in ("true", "yes", "on", "false", "no", "off"):
+            return value.lower() in ("true", "yes", "on")
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            return int(value)
+    elif hint is float:
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = float(value)
+        if number is not None and math.isfinite(number):
+            return float(number)
+        if number is not None:
+            raise ConfigError(f"{where}: expected a finite number, got {show(value)}")
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float, bool)):
+            raise ConfigError(f"{where}: expected a string, got {show(value)} (quote it in the recipe)")
+    else:
+        raise TypeError(f"{where}: unsupported schema type {hint!r}")
+    raise ConfigError(f"{where}: expected {_type_name(hint)}, got {show(value)}")
+
+
+def _parse_raw(value: Raw, where: str) -> Any:
+    text = str(value)
+    try:
+        return yaml_load(text) if text.strip() else ""
+    except yaml.YAMLError as exc:
+        if text.lstrip().startswith(("[", "{")):  # meant as a list or mapping: say so rather than keep a string
+            raise ConfigError(
+                f"{where}: cannot parse {text!r}: {getattr(exc, 'problem', None) or 'bad syntax'}"
+            ) from None
+        return text
+
+
+def _check_bounds(value: Any, meta: typing.Mapping[str, Any], where: str) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    checks = (("ge", lambda b: value >= b, ">="), ("gt", lambda b: value > b, ">"), ("le", lambda b: value <= b, "<="))
+    for key, ok, sign in checks:
+        if key in meta and not ok(meta[key]):
+            raise ConfigError(f"{where}: must be {sign} {meta[key]}, got {value}")
+
+
+def iter_fields(cls: type, where: str) -> Iterator[tuple[str, str, str, str]]:
+    """Yield (dotted name, type, default, help) for every leaf field of `cls`, depth first."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        dotted = _join(where, f.name)
+        hint = hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            yield from iter_fields(hint, dotted)
+            continue
+        if f.default is not MISSING:
+            default = f.default
+        else:
+            default = f.default_factory()  # type: ignore[misc]
+            if isinstance(default, list) and default and dataclasses.is_dataclass(default[0]):
+                default = [dataclasses.asdict(d) for d in default]
+        yield dotted, _type_name(hint), json.dumps(default), f.metadata.get("help", "")
+
+
+def fields_markdown(cls: type) -> str:
+    """Every leaf field of `cls` as a Markdown table: `azr config fields` and the README's config table."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| field | type | default | what it is for |", "|---|---|---|---|"]
+    for name, kind, default, help_text in iter_fields(cls, ""):
+        rows.append(f"| `{name}` | {cell(kind)} | `{cell(default)}` | {cell(help_text)} |")
+    return "\n".join(rows)
+
+
+def _type_name(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Literal:
+        return " | ".join(map(str, args))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if origin is list:
+        return f"a list of {_type_name(args[0]).split(' ', 1)[-1]}s"
+    if origin is dict:
+        return "mapping"
+    if dataclasses.is_dataclass(hint):
+        return hint.__name__
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", Any: "any"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def check_passthrough(values: dict[str, Any], cls: type, section: str, label: str) -> None:
+    """Check a pass-through mapping's keys against dataclass `cls`'s init fields (one-line error with a "did you
+    mean"), and turn numeric strings ('1e-5') into numbers where the field is numeric; `values` is changed in place."""
+    known = {f.name for f in dataclasses.fields(cls) if f.init}
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # an annotation the library cannot resolve at run time: names are still checked
+        hints = {}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(f"{section}.{key}: not a {label} field{did_you_mean(key, known)}")
+        kinds = set(typing.get_args(hints.get(key)) or (hints.get(key),))
+        number = float if float in kinds else int if int in kinds and bool not in kinds else None
+        if number and isinstance(value, str):
+            try:
+                values[key] = number(value)
+            except ValueError:
+                raise ConfigError(f"{section}.{key}: expected a number, got {value!r}") from None

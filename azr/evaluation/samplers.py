@@ -1,0 +1,107 @@
+"""Where evaluation samples come from: a local HF model (optionally quantized, optionally with a peft adapter),
+sampled in batches, or an OpenAI-compatible endpoint through `azr.remote.clients`, one request per sample. Each sample
+has its own seed from (seed, problem, index). Samplers return text (or a request failure); reading code out of it
+and grading it is `azr.evaluation.run`'s job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from azr.config import ModelConfig
+from azr.data import STOP, Problem
+from azr.errors import ConfigError
+from azr.prompts import chat_messages
+
+
+@dataclass
+class EndpointSpec:
+    """An OpenAI-compatible server to sample from: `api` picks /chat/completions or raw /completions."""
+
+    base_url: str
+    model: str
+    api: Literal["chat", "completions"] = "chat"
+    api_key_env: str | None = None  # the variable's name; its value never leaves azr.remote.clients
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    max_retries: int = 4
+
+
+def _seed(seed: int, problem: Problem, index: int) -> int:
+    """A seed per sample: the n samples of one problem differ, and a resumed run redraws the same ones."""
+    return zlib.crc32(f"{seed}:{problem.id}:{index}".encode())
+
+
+@dataclass
+class Generated:
+    text: str | None  # None: the request failed for good
+    error: str | None = None
+
+
+class LocalSampler:
+    """A local HF model (optionally 4-/8-bit, optionally with a peft adapter), sampled in batches through its chat
+    template by `generate` (`azr.evaluation.run.generate_completions`: the same sampling as the train measurement)."""
+
+    mode = "answer"
+
+    def __init__(
+        self, model_cfg: ModelConfig, adapter: str | None, sampling: Any, template_kwargs: dict, generate: Callable
+    ):
+        from azr.models import build_model_and_tokenizer, quiet_third_party
+
+        quiet_third_party()
+        if adapter and not (Path(adapter) / "adapter_config.json").is_file():
+            raise ConfigError(f"--adapter {adapter}: not a peft adapter directory (no adapter_config.json)")
+        model, self.tokenizer = build_model_and_tokenizer(model_cfg)
+        if adapter:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(adapter))
+        self.model, self.sampling, self.template_kwargs, self.generate = model, sampling, template_kwargs, generate
+        self.chunk = sampling.batch_size
+
+    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
+        # seeded per batch from its first sample: the same batches give the same samples
+        sampling = dataclasses.replace(self.sampling, n=1, seed=_seed(self.sampling.seed, *items[0]))
+        tasks = [problem.task for problem, _ in items]
+        return [Generated(t) for t in self.generate(self.model, self.tokenizer, tasks, sampling, self.template_kwargs)]
+
+
+class EndpointSampler:
+    """An OpenAI-compatible endpoint through `azr.remote.clients.ChatClient`; one request per sample, each with its own
+    seed, at most `concurrency` in flight. Chat: the same conversation a local model gets. Completions: the HumanEval
+    stub (cut at the Codex stop sequences), or a task's text followed by an opened python fence."""
+
+    def __init__(self, spec: EndpointSpec, sampling: Any):
+        from azr.remote import ChatClient
+
+        self.client = ChatClient(
+            spec.base_url,
+            spec.model,
+            api_key_env=spec.api_key_env,
+            timeout_s=spec.timeout_s,
+            max_retries=spec.max_retries,
+            concurrency=spec.concurrency,
+        )
+        self.api, self.sampling = spec.api, sampling
+        self.mode = "continuation" if spec.api == "completions" else "answer"
+        self.chunk = max(64, 8 * spec.concurrency)  # progress is saved after each chunk
+
+    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
+        replies = self.client.run_all([self._request(p, i) for p, i in items])
+        return [Generated(r.text, None) if r.ok else Generated(None, r.error or "no text") for r in replies]
+
+    def _request(self, problem: Problem, index: int):
+        s = self.sampling
+        params = {"max_tokens": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p}
+        params["seed"] = _seed(s.seed, problem, index)
+        if self.api == "chat":
+            return self.client.achat(chat_messages(problem.task.prompt), **params)
+        if problem.stub is not None:
+            return self.client.acomplete(problem.stub, stop=STOP, **params)
+        return self.client.acomplete(f"{problem.task.prompt.strip()}\n\n```python\n", stop=["```"], **params)

@@ -1,0 +1,33 @@
+"""Rewards: the program built from a task and a completion, its verdicts from the sandbox (`Grade`), the reward
+functions and their REWARDS table. The face of the rewards package; it imports no torch, transformers or trl.
+"""
+
+from azr.rewards.functions import REWARDS, CodeGrader, SelfPlayReward, build_rewards, selfplay_score
+from azr.rewards.grading import (
+    Grade,
+    grade,
+    grade_many,
+    limits_from_config,
+    pool_from_config,
+    run_program,
+    task_limits,
+    validate_references,
+    verdict_check,
+)
+
+__all__ = [
+    "REWARDS",
+    "CodeGrader",
+    "Grade",
+    "SelfPlayReward",
+    "build_rewards",
+    "grade",
+    "grade_many",
+    "limits_from_config",
+    "pool_from_config",
+    "run_program",
+    "selfplay_score",
+    "task_limits",
+    "validate_references",
+    "verdict_check",
+]

@@ -1,0 +1,342 @@
+"""Rewards: TRL reward functions over code completions, one REWARDS table, and `build_rewards`.
+
+Every reward is a callable `(prompts, completions, **columns) -> list[float | None]` following TRL 1.16: dataset
+columns arrive as lists with one entry per completion. Rewards never raise into TRL: a wrong answer scores low, an
+infrastructure failure (the sandbox itself failed) scores None and is counted, and any unexpected error scores
+None with its reason logged. Rewards that need test results share one `CodeGrader`, which runs each batch in
+parallel through the sandbox pool once and caches the outcomes for the other rewards of the same batch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from azr.config import RewardSpec, SandboxConfig
+from azr.data import Task
+from azr.errors import ConfigError
+from azr.prompts import Answer, AnswerFormat, completion_text, parse_answer
+from azr.rewards.grading import Grade, grade_many, limits_from_config, pool_from_config
+from azr.sandbox import Limits, SandboxPool, SandboxUnhealthy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One completion, read and run: `grade` is None when there was no code to run."""
+
+    answer: Answer
+    grade: Grade | None
+
+    @property
+    def status(self) -> str:
+        return self.grade.status if self.grade is not None else "no_code"
+
+    def details(self) -> dict[str, Any]:
+        grade = self.grade
+        return {
+            "status": self.status,
+            "format_ok": self.answer.format_ok,
+            "tests_passed": grade.tests_passed if grade else 0,
+            "tests_total": grade.tests_total if grade else 0,
+            "per_test": grade.per_test if grade else [],
+            "duration_s": round(grade.duration_s, 4) if grade else 0.0,
+            "reason": (self.answer.problem if grade is None else "; ".join(grade.failures))[:300],
+        }
+
+
+class CodeGrader:
+    """Reads, runs and caches completions for the rewards of one run; counts infrastructure failures."""
+
+    def __init__(
+        self,
+        pool: SandboxPool,
+        limits: Limits,
+        answer_format: AnswerFormat = "strict",
+        max_infra_failure_rate: float = 0.05,
+        cache_size: int = 4096,
+    ):
+        self.pool, self.limits, self.answer_format = pool, limits, answer_format
+        self.max_infra_failure_rate = max_infra_failure_rate
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple, Outcome] = OrderedDict()
+        self._last_keys: list[tuple] = []
+        self.last_details: list[dict[str, Any]] = []
+        self.runs = self.infra_errors = 0
+        self.stop_reason = ""  # set when a batch's infrastructure failure rate passes the limit
+
+    def grade_answers(self, jobs: Sequence[tuple[Task, str]]) -> list[tuple[str | None, Grade | None]]:
+        """A remote model's answers (opponent, teacher): each text's code (None: nothing runnable) and its grade
+        against its task, graded together through the pool. Not the policy's batch: no cache, no accounting."""
+        codes = [parse_answer(text or "", self.answer_format).code for _, text in jobs]
+        runnable = [(task, code) for (task, _), code in zip(jobs, codes, strict=True) if code is not None]
+        grades = iter(grade_many(runnable, self.pool, self.limits) if runnable else [])
+        return [(code, next(grades) if code is not None else None) for code in codes]
+
+    def outcomes(self, completions: Sequence[Any], columns: dict[str, Any]) -> list[Outcome]:
+        """Outcome per completion; programs not seen before run in parallel through the pool."""
+        tests = columns.get("tests")
+        if tests is None:
+            raise KeyError("the dataset has no 'tests' column")
+        keys, todo = [], {}
+        for i, completion in enumerate(completions):
+            answer = parse_answer(completion_text(completion), self.answer_format)
+            task = Task(
+                id=str(_column(columns, "task_id", i) or _column(columns, "id", i) or i),
+                prompt="",
+                tests=_tests_cell(tests[i], i),
+                timeout_s=_column(columns, "timeout_s", i),
+                memory_mb=_column(columns, "memory_mb", i),
+            )
+            keys.append((answer, tuple(task.tests), task.timeout_s, task.memory_mb))
+            todo[keys[-1]] = (task, answer.code)
+        if keys != self._last_keys:  # a new batch: infrastructure failures of earlier batches get another run
+            for key in [k for k, o in self._cache.items() if o.status == "error"]:
+                del self._cache[key]
+            self._last_keys = keys
+        todo = {key: job for key, job in todo.items() if key not in self._cache and key[0].code is not None}
+        grades = grade_many(list(todo.values()), self.pool, self.limits) if todo else []
+        for key, grade in zip(todo, grades, strict=True):
+            self._remember(key, Outcome(key[0], grade))
+        outcomes = [self._cache.get(key) or Outcome(key[0], None) for key in keys]
+        self._account(grades)
+        self.last_details = [o.details() for o in outcomes]
+        return outcomes
+
+    def _remember(self, key: tuple, outcome: Outcome) -> None:
+        self._cache[key] = outcome
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _account(self, grades: list[Grade]) -> None:
+        errors = sum(g.status == "error" for g in grades)
+        self.runs += len(grades)
+        self.infra_errors += errors
+        if errors:
+            reasons = {g.failures[-1] if g.failures else "unknown" for g in grades if g.status == "error"}
+            log.warning("sandbox infrastructure failures: %d of %d runs (%s)", errors, len(grades), "; ".join(reasons))
+        if grades and errors / len(grades) > self.max_infra_failure_rate:
+            self.stop_reason = (
+                f"{errors} of {len(grades)} sandbox runs in one batch failed for infrastructure reasons "
+                f"(limit sandbox.max_infra_failure_rate={self.max_infra_failure_rate:g})"
+            )
+
+    def check(self) -> None:
+        """Raise SandboxUnhealthy once a batch passed the failure limit: the caller stops the run."""
+        if self.stop_reason:
+            raise SandboxUnhealthy(self.stop_reason)
+
+
+def _tests_cell(cell: Any, row: int) -> list[str]:
+    """A row's tests as a list of strings; anything else (a bare string would be split into characters) becomes no
+    tests, which grading reports as `error` for that completion, and is logged."""
+    if isinstance(cell, (list, tuple)) and cell and all(isinstance(t, str) and t.strip() for t in cell):
+        return list(cell)
+    log.error("rewards: row %d: 'tests' must be a non-empty list of test strings, got %.80r", row, cell)
+    return []
+
+
+def _column(columns: dict[str, Any], name: str, i: int) -> Any:
+    values = columns.get(name)
+    return values[i] if isinstance(values, (list, tuple)) and i < len(values) else None
+
+
+class Reward:
+    """Base of the registered rewards: TRL's calling convention, a name for its logs, and no exceptions out."""
+
+    name = "reward"
+    needs_grader = False
+
+    @property
+    def __name__(self) -> str:  # TRL names each reward's metrics after the function
+        return f"{self.name}_reward"
+
+    def __call__(self, prompts=None, completions=None, **columns) -> list[float | None]:
+        completions = list(completions or [])
+        odd = sorted({type(c).__name__ for c in completions if not isinstance(c, (str, list, dict))})
+        if odd:  # read as empty text, so they score as answers without code; say so rather than stay silent
+            log.warning("%s: completions of unexpected type %s read as empty text", self.__name__, ", ".join(odd))
+        try:
+            return self.score(completions, columns)
+        except Exception as exc:  # never into TRL: every completion gets None and the reason is logged
+            log.error("%s failed on a batch of %d: %s: %s", self.__name__, len(completions), type(exc).__name__, exc)
+            return [None] * len(completions)
+
+    def score(self, completions: list[Any], columns: dict[str, Any]) -> list[float | None]:
+        raise NotImplementedError
+
+
+class TestsReward(Reward):
+    """Fraction of the task's tests passed (1/0 without partial credit); None on infrastructure failure;
+    0.0 when the answer has no runnable code."""
+
+    name, needs_grader = "tests", True
+
+    def __init__(self, grader: CodeGrader, partial_credit: bool = True):
+        self.grader, self.partial_credit = grader, partial_credit
+
+    def score(self, completions, columns):
+        outcomes = self.grader.outcomes(completions, columns)
+        _log(columns, outcomes, self.grader)
+        return [self._value(o) for o in outcomes]
+
+    def _value(self, outcome: Outcome) -> float | None:
+        grade = outcome.grade
+        if grade is None:
+            return 0.0
+        if grade.status == "error":
+            return None
+        return grade.fraction if self.partial_credit else float(grade.passed)
+
+
+class FormatReward(Reward):
+    """`ok` when the strict answer format holds, `bad` when it does not."""
+
+    name = "format"
+
+    def __init__(self, ok: float = 1.0, bad: float = 0.0):
+        self.ok, self.bad = ok, bad
+
+    def score(self, completions, columns):
+        return [self.ok if parse_answer(completion_text(c)).format_ok else self.bad for c in completions]
+
+
+class LengthReward(Reward):
+    """Conciseness: 0 up to `target_tokens`, falling linearly to -`penalty` at `limit_tokens` and staying there.
+    Counts completion tokens when TRL passes `completion_ids`, else characters / 4."""
+
+    name = "length"
+
+    def __init__(self, target_tokens: int = 512, limit_tokens: int = 2048, penalty: float = 1.0):
+        if not 0 < target_tokens < limit_tokens:
+            raise ValueError("length reward needs 0 < target_tokens < limit_tokens")
+        self.target, self.limit, self.penalty = target_tokens, limit_tokens, penalty
+
+    def score(self, completions, columns):
+        ids = columns.get("completion_ids")
+        lengths = [len(x) for x in ids] if ids else [len(completion_text(c)) / 4 for c in completions]
+        return [-self.penalty * min(1.0, max(0.0, (n - self.target) / (self.limit - self.target))) for n in lengths]
+
+
+class TimeoutReward(Reward):
+    """-`penalty` when the program hit its time limit, 0 otherwise; None on infrastructure failure."""
+
+    name, needs_grader = "timeout", True
+
+    def __init__(self, grader: CodeGrader, penalty: float = 1.0):
+        self.grader, self.penalty = grader, penalty
+
+    def score(self, completions, columns):
+        scores: list[float | None] = []
+        for outcome in self.grader.outcomes(completions, columns):
+            scores.append(None if outcome.status == "error" else -self.penalty if outcome.status == "timeout" else 0.0)
+        return scores
+
+
+def selfplay_score(
+    policy_passed: bool | None,
+    opponent_passed: bool | None,
+    win: float = 1.0,
+    both_pass: float = 0.5,
+    both_fail: float = 0.0,
+    loss: float = 0.0,
+) -> float | None:
+    """The self-play part of one completion's reward; None when either side has no verdict (never a loss)."""
+    if policy_passed is None or opponent_passed is None:
+        return None
+    if policy_passed:
+        return both_pass if opponent_passed else win
+    return loss if opponent_passed else both_fail
+
+
+class SelfPlayReward(Reward):
+    """`selfplay_score` of each completion (passed = every test passed) against the opponent's answer to the same
+    task, read from the `opponent_passed` column (True / False / None: opponent unavailable or not asked). None
+    without that column or where the policy's code could not be graded."""
+
+    name, needs_grader = "selfplay", True
+
+    def __init__(self, grader: CodeGrader, win=1.0, both_pass=0.5, both_fail=0.0, loss=0.0):
+        self.grader, self.values = grader, {"win": win, "both_pass": both_pass, "both_fail": both_fail, "loss": loss}
+
+    def score(self, completions, columns):
+        opponent = columns.get("opponent_passed")
+        if opponent is None:
+            log.warning("%s: no 'opponent_passed' column; the self-play part is left out", self.__name__)
+            return [None] * len(completions)
+        outcomes = self.grader.outcomes(completions, columns)
+        mine = [None if o.status == "error" else o.status == "passed" for o in outcomes]
+        return [selfplay_score(p, o, **self.values) for p, o in zip(mine, opponent, strict=True)]
+
+
+REWARDS: dict[str, type[Reward]] = {
+    r.name: r for r in (TestsReward, FormatReward, LengthReward, TimeoutReward, SelfPlayReward)
+}
+
+
+def _log(columns: dict[str, Any], outcomes: list[Outcome], grader: CodeGrader) -> None:
+    """Per-completion details into TRL's completions table, and batch rates as metrics, where TRL offers them."""
+    log_extra, log_metric = columns.get("log_extra"), columns.get("log_metric")
+    details = grader.last_details
+    if callable(log_extra):
+        for key in ("status", "tests_passed", "tests_total", "duration_s"):
+            log_extra(key, [d[key] for d in details])
+    if callable(log_metric) and outcomes:
+        for status in ("passed", "timeout", "crashed", "memory", "error", "no_code"):
+            log_metric(f"sandbox/{status}", sum(o.status == status for o in outcomes) / len(outcomes))
+
+
+def build_rewards(
+    specs: Sequence[RewardSpec],
+    sandbox: SandboxConfig,
+    pool: SandboxPool | None = None,
+    answer_format: AnswerFormat = "strict",
+) -> tuple[list[Callable], list[float], CodeGrader]:
+    """Reward callables and weights for TRL (`reward_funcs`, `reward_weights`), and the shared grader."""
+    grader = CodeGrader(
+        pool or pool_from_config(sandbox), limits_from_config(sandbox), answer_format, sandbox.max_infra_failure_rate
+    )
+    funcs = [_instantiate(spec, grader, f"rewards[{i}]") for i, spec in enumerate(specs)]
+    return funcs, [float(spec.weight) for spec in specs], grader
+
+
+def _instantiate(spec: RewardSpec, grader: CodeGrader, where: str) -> Callable:
+    target = REWARDS.get(spec.name) or _import(spec.name, where)
+    params = dict(spec.params)
+    if isinstance(target, type) and issubclass(target, Reward) and target.needs_grader:
+        params["grader"] = grader
+    try:
+        inspect.signature(target).bind_partial(**params)
+    except TypeError:
+        accepted = [p for p in inspect.signature(target).parameters if p not in ("grader", "self")]
+        raise ConfigError(f"{where}.params: {spec.name!r} accepts {accepted}, got {sorted(spec.params)}") from None
+    if isinstance(target, type):
+        try:
+            return target(**params)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.params: {exc}") from None
+    if params:
+        raise ConfigError(f"{where}.params: {spec.name!r} is a function; give it no params, or make it a class")
+    return target
+
+
+def _import(name: str, where: str) -> Callable:
+    """A custom reward by dotted path: 'package.module:function' or 'package.module.function'."""
+    module_name, _, attr = name.rpartition(":") if ":" in name else name.rpartition(".")
+    if not module_name:
+        known = ", ".join(REWARDS)
+        raise ConfigError(f"{where}.name: unknown reward {name!r} (registered: {known}; or a path 'pkg.mod:func')")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{where}.name: cannot import {name!r}: {exc}") from None
+    if not callable(target):
+        raise ConfigError(f"{where}.name: {name!r} is not callable")
+    return target

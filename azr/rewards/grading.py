@@ -1,0 +1,159 @@
+"""Grading: run a task's tests against a completion's code in the sandbox and turn the verdicts into a `Grade`.
+
+The harness (`azr.rewards.harness`) builds the program and reads back each test's verdict; this module runs it
+through the sandbox pool with each task's own limits, and derives one status per program: `passed` only when the harness
+saw every test pass; otherwise `timeout` / `memory` / `crashed` / `error` from how the program ended, or `failed`.
+`error` is the sandbox's own failure (infrastructure), never something a program can cause.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from azr.config import SandboxConfig
+from azr.data import Task
+from azr.rewards.harness import TestPlan, build_program, plan_test, read_verdicts
+from azr.sandbox import Check, ExecResult, Limits, SandboxPool, open_pool, shared_pool
+
+Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
+
+
+@dataclass
+class Grade:
+    """Outcome of one program. `status` is `passed` only when the harness saw every test pass."""
+
+    status: Status
+    tests_passed: int
+    tests_total: int
+    failures: list[str] = field(default_factory=list)  # "test 2: AssertionError: ..." per failed test
+    duration_s: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+    backend: str = ""
+    per_test: list[bool] = field(default_factory=list)  # test i passed?
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def fraction(self) -> float:
+        return self.tests_passed / self.tests_total if self.tests_total else 0.0
+
+
+def task_limits(task: Task, base: Limits) -> Limits:
+    """`base`, with the task's own timeout and memory where it sets them."""
+    return dataclasses.replace(base, wall_s=task.timeout_s or base.wall_s, memory_mb=task.memory_mb or base.memory_mb)
+
+
+def limits_from_config(cfg: SandboxConfig) -> Limits:
+    return Limits(
+        wall_s=cfg.timeout_s,
+        memory_mb=cfg.memory_mb,
+        output_bytes=cfg.max_output_kb * 1024,
+        file_size_mb=cfg.file_size_mb,
+        open_files=cfg.open_files,
+        processes=cfg.processes,
+    )
+
+
+def pool_from_config(cfg: SandboxConfig) -> SandboxPool:
+    """The process-wide pool for these sandbox settings (started lazily, closed at exit)."""
+    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg))
+
+
+def worker_memory_mb(cfg: SandboxConfig) -> int:
+    """Memory cap of one worker (as root, through its memory cgroup): room for a program of `memory_mb` with a few
+    helper processes, both tmpfs full, and the worker itself."""
+    return 4 * cfg.memory_mb + 2 * cfg.tmp_size_mb + 256
+
+
+def grade_many(
+    pairs: Sequence[tuple[Task, str]], pool: SandboxPool | None = None, limits: Limits | None = None
+) -> list[Grade]:
+    """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply."""
+    pool = pool or shared_pool()
+    base = limits or Limits()
+    jobs = []
+    for task, code in pairs:
+        plans = [plan_test(t) for t in task.tests]
+        nonce = secrets.token_hex(16)
+        jobs.append((plans, nonce, build_program(code, plans, nonce), task_limits(task, base)))
+    results = pool.map([job[2] for job in jobs], [job[3] for job in jobs])
+    return [_grade(plans, nonce, result) for (plans, nonce, _, _), result in zip(jobs, results, strict=True)]
+
+
+def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits | None = None) -> Grade:
+    """Run `task`'s tests against `code` in the sandbox."""
+    return grade_many([(task, code)], pool, limits)[0]
+
+
+def _grade(plans: Sequence[TestPlan], nonce: str, result: ExecResult) -> Grade:
+    if not plans:  # nothing can be judged: never a pass; the data loader rejects such tasks before this
+        return Grade("error", 0, 0, ["the task has no tests"], result.duration_s, backend=result.backend)
+    verdicts = read_verdicts(result.report, nonce, plans)
+    failures = [f"test {i}: {why}" for i, why in enumerate(verdicts) if why is not None]
+    passed = len(plans) - len(failures)
+    if passed == len(plans):
+        status: Status = "passed"
+    elif result.status == "ok":
+        missing = any(why and why.startswith("no verdict") for why in verdicts)
+        memory = any(why and "MemoryError" in why for why in verdicts)
+        status = "memory" if memory else "crashed" if missing else "failed"
+    else:
+        status = result.status  # timeout / memory / crashed / error
+    if result.note:
+        failures.append(result.note)
+    per_test = [why is None for why in verdicts]
+    return Grade(
+        status, passed, len(plans), failures, result.duration_s, result.stdout, result.stderr, result.backend, per_test
+    )
+
+
+_FORGERIES = {
+    "os._exit(0) at load": "import os\nos._exit(0)",
+    "exit(0) at load": "exit(0)",
+    "os._exit(0) inside the function": "def f(x):\n    import os\n    os._exit(0)",
+    "SystemExit inside the function": "def f(x):\n    raise SystemExit(0)",
+    "closed stdout": "import os\nos.close(1)\ndef f(x):\n    return 0",
+    "atexit hook": "import atexit, sys\natexit.register(lambda: print('passed'))\ndef f(x):\n    sys.exit(0)",
+    "always-equal object": "class A:\n    def __eq__(self, other):\n        return True\ndef f(x):\n    return A()",
+}
+
+
+def verdict_check(pool: SandboxPool) -> Check:
+    """Doctor row: none of the known ways to fake a pass gets a test passed."""
+    task = Task("doctor", "", ["assert f(1) == 2", "assert f(2) == 3"])
+    grades = grade_many([(task, code) for code in _FORGERIES.values()], pool, Limits(wall_s=5.0))
+    forged = [name for name, g in zip(_FORGERIES, grades, strict=True) if g.tests_passed]
+    detail = f"forged: {', '.join(forged)}" if forged else f"{len(_FORGERIES)} tricks, none passed a test"
+    return Check("verdicts cannot be forged", not forged, detail)
+
+
+def run_program(code: str, tests: Sequence[str], cfg: SandboxConfig) -> dict[str, Any]:
+    """`azr sandbox run`: one program, with or without tests, as the JSON contract's object."""
+    limits = limits_from_config(cfg)
+    with open_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg)) as pool:
+        if tests:
+            g = grade(Task("cli", "", list(tests)), code, pool, limits)
+            status = "ok" if g.passed else g.status
+            fields = (g.passed, g.tests_passed, g.tests_total, g.stdout, g.stderr, g.duration_s, g.backend)
+        else:
+            r = pool.run(code, limits)
+            status = "failed" if r.status == "ok" and r.exit_code != 0 else r.status
+            fields = (status == "ok", 0, 0, r.stdout, r.stderr, r.duration_s, r.backend)
+    keys = ("passed", "tests_passed", "tests_total", "stdout", "stderr", "duration_s", "backend")
+    return {"status": status, **dict(zip(keys, fields, strict=True))}
+
+
+def validate_references(
+    tasks: Sequence[Task], pool: SandboxPool | None = None, limits: Limits | None = None
+) -> list[tuple[Task, Grade | None]]:
+    """Grade each task's reference solution against its own tests; None where a task has no solution."""
+    with_solution = [t for t in tasks if t.solution is not None]
+    grades = iter(grade_many([(t, t.solution) for t in with_solution], pool, limits))
+    return [(t, next(grades) if t.solution is not None else None) for t in tasks]

@@ -1,0 +1,57 @@
+"""Training: `run_train` (SFT warm start, GRPO, the before/after measurement), the trainer, callbacks, run state
+and model card. The face of the training package.
+"""
+
+from azr.training.run import (
+    check_sandbox,
+    fit_tasks,
+    grpo_args,
+    grpo_dataset,
+    grpo_rows,
+    on_gpu,
+    run_train,
+    sequence_lengths,
+    template_kwargs,
+)
+from azr.training.state import RunState, mean_rate, write_summary
+
+# Heavy (torch, transformers, trl at import): loaded on first use, so importing this package stays cheap.
+_LAZY = {
+    "AZRGRPOTrainer": "azr.training.trainer",
+    "ScoredBatch": "azr.training.trainer",
+    "MetricsCallback": "azr.training.callbacks",
+    "find_near_misses": "azr.training.sft",
+    "run_sft": "azr.training.sft",
+    "sft_args": "azr.training.sft",
+    "sft_dataset": "azr.training.sft",
+}
+
+__all__ = [
+    "AZRGRPOTrainer",
+    "MetricsCallback",
+    "RunState",
+    "ScoredBatch",
+    "check_sandbox",
+    "find_near_misses",
+    "fit_tasks",
+    "grpo_args",
+    "grpo_dataset",
+    "grpo_rows",
+    "mean_rate",
+    "on_gpu",
+    "run_sft",
+    "run_train",
+    "sequence_lengths",
+    "sft_args",
+    "sft_dataset",
+    "template_kwargs",
+    "write_summary",
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

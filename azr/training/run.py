@@ -1,0 +1,373 @@
+"""`azr train`: the linear recipe. Config, data, rewards and sandbox check, model; then the phases in order:
+an optional SFT warm start, the train pass rate sampled before GRPO, GRPO, and the same measurement after.
+
+Each finished phase is recorded in `output_dir/state.json`, so `--resume-from` skips it; a phase cut short resumes
+from its latest checkpoint (step, optimizer, scheduler and RNG state restored by the HF Trainer) after the logs
+are pruned back to that checkpoint. Outputs: config.yaml, metrics.jsonl, generations/, checkpoints/, sft/, final/
+(adapter or model, tokenizer, model card) and summary.json.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from azr.config import AzrConfig, save_config
+from azr.data import Task, load_tasks, select_tasks
+from azr.errors import ConfigError, NotAvailableError
+from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
+from azr.prompts import chat_messages, reference_answer
+from azr.rewards import CodeGrader, build_rewards, validate_references
+from azr.sandbox import SandboxUnhealthy
+from azr.training.state import Resume, RunState, resolve_resume, write_summary
+
+log = logging.getLogger(__name__)
+
+
+def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
+    """Train as `cfg` says; returns the process exit code."""
+    if cfg.vllm.sidecar:  # refused before anything is written
+        raise NotAvailableError(
+            "vllm.sidecar: launching a vLLM sidecar from azr-train is not in this version yet; on a GPU box start "
+            "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
+        )
+    started = time.monotonic()
+    out = Path(cfg.output_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"output_dir: cannot create {out}: {exc.strerror}") from None
+    state = RunState.load(out)
+    resume = resolve_resume(out, state, resume_from, sft=cfg.sft.enabled)
+    save_config(cfg, out / "config.yaml")
+
+    tasks = select_tasks(
+        load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
+    )
+    funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
+    check_sandbox(tasks, grader)
+    log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
+
+    from azr.models import build_model_and_tokenizer, count_parameters, quiet_third_party
+
+    quiet_third_party()
+    lengths = sequence_lengths(cfg)
+    model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=lengths["max_seq_length"])
+    log.info(
+        "model: %s (%s, %.2f M parameters, dtype %s)",
+        cfg.model.name_or_path,
+        type(model).__name__,
+        count_parameters(model) / 1e6,
+        model.dtype,
+    )
+    tasks = fit_tasks(tasks, tokenizer, cfg)
+    log.info("data: %d training tasks from %s", len(tasks), cfg.data.train)
+
+    if resume.pruned_to is not None:
+        _prune_logs(cfg, out, state, resume)
+    from azr.training.callbacks import RunConsole
+
+    with ExitStack() as stack:
+        generations = None
+        if cfg.logging.generations:
+            generations = GenerationLog(out / "generations", int(cfg.logging.generations_max_mb * 2**20))
+            stack.callback(generations.close)
+        run = _Run(
+            cfg,
+            out,
+            state,
+            resume,
+            funcs,
+            weights,
+            grader,
+            metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")),
+            generations=generations,
+            console=RunConsole(cfg.logging.console, stack),
+        )
+        policy_dir = cfg.model.name_or_path
+        if cfg.sft.enabled:
+            if not state.done("sft"):
+                _sft_phase(run, model, tokenizer, tasks)
+            model, tokenizer = _load_policy(cfg, out / "sft" / "final")
+            policy_dir = str(out / "sft" / "final")
+        sampled = tasks[: cfg.logging.pass_rate_tasks]
+        measure = _measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths)
+        if not state.done("eval_before") and sampled:
+            state.finish("eval_before", measure(model, "eval_before", run.metrics))
+        if not state.done("grpo"):
+            model = _grpo_phase(run, model, tokenizer, tasks, policy_dir)
+        else:
+            model, tokenizer = _load_policy(cfg, out / "final")
+        if not state.done("eval_after") and sampled:
+            state.finish("eval_after", measure(model, "eval_after", run.metrics))
+        summary = write_summary(out, state, time.monotonic() - started)
+        run.console.show_summary(summary)
+    log.info("done: final %s in %s", "adapter" if cfg.model.lora.enabled else "model", out / "final")
+    return 0
+
+
+def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
+    """The completion budget includes the thinking budget when the policy thinks."""
+    completion = int(cfg.grpo.get("max_completion_length", 256))
+    if cfg.thinking.policy:
+        completion += cfg.thinking.policy_budget_tokens
+    return {"max_completion_length": completion, "max_seq_length": completion + 2048}
+
+
+def template_kwargs(cfg: AzrConfig) -> dict[str, Any]:
+    return {**cfg.grpo.get("chat_template_kwargs", {}), "enable_thinking": cfg.thinking.policy}
+
+
+def fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
+    limit = cfg.data.max_solution_tokens
+    if limit is not None:
+        fits = [
+            t
+            for t in tasks
+            if t.solution and len(tokenizer(reference_answer(t.solution, t.entry_point))["input_ids"]) < limit
+        ]
+        log.info("data.max_solution_tokens=%d keeps %d of %d tasks", limit, len(fits), len(tasks))
+        tasks = fits
+    tasks = tasks[: cfg.data.max_tasks] if cfg.data.max_tasks else tasks
+    if not tasks:
+        raise ConfigError("data: no training tasks left after data.max_solution_tokens / data.max_tasks")
+    return tasks
+
+
+def on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@dataclass
+class _Run:
+    """What every phase of one run shares: its config, folder, state, rewards and outputs."""
+
+    cfg: AzrConfig
+    out: Path
+    state: RunState
+    resume: Resume
+    funcs: list
+    weights: list[float]
+    grader: CodeGrader
+    metrics: JsonlWriter
+    generations: GenerationLog | None
+    console: Any  # azr.training.callbacks.RunConsole (imported lazily: it needs transformers)
+
+
+def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
+    from azr.models import lora_config
+    from azr.training.callbacks import MetricsCallback
+    from azr.training.sft import find_near_misses, near_misses_once, run_sft, sft_args, sft_dataset
+
+    cfg, out = run.cfg, run.out
+    started = time.monotonic()
+    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
+    callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
+    near_misses = {}
+    if cfg.sft.near_misses:
+        find = functools.partial(find_near_misses, tasks, run.grader, cfg.sft.near_misses, cfg.seed)
+        near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
+        log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
+    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
+    checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
+    run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
+    run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
+
+
+def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str):
+    from transformers import PrinterCallback
+
+    from azr.models import lora_config
+    from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
+    from azr.training.trainer import AZRGRPOTrainer
+
+    cfg, out, generations = run.cfg, run.out, run.generations
+    started = time.monotonic()
+    record = MetricsCallback(run.metrics, "grpo")
+    observers = [lambda batch: generations.put(batch.records())] if generations is not None else []
+    rows, funcs, weights, arena = grpo_rows(tasks), run.funcs, run.weights, None
+    if cfg.self_play.enabled:
+        from azr.selfplay import Arena, blend_rewards
+
+        funcs, weights = blend_rewards(funcs, weights, run.grader, cfg.self_play.weight)
+        checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
+        arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint)
+    try:
+        trainer = AZRGRPOTrainer(
+            model=model,
+            reward_funcs=funcs,
+            args=grpo_args(cfg, out, weights),
+            train_dataset=grpo_dataset(tasks),
+            processing_class=tokenizer,
+            # A policy that comes out of the SFT phase already carries its (trainable) adapter.
+            peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
+            callbacks=[record, run.console.callback("grpo")] + ([SaveBesideCheckpoints(arena)] if arena else []),
+            grader=run.grader,
+            observers=observers,
+            rounds=arena,
+        )
+        trainer.remove_callback(PrinterCallback)
+        record.trainer = trainer
+        trainer.train(resume_from_checkpoint=run.resume.checkpoint if run.resume.phase == "grpo" else None)
+    finally:
+        if arena is not None:
+            arena.close()  # scoreboard.json and frontier.json written however training ended
+    final = out / "final"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(str(final))
+    run.state.finish("grpo", {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step})
+    from azr.training.modelcard import write_model_card
+
+    write_model_card(final, cfg, policy_dir, run.state)
+    return trainer.model
+
+
+def grpo_args(cfg: AzrConfig, out: Path, weights: list[float]):
+    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, and CPU defaults."""
+    from trl import GRPOConfig
+
+    values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
+    if not on_gpu():
+        if values.get("bf16"):
+            log.warning("grpo.bf16: no GPU here, so training runs on the CPU in float32 (bf16=false)")
+        values.update(use_cpu=True, bf16=False)
+    values["max_completion_length"] = sequence_lengths(cfg)["max_completion_length"]
+    values["chat_template_kwargs"] = template_kwargs(cfg)
+    values.setdefault("reward_weights", list(weights))
+    return GRPOConfig(
+        output_dir=str(out / "checkpoints"),
+        seed=cfg.seed,
+        gradient_checkpointing=cfg.model.gradient_checkpointing,
+        disable_tqdm=True,
+        **values,
+    )
+
+
+def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:
+    """Conversational prompts plus the columns the rewards read. Hinted retries and replayed tasks enter the batch
+    as rows with these same keys (`hint` holds the teacher's hint; `source` says where a row came from)."""
+    return [
+        {
+            "prompt": chat_messages(t.prompt),
+            "task_id": t.id,
+            "tests": t.tests,
+            "timeout_s": t.timeout_s,
+            "memory_mb": t.memory_mb,
+            "hint": "",
+            "source": "data",
+        }
+        for t in tasks
+    ]
+
+
+def grpo_dataset(tasks: list[Task]):
+    from datasets import Dataset
+
+    return Dataset.from_list(grpo_rows(tasks))
+
+
+def _load_policy(cfg: AzrConfig, folder: Path):
+    """The policy saved by a finished phase: the base model with its trainable adapter, or the full model."""
+    import dataclasses
+
+    from azr.models import build_model_and_tokenizer
+
+    if not cfg.model.lora.enabled:
+        return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=str(folder)))
+    from peft import PeftModel
+
+    model, tokenizer = build_model_and_tokenizer(cfg.model)
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True), tokenizer
+
+
+def _grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
+    """The sampling settings GRPO generates with (TRL's defaults under `grpo:`), so the measured pass rate is that
+    of the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    values = {f.name: f.default for f in dataclasses.fields(GRPOConfig)} | cfg.grpo
+    values |= {k: v for k, v in (values.get("generation_kwargs") or {}).items() if k in values}
+    return {
+        "temperature": float(values["temperature"]),
+        "top_p": float(values["top_p"]),
+        "top_k": int(values["top_k"] or 0),
+        "min_p": values["min_p"],
+        "repetition_penalty": float(values["repetition_penalty"]),
+    }
+
+
+def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths):
+    from azr.evaluation import Sampling, generate_completions, score_completions
+
+    sampling = Sampling(
+        n=cfg.logging.pass_rate_samples,
+        max_new_tokens=lengths["max_completion_length"],
+        seed=cfg.seed,
+        **_grpo_sampling(cfg),
+    )
+
+    def measure(model, phase: str, metrics: JsonlWriter) -> dict[str, Any]:
+        started = time.monotonic()
+        completions = generate_completions(model, tokenizer, tasks, sampling, template_kwargs(cfg))
+        result = score_completions(funcs, weights, grader, tasks, completions)
+        result["seconds"] = round(time.monotonic() - started, 1)
+        metrics.write({"phase": phase, "step": 0, "time": round(time.time(), 3), "tasks": len(tasks), **result})
+        log.info(
+            "%s: pass rate %.3f, mean reward %.3f over %d sampled completions of %d training tasks",
+            phase,
+            result["pass_rate"],
+            result["reward"],
+            result["graded"],
+            len(tasks),
+        )
+        return result
+
+    return measure
+
+
+def _prune_logs(cfg: AzrConfig, out: Path, state: RunState, resume) -> None:
+    """Drop records a resumed run will write again: those of unfinished phases past the checkpoint's step."""
+
+    def keep(record: dict[str, Any]) -> bool:
+        phase = record.get("phase")
+        if state.done(phase):
+            return True
+        # A phase that restarts from scratch (no checkpoint) writes all its records again.
+        resumed = phase == resume.phase and resume.checkpoint is not None
+        return resumed and isinstance(record.get("step"), int) and record["step"] <= resume.pruned_to
+
+    def kept_grpo(record: dict[str, Any]) -> bool:
+        return state.done("grpo") or record.get("step", 0) <= (resume.pruned_to if resume.phase == "grpo" else 0)
+
+    dropped = prune_jsonl(out / "metrics.jsonl", keep)
+    # GRPO's per-batch logs: the generations, and with self-play the opponent's and the teacher's records.
+    grpo_logs = [*generation_files(out / "generations"), out / "selfplay.jsonl"]
+    grpo_logs += [out / "teacher.jsonl", out / cfg.teacher_assist.sft_buffer]
+    for path in grpo_logs:
+        dropped += prune_jsonl(path, kept_grpo)
+    log.info("resume: %s from step %d; %d log records past it removed", resume.phase, resume.pruned_to, dropped)
+
+
+def check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> None:
+    """Fail before the model loads if the sandbox cannot grade known-good reference solutions."""
+    checked = [(t, g) for t, g in validate_references(tasks[:sample], grader.pool, grader.limits) if g is not None]
+    errors = [g.failures[-1] for _, g in checked if g.status == "error"]
+    if errors:
+        raise SandboxUnhealthy(f"the sandbox failed on {len(errors)} of {len(checked)} reference runs: {errors[0]}")
+    passed = sum(g.passed for _, g in checked)
+    log.info(
+        "sandbox: %s backend, %d workers; %d/%d reference solutions pass",
+        grader.pool.backend.name,
+        grader.pool.size,
+        passed,
+        len(checked),
+    )

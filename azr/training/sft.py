@@ -1,0 +1,123 @@
+"""The SFT warm start: supervised fine-tuning on reference answers before GRPO, through TRL's SFTTrainer.
+
+Owns the dataset (each prompt rendered exactly as GRPO will render it, each completion a strict-format reference
+answer ending in EOS) and the phase's outputs under `output_dir/sft/`. Loss is on completion tokens only. It does
+not decide whether the phase runs or is skipped on resume; `train.run_train` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from azr.data import Task
+from azr.logs import atomic_write_json
+from azr.prompts import chat_messages, reference_answer
+from azr.training.mutants import sample_candidates
+
+log = logging.getLogger(__name__)
+NEAR_MISS_WALL_S = 2.0  # per variant; reference solutions take milliseconds, so a slower variant is a hung one
+
+
+def sft_dataset(
+    tasks: list[Task], tokenizer, template_kwargs: dict[str, Any], near_misses: dict[str, list[str]] | None = None
+):
+    """Prompt-completion rows as plain text: the prompt through the chat template with GRPO's own switches (so the
+    warm start conditions on the exact tokens the policy will later see), the answer closed by the EOS token. Each
+    task's near misses (solutions that fail its tests) follow its reference answer as rows of their own."""
+    from datasets import Dataset
+
+    rows = []
+    for task in tasks:
+        if not task.solution:
+            continue
+        prompt = tokenizer.apply_chat_template(
+            chat_messages(task.prompt), tokenize=False, add_generation_prompt=True, **template_kwargs
+        )
+        for solution in [task.solution, *(near_misses or {}).get(task.id, [])]:
+            rows.append(
+                {"prompt": prompt, "completion": reference_answer(solution, task.entry_point) + tokenizer.eos_token}
+            )
+    return Dataset.from_list(rows)
+
+
+def find_near_misses(tasks: list[Task], grader, per_task: int, seed: int) -> dict[str, list[str]]:
+    """Per task, up to `per_task` single-edit variants of its reference solution that fail its tests in the sandbox
+    (variants that still pass, time out or break the sandbox are dropped). The same seed picks the same variants,
+    as long as the sandbox gives the same verdicts."""
+    from azr.rewards import grade_many
+
+    rng = random.Random(seed)
+    capped = [dataclasses.replace(t, timeout_s=min(t.timeout_s or NEAR_MISS_WALL_S, NEAR_MISS_WALL_S)) for t in tasks]
+    tried = [(t, code) for t in capped if t.solution for code in sample_candidates(t.solution, rng, 3 * per_task)]
+    limits = dataclasses.replace(grader.limits, wall_s=min(grader.limits.wall_s, NEAR_MISS_WALL_S))
+    grades = grade_many(tried, grader.pool, limits) if tried else []
+    found: dict[str, list[str]] = {}
+    for (task, code), g in zip(tried, grades, strict=True):
+        kept = found.setdefault(task.id, [])
+        if g.status == "failed" and len(kept) < per_task:
+            kept.append(code)
+    return found
+
+
+def near_misses_once(path: Path, find: Callable[[], dict[str, list[str]]]) -> dict[str, list[str]]:
+    """The near misses in `path` if an earlier start of this warm start found them, else `find()`'s, saved there: a
+    resumed warm start trains on the very rows it was checkpointed with, whatever the sandbox says this time."""
+    if path.exists():
+        return {str(k): list(v) for k, v in json.loads(path.read_text()).items()}
+    found = find()
+    atomic_write_json(path, found)
+    return found
+
+
+def sft_args(args: dict[str, Any], out: Path, seed: int, gradient_checkpointing: bool, cpu: bool):
+    """trl.SFTConfig from `sft.args`, with azr's managed fields and CPU defaults."""
+    from trl import SFTConfig
+
+    values: dict[str, Any] = {
+        "logging_steps": 10,
+        "save_strategy": "steps",  # per epoch would mean a save every few steps on small data sets
+        "save_steps": 100,
+        "save_total_limit": 1,
+        "report_to": [],
+        "lr_scheduler_type": "cosine",
+        "completion_only_loss": True,
+        **({"use_cpu": True, "bf16": False} if cpu else {}),
+        **args,
+    }
+    return SFTConfig(
+        output_dir=str(out / "checkpoints"),
+        seed=seed,
+        gradient_checkpointing=gradient_checkpointing,
+        disable_tqdm=True,
+        **values,
+    )
+
+
+def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from: str | None, final_dir: Path) -> Path:
+    """Train, then save the adapter (or the full model) and the tokenizer to `final_dir`; returns it."""
+    from transformers import PrinterCallback
+    from trl import SFTTrainer
+
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=callbacks,
+    )
+    trainer.remove_callback(PrinterCallback)
+    for callback in callbacks:
+        if hasattr(callback, "trainer"):
+            callback.trainer = trainer
+    log.info("sft: warm start on %d answers", len(dataset))
+    trainer.train(resume_from_checkpoint=resume_from)
+    trainer.save_model(str(final_dir))
+    tokenizer.save_pretrained(str(final_dir))
+    return final_dir

@@ -1,0 +1,339 @@
+"""CLI contract: every command has --help, user errors exit 2 with one line, the shipped data validates."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from azr.cli import invoke
+from azr.cli.evaluate import eval_
+from azr.cli.train import gen, train
+
+COMMANDS = [
+    [],
+    ["train"],
+    ["eval"],
+    ["gen"],
+    ["sandbox"],
+    ["sandbox", "run"],
+    ["sandbox", "doctor"],
+    ["data"],
+    ["data", "validate"],
+    ["tiny-model"],
+    ["config"],
+    ["config", "fields"],
+    ["config", "show"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "azr")
+def test_every_command_has_help(cli, command):
+    code, out, err = cli(*command, "--help")
+    assert code == 0 and "Usage:" in out and not err
+
+
+@pytest.mark.parametrize(("command", "prog"), [(train, "azr-train"), (eval_, "azr-eval"), (gen, "azr-gen")])
+def test_entry_points_are_the_subcommands(capsys, command, prog):
+    assert invoke(command, prog, ["--help"]) == 0
+    assert f"Usage: {prog} [OPTIONS]" in capsys.readouterr().out
+
+
+def test_help_imports_nothing_heavy():
+    probe = (
+        "import sys; from azr.cli import invoke, azr; invoke(azr, 'azr', ['--help']); "
+        "print(sorted(m for m in ('torch', 'transformers', 'trl', 'datasets', 'peft') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+RECIPE = "model: {name_or_path: org/model}\n"
+
+
+def _user_errors(tmp):
+    """(argv, expected start of the error line) for malformed inputs of every kind."""
+
+    def f(name, text):
+        path = tmp / name
+        path.write_text(text)
+        return str(path)
+
+    good_row = {"id": "a", "prompt": "p", "tests": ["assert True"]}
+    return [
+        (["train", "--config", f("bad.yaml", "model: [unclosed\n")], "{tmp}/bad.yaml:2: invalid YAML"),
+        (["train", "--config", f("bad.json", '{"model":\n  {"name_or_path": }}')], "{tmp}/bad.json:2: invalid JSON"),
+        (["train", "--config", f("list.yaml", "- a\n- b\n")], "{tmp}/list.yaml: expected a mapping of sections"),
+        (["train", "--config", f("k.yaml", RECIPE + "modle: {}\n")], "modle: unknown key (did you mean 'model'?)"),
+        (
+            ["train", "--config", f("t.yaml", "model: {name_or_path: m, lora: {r: high}}\n")],
+            "model.lora.r: expected an integer, got 'high'",
+        ),
+        (
+            ["train", "--config", f("w.yaml", RECIPE + "rewards: [{name: tests}, {name: format, weight: high}]\n")],
+            "rewards[1].weight: expected a number, got 'high'",
+        ),
+        (["train", "--config", f("s.yaml", RECIPE + "teacher: {api_key: sk-x}\n")], "teacher.api_key: unknown key"),
+        (
+            ["train", "--config", f("g.yaml", RECIPE + "grpo: {learning_rat: 0.1}\n")],
+            "grpo.learning_rat: not a trl.GRPOConfig field (did you mean 'learning_rate'?)",
+        ),
+        (["train", "--config", f("l.yaml", "azr: {model_id: m, lora: {rank: 4}}\n")], "azr.lora.rank: unknown legacy"),
+        (["train", "--config", f("e.yaml", RECIPE + "self_play: {enabled: true}\n")], "self_play.base_url: required"),
+        (["train", "--config", str(tmp / "missing.yaml")], "{tmp}/missing.yaml: config file not found"),
+        (["train"], "--config: a recipe file is required"),
+        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.lora.r"], "--set 'model.lora.r': expected KEY="),
+        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.lora.q=1"], "model.lora.q: unknown key"),
+        (
+            ["train", "--config", f("r.yaml", RECIPE), "--set", "sandbox.timeout_s=soon"],
+            "sandbox.timeout_s: expected a number, got 'soon'",
+        ),
+        (["train", "--config", f("r.yaml", RECIPE), "--max-steps", "0"], "Invalid value for '--max-steps'"),
+        (["train", "--config", f("r.yaml", RECIPE), "--frobnicate"], "No such option '--frobnicate'"),
+        (["train", "--config", f("d.yaml", RECIPE + "data: {train: nope.jsonl}\n")], "{tmp}/nope.jsonl: task file not"),
+        (["data", "validate", str(tmp / "none.jsonl")], "{tmp}/none.jsonl: task file not found"),
+        (["data", "validate", f("j.jsonl", json.dumps(good_row) + "\n{oops\n")], "{tmp}/j.jsonl:2: invalid JSON"),
+        (
+            ["data", "validate", f("e.jsonl", json.dumps({**good_row, "tests": []}))],
+            "{tmp}/e.jsonl:1: field 'tests': expected a non-empty list",
+        ),
+        (
+            ["data", "validate", f("d.jsonl", json.dumps(good_row) + "\n" + json.dumps(good_row))],
+            "{tmp}/d.jsonl:2: duplicate id 'a' (first at {tmp}/d.jsonl:1)",
+        ),
+        (
+            ["data", "validate", f("u.jsonl", json.dumps({**good_row, "solutions": "x"}))],
+            "{tmp}/u.jsonl:1: unknown field 'solutions' (did you mean 'solution'?)",
+        ),
+        (
+            ["data", "validate", f("ok.jsonl", json.dumps(good_row)), "--column-map", "prompt"],
+            "--column-map 'prompt': expected FIELD=COLUMN",
+        ),
+        (
+            ["data", "validate", f("ok.jsonl", json.dumps(good_row)), "--column-map", "promt=text"],
+            "data.column_map.promt: not a task field (did you mean 'prompt'?)",
+        ),
+        (["eval", "--dataset", "held-out"], "eval: give exactly one of --config, --model or --endpoint"),
+        (["eval", "--endpoint", "http://127.0.0.1:1/v1", "--dataset", "held-out"], "--endpoint-model: required"),
+        (["eval", "--model", "m", "--dataset", "held-out", "-k", "1,ten"], "-k: expected comma-separated integers"),
+        (["eval", "--model", "m", "--samples", "s.jsonl", "--endpoint", "u", "--dataset", "h"], "eval: give exactly"),
+        (["data", "validate", "train", "--column-map", "prompt=text"], "column map given for the shipped split"),
+        (
+            ["train", "--config", f("o.yaml", RECIPE + f"output_dir: {f('file', '')}/sub\n")],
+            "output_dir: cannot create {tmp}/file/sub",
+        ),
+    ]
+
+
+def test_user_errors_exit_2_with_one_line(cli, tmp_path):
+    cases = _user_errors(tmp_path)
+    assert len(cases) >= 20
+    for argv, expected in cases:
+        code, _out, err = cli(*argv)
+        expected = expected.replace("{tmp}", str(tmp_path))
+        assert code == 2, (argv, code, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith("azr: error: " + expected), (argv, err)
+
+
+def test_console_script_reports_user_error_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", "from azr.cli import train_main; train_main()", "--config", str(tmp_path / "x.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert result.stderr == f"azr-train: error: {tmp_path}/x.yaml: config file not found\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gen", "--config", "RECIPE", "--out", "x.jsonl"],
+        ["train", "--config", "RECIPE", "--set", "vllm.sidecar=true", "--output-dir", "OUT"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_commands_of_later_versions_say_so_and_exit_1(cli, write, tmp_path, argv):
+    argv = [write("r.yaml", RECIPE) if a == "RECIPE" else tmp_path / "out" if a == "OUT" else a for a in argv]
+    code, _, err = cli(*argv)
+    assert code == 1 and err.count("\n") == 1 and "not in this version yet" in err
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("argv", [[], ["data"], ["sandbox"], ["config"]])
+def test_a_group_without_subcommand_shows_its_help(cli, argv):
+    code, out, err = cli(*argv)
+    assert code == 0 and out.startswith("Usage: azr") and not err
+
+
+def test_shipped_reference_solutions_all_pass(cli):
+    # held-out only: tests/rewards/test_grading.py runs every shipped split through the same grading
+    code, out, _ = cli("data", "validate", "held-out")
+    assert code == 0, out
+    assert "FAIL" not in out and " 0 failed, 0 without a reference solution" in out
+
+
+def test_validate_reports_a_broken_solution(cli, write):
+    rows = [
+        {"id": "ok", "prompt": "p", "solution": "def f():\n    return 1", "tests": ["assert f() == 1"] * 3},
+        {
+            "id": "bad",
+            "prompt": "p",
+            "solution": "def f():\n    return 2",
+            "tests": ["assert f() == 1", "assert f() > 0", "assert f() == 1"],
+        },
+    ]
+    path = write("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    code, out, _ = cli("data", "validate", path)
+    assert code == 1
+    assert "FAIL bad: failed, 1/3 tests passed; test 0: AssertionError" in out
+    assert out.strip().endswith("2 tasks, 1 passed, 1 failed, 0 without a reference solution")
+
+
+def test_tiny_model_command(cli, tmp_path):
+    code, _out, _ = cli("tiny-model", tmp_path / "tiny", "--seed", "3")
+    assert code == 0 and (tmp_path / "tiny" / "model.safetensors").is_file()
+
+
+def test_train_runs_from_the_cli_and_saves_the_resolved_config(cli, tiny_model_dir, write, tmp_path):
+    grpo = "{num_generations: 2, per_device_train_batch_size: 2, max_completion_length: 16}"
+    recipe = write(
+        "r.yaml",
+        f"model: {{name_or_path: {tiny_model_dir}}}\noutput_dir: out\ndata: {{max_tasks: 4}}\ngrpo: {grpo}\n"
+        "logging: {console: plain, pass_rate_tasks: 2, pass_rate_samples: 2}\n",
+    )
+    code, _, err = cli("train", "--config", recipe, "--max-steps", "2", "--set", "model.lora.r=4")
+    assert code == 0, err
+    saved = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
+    assert saved["grpo"]["max_steps"] == 2 and saved["model"]["lora"]["r"] == 4
+    assert (tmp_path / "out" / "final" / "adapter_config.json").exists()
+
+
+def test_config_show_prints_the_resolved_legacy_recipe(cli, write):
+    code, out, _ = cli("config", "show", "--config", write("l.yaml", "azr: {model_id: m/x, rlhf: {kl_coeff: 0.01}}\n"))
+    assert code == 0 and yaml.safe_load(out)["grpo"] == {"beta": 0.01}
+
+
+# ---------------------------------------------------------------------------------------------------- azr sandbox
+RESULT_KEYS = {"passed", "tests_passed", "tests_total", "status", "stdout", "stderr", "duration_s", "backend"}
+INC = "print('hello')\ndef f(x):\n    return x + 1\n"
+
+
+def _result(out: str) -> dict:
+    """The one JSON object `--json` prints: the whole of stdout, one line."""
+    assert out.count("\n") == 1, out
+    result = json.loads(out)
+    assert set(result) == RESULT_KEYS, result
+    return result
+
+
+def _run_tests(cli, program: str, *tests: str) -> tuple[int, dict]:
+    argv = [a for test in tests for a in ("--test", test)]
+    code, out, _ = cli("sandbox", "run", "--code", program, *argv, "--json", "--timeout", "2")
+    return code, _result(out)
+
+
+def test_sandbox_run_json_when_every_test_passes(cli, write):
+    code, result = _run_tests(cli, write("p.py", INC), "assert f(1) == 2", "assert f(2) == 3")
+    assert code == 0
+    summary = (result["passed"], result["tests_passed"], result["tests_total"], result["status"], result["backend"])
+    assert summary == (True, 2, 2, "ok", "bwrap")
+    assert result["stdout"].startswith("hello\n") and isinstance(result["duration_s"], float)
+
+
+def test_sandbox_run_json_when_a_test_fails(cli, write):
+    code, result = _run_tests(cli, write("p.py", INC), "assert f(1) == 2", "assert f(2) == 4")
+    assert code == 1
+    summary = (result["passed"], result["tests_passed"], result["tests_total"], result["status"])
+    assert summary == (False, 1, 2, "failed")
+
+
+def test_sandbox_run_without_tests_reads_the_exit_code(cli, write):
+    code, out, _ = cli("sandbox", "run", "--code", write("p.py", "import sys\nsys.exit(3)\n"), "--json")
+    result = _result(out)
+    assert code == 1 and (result["status"], result["passed"], result["tests_total"]) == ("failed", False, 0)
+    code, out, _ = cli("sandbox", "run", "--code", write("q.py", "print(6 * 7)\n"), "--json")
+    result = _result(out)
+    assert code == 0 and (result["status"], result["passed"], result["stdout"]) == ("ok", True, "42\n")
+
+
+def test_sandbox_run_reads_the_program_from_stdin(cli, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(INC))
+    code, out, _ = cli("sandbox", "run", "--code", "-", "--test", "assert f(41) == 42", "--json")
+    assert code == 0 and _result(out)["tests_passed"] == 1
+
+
+def test_sandbox_run_console_script_reads_stdin():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from azr.cli import main; main()",
+            "sandbox",
+            "run",
+            "--code",
+            "-",
+            "--test",
+            "assert f(1) == 2",
+        ],
+        input=INC,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok, 1/1 tests in ") and "(bwrap)" in done.stdout and "hello" in done.stdout
+
+
+def test_sandbox_run_tests_file_skips_blank_and_comment_lines(cli, write):
+    tests = write("tests.txt", "# the tests\n\nassert f(1) == 2\n   \n  # indented comment\nassert f(2) == 3\n")
+    code, out, _ = cli(
+        "sandbox", "run", "--code", write("p.py", INC), "--tests-file", tests, "--test", "assert f(0) == 1", "--json"
+    )
+    result = _result(out)
+    assert code == 0 and (result["tests_passed"], result["tests_total"]) == (3, 3)
+
+
+def test_sandbox_run_missing_code_file_is_a_user_error(cli, tmp_path):
+    code, out, err = cli("sandbox", "run", "--code", tmp_path / "missing.py", "--json")
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and err.startswith("azr: error: ") and "--code" in err and "missing.py" in err
+
+
+def test_sandbox_run_timeout(cli, write):
+    code, out, _ = cli("sandbox", "run", "--code", write("p.py", "while True:\n    pass\n"), "--timeout", "1", "--json")
+    result = _result(out)
+    assert code == 1 and (result["status"], result["passed"]) == ("timeout", False)
+    assert result["duration_s"] < 5
+
+
+def test_sandbox_doctor_passes_on_bwrap(cli):
+    code, out, _ = cli("sandbox", "doctor", "--backend", "bwrap")
+    lines = out.strip().splitlines()
+    assert code == 0, out
+    assert lines[0].startswith("backend: bwrap")
+    assert len(lines) > 10 and all(line.startswith("PASS  ") for line in lines[1:-1]), out
+    total = len(lines) - 2
+    assert lines[-1] == f"{total} of {total} guarantees hold"
+
+
+def test_sandbox_doctor_fails_on_the_process_backend(cli):
+    code, out, _ = cli("sandbox", "doctor", "--backend", "process")
+    assert code == 1
+    assert "FAIL  no network" in out and "backend: process" in out
+    assert "FAIL  caller's processes invisible" in out  # judged from outside, even when the caller is pytest
+    assert "guarantees hold" in out.splitlines()[-1]
+
+
+@pytest.mark.skipif(shutil.which("nsjail") is not None, reason="nsjail is installed here")
+@pytest.mark.parametrize("command", [["run", "--code", "CODE"], ["doctor"]])
+def test_sandbox_backend_nsjail_when_missing_is_a_user_error(cli, write, command):
+    argv = [str(write("p.py", INC)) if a == "CODE" else a for a in command]
+    code, _, err = cli("sandbox", *argv, "--backend", "nsjail")
+    assert code == 2 and err.count("\n") == 1 and "sandbox.backend=nsjail" in err and "Traceback" not in err

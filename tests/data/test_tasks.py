@@ -1,0 +1,178 @@
+"""Task data: the shipped splits, the strict JSONL loader, foreign files through a column map, overlap checks."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+
+from azr.data.tasks import Task, load_tasks, near_duplicates, select_tasks
+from azr.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return load_tasks("train"), load_tasks("held-out")
+
+
+def test_shipped_splits_are_big_and_varied(splits):
+    train, heldout = splits
+    assert len(train) >= 300 and len(heldout) >= 80
+    for tasks in splits:
+        primary = collections.Counter(t.tags[0] for t in tasks)
+        assert len(primary) >= 8, primary  # strings, math, lists, dicts, sorting, dp, graphs, parsing, classes...
+        assert all(t.solution and len(t.tests) >= 3 and t.entry_point for t in tasks)
+
+
+def test_splits_do_not_overlap(splits):
+    train, heldout = splits
+    assert not {t.id for t in train} & {t.id for t in heldout}
+    assert not {t.entry_point for t in train} & {t.entry_point for t in heldout}
+    assert near_duplicates(train, heldout, threshold=0.5) == []
+
+
+def test_no_near_duplicates_inside_a_split(splits):
+    for tasks in splits:
+        assert near_duplicates(tasks, threshold=0.7) == []
+
+
+def test_near_duplicates_are_found():
+    a = Task("a", "Write a function `add(a, b)` that returns the sum of two integers a and b.", ["assert 1"], "x=1")
+    b = Task("b", "Write a function `add(x, y)` that returns the sum of two integers a and b.", ["assert 1"], "y=2")
+    c = Task("c", "Count the vowels in a string.", ["assert 1"], "x = 1")
+    assert [(x.id, y.id) for x, y, _ in near_duplicates([a, b, c], threshold=0.5)] == [("a", "b"), ("a", "c")]
+
+
+def test_round_trip_through_to_json(splits, tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(t.to_json()) for t in splits[1]) + "\n")
+    assert load_tasks(path) == splits[1]
+
+
+def test_column_map_reads_mbpp_style_jsonl(tmp_path):
+    rows = [
+        {
+            "task_id": 11,
+            "text": "Write a function to double x.",
+            "code": "def dbl(x):\n    return 2 * x",
+            "test_list": ["assert dbl(1) == 2", "assert dbl(0) == 0", "assert dbl(-2) == -4"],
+            "challenge": [],
+        },
+        {
+            "task_id": 12,
+            "text": "Write a function to negate x.",
+            "code": "def neg(x):\n    return -x",
+            "test_list": ["assert neg(1) == -1", "assert neg(0) == 0", "assert neg(-2) == 2"],
+            "challenge": [],
+        },
+    ]
+    path = tmp_path / "mbpp.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tasks = load_tasks(path, {"id": "task_id", "prompt": "text", "solution": "code", "tests": "test_list"})
+    assert [t.id for t in tasks] == ["11", "12"] and tasks[1].solution.startswith("def neg")
+    with pytest.raises(DataError, match=r"mbpp\.jsonl:1: column 'txt' \(mapped to prompt\) is missing"):
+        load_tasks(path, {"id": "task_id", "prompt": "txt", "tests": "test_list"})
+
+
+def test_column_map_reads_apps_style_parquet_and_json(tmp_path):
+    import datasets
+
+    rows = {
+        "problem_id": [1, 2],
+        "question": ["Return the square of x as `sq(x)`.", "Return x + 1 as `inc(x)`."],
+        "solutions": [json.dumps(["def sq(x):\n    return x * x"]), json.dumps(["def inc(x):\n    return x + 1"])],
+        "asserts": [
+            json.dumps(["assert sq(2) == 4", "assert sq(0) == 0", "assert sq(-3) == 9"]),
+            json.dumps(["assert inc(1) == 2", "assert inc(-1) == 0", "assert inc(0) == 1"]),
+        ],
+    }
+    mapping = {"id": "problem_id", "prompt": "question", "solution": "solutions", "tests": "asserts"}
+    table = datasets.Dataset.from_dict(rows)
+    table.to_parquet(str(tmp_path / "apps.parquet"))
+    records = [dict(zip(rows, values, strict=True)) for values in zip(*rows.values(), strict=True)]
+    (tmp_path / "apps.json").write_text(json.dumps(records))
+    for name in ("apps.parquet", "apps.json"):
+        tasks = load_tasks(tmp_path / name, mapping)
+        assert [t.id for t in tasks] == ["1", "2"]
+        assert tasks[0].solution == "def sq(x):\n    return x * x" and len(tasks[0].tests) == 3
+
+
+def test_select_tasks_is_seeded(splits):
+    a = select_tasks(splits[0], shuffle=True, seed=1, max_tasks=20)
+    b = select_tasks(splits[0], shuffle=True, seed=1, max_tasks=20)
+    c = select_tasks(splits[0], shuffle=True, seed=2, max_tasks=20)
+    assert a == b and a != c and len(a) == 20
+    assert select_tasks(splits[0], shuffle=False, seed=1, max_tasks=None) == splits[0]
+
+
+GOOD = {"id": "t1", "prompt": "p", "tests": ["assert True"]}
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["{not json"], r"^{f}:1: invalid JSON: Expecting property name"),
+        ([json.dumps(GOOD), "[1, 2]"], r"^{f}:2: expected a JSON object, got list"),
+        ([json.dumps({**GOOD, "test": []})], r"^{f}:1: unknown field 'test' \(did you mean 'tests'\?\)"),
+        ([json.dumps({"prompt": "p", "tests": ["assert 1"]})], r"^{f}:1: missing field 'id'"),
+        ([json.dumps({**GOOD, "prompt": ""})], r"^{f}:1: field 'prompt': expected a non-empty string"),
+        ([json.dumps({**GOOD, "tests": []})], r"^{f}:1: field 'tests': expected a non-empty list"),
+        ([json.dumps({**GOOD, "tests": "assert 1"})], r"^{f}:1: field 'tests': expected a non-empty list"),
+        ([json.dumps({**GOOD, "tests": ["assert ("]})], r"^{f}:1: field 'tests\[0\]': not valid Python"),
+        ([json.dumps({**GOOD, "tests": ["  "]})], r"^{f}:1: field 'tests\[0\]': expected a non-empty string"),
+        ([json.dumps({**GOOD, "timeout_s": -1})], r"^{f}:1: field 'timeout_s': expected a positive number"),
+        (['{"id": "t1", "prompt": "p", "tests": ["assert 1"], "timeout_s": NaN}'], r"^{f}:1: field 'timeout_s'"),
+        ([json.dumps({**GOOD, "memory_mb": 1.5})], r"^{f}:1: field 'memory_mb': expected a positive integer"),
+        ([json.dumps({**GOOD, "entry_point": "not valid"})], r"^{f}:1: field 'entry_point': expected a Python id"),
+        ([json.dumps({**GOOD, "tags": "x"})], r"^{f}:1: field 'tags': expected a list of strings"),
+        ([json.dumps(GOOD), "", json.dumps(GOOD)], r"^{f}:3: duplicate id 't1' \(first at {f}:1\)"),
+        (["", "  "], r"^{f}: no tasks$"),
+    ],
+)
+def test_bad_rows_name_file_and_line(tmp_path, lines, message):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=message.replace("{f}", str(path).replace(".", r"\."))):
+        load_tasks(path)
+
+
+def test_unusual_but_valid_jsonl(tmp_path):
+    path = tmp_path / "t.jsonl"
+    row = {**GOOD, "prompt": "a\u2028line separator and \u0085 next-line inside a string"}
+    path.write_text("\ufeff" + json.dumps(row, ensure_ascii=False) + "\n\n" + json.dumps({**row, "id": "t2"}) + "\n")
+    tasks = load_tasks(path)  # a BOM, U+2028 and U+0085 inside strings: two tasks, lines counted right
+    assert [t.id for t in tasks] == ["t1", "t2"] and "\u2028" in tasks[0].prompt
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n\n{bad\n")
+    with pytest.raises(DataError, match=r"t\.jsonl:3: invalid JSON"):
+        load_tasks(path)
+
+
+def test_native_rows_in_json_and_parquet_may_leave_optional_fields_out(tmp_path):
+    import datasets
+
+    rows = [GOOD, {**GOOD, "id": "t2", "tags": ["math"], "timeout_s": 2.5}]
+    (tmp_path / "t.json").write_text(json.dumps(rows))
+    columns = {key: [row.get(key) for row in rows] for key in ("id", "prompt", "tests", "tags", "timeout_s")}
+    datasets.Dataset.from_dict(columns).to_parquet(str(tmp_path / "t.parquet"))  # missing values stored as null
+    for name in ("t.json", "t.parquet"):
+        tasks = load_tasks(tmp_path / name, {"id": "id"})
+        assert [(t.tags, t.timeout_s) for t in tasks] == [([], None), (["math"], 2.5)]
+
+
+def test_bad_json_text_in_a_mapped_column(tmp_path):
+    path = tmp_path / "apps.jsonl"
+    path.write_text(json.dumps({"pid": 1, "q": "p", "t": "[not json"}) + "\n")
+    with pytest.raises(DataError, match=r"apps\.jsonl:1: column 't': looks like a JSON list but is not"):
+        load_tasks(path, {"id": "pid", "prompt": "q", "tests": "t"})
+
+
+def test_missing_and_unsupported_files(tmp_path):
+    with pytest.raises(DataError, match=r"nope: task file not found \(shipped splits: train, held-out\)"):
+        load_tasks("nope")
+    (tmp_path / "x.csv").write_text("a,b\n")
+    with pytest.raises(DataError, match=r"unsupported task file type '\.csv'"):
+        load_tasks(tmp_path / "x.csv")
+    (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(DataError, match=r"bin\.jsonl: not UTF-8 text"):
+        load_tasks(tmp_path / "bin.jsonl")
