@@ -63,6 +63,7 @@ class MetricsCallback(TrainerCallback):
         record.update({k: v for k, v in logs.items() if k.startswith("rewards/") and k.endswith("/mean")})
         record["tokens_per_s"] = round((tokens - self._tokens) / seconds, 2) if tokens else None
         record["step_time_s"] = round(seconds / steps, 4)
+        record.update(_gpu_memory())
         if reward_s is not None:
             record["reward_time_s"] = round(reward_s / steps, 4)
             record["reward_share"] = round(reward_s / seconds, 4)
@@ -71,6 +72,18 @@ class MetricsCallback(TrainerCallback):
         self.writer.write(record)
         self._mark(state)
         self._tokens = tokens
+
+
+def _gpu_memory() -> dict[str, float]:
+    """Peak GPU memory of this process so far (tensors, and what the caching allocator holds), in GiB; {} on CPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    return {
+        "gpu_peak_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+        "gpu_peak_reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2),
+    }
 
 
 class ConsoleCallback(TrainerCallback):
