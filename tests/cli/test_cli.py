@@ -87,7 +87,7 @@ def _user_errors(tmp):
         (["train", "--config", f("e.yaml", RECIPE + "self_play: {enabled: true}\n")], "self_play.base_url: required"),
         (["train", "--config", str(tmp / "missing.yaml")], "{tmp}/missing.yaml: config file not found"),
         (["train"], "--config: a recipe file is required"),
-        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.adapter.r"], "--set 'model.adapter.r': expected KEY="),
+        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.adapter.r"], "--set 'model.adapter.r': expected"),
         (["train", "--config", f("r.yaml", RECIPE), "--set", "model.adapter.q=1"], "model.adapter.q: unknown key"),
         (
             ["train", "--config", f("r.yaml", RECIPE), "--set", "sandbox.timeout_s=soon"],

@@ -49,7 +49,7 @@ def test_yaml_and_json_give_the_same_config(write):
         ("model.revision=123", lambda c: c.model.revision, "123"),  # a string field stays a string
         ("data.eval=null", lambda c: c.data.eval, None),
         ("data.max_tasks=10", lambda c: c.data.max_tasks, 10),
-        ("model.adapter.target_modules=[q_proj, v_proj]", lambda c: c.model.adapter.target_modules, ["q_proj", "v_proj"]),
+        ("model.adapter.target_modules=[q_proj, v]", lambda c: c.model.adapter.target_modules, ["q_proj", "v"]),
         ("model.adapter.target_modules=all-linear", lambda c: c.model.adapter.target_modules, "all-linear"),
         ("rewards.1.weight=0.5", lambda c: c.rewards[1].weight, 0.5),
         ("grpo.learning_rate=1e-5", lambda c: c.grpo["learning_rate"], 1e-5),
@@ -235,7 +235,7 @@ def test_yaml_follows_the_1_2_core_schema(write, text, expected):
     [
         ("model: {name_or_path: a}\nseed: 1\nseed: 2\n", [], r"r\.yaml:3: invalid YAML: duplicate key 'seed'"),
         ("model: {name_or_path: a, revision: 0123}\n", [], r"model\.revision: expected a string, got 123 \(quote it"),
-        ("model: {name_or_path: a}\n", ["model.adapter.target_modules=[q_proj"], r"model\.adapter\.target_modules: cannot"),
+        ("model: {name_or_path: a}\n", ["model.adapter.target_modules=[q"], r"model\.adapter\.target_modules: cannot"),
         ("model: {name_or_path: a}\n", ["model.adapter.target_modules=[q, 1]"], r"model\.adapter\.target_modules\[1\]"),
         ("model: {name_or_path: a}\n", ["sandbox.timeout_s=.inf"], r"sandbox\.timeout_s: expected a finite number"),
         ("model: {name_or_path: a}\n", ["data.shuffle=2"], r"data\.shuffle: expected a boolean, got 2"),

@@ -72,7 +72,8 @@ def test_quantized_base_trains_only_the_lora_weights_on_cpu(tiny_model_dir, quan
     import peft
     import torch
 
-    cfg = ModelConfig(name_or_path=str(tiny_model_dir), quantization=quantization, adapter=AdapterConfig(r=4, dropout=0.0))
+    adapter = AdapterConfig(r=4, dropout=0.0)
+    cfg = ModelConfig(name_or_path=str(tiny_model_dir), quantization=quantization, adapter=adapter)
     model, tokenizer = build_model_and_tokenizer(cfg)
     layer, weight = {
         "4bit": (bnb.nn.Linear4bit, bnb.nn.Params4bit),
