@@ -96,7 +96,10 @@ def export_merged(plan: ExportPlan) -> Path:
             plan.model.quantization,
             plan.dtype,
         )
-        base = base.dequantize()
+        base = base.dequantize(dtype=torch.float32)
+        # transformers drops the quantization config but leaves these flags set, and peft refuses to merge IA³ into
+        # a model that claims to be 4-bit or 8-bit.
+        base.is_loaded_in_4bit = base.is_loaded_in_8bit = False
     merged = PeftModel.from_pretrained(base, str(plan.adapter)).merge_and_unload()
     merged = merged.to(getattr(torch, plan.dtype))
     if (plan.adapter / "tokenizer_config.json").is_file():  # a run saves the tokenizer it trained with
