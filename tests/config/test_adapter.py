@@ -40,8 +40,8 @@ model:
         (["model.adapter.kind=ln_tuning", "model.adapter.train_norms=true"], r"^model\.adapter\.train_norms: a LoRA"),
         (["model.adapter.feedforward_modules=[down_proj]"], r"^model\.adapter\.feedforward_modules: an IA³ option"),
         (
-            ["model.adapter.kind=ia3", "model.adapter.target_modules=[q_proj]", "model.adapter.feedforward_modules=x"],
-            r"^model\.adapter\.feedforward_modules: \['x'\] not among target_modules \['q_proj'\]$",
+            ["model.adapter.kind=ia3", "model.adapter.target_modules=[q]", "model.adapter.feedforward_modules=[x]"],
+            r"^model\.adapter\.feedforward_modules: \['x'\] not among target_modules \['q'\]$",
         ),
         (["model.adapter.kind=none", "model.adapter.target_modules=[q_proj]"], r"^model\.adapter\.target_modules: "),
         (["model.adapter.kind=none", "model.quantization=4bit"], r"^model\.quantization=4bit: a quantized base model"),
