@@ -111,6 +111,25 @@ def _check_trace(trace: ParameterTrace, model, variant: str) -> None:
     assert all(torch.equal(final[n].detach().float(), trace.initial[n]) for n in names if n not in trainable)
 
 
+def _grpo_args(tmp_path: Path):
+    """Two GRPO steps of 2 prompts x 4 completions of 8 tokens on the CPU, at a learning rate that moves things."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(tmp_path / "checkpoints"),
+        use_cpu=True,
+        bf16=False,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=8,
+        max_steps=2,
+        learning_rate=1e-4,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+    )
+
+
 def _peft_files(folder: Path, variant: str) -> None:
     """Saved in peft's format (or, for kind none, as a full model), with the trained tensors."""
     from safetensors.torch import load_file
@@ -127,8 +146,6 @@ def _peft_files(folder: Path, variant: str) -> None:
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_each_kind_trains_under_grpo_and_only_its_parameters_move(tiny_model_dir, tmp_path, variant):
-    from trl import GRPOConfig
-
     from azr.models import build_model_and_tokenizer, build_peft_config
     from azr.training.trainer import AZRGRPOTrainer
 
@@ -137,19 +154,7 @@ def test_each_kind_trains_under_grpo_and_only_its_parameters_move(tiny_model_dir
     trainer = AZRGRPOTrainer(
         model=model,
         reward_funcs=[distinct_chars],
-        args=GRPOConfig(
-            output_dir=str(tmp_path / "checkpoints"),
-            use_cpu=True,
-            bf16=False,
-            num_generations=4,
-            per_device_train_batch_size=8,
-            max_completion_length=8,
-            max_steps=2,
-            learning_rate=1e-4,
-            save_strategy="no",
-            report_to="none",
-            disable_tqdm=True,
-        ),
+        args=_grpo_args(tmp_path),
         train_dataset=grpo_dataset(load_tasks("train")[:4]),
         processing_class=tokenizer,
         peft_config=build_peft_config(adapter, model),
@@ -227,7 +232,7 @@ def _tensors(folder: Path) -> dict:
     return load_file(str(folder / "adapter_model.safetensors"))
 
 
-@pytest.mark.slow  # about 40 s per kind: SFT, GRPO, a resumed GRPO step and an eval, each a model load
+@pytest.mark.slow  # about 1.5 min per kind on two idle cores: SFT, GRPO, a resumed GRPO step and an eval
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_kind_saves_resumes_describes_itself_and_loads_in_eval(cli, tiny_model_dir, tmp_path, monkeypatch, kind):
     (tmp_path / "azr_adapter_test_rewards.py").write_text(REWARD_MODULE)
@@ -281,7 +286,7 @@ def test_on_a_4bit_base_ia3_scales_and_norms_move_only_in_float32(tiny_model_dir
     where a step at 1.0 is 2^-7; Adam's steps (about the learning rate) round away and the vectors stay exactly
     at their start. azr's trainer keeps them in float32, and they move."""
     pytest.importorskip("bitsandbytes", reason="a 4-bit base needs bitsandbytes (pip install 'azr[qlora]')")
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from azr.models import build_model_and_tokenizer, build_peft_config
     from azr.training.trainer import AZRGRPOTrainer
@@ -294,19 +299,7 @@ def test_on_a_4bit_base_ia3_scales_and_norms_move_only_in_float32(tiny_model_dir
         trainer = trainer_class(
             model=model,
             reward_funcs=[distinct_chars],
-            args=GRPOConfig(
-                output_dir=str(tmp_path / "c"),
-                use_cpu=True,
-                bf16=False,
-                num_generations=4,
-                per_device_train_batch_size=8,
-                max_completion_length=8,
-                max_steps=2,
-                learning_rate=1e-4,  # ten times the recipes' LoRA rate, and still 1/40 of a bfloat16 step at 1.0
-                save_strategy="no",
-                report_to="none",
-                disable_tqdm=True,
-            ),
+            args=_grpo_args(tmp_path),  # lr 1e-4: ten times the recipes' LoRA rate, 1/40 of a bf16 step at 1.0
             train_dataset=grpo_dataset(load_tasks("train")[:4]),
             processing_class=tokenizer,
             peft_config=build_peft_config(adapter, model),
