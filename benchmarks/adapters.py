@@ -148,25 +148,25 @@ def main() -> None:
         from azr.models import build_tiny_model
 
         args.model = str(build_tiny_model(os.path.join(tempfile.mkdtemp(), "tiny"), seed=0))
-    rows = []
+    print(
+        f"model {args.model}, quantization {args.quantization}, {args.steps} GRPO steps of {args.batch} completions "
+        f"x {args.max_completion_length} tokens, lr {args.learning_rate:g}"
+        + (", TRL's cast only" if args.trl_cast_only else ""),
+        flush=True,
+    )
+    print(f"{'kind':<12} {'trainable':>12} {'% of model':>10} {'step s':>8} {'peak MiB':>9} {'moved':>8}  dtypes")
     for kind in kinds:  # a fresh process per kind: peak memory and allocator state are its own
         argv = [sys.executable, __file__, *sys.argv[1:], "--model", args.model, "--one", kind]
         done = subprocess.run(argv, capture_output=True, text=True)
         line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
             sys.exit(f"adapters: {kind} failed:\n{done.stderr[-3000:]}")
-        rows.append(json.loads(line[7:]))
-    print(
-        f"model {args.model}, quantization {args.quantization}, {args.steps} GRPO steps of {args.batch} completions "
-        f"x {args.max_completion_length} tokens, lr {args.learning_rate:g}"
-        + (", TRL's cast only" if args.trl_cast_only else "")
-    )
-    print(f"{'kind':<12} {'trainable':>12} {'% of model':>10} {'step s':>8} {'peak MiB':>9} {'moved':>8}  dtypes")
-    for r in rows:
+        r = json.loads(line[7:])
         share = 100 * r["trainable"] / r["total"]
         print(
             f"{r['kind']:<12} {r['trainable']:>12,} {share:>10.3f} {r['step_s']:>8.2f} {r['peak_mib']:>9.0f} "
-            f"{r['moved']:>8}  {','.join(r['dtypes'])}"
+            f"{r['moved']:>8}  {','.join(r['dtypes'])}",
+            flush=True,
         )
 
 
