@@ -32,7 +32,7 @@ def config_options(fn):
         "overrides",
         multiple=True,
         metavar="KEY=VALUE",
-        help="Override a config field, e.g. --set model.lora.r=8 (repeatable).",
+        help="Override a config field, e.g. --set model.adapter.r=8 (repeatable).",
     )(fn)
     return click.option(
         "--config", "config_path", type=click.Path(path_type=Path), metavar="FILE", help="Recipe in YAML or JSON."

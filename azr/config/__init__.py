@@ -4,6 +4,7 @@ The face of the config package: other packages import from here only. Nothing in
 trl at module level.
 """
 
+from azr.config.adapter import AdapterConfig, vllm_lora_problem
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
     PATH_FIELDS,
@@ -17,7 +18,6 @@ from azr.config.sections import (
     AzrConfig,
     DataConfig,
     LoggingConfig,
-    LoraConfig,
     ModelConfig,
     RewardSpec,
     SandboxConfig,
@@ -31,13 +31,13 @@ from azr.errors import ConfigError
 __all__ = [
     "MANAGED_TRAINER_FIELDS",
     "PATH_FIELDS",
+    "AdapterConfig",
     "AzrConfig",
     "ConfigError",
     "CurriculumConfig",
     "DataConfig",
     "EndpointConfig",
     "LoggingConfig",
-    "LoraConfig",
     "ModelConfig",
     "RewardSpec",
     "SandboxConfig",
@@ -53,4 +53,5 @@ __all__ = [
     "parse_pairs",
     "save_config",
     "validate_grpo",
+    "vllm_lora_problem",
 ]

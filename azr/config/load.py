@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from azr.config.adapter import check_adapter
 from azr.config.legacy import normalise_legacy
 from azr.config.schema import build, check_passthrough, load_raw, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
@@ -54,7 +55,7 @@ def load_config(
         file_base = Path(path).resolve().parent
     from_cli = set()
     defaults = dataclasses.asdict(AzrConfig())
-    for dotted, value in parse_pairs(overrides, "--set", "KEY=VALUE with a dotted KEY, e.g. model.lora.r=8", True):
+    for dotted, value in parse_pairs(overrides, "--set", "KEY=VALUE with a dotted KEY, e.g. model.adapter.r=8", True):
         set_dotted(raw, dotted, value, defaults)
         from_cli.add(dotted)
     cfg = build(AzrConfig, raw, "")
@@ -94,6 +95,7 @@ def _unset_paths(raw: dict[str, Any]) -> set[str]:
 def _check_cross_fields(cfg: AzrConfig) -> None:
     if not cfg.model.name_or_path:
         raise ConfigError("model.name_or_path: required (a hub id or a local model directory)")
+    check_adapter(cfg.model.adapter, cfg.model.quantization)
     for name in ("self_play", "teacher"):
         endpoint = getattr(cfg, name)
         for required in ("base_url", "model"):

@@ -73,9 +73,18 @@ def yaml_load(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
 
 
-def field(default: Any = MISSING, help: str = "", *, factory: Any = MISSING, **bounds: float) -> Any:
-    """A dataclass field with its help text (its only documentation) and optional numeric bounds ge/gt/le."""
-    meta = {"help": help, **bounds}
+def field(
+    default: Any = MISSING,
+    help: str = "",
+    *,
+    factory: Any = MISSING,
+    refused: dict[str, str] | None = None,
+    **bounds: float,
+) -> Any:
+    """A dataclass field with its help text (its only documentation), optional numeric bounds ge/gt/le, and
+    `refused`: values a user may plausibly write that are not accepted, each with the reason given instead of the
+    generic "expected one of"."""
+    meta = {"help": help, **bounds, **({"refused": refused} if refused else {})}
     if factory is not MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -158,6 +167,9 @@ def build(cls: type, data: Any, where: str) -> Any:
     kwargs = {}
     for name, value in data.items():
         dotted = _join(where, name)
+        refused = fields[name].metadata.get("refused", {})
+        if isinstance(value, str) and value in refused:
+            raise ConfigError(f"{dotted}: {value}: {refused[value]}")
         kwargs[name] = coerce(value, hints[name], dotted)
         _check_bounds(kwargs[name], fields[name].metadata, dotted)
     return cls(**kwargs)

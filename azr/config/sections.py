@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from azr.config.adapter import AdapterConfig
 from azr.config.schema import field
 from azr.config.selfplay import (
     CurriculumConfig,
@@ -17,17 +18,6 @@ from azr.config.selfplay import (
     TeacherAssistConfig,
     TeacherConfig,
 )
-
-
-@dataclass
-class LoraConfig:
-    enabled: bool = field(True, "Train LoRA adapters (peft) instead of all weights.")
-    r: int = field(16, "LoRA rank.", gt=0)
-    alpha: int = field(32, "LoRA alpha; the update is scaled by alpha / r.", gt=0)
-    dropout: float = field(0.05, "Dropout on the LoRA branch.", ge=0, le=1)
-    target_modules: str | list[str] = field(
-        "all-linear", "Modules to adapt: a list of module names, or 'all-linear' for every linear layer but the head."
-    )
 
 
 @dataclass
@@ -50,7 +40,7 @@ class ModelConfig:
         None, "Attention kernel, e.g. 'sdpa' or 'flash_attention_2'; default lets transformers choose."
     )
     gradient_checkpointing: bool = field(True, "Recompute activations in the backward pass to save memory.")
-    lora: LoraConfig = field(factory=LoraConfig, help="LoRA adapter settings.")
+    adapter: AdapterConfig = field(factory=AdapterConfig, help="The adapter trained on the base (peft).")
 
 
 @dataclass
@@ -146,7 +136,7 @@ class VllmConfig:
 class SftConfig:
     enabled: bool = field(
         False,
-        "Warm start: supervised fine-tuning on the training tasks' reference answers before GRPO (the same LoRA "
+        "Warm start: supervised fine-tuning on the training tasks' reference answers before GRPO (the same "
         "adapter, or all weights, then continues under GRPO).",
     )
     args: dict[str, Any] = field(

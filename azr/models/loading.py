@@ -1,21 +1,18 @@
 """Loading the policy and its tokenizer from `cfg.model`.
 
 Covers transformers with optional bitsandbytes 4-bit (QLoRA) or 8-bit quantization (CPU or GPU) and unsloth (CUDA
-only); `lora_config` turns `cfg.model.lora` into the peft config the TRL trainers apply. torch, transformers, peft,
-bitsandbytes and unsloth are imported inside functions so that importing this module stays cheap.
+only). The adapter is not applied here (`azr.models.adapters` builds its peft config for the trainers). torch,
+transformers, bitsandbytes and unsloth are imported inside functions so that importing this module stays cheap.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from azr.config import ModelConfig
 from azr.errors import ConfigError
-
-if TYPE_CHECKING:
-    import peft
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +48,13 @@ def _checked_tokenizer(tokenizer, cfg: ModelConfig):
 def build_model_and_tokenizer(cfg: ModelConfig, max_seq_length: int = 2048) -> tuple[Any, Any]:
     """Load the policy model (explicit dtype, quantized if asked) and its tokenizer from a hub id or a directory.
 
-    LoRA is not applied here: the trainer gets `lora_config(cfg)` as `peft_config` and wraps the model itself.
-    `max_seq_length` (prompt plus completion tokens) is used by the unsloth backend only.
+    The adapter is not applied here: the trainer gets `build_peft_config(cfg.adapter, model)` as `peft_config` and
+    wraps the model itself. `max_seq_length` (prompt plus completion tokens) is used by the unsloth backend only.
     """
-    if cfg.quantization != "none" and not cfg.lora.enabled:
+    if cfg.quantization != "none" and not cfg.adapter.enabled:
         raise ConfigError(
             f"model.quantization={cfg.quantization}: a quantized base model cannot be fully fine-tuned; "
-            "set model.lora.enabled=true or model.quantization=none"
+            "set model.adapter.kind (lora, ia3, ln_tuning) or model.quantization=none"
         )
     dtype = resolve_dtype(cfg.dtype)
     if cfg.backend == "unsloth":
@@ -88,24 +85,6 @@ def _keep_4bit_trainable_on_cpu(model) -> None:
     for module in model.modules():
         if isinstance(module, Linear4bit) and hasattr(module, "support_avx512bf16_for_cpu"):
             module.support_avx512bf16_for_cpu = False
-
-
-def lora_config(cfg: ModelConfig) -> peft.LoraConfig | None:
-    """The peft LoRA config for `cfg.lora`, or None when LoRA is off; TRL trainers take it as `peft_config`."""
-    if not cfg.lora.enabled:
-        return None
-    from peft import LoraConfig
-
-    lora = cfg.lora
-    targets = lora.target_modules if isinstance(lora.target_modules, str) else list(lora.target_modules)
-    return LoraConfig(
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=targets,
-        task_type="CAUSAL_LM",
-        bias="none",
-    )
 
 
 def _bnb_config(quantization: str, dtype):
@@ -146,7 +125,7 @@ def _load_unsloth(cfg: ModelConfig, dtype, max_seq_length: int) -> tuple[Any, An
             dtype=dtype,
             load_in_4bit=cfg.quantization == "4bit",  # unsloth defaults to 4-bit; say "no" explicitly
             load_in_8bit=cfg.quantization == "8bit",
-            full_finetuning=not cfg.lora.enabled,
+            full_finetuning=not cfg.adapter.enabled,
             revision=cfg.revision,
             trust_remote_code=cfg.trust_remote_code,
         )

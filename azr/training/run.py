@@ -107,7 +107,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             state.finish("eval_after", measure(model, "eval_after", run.metrics))
         summary = write_summary(out, state, time.monotonic() - started)
         run.console.show_summary(summary)
-    log.info("done: final %s in %s", "adapter" if cfg.model.lora.enabled else "model", out / "final")
+    log.info("done: final %s in %s", "adapter" if cfg.model.adapter.enabled else "model", out / "final")
     return 0
 
 
@@ -162,7 +162,7 @@ class _Run:
 
 
 def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
-    from azr.models import lora_config
+    from azr.models import build_peft_config
     from azr.training.callbacks import MetricsCallback
     from azr.training.sft import find_near_misses, near_misses_once, run_sft, sft_args, sft_dataset
 
@@ -177,14 +177,15 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
     dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
-    run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
+    peft_config = build_peft_config(cfg.model.adapter, model)
+    run_sft(model, tokenizer, dataset, args, peft_config, callbacks, checkpoint, out / "sft" / "final")
     run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
 
 
 def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str):
     from transformers import PrinterCallback
 
-    from azr.models import lora_config
+    from azr.models import build_peft_config
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
     from azr.training.trainer import AZRGRPOTrainer
 
@@ -207,7 +208,7 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
             train_dataset=grpo_dataset(tasks),
             processing_class=tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
-            peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
+            peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, model),
             callbacks=[record, run.console.callback("grpo")] + ([SaveBesideCheckpoints(arena)] if arena else []),
             grader=run.grader,
             observers=observers,
@@ -279,7 +280,7 @@ def _load_policy(cfg: AzrConfig, folder: Path):
 
     from azr.models import build_model_and_tokenizer
 
-    if not cfg.model.lora.enabled:
+    if not cfg.model.adapter.enabled:
         return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=str(folder)))
     from peft import PeftModel
 

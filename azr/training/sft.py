@@ -104,6 +104,8 @@ def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from
     from transformers import PrinterCallback
     from trl import SFTTrainer
 
+    from azr.models import keep_vectors_fp32
+
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -113,6 +115,7 @@ def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from
         callbacks=callbacks,
     )
     trainer.remove_callback(PrinterCallback)
+    keep_vectors_fp32(trainer.model)  # before train() creates the optimizer
     for callback in callbacks:
         if hasattr(callback, "trainer"):
             callback.trainer = trainer

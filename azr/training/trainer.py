@@ -18,6 +18,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from azr.models import keep_vectors_fp32
 from azr.prompts import completion_text, last_user_message
 from azr.rewards import CodeGrader
 
@@ -58,6 +59,8 @@ class ScoredBatch:
 class AZRGRPOTrainer(GRPOTrainer):
     """GRPOTrainer plus:
 
+    - IA³ scales and trained norm weights are held in float32 (`azr.models.keep_vectors_fp32`): TRL casts the
+      trainable parameters of a quantized model to bfloat16, where steps near 1.0 round away.
     - `_calculate_rewards` masks every row whose code could not be graded (the `tests` reward is None, i.e. an
       infrastructure error): TRL sums rewards with nansum, so such a row would otherwise keep its format reward and
       be pushed up or down for the sandbox's failure. A row that is NaN throughout gets advantage 0 and stays out
@@ -81,6 +84,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
+        keep_vectors_fp32(self.model)  # TRL cast them to bfloat16 on a quantized base; the optimizer comes later
         self.grader = grader
         self.rounds = rounds
         self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])

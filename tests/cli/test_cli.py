@@ -71,8 +71,8 @@ def _user_errors(tmp):
         (["train", "--config", f("list.yaml", "- a\n- b\n")], "{tmp}/list.yaml: expected a mapping of sections"),
         (["train", "--config", f("k.yaml", RECIPE + "modle: {}\n")], "modle: unknown key (did you mean 'model'?)"),
         (
-            ["train", "--config", f("t.yaml", "model: {name_or_path: m, lora: {r: high}}\n")],
-            "model.lora.r: expected an integer, got 'high'",
+            ["train", "--config", f("t.yaml", "model: {name_or_path: m, adapter: {r: high}}\n")],
+            "model.adapter.r: expected an integer, got 'high'",
         ),
         (
             ["train", "--config", f("w.yaml", RECIPE + "rewards: [{name: tests}, {name: format, weight: high}]\n")],
@@ -87,8 +87,8 @@ def _user_errors(tmp):
         (["train", "--config", f("e.yaml", RECIPE + "self_play: {enabled: true}\n")], "self_play.base_url: required"),
         (["train", "--config", str(tmp / "missing.yaml")], "{tmp}/missing.yaml: config file not found"),
         (["train"], "--config: a recipe file is required"),
-        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.lora.r"], "--set 'model.lora.r': expected KEY="),
-        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.lora.q=1"], "model.lora.q: unknown key"),
+        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.adapter.r"], "--set 'model.adapter.r': expected"),
+        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.adapter.q=1"], "model.adapter.q: unknown key"),
         (
             ["train", "--config", f("r.yaml", RECIPE), "--set", "sandbox.timeout_s=soon"],
             "sandbox.timeout_s: expected a number, got 'soon'",
@@ -208,10 +208,10 @@ def test_train_runs_from_the_cli_and_saves_the_resolved_config(cli, tiny_model_d
         f"model: {{name_or_path: {tiny_model_dir}}}\noutput_dir: out\ndata: {{max_tasks: 4}}\ngrpo: {grpo}\n"
         "logging: {console: plain, pass_rate_tasks: 2, pass_rate_samples: 2}\n",
     )
-    code, _, err = cli("train", "--config", recipe, "--max-steps", "2", "--set", "model.lora.r=4")
+    code, _, err = cli("train", "--config", recipe, "--max-steps", "2", "--set", "model.adapter.r=4")
     assert code == 0, err
     saved = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
-    assert saved["grpo"]["max_steps"] == 2 and saved["model"]["lora"]["r"] == 4
+    assert saved["grpo"]["max_steps"] == 2 and saved["model"]["adapter"]["r"] == 4
     assert (tmp_path / "out" / "final" / "adapter_config.json").exists()
 
 

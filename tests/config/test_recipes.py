@@ -62,7 +62,7 @@ def test_gpu_recipe_is_qlora_grpo_with_sampling_that_explores(path):
     cfg = load_config(path, check_grpo=True)
     assert cfg.model.quantization == "4bit"
     assert cfg.model.dtype == "bfloat16"
-    assert cfg.model.lora.enabled
+    assert cfg.model.adapter.kind == "lora"
     assert cfg.data.train == "train" and cfg.data.eval == "held-out"
     assert cfg.grpo["num_generations"] == 8
     assert 0.7 <= cfg.grpo["temperature"] <= 1.2

@@ -49,7 +49,7 @@ def _recipe(path: Path, model_dir: Path, out: Path, **sections) -> Path:
     recipe = {
         "output_dir": str(out),
         "seed": 0,
-        "model": {"name_or_path": str(model_dir), "lora": {"r": 4}},
+        "model": {"name_or_path": str(model_dir), "adapter": {"r": 4}},
         "data": {"max_tasks": 4},
         "grpo": {
             "num_generations": 2,
@@ -121,7 +121,7 @@ def lora_run(tiny_model_dir, tmp_path_factory) -> Path:
 
 def test_lora_run_writes_config_state_and_metrics(lora_run):
     config = yaml.safe_load((lora_run / "config.yaml").read_text())
-    assert config["output_dir"] == str(lora_run) and config["model"]["lora"]["r"] == 4
+    assert config["output_dir"] == str(lora_run) and config["model"]["adapter"]["r"] == 4
     assert _phases(lora_run) == ["eval_before", "grpo", "eval_after"]
     records = _jsonl(lora_run / "metrics.jsonl")
     assert [r["phase"] for r in records] == ["eval_before", "grpo", "grpo", "eval_after"]
@@ -234,7 +234,8 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
     backward fails). Reentrant is asked for here because it is the variant that needs this; the default
     (non-reentrant) passes the same checks."""
 
-    from azr.models.loading import build_model_and_tokenizer, lora_config
+    from azr.models.adapters import build_peft_config
+    from azr.models.loading import build_model_and_tokenizer
     from azr.rewards.functions import build_rewards
     from azr.training.run import grpo_args
     from azr.training.trainer import AZRGRPOTrainer
@@ -250,7 +251,7 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
         args=grpo_args(cfg, tmp_path / "run", weights),
         train_dataset=grpo_dataset(load_tasks("train")[:2]),
         processing_class=tokenizer,
-        peft_config=lora_config(cfg.model),
+        peft_config=build_peft_config(cfg.model.adapter, model),
         grader=grader,
     )
     trainer.train()  # a GRPO step: forward and backward through the checkpointed blocks
