@@ -10,6 +10,7 @@ from azr.models.loading import (
     lora_config,
     quiet_third_party,
     resolve_dtype,
+    sharded_launch,
 )
 from azr.models.tiny import CHAT_TEMPLATE, build_tiny_model
 
@@ -22,4 +23,5 @@ __all__ = [
     "lora_config",
     "quiet_third_party",
     "resolve_dtype",
+    "sharded_launch",
 ]

@@ -25,7 +25,7 @@ import inspect
 import threading
 
 from azr.sandbox.backends import Backend, SandboxUnavailable, SandboxUnhealthy, build_backend, resolve_backend
-from azr.sandbox.doctor import Check, run_doctor
+from azr.sandbox.doctor import Check, namespace_hints, run_doctor
 from azr.sandbox.limits import ExecResult, ExecStatus, Limits
 from azr.sandbox.pool import SandboxPool
 
@@ -39,6 +39,7 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxUnhealthy",
     "build_backend",
+    "namespace_hints",
     "open_pool",
     "run_doctor",
     "run_untrusted",

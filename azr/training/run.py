@@ -27,6 +27,7 @@ from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
 from azr.sandbox import SandboxUnhealthy
+from azr.training.passrate import pass_rate_measurer
 from azr.training.ranks import MainRounds, Ranks, replica_digests, sandbox_share, start_ranks
 from azr.training.state import Resume, RunState, resolve_resume, write_summary
 
@@ -107,7 +108,8 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             model, tokenizer = _load_policy(cfg, out / "sft" / "final")
             policy_dir = str(out / "sft" / "final")
         sampled = tasks[: cfg.logging.pass_rate_tasks]
-        measure = _measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths, ranks)
+        template = template_kwargs(cfg)
+        measure = pass_rate_measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths, template, ranks)
         if not state.done("eval_before") and sampled:
             state.finish("eval_before", measure(model, "eval_before", run.metrics))
         if not state.done("grpo"):
@@ -303,60 +305,12 @@ def _load_policy(cfg: AzrConfig, folder: Path):
         return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=str(folder)))
     from peft import PeftModel
 
+    from azr.models import sharded_launch
+
     model, tokenizer = build_model_and_tokenizer(cfg.model)
-    return PeftModel.from_pretrained(model, str(folder), is_trainable=True), tokenizer
-
-
-def _grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
-    """The sampling settings GRPO generates with (TRL's defaults under `grpo:`), so the measured pass rate is that
-    of the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
-    import dataclasses
-
-    from trl import GRPOConfig
-
-    values = {f.name: f.default for f in dataclasses.fields(GRPOConfig)} | cfg.grpo
-    values |= {k: v for k, v in (values.get("generation_kwargs") or {}).items() if k in values}
-    return {
-        "temperature": float(values["temperature"]),
-        "top_p": float(values["top_p"]),
-        "top_k": int(values["top_k"] or 0),
-        "min_p": values["min_p"],
-        "repetition_penalty": float(values["repetition_penalty"]),
-    }
-
-
-def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths, ranks: Ranks):
-    from azr.evaluation import Sampling, generate_completions, score_completions
-
-    sampling = Sampling(
-        n=cfg.logging.pass_rate_samples,
-        max_new_tokens=lengths["max_completion_length"],
-        seed=cfg.seed,
-        **_grpo_sampling(cfg),
-    )
-
-    def measure(model, phase: str, metrics: JsonlWriter | None) -> dict[str, Any]:
-        started = time.monotonic()
-        # Each rank samples its share of the tasks; the main process grades them all and tells the others.
-        mine, real = ranks.split(tasks)
-        completions = generate_completions(model, tokenizer, mine, sampling, template_kwargs(cfg))
-        completions = [c for part in ranks.gather(completions[: real * sampling.n]) for c in part]
-        result = score_completions(funcs, weights, grader, tasks, completions) if ranks.main else None
-        result = ranks.broadcast(result)
-        result["seconds"] = round(time.monotonic() - started, 1)
-        if metrics is not None:
-            metrics.write({"phase": phase, "step": 0, "time": round(time.time(), 3), "tasks": len(tasks), **result})
-        log.info(
-            "%s: pass rate %.3f, mean reward %.3f over %d sampled completions of %d training tasks",
-            phase,
-            result["pass_rate"],
-            result["reward"],
-            result["graded"],
-            len(tasks),
-        )
-        return result
-
-    return measure
+    # In the model's dtype under ZeRO-3, as TRL creates adapters there (deploy/accelerate/zero3.yaml says why).
+    fp32 = not (sharded_launch() == "zero3" and cfg.model.quantization == "none")
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True, autocast_adapter_dtype=fp32), tokenizer
 
 
 def _prune_logs(cfg: AzrConfig, out: Path, state: RunState, resume) -> None:

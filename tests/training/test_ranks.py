@@ -123,7 +123,7 @@ def _recipe(tmp_path: Path, model_dir: Path, out: Path, **sections) -> Path:
     return path
 
 
-def _launch(recipe: Path, log: Path, *args: str) -> subprocess.Popen:
+def _launch(recipe: Path, log: Path, *args: str, launcher: tuple[str, ...] = ()) -> subprocess.Popen:
     """`torchrun --standalone --nproc_per_node 2 -m azr.cli train` in a session of its own, its temp files (the
     sandbox pools' directories among them) in a folder of the test's."""
     tmp = recipe.parent / "tmp"
@@ -131,7 +131,7 @@ def _launch(recipe: Path, log: Path, *args: str) -> subprocess.Popen:
     path = os.pathsep.join(p for p in (str(recipe.parent), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": path, "NO_PROXY": "127.0.0.1", "AZR_FAKE_KEY": KEY}
     env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *launcher]
     argv += ["-m", "azr.cli", "train", "--config", str(recipe), *args]
     with open(log, "w") as fh:
         return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -191,6 +191,53 @@ def test_two_processes_write_one_set_of_outputs_and_keep_equal_weights(tiny_mode
     assert (out / "final" / "adapter_model.safetensors").is_file()
     assert (out / "checkpoints" / "checkpoint-2" / "rng_state_1.pth").is_file()  # each rank's RNG, for a resume
     print(f"two-process run: {seconds:.1f} s")
+
+
+# Fault injection on rank 1 only: each batch it grades counts every completion as an infrastructure failure, as
+# if its sandbox workers kept dying. (The untrained tiny model writes no code, so its sandbox never runs at all.)
+BREAK_RANK_1 = """
+import os
+
+if os.environ.get("RANK") == "1":
+    from azr.rewards import functions
+    from azr.rewards.grading import Grade
+
+    graded = functions.CodeGrader.outcomes
+
+    def outcomes(self, completions, columns):
+        found = graded(self, completions, columns)
+        self._account([Grade("error", 0, 1, ["injected: worker lost"])] * len(completions))
+        return found
+
+    functions.CodeGrader.outcomes = outcomes
+"""
+
+
+@pytest.mark.slow
+def test_a_sandbox_failing_on_one_rank_stops_every_rank_at_the_same_step(tiny_model_dir, tmp_path):
+    """Rank 1's batches fail past sandbox.max_infra_failure_rate, rank 0's are healthy: both decide on the summed
+    counts and stop at the end of step 1 with the same error, rather than rank 0 waiting for rank 1 in the next
+    collective. (torchrun would also kill a rank left waiting: the slow monitor interval leaves each rank the time
+    to say why it stopped, which is what is checked.)"""
+    out = tmp_path / "run"
+    recipe = _recipe(tmp_path, tiny_model_dir, out, grpo={"max_steps": 4})
+    (tmp_path / "sitecustomize.py").write_text(BREAK_RANK_1)
+    proc = _launch(recipe, tmp_path / "run.log", launcher=("--monitor-interval", "5"))
+    try:
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    log = (tmp_path / "run.log").read_text()
+    assert proc.returncode != 0
+    stopped = [line for line in log.splitlines() if line.startswith("azr: error: ")]
+    assert len(stopped) == 2 and stopped[0] == stopped[1], log[-4000:]
+    assert "4 of 4 sandbox runs in one batch failed for infrastructure reasons" in stopped[0]
+    # Stopped at the end of step 1, before it was logged: its batch is in the generation log, no step 2 anywhere.
+    assert not [r for r in _jsonl(out / "metrics.jsonl") if r["phase"] == "grpo"]
+    assert Counter(r["step"] for r in _generations(out)) == {1: 8}
+    assert not list((tmp_path / "tmp").glob("azr-sandbox-*"))
 
 
 def _task_ids(out: Path) -> set[str]:
