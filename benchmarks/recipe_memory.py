@@ -1,21 +1,26 @@
-"""GPU memory of the shipped GPU recipes, computed from the model shapes and the recipes' own batch settings, per GPU
-for 1 to 8 GPUs under each accelerate recipe in deploy/accelerate/ (deploy/README.md prints this table).
+"""GPU memory of the shipped GPU recipes per GPU, computed term by term from the model's shapes and the recipe's own
+batch settings, for one GPU and for eight under DDP, ZeRO-2 and ZeRO-3 / FSDP2 (deploy/README.md prints the table
+and explains each term); with `--measure`, the same peaks measured on this machine's GPU.
 
-An estimate, term by term, each printed with its arithmetic: the weights (NF4 with double quantization: 0.5 byte per
-weight plus ~0.016 for its scales; embeddings and head stay bf16), the LoRA adapters with their gradients and AdamW
-state (fp32 on a quantized base: 16 bytes per adapter weight), the KV cache of one generation batch (HF generate
-holds per_device_train_batch_size x steps_per_generation sequences at once), the training micro-batch (hidden
-states kept by gradient checkpointing, one layer recomputed, and the completion logits three times: bf16 logits,
-their temperature-scaled copy and their gradient), and 1.5 GB of CUDA context and allocator slack. The peak is the
-resident part plus the larger of generation and training, which never overlap. Sharded recipes (ZeRO-3, FSDP2)
-divide the resident weights over the GPUs; DDP and ZeRO-2 keep a whole copy on each.
+The terms (bytes): weights (NF4 with double quantization: 0.516 per weight of the decoder blocks, embeddings and
+head in bf16; 2 per weight unquantized); trainable state (LoRA on a quantized base stays fp32: weight, gradient and
+two AdamW moments, 16 per adapter weight; full fine-tuning, 2 for the gradient plus 4 for bf16 AdamW moments, or
+under DeepSpeed 14 for the gradient, fp32 master copy and moments); the generation batch (HF generate runs
+per_device_train_batch_size x steps_per_generation sequences at once: its peak is the larger of the prefill, where
+every prompt token's MLP and attention intermediates exist together, and the last decode step, with the whole KV
+cache and its grouped-query expansion); and the training micro-batch (the hidden states gradient checkpointing
+keeps, one decoder block recomputed with its backward, about four times its activations, and one 4,096 x 32,768
+tile of TRL's fused LM head). Peak = weights + trainable state + the larger of generation and training, plus 1 GB
+of CUDA context. Sharding divides what it shards by the GPU count: ZeRO-2 the gradients and optimizer state,
+ZeRO-3 / FSDP2 the weights too; DDP nothing.
 
-`--measure` runs each recipe's two memory peaks for real on the local GPU, with random weights of the recipe's
-architecture (nothing downloaded): the generation batch through HF generate, and one training micro-batch (forward
-with gradient checkpointing, completion log-probs in tiles recomputed in backward as TRL's fused LM head does, backward,
-AdamW step on the adapters). It needs transformers, peft and bitsandbytes, and a GPU.
+The generation and training factors were checked against `--measure` on an H100 (random weights of each recipe's
+architecture; see MEASURED): within 10%. `--measure` needs transformers, peft, bitsandbytes and a GPU: it runs the
+generation batch through HF generate at full length, and one training micro-batch (forward with gradient
+checkpointing, completion log-probs in tiles recomputed in backward as TRL's fused LM head does, backward, AdamW
+step on the adapters), and prints torch's peak allocated and reserved memory.
 
-Usage: python benchmarks/recipe_memory.py [--gpus 1,2,8] [--markdown] [--measure [RECIPE ...]]
+Usage: python benchmarks/recipe_memory.py [--markdown] [--measure [RECIPE ...]]
 """
 
 from __future__ import annotations
@@ -31,7 +36,13 @@ from azr.config import load_config
 REPO = Path(__file__).resolve().parent.parent
 GB = 1e9
 PROMPT_TOKENS = 400  # the longest shipped training prompt with azr's system message (1,312 characters, ~3.5 per token)
-OVERHEAD_GB = 1.5  # CUDA context, cuBLAS workspaces, allocator fragmentation
+CONTEXT_GB = 1.0  # the CUDA context and cuBLAS workspaces, outside torch's allocator
+# Peak allocated GB on one H100 80GB (torch 2.11, transformers 5.23, peft 0.21, bitsandbytes 0.50; `--measure`):
+# generation batch, training micro-batch, and the allocator's peak reserved memory.
+MEASURED = {
+    "qwen2.5-coder-1.5b-qlora.yaml": {"generation": 9.21, "training": 6.74, "reserved": 12.91},
+    "qwen2.5-coder-7b-qlora.yaml": {"generation": 22.56, "training": 11.41, "reserved": 30.29},
+}
 
 
 @dataclass(frozen=True)
@@ -72,51 +83,75 @@ ARCHS = {
     "Qwen/Qwen2.5-Coder-1.5B-Instruct": Arch(1536, 8960, 28, 12, 2, 128, 151936, tied=True),
     "Qwen/Qwen2.5-Coder-7B-Instruct": Arch(3584, 18944, 28, 28, 4, 128, 152064, tied=False),
 }
+# (label, recipe, --set overrides): the shipped recipes, and the 7B one unquantized and fully fine-tuned
+VARIANTS = [
+    ("1.5B QLoRA (shipped)", "qwen2.5-coder-1.5b-qlora.yaml", []),
+    ("7B QLoRA (shipped)", "qwen2.5-coder-7b-qlora.yaml", []),
+    ("7B QLoRA, steps_per_generation 16", "qwen2.5-coder-7b-qlora.yaml", ["grpo.steps_per_generation=16"]),
+    ("7B LoRA bf16", "qwen2.5-coder-7b-qlora.yaml", ["model.quantization=none"]),
+    ("7B full fine-tuning", "qwen2.5-coder-7b-qlora.yaml", ["model.quantization=none", "model.lora.enabled=false"]),
+]
+# column -> (GPUs, sharding, whether the trainer's GPUs generate: with a vLLM server (TRL server mode) they do not)
+MODES = {
+    "one GPU": (1, "ddp", True),
+    "8 x DDP": (8, "ddp", True),
+    "8 x ZeRO-2": (8, "zero2", True),
+    "8 x ZeRO-3/FSDP2": (8, "zero3", True),
+    "8 x DDP, vLLM server": (8, "ddp", False),
+}
 
 
-def estimate(recipe: Path, gpus: int, sharded: bool) -> dict[str, float]:
-    """GB per GPU by term for `recipe` on `gpus` GPUs (`sharded`: ZeRO-3 / FSDP2, else DDP / ZeRO-2)."""
-    cfg = load_config(recipe)
-    arch = ARCHS[cfg.model.name_or_path]
-    grpo = cfg.grpo
+def estimate(recipe: Path, overrides: list[str], gpus: int = 1, mode: str = "ddp") -> dict[str, float]:
+    """GB per GPU, term by term, for `recipe` with `overrides` on `gpus` GPUs sharded as `mode` (ddp / zero2 /
+    zero3, the last also FSDP2)."""
+    cfg = load_config(recipe, overrides)
+    arch, grpo = ARCHS[cfg.model.name_or_path], cfg.grpo
     micro, spg = int(grpo["per_device_train_batch_size"]), int(grpo["steps_per_generation"])
-    completion = int(grpo["max_completion_length"])
-    seq = PROMPT_TOKENS + completion
+    seq = PROMPT_TOKENS + int(grpo["max_completion_length"])
+    params = arch.block_linear + arch.embedding
     if cfg.model.quantization == "4bit":
-        weights = arch.block_linear * (0.5 + 0.016) + arch.embedding * 2
+        weights = arch.block_linear * 0.516 + arch.embedding * 2
     else:
-        weights = (arch.block_linear + arch.embedding) * 2
-    adapter = arch.lora(cfg.model.lora.r) * 16 if cfg.model.lora.enabled else (arch.block_linear + arch.embedding) * 6
-    share = gpus if sharded else 1
-    train_tokens = micro * seq
-    block = train_tokens * (4 * arch.hidden + 3 * arch.intermediate) * 2
+        weights = params * 2
+    if cfg.model.lora.enabled:  # fp32 adapter weight (4) + gradient, moments (12)
+        held, sharded = arch.lora(cfg.model.lora.r) * 4, arch.lora(cfg.model.lora.r) * 12
+    else:
+        held, sharded = 0, params * (14 if mode != "ddp" else 6)
+    split = gpus if mode != "ddp" else 1
+    if mode == "zero3":
+        weights, held = weights / gpus, held / gpus
+    batch = micro * spg
+    prompt = batch * PROMPT_TOKENS
+    prefill = prompt * (4 * arch.intermediate + 8 * arch.hidden) * 2 + batch * arch.heads * PROMPT_TOKENS**2 * 4
+    prefill += prompt * arch.kv_bytes_per_token()
+    decode = batch * seq * arch.kv_bytes_per_token() + 2 * batch * arch.heads * seq * arch.head_dim * 2
+    tokens = micro * seq
+    training = arch.layers * tokens * arch.hidden * 2 + 4 * tokens * (4 * arch.hidden + 3 * arch.intermediate) * 2
+    training += 4096 * 32768 * 6
     return {
-        "weights": weights / share / GB,
-        "adapter+optimizer": adapter / share / GB,
-        "generation KV cache": micro * spg * seq * arch.kv_bytes_per_token() / GB,
-        "checkpointed hidden states": arch.layers * train_tokens * arch.hidden * 2 / GB,
-        "one block recomputed": block / GB,
-        "completion logits x3": 3 * micro * completion * arch.vocab * 2 / GB,
-        "overhead": OVERHEAD_GB,
+        "weights": weights / GB,
+        "trainable state": (held + sharded / split) / GB,
+        "generation": max(prefill, decode) / GB,
+        "training": training / GB,
     }
 
 
-def peak(terms: dict[str, float]) -> float:
-    resident = terms["weights"] + terms["adapter+optimizer"] + terms["overhead"]
-    train = terms["checkpointed hidden states"] + terms["one block recomputed"] + terms["completion logits x3"]
-    return resident + max(terms["generation KV cache"], train)
+def peak(terms: dict[str, float], generates: bool = True) -> float:
+    """Peak allocated by torch (CUDA context excluded); `generates`: the trainer's GPU runs the generation batch."""
+    work = max(terms["generation"], terms["training"]) if generates else terms["training"]
+    return terms["weights"] + terms["trainable state"] + work
 
 
-def recipes() -> list[Path]:
-    found = []
-    for path in sorted((REPO / "examples").glob("*.yaml")):
-        try:
-            name = load_config(path).model.name_or_path
-        except Exception:  # a recipe this script cannot read is reported by `azr config show`, not here
-            continue
-        if name in ARCHS:
-            found.append(path)
-    return found
+def table() -> list[str]:
+    """The markdown table deploy/README.md carries: peak GB per GPU (CUDA context included) by variant and mode."""
+    lines = ["| variant | " + " | ".join(MODES) + " |", "|---" * (len(MODES) + 1) + "|"]
+    for label, name, overrides in VARIANTS:
+        cells = []
+        for gpus, mode, generates in MODES.values():
+            terms = estimate(REPO / "examples" / name, overrides, gpus, mode)
+            cells.append(f"{peak(terms, generates) + CONTEXT_GB:.1f}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def measure(recipe: Path) -> dict[str, float]:
@@ -232,39 +267,25 @@ def _tiled_logprobs(hidden, weight, labels, tokens: int = 4096, vocab: int = 327
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gpus", default="1,8", help="GPU counts to show, comma-separated")
-    parser.add_argument("--markdown", action="store_true", help="only the summary table, as deploy/README.md has it")
-    parser.add_argument(
-        "--measure", nargs="*", type=Path, help="measure these recipes (all of them: none named) on this GPU"
-    )
+    parser.add_argument("--markdown", action="store_true", help="only the table, as deploy/README.md has it")
+    parser.add_argument("--measure", nargs="*", type=Path, help="measure these recipes (none named: both) on this GPU")
     args = parser.parse_args()
     if args.measure is not None:
-        for recipe in args.measure or recipes():
+        for recipe in args.measure or [REPO / "examples" / name for name in MEASURED]:
             figures = measure(recipe)
             print(f"{recipe.name} measured: " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()), flush=True)
         return
-    counts = [int(n) for n in args.gpus.split(",")]
-    rows = []
-    for recipe in recipes():
-        one = estimate(recipe, 1, sharded=False)
-        if not args.markdown:
-            print(f"{recipe.relative_to(REPO)} on one GPU:")
-            for name, value in one.items():
-                print(f"  {name:<28} {value:6.2f} GB")
-            print(f"  {'peak':<28} {peak(one):6.2f} GB")
-        for n in counts:
-            rows.append(
-                (
-                    recipe.name,
-                    n,
-                    peak(estimate(recipe, n, sharded=False)),
-                    peak(estimate(recipe, n, sharded=True)),
-                )
-            )
-    print("| recipe | GPUs | per GPU, DDP / ZeRO-2 | per GPU, ZeRO-3 / FSDP2 |")
-    print("|---|---|---|---|")
-    for name, n, ddp, sharded in rows:
-        print(f"| `{name}` | {n} | {ddp:.1f} GB | {sharded:.1f} GB |")
+    if not args.markdown:
+        for name, measured in MEASURED.items():
+            terms = estimate(REPO / "examples" / name, [])
+            print(f"{name} on one GPU (GB, torch's allocations):")
+            for term, value in terms.items():
+                print(f"  {term:<16} {value:6.2f}")
+            resident = terms["weights"] + terms["trainable state"]
+            for phase in ("generation", "training"):
+                print(f"  {phase} peak     {resident + terms[phase]:6.2f}   measured {measured[phase]:.2f}")
+        print()
+    print("\n".join(table()))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 
@@ -37,3 +41,28 @@ def _stat(pid: int) -> list[str] | None:
     except OSError:
         return None
     return raw[raw.rfind(")") + 2 :].split()
+
+
+def kill_group_when(proc: subprocess.Popen, ready, log: Path, timeout_s: float = 500) -> set[tuple[int, str]]:
+    """SIGKILL the process group of `proc` (started with start_new_session=True) once `ready()` holds, and check that
+    nothing it started outlives it, whatever session it runs in (sandbox workers, torchrun's ranks). Returns the
+    descendants seen just before the kill."""
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before the kill:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"not ready after {timeout_s} s:\n{log.read_text()[-3000:]}"
+            time.sleep(0.1)
+        started = descendants(proc.pid)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 20
+    while any(alive(*p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in started if alive(*p)], "processes of the killed run are still running"
+    return started

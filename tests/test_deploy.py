@@ -243,3 +243,27 @@ def test_the_container_recipe_builds_with_bootstrap_and_runs_with_what_the_docto
     for flag in flags:
         assert flag in CONTAINER_HINT
     assert "--privileged" not in dockerfile and "--cap-add" not in dockerfile
+
+
+# ---------------------------------------------------------------------------------------------- memory table
+def test_the_memory_table_in_deploy_readme_is_what_the_script_computes():
+    """deploy/README.md's table of GPU memory per recipe comes from benchmarks/recipe_memory.py, and its arithmetic
+    stays within 10% of what was measured on an H100 (both recipes, generation and training peaks)."""
+    script = REPO / "benchmarks" / "recipe_memory.py"
+    done = subprocess.run([sys.executable, str(script), "--markdown"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    readme = (DEPLOY / "README.md").read_text()
+    table = readme.split("<!-- memory-table:start -->\n")[1].split("<!-- memory-table:end -->")[0]
+    assert table.strip() == done.stdout.strip()
+
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("recipe_memory", script)
+    memory = importlib.util.module_from_spec(spec)
+    sys.modules["recipe_memory"] = memory
+    spec.loader.exec_module(memory)
+    for name, measured in memory.MEASURED.items():
+        terms = memory.estimate(REPO / "examples" / name, [])
+        resident = terms["weights"] + terms["trainable state"]
+        for phase in ("generation", "training"):
+            assert resident + terms[phase] == pytest.approx(measured[phase], rel=0.1), (name, phase)

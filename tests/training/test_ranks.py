@@ -21,7 +21,7 @@ from pathlib import Path
 import http_stub
 import pytest
 import yaml
-from procs import alive, descendants
+from procs import kill_group_when
 
 from azr.config import SandboxConfig
 from azr.logs import read_jsonl_records
@@ -137,16 +137,21 @@ def _launch(recipe: Path, log: Path, *args: str, launcher: tuple[str, ...] = ())
         return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def _run(recipe: Path, log: Path, *args: str) -> str:
-    proc = _launch(recipe, log, *args)
+def _finish(proc: subprocess.Popen, timeout_s: float = 300) -> int:
+    """Wait for the job; past `timeout_s` (a hang), kill its process group. Returns its exit code."""
     try:
-        proc.wait(timeout=300)
+        proc.wait(timeout=timeout_s)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    return proc.returncode
+
+
+def _run(recipe: Path, log: Path, *args: str) -> str:
+    code = _finish(_launch(recipe, log, *args))
     text = log.read_text()
-    assert proc.returncode == 0, text[-4000:]
+    assert code == 0, text[-4000:]
     assert not list((recipe.parent / "tmp").glob("azr-sandbox-*")), "a sandbox directory was left behind"
     return text
 
@@ -220,17 +225,11 @@ def test_a_sandbox_failing_on_one_rank_stops_every_rank_at_the_same_step(tiny_mo
     collective. (torchrun would also kill a rank left waiting: the slow monitor interval leaves each rank the time
     to say why it stopped, which is what is checked.)"""
     out = tmp_path / "run"
-    recipe = _recipe(tmp_path, tiny_model_dir, out, grpo={"max_steps": 4})
+    recipe = _recipe(tmp_path, tiny_model_dir, out, grpo={"max_steps": 4}, logging={"pass_rate_tasks": 0})
     (tmp_path / "sitecustomize.py").write_text(BREAK_RANK_1)
-    proc = _launch(recipe, tmp_path / "run.log", launcher=("--monitor-interval", "5"))
-    try:
-        proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    code = _finish(_launch(recipe, tmp_path / "run.log", launcher=("--monitor-interval", "5")))
     log = (tmp_path / "run.log").read_text()
-    assert proc.returncode != 0
+    assert code != 0
     stopped = [line for line in log.splitlines() if line.startswith("azr: error: ")]
     assert len(stopped) == 2 and stopped[0] == stopped[1], log[-4000:]
     assert "4 of 4 sandbox runs in one batch failed for infrastructure reasons" in stopped[0]
@@ -267,7 +266,10 @@ def test_two_process_selfplay_killed_then_resumed_plays_each_round_once(tiny_mod
             logged = read_jsonl_records(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
             return any(r.get("step", 0) >= 3 for r in logged) and bool(checkpoints(out, "grpo"))
 
-        _kill_when(_launch(recipe, tmp_path / "first.log"), checkpoint_2_and_step_3, tmp_path / "first.log")
+        # torchrun starts each rank in a session of its own: they and their sandbox workers must die all the same.
+        first = tmp_path / "first.log"
+        started = kill_group_when(_launch(recipe, first), checkpoint_2_and_step_3, first)
+        assert len(started) >= 4, "torchrun should have started two ranks and their sandbox workers"
         from_step = checkpoints(out, "grpo")[-1][0]
         before = len([r for r in stub.received if r.body.get("model") == "rival"])
         log = _run(recipe, tmp_path / "resumed.log", "--resume-from", "latest")
@@ -300,26 +302,3 @@ def test_two_process_selfplay_killed_then_resumed_plays_each_round_once(tiny_mod
     assert all(r["selfplay/requests"] > 0 and "selfplay/frontier_tasks" in r for r in grpo)
     for path in out.rglob("*"):
         assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
-
-
-def _kill_when(proc: subprocess.Popen, ready, log: Path, timeout_s: float = 300) -> None:
-    """SIGKILL the launcher's process group once `ready()` holds. torchrun starts each rank in a session of its
-    own: the ranks (and their sandbox workers) must die with it all the same."""
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not ready():
-            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before the kill:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"not ready after {timeout_s} s:\n{log.read_text()[-3000:]}"
-            time.sleep(0.1)
-        started = descendants(proc.pid)
-        assert len(started) >= 4, "torchrun should have started two ranks and their sandbox workers"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    deadline = time.monotonic() + 20
-    while any(alive(*p) for p in started) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [p for p in started if alive(*p)], "ranks or workers of the killed job are still running"

@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
-from procs import alive, descendants
+from procs import kill_group_when
 
 from azr.config import SandboxConfig, load_config
 from azr.data.tasks import load_tasks
@@ -481,25 +479,8 @@ def _kill_when(recipe: Path, ready, log: Path, timeout_s: float = 500) -> None:
         proc = subprocess.Popen(
             [*_train_argv(), "--config", str(recipe)], stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
         )
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not ready():
-            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before the kill:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"not ready after {timeout_s} s:\n{log.read_text()[-3000:]}"
-            time.sleep(0.1)
-        started = descendants(proc.pid)
-        assert started, "the trainer should have started its sandbox workers"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    deadline = time.monotonic() + 15
-    while any(alive(*p) for p in started) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [p for p in started if alive(*p)], "processes of the killed run are still running"
+    started = kill_group_when(proc, ready, log, timeout_s)
+    assert started, "the trainer should have started its sandbox workers"
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)
 
