@@ -83,13 +83,14 @@ ARCHS = {
     "Qwen/Qwen2.5-Coder-1.5B-Instruct": Arch(1536, 8960, 28, 12, 2, 128, 151936, tied=True),
     "Qwen/Qwen2.5-Coder-7B-Instruct": Arch(3584, 18944, 28, 28, 4, 128, 152064, tied=False),
 }
-# (label, recipe, --set overrides): the shipped recipes, and the 7B one unquantized and fully fine-tuned
+# (label, recipe, --set overrides, all weights trained): the shipped recipes, the 7B one unquantized, and fully
+# fine-tuned (no adapter)
 VARIANTS = [
-    ("1.5B QLoRA (shipped)", "qwen2.5-coder-1.5b-qlora.yaml", []),
-    ("7B QLoRA (shipped)", "qwen2.5-coder-7b-qlora.yaml", []),
-    ("7B QLoRA, steps_per_generation 16", "qwen2.5-coder-7b-qlora.yaml", ["grpo.steps_per_generation=16"]),
-    ("7B LoRA bf16", "qwen2.5-coder-7b-qlora.yaml", ["model.quantization=none"]),
-    ("7B full fine-tuning", "qwen2.5-coder-7b-qlora.yaml", ["model.quantization=none", "model.lora.enabled=false"]),
+    ("1.5B QLoRA (shipped)", "qwen2.5-coder-1.5b-qlora.yaml", [], False),
+    ("7B QLoRA (shipped)", "qwen2.5-coder-7b-qlora.yaml", [], False),
+    ("7B QLoRA, steps_per_generation 16", "qwen2.5-coder-7b-qlora.yaml", ["grpo.steps_per_generation=16"], False),
+    ("7B LoRA bf16", "qwen2.5-coder-7b-qlora.yaml", ["model.quantization=none"], False),
+    ("7B full fine-tuning", "qwen2.5-coder-7b-qlora.yaml", ["model.quantization=none"], True),
 ]
 # column -> (GPUs, sharding, whether the trainer's GPUs generate: with a vLLM server (TRL server mode) they do not)
 MODES = {
@@ -101,9 +102,11 @@ MODES = {
 }
 
 
-def estimate(recipe: Path, overrides: list[str], gpus: int = 1, mode: str = "ddp") -> dict[str, float]:
+def estimate(
+    recipe: Path, overrides: list[str], gpus: int = 1, mode: str = "ddp", full: bool = False
+) -> dict[str, float]:
     """GB per GPU, term by term, for `recipe` with `overrides` on `gpus` GPUs sharded as `mode` (ddp / zero2 /
-    zero3, the last also FSDP2)."""
+    zero3, the last also FSDP2); `full`: every weight trained, no adapter."""
     cfg = load_config(recipe, overrides)
     arch, grpo = ARCHS[cfg.model.name_or_path], cfg.grpo
     micro, spg = int(grpo["per_device_train_batch_size"]), int(grpo["steps_per_generation"])
@@ -113,7 +116,7 @@ def estimate(recipe: Path, overrides: list[str], gpus: int = 1, mode: str = "ddp
         weights = arch.block_linear * 0.516 + arch.embedding * 2
     else:
         weights = params * 2
-    if cfg.model.lora.enabled:  # fp32 adapter weight (4) + gradient, moments (12)
+    if cfg.model.lora.enabled and not full:  # fp32 adapter weight (4) + gradient, moments (12)
         held, sharded = arch.lora(cfg.model.lora.r) * 4, arch.lora(cfg.model.lora.r) * 12
     else:
         held, sharded = 0, params * (14 if mode != "ddp" else 6)
@@ -145,10 +148,10 @@ def peak(terms: dict[str, float], generates: bool = True) -> float:
 def table() -> list[str]:
     """The markdown table deploy/README.md carries: peak GB per GPU (CUDA context included) by variant and mode."""
     lines = ["| variant | " + " | ".join(MODES) + " |", "|---" * (len(MODES) + 1) + "|"]
-    for label, name, overrides in VARIANTS:
+    for label, name, overrides, full in VARIANTS:
         cells = []
         for gpus, mode, generates in MODES.values():
-            terms = estimate(REPO / "examples" / name, overrides, gpus, mode)
+            terms = estimate(REPO / "examples" / name, overrides, gpus, mode, full)
             cells.append(f"{peak(terms, generates) + CONTEXT_GB:.1f}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
