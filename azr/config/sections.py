@@ -74,7 +74,9 @@ class SandboxConfig:
         "Isolation for model code: 'auto' picks the strongest that works (bwrap, then nsjail); 'process' has "
         "no namespaces and is used only when chosen or when nothing else works.",
     )
-    workers: int | None = field(None, "Sandbox worker processes; null for one per CPU core.", gt=0)
+    workers: int | None = field(
+        None, "Sandbox worker processes on this machine, shared by its training ranks; null for one per CPU core.", gt=0
+    )
     timeout_s: float = field(
         5.0, "Default wall-clock limit for one program with its tests (a task may set its own).", gt=0
     )

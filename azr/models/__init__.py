@@ -12,6 +12,7 @@ from azr.models.loading import (
     load_tokenizer,
     quiet_third_party,
     resolve_dtype,
+    sharded_launch,
 )
 from azr.models.tiny import CHAT_TEMPLATE, build_tiny_model
 
@@ -29,5 +30,6 @@ __all__ = [
     "plan_export",
     "quiet_third_party",
     "resolve_dtype",
+    "sharded_launch",
     "trainable_parameters",
 ]

@@ -8,7 +8,10 @@ transformers, bitsandbytes and unsloth are imported inside functions so that imp
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 from azr.config import ModelConfig
@@ -100,12 +103,32 @@ def _bnb_config(quantization: str, dtype):
     # The QLoRA recipe (Dettmers et al. 2023): NF4 fits normally distributed weights better than FP4, double
     # quantization also compresses the per-block scales (about 0.4 bit per weight saved), and each matmul
     # dequantizes to the model's dtype, so only the stored weights are 4-bit, not the activations.
+    # Sharded over ranks (ZeRO-3, FSDP), a module's weights are flattened into buffers of one dtype: the packed
+    # 4-bit weights are then stored in the model's dtype instead of uint8.
+    storage = {"bnb_4bit_quant_storage": dtype} if sharded_launch() else {}
     return BitsAndBytesConfig(
         load_in_4bit=True,
         bnb_4bit_quant_type="nf4",
         bnb_4bit_use_double_quant=True,
         bnb_4bit_compute_dtype=dtype,
+        **storage,
     )
+
+
+def sharded_launch() -> str | None:
+    """'zero3' or 'fsdp' when `accelerate launch` shards the weights over the ranks, read from the environment it
+    gives each rank (deploy/accelerate/); None otherwise (one process, DDP, ZeRO-1/2)."""
+    env = os.environ
+    if env.get("ACCELERATE_USE_FSDP", "").lower() in ("1", "true"):
+        return "fsdp"
+    if env.get("ACCELERATE_USE_DEEPSPEED", "").lower() not in ("1", "true"):
+        return None
+    stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
+    if stage is None and env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"):  # a DeepSpeed JSON of one's own
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            config = json.loads(Path(env["ACCELERATE_DEEPSPEED_CONFIG_FILE"]).read_text())
+            stage = str(config.get("zero_optimization", {}).get("stage"))
+    return "zero3" if stage == "3" else None
 
 
 def _load_unsloth(cfg: ModelConfig, dtype, max_seq_length: int) -> tuple[Any, Any]:

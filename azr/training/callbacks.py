@@ -37,9 +37,10 @@ RENAMED = {
 
 class MetricsCallback(TrainerCallback):
     """One `metrics.jsonl` record per logging step of `phase`; `trainer` (set after it is built) supplies the
-    reward-stage time of an AZRGRPOTrainer."""
+    reward-stage time of an AZRGRPOTrainer. `writer` is None on every rank but the main one: TRL's logged values
+    are already gathered over the ranks, and the file is written once."""
 
-    def __init__(self, writer: JsonlWriter, phase: str):
+    def __init__(self, writer: JsonlWriter | None, phase: str):
         self.writer, self.phase = writer, phase
         self.trainer: Any = None
 
@@ -52,6 +53,8 @@ class MetricsCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = dict(logs or {})
         if "train_runtime" in logs or state.global_step <= self._step:  # the end-of-training summary, or no step
+            return
+        if self.writer is None:
             return
         now = time.monotonic()
         steps, seconds = state.global_step - self._step, max(now - self._time, 1e-9)

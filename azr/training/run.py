@@ -5,6 +5,9 @@ Each finished phase is recorded in `output_dir/state.json`, so `--resume-from` s
 from its latest checkpoint (step, optimizer, scheduler and RNG state restored by the HF Trainer) after the logs
 are pruned back to that checkpoint. Outputs: config.yaml, metrics.jsonl, generations/, checkpoints/, sft/, final/
 (adapter or model, tokenizer, model card) and summary.json.
+
+Under a launcher (torchrun, `accelerate launch`), every rank runs this recipe and only the main one writes those
+files (`azr.training.ranks`); ranks wait for each other where one reads what the main process wrote.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from azr.data import Task, load_tasks, select_tasks
 from azr.errors import ConfigError, NotAvailableError
 from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
-from azr.rewards import CodeGrader, build_rewards, validate_references
+from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
 from azr.sandbox import SandboxUnhealthy
+from azr.training.passrate import pass_rate_measurer
+from azr.training.ranks import MainRounds, Ranks, replica_digests, sandbox_share, start_ranks
 from azr.training.state import Resume, RunState, resolve_resume, write_summary
 
 log = logging.getLogger(__name__)
@@ -37,19 +42,24 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
         )
     started = time.monotonic()
+    ranks = start_ranks()
     out = Path(cfg.output_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"output_dir: cannot create {out}: {exc.strerror}") from None
-    state = RunState.load(out)
+    state = RunState.load(out, writes=ranks.main)
     resume = resolve_resume(out, state, resume_from, sft=cfg.sft.enabled)
-    save_config(cfg, out / "config.yaml")
+    ranks.wait()  # every rank has read the run as it was before the main process writes to it
+    if ranks.main:
+        save_config(cfg, out / "config.yaml")
 
     tasks = select_tasks(
         load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
     )
-    funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
+    sandbox = sandbox_share(cfg.sandbox, ranks)
+    pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
+    funcs, weights, grader = build_rewards(cfg.rewards, sandbox, pool, answer_format=cfg.answer_format)
     check_sandbox(tasks, grader)
     log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
 
@@ -68,13 +78,13 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     tasks = fit_tasks(tasks, tokenizer, cfg)
     log.info("data: %d training tasks from %s", len(tasks), cfg.data.train)
 
-    if resume.pruned_to is not None:
+    if resume.pruned_to is not None and ranks.main:
         _prune_logs(cfg, out, state, resume)
     from azr.training.callbacks import RunConsole
 
     with ExitStack() as stack:
         generations = None
-        if cfg.logging.generations:
+        if cfg.logging.generations and ranks.main:
             generations = GenerationLog(out / "generations", int(cfg.logging.generations_max_mb * 2**20))
             stack.callback(generations.close)
         run = _Run(
@@ -85,18 +95,21 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             funcs,
             weights,
             grader,
-            metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")),
+            ranks,
+            metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")) if ranks.main else None,
             generations=generations,
-            console=RunConsole(cfg.logging.console, stack),
+            console=RunConsole(cfg.logging.console if ranks.main else "plain", stack),
         )
         policy_dir = cfg.model.name_or_path
         if cfg.sft.enabled:
             if not state.done("sft"):
                 _sft_phase(run, model, tokenizer, tasks)
+                ranks.wait()  # the main process saved sft/final, which every rank loads next
             model, tokenizer = _load_policy(cfg, out / "sft" / "final")
             policy_dir = str(out / "sft" / "final")
         sampled = tasks[: cfg.logging.pass_rate_tasks]
-        measure = _measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths)
+        template = template_kwargs(cfg)
+        measure = pass_rate_measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths, template, ranks)
         if not state.done("eval_before") and sampled:
             state.finish("eval_before", measure(model, "eval_before", run.metrics))
         if not state.done("grpo"):
@@ -105,8 +118,8 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             model, tokenizer = _load_policy(cfg, out / "final")
         if not state.done("eval_after") and sampled:
             state.finish("eval_after", measure(model, "eval_after", run.metrics))
-        summary = write_summary(out, state, time.monotonic() - started)
-        run.console.show_summary(summary)
+        if ranks.main:
+            run.console.show_summary(write_summary(out, state, time.monotonic() - started))
     log.info("done: final %s in %s", "adapter" if cfg.model.adapter.enabled else "model", out / "final")
     return 0
 
@@ -156,7 +169,8 @@ class _Run:
     funcs: list
     weights: list[float]
     grader: CodeGrader
-    metrics: JsonlWriter
+    ranks: Ranks
+    metrics: JsonlWriter | None  # None on every rank but the main one, as the generation log
     generations: GenerationLog | None
     console: Any  # azr.training.callbacks.RunConsole (imported lazily: it needs transformers)
 
@@ -173,7 +187,9 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
     near_misses = {}
     if cfg.sft.near_misses:
         find = functools.partial(find_near_misses, tasks, run.grader, cfg.sft.near_misses, cfg.seed)
-        near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
+        if run.ranks.main:
+            near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
+        near_misses = run.ranks.broadcast(near_misses)  # every rank trains on the same rows
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
     dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
@@ -192,14 +208,16 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     cfg, out, generations = run.cfg, run.out, run.generations
     started = time.monotonic()
     record = MetricsCallback(run.metrics, "grpo")
-    observers = [lambda batch: generations.put(batch.records())] if generations is not None else []
+    # The same observers on every rank (the trainer gathers each batch for them), called on the main one only.
+    observers = [lambda batch: generations.put(batch.records())] if cfg.logging.generations else []
     rows, funcs, weights, arena = grpo_rows(tasks), run.funcs, run.weights, None
     if cfg.self_play.enabled:
         from azr.selfplay import Arena, blend_rewards
 
         funcs, weights = blend_rewards(funcs, weights, run.grader, cfg.self_play.weight)
         checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
-        arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint)
+        main_arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint) if run.ranks.main else None
+        arena = MainRounds(main_arena, run.ranks)
     try:
         trainer = AZRGRPOTrainer(
             model=model,
@@ -221,12 +239,16 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended
     final = out / "final"
-    trainer.save_model(str(final))
-    tokenizer.save_pretrained(str(final))
-    run.state.finish("grpo", {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step})
-    from azr.training.modelcard import write_model_card
+    trainer.save_model(str(final))  # on every rank: a sharded model is gathered to the main one, which writes
+    info = {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step}
+    if digests := replica_digests(trainer, run.ranks):
+        info["weights_sha256"] = digests  # one per rank: data-parallel replicas that must be equal
+    run.state.finish("grpo", info)
+    if run.ranks.main:
+        from azr.training.modelcard import write_model_card
 
-    write_model_card(final, cfg, policy_dir, run.state)
+        tokenizer.save_pretrained(str(final))
+        write_model_card(final, cfg, policy_dir, run.state)
     return trainer.model
 
 
@@ -284,55 +306,12 @@ def _load_policy(cfg: AzrConfig, folder: Path):
         return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=str(folder)))
     from peft import PeftModel
 
+    from azr.models import sharded_launch
+
     model, tokenizer = build_model_and_tokenizer(cfg.model)
-    return PeftModel.from_pretrained(model, str(folder), is_trainable=True), tokenizer
-
-
-def _grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
-    """The sampling settings GRPO generates with (TRL's defaults under `grpo:`), so the measured pass rate is that
-    of the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
-    import dataclasses
-
-    from trl import GRPOConfig
-
-    values = {f.name: f.default for f in dataclasses.fields(GRPOConfig)} | cfg.grpo
-    values |= {k: v for k, v in (values.get("generation_kwargs") or {}).items() if k in values}
-    return {
-        "temperature": float(values["temperature"]),
-        "top_p": float(values["top_p"]),
-        "top_k": int(values["top_k"] or 0),
-        "min_p": values["min_p"],
-        "repetition_penalty": float(values["repetition_penalty"]),
-    }
-
-
-def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths):
-    from azr.evaluation import Sampling, generate_completions, score_completions
-
-    sampling = Sampling(
-        n=cfg.logging.pass_rate_samples,
-        max_new_tokens=lengths["max_completion_length"],
-        seed=cfg.seed,
-        **_grpo_sampling(cfg),
-    )
-
-    def measure(model, phase: str, metrics: JsonlWriter) -> dict[str, Any]:
-        started = time.monotonic()
-        completions = generate_completions(model, tokenizer, tasks, sampling, template_kwargs(cfg))
-        result = score_completions(funcs, weights, grader, tasks, completions)
-        result["seconds"] = round(time.monotonic() - started, 1)
-        metrics.write({"phase": phase, "step": 0, "time": round(time.time(), 3), "tasks": len(tasks), **result})
-        log.info(
-            "%s: pass rate %.3f, mean reward %.3f over %d sampled completions of %d training tasks",
-            phase,
-            result["pass_rate"],
-            result["reward"],
-            result["graded"],
-            len(tasks),
-        )
-        return result
-
-    return measure
+    # In the model's dtype under ZeRO-3, as TRL creates adapters there (deploy/accelerate/zero3.yaml says why).
+    fp32 = not (sharded_launch() == "zero3" and cfg.model.quantization == "none")
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True, autocast_adapter_dtype=fp32), tokenizer
 
 
 def _prune_logs(cfg: AzrConfig, out: Path, state: RunState, resume) -> None:

@@ -121,6 +121,7 @@ def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from
             callback.trainer = trainer
     log.info("sft: warm start on %d answers", len(dataset))
     trainer.train(resume_from_checkpoint=resume_from)
-    trainer.save_model(str(final_dir))
-    tokenizer.save_pretrained(str(final_dir))
+    trainer.save_model(str(final_dir))  # on every rank (a sharded model is gathered); the main one writes
+    if trainer.args.should_save:
+        tokenizer.save_pretrained(str(final_dir))
     return final_dir

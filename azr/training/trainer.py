@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from accelerate.utils import gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
@@ -68,10 +69,14 @@ class AZRGRPOTrainer(GRPOTrainer):
     - The prompt order of each epoch depends on the seed and the epoch only: TRL's sampler draws every epoch's
       shuffle from one generator, which a resumed run restarts, so it would replay the first epoch's order.
     - `grader` is checked after every step by a callback, so a run whose infrastructure failure rate passes
-      `sandbox.max_infra_failure_rate` stops with `SandboxUnhealthy` instead of training on noise.
-    - `rounds` (an `azr.selfplay.Arena`, for self-play) gets each generation batch before the policy generates (it
-      may replace whole prompt groups and starts the opponent on the tasks), sets its columns just before the
-      rewards, observes each scored batch, and adds its metrics to every log.
+      `sandbox.max_infra_failure_rate` stops with `SandboxUnhealthy` instead of training on noise; on several
+      processes the failure counts are summed over them first, so that every rank stops at the same step.
+    - `observers` are called on the main process only, with the batch of every process (gathered in rank order,
+      as TRL gathers the rewards), so the generation log and the scoreboard see each completion once.
+    - `rounds` (for self-play: an `azr.selfplay.Arena`, or on several processes `azr.training.ranks`' wrapper that
+      plays it on the main process) gets each generation batch before the policy generates (it may replace whole
+      prompt groups and starts the opponent on the tasks), sets its columns just before the rewards, observes each
+      scored batch, and adds its metrics to every log.
     """
 
     def __init__(
@@ -91,7 +96,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
         self._mask_col = self.reward_func_names.index(mask_reward) if mask_reward in self.reward_func_names else None
         if grader is not None:
-            self.add_callback(_GraderHealth(grader))
+            self.add_callback(_GraderHealth(grader, self._summed_over_processes))
 
     def _get_train_sampler(self, dataset=None):
         sampler = super()._get_train_sampler(dataset)
@@ -113,22 +118,35 @@ class AZRGRPOTrainer(GRPOTrainer):
         if self._mask_col is not None:
             rewards[torch.isnan(rewards[:, self._mask_col])] = torch.nan
         self.reward_seconds += time.perf_counter() - started
-        if self.observers:
-            # `rewards` is gathered over processes; this process's rows come at its rank's offset.
-            offset = self.accelerator.process_index * len(prompts)
-            details = self.grader.last_details if self.grader else []  # set by the tests reward for this batch
-            batch = ScoredBatch(
-                step=self.state.global_step + 1,  # the optimizer step these completions train
-                inputs=list(inputs),
-                prompts=list(prompts),
-                completions=list(completions),
-                rewards=rewards[offset : offset + len(prompts)].detach().float().cpu(),
-                reward_names=list(self.reward_func_names),
-                details=details if len(details) == len(prompts) else [],
-            )
-            for observe in self.observers:
-                observe(batch)
+        if self.observers:  # the same list on every process (a collective follows)
+            batch = self._scored_batch(inputs, prompts, completions, rewards)
+            if self.accelerator.is_main_process:
+                for observe in self.observers:
+                    observe(batch)
         return rewards
+
+    def _scored_batch(self, inputs, prompts, completions, rewards: torch.Tensor) -> ScoredBatch:
+        """Every process's rows of this round, in rank order: `rewards` is already gathered that way by TRL."""
+        details = self.grader.last_details if self.grader else []  # set by the tests reward for this batch
+        mine = (list(inputs), list(prompts), list(completions), details if len(details) == len(prompts) else [])
+        parts = gather_object([mine]) if self.accelerator.num_processes > 1 else [mine]
+        inputs, prompts, completions, details = ([row for part in parts for row in part[i]] for i in range(4))
+        return ScoredBatch(
+            step=self.state.global_step + 1,  # the optimizer step these completions train
+            inputs=inputs,
+            prompts=prompts,
+            completions=completions,
+            rewards=rewards.detach().float().cpu(),
+            reward_names=list(self.reward_func_names),
+            # All or nothing: a process whose grader left no details would shift every later row's verdict.
+            details=details if len(details) == len(inputs) else [],
+        )
+
+    def _summed_over_processes(self, *numbers: float) -> list[float]:
+        summed = self.accelerator.reduce(
+            torch.tensor(numbers, dtype=torch.float64, device=self.accelerator.device), "sum"
+        )
+        return summed.tolist()
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if self.rounds is not None and "train_runtime" not in logs:
@@ -145,13 +163,14 @@ class _EpochSampler(RepeatSampler):
 
 
 class _GraderHealth(TrainerCallback):
-    """Raise the grader's SandboxUnhealthy at the end of the step whose batch passed the failure-rate limit."""
+    """Raise the grader's SandboxUnhealthy at the end of the step whose batch passed the failure-rate limit, on
+    every process at once: `total` sums the (errors, runs) counts over the processes."""
 
-    def __init__(self, grader: CodeGrader):
-        self.grader = grader
+    def __init__(self, grader: CodeGrader, total: Callable[..., list[float]]):
+        self.grader, self.total = grader, total
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.grader.check()
+        self.grader.check(self.total)
 
 
 def _finite(value: float) -> float | None:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from procs import kill_group_when
 
 from azr.config import SandboxConfig, load_config
 from azr.data.tasks import load_tasks
@@ -460,38 +459,6 @@ def test_the_demo_recipe_raises_the_train_pass_rate_by_grpo_alone(cli, tiny_mode
 
 
 # ------------------------------------------------------------------------------------- SIGKILL, then resume
-def _descendants(pid: int) -> set[tuple[int, str]]:
-    """(pid, start time) of every live descendant of `pid`: the start time tells a reused pid apart."""
-    parents: dict[int, list[int]] = {}
-    starts = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat = _stat(int(entry.name))
-            if stat:
-                parents.setdefault(int(stat[1]), []).append(int(entry.name))
-                starts[int(entry.name)] = stat[19]
-    found, todo = set(), [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.add((child, starts[child]))
-            todo.append(child)
-    return found
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat fields after the command name (state first), or None once the process is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rfind(")") + 2 :].split()
-
-
-def _alive(pid: int, start: str) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[19] == start and stat[0] != "Z"  # a zombie runs nothing
-
-
 def _records(path: Path, phase: str | None = None) -> list[dict]:
     """The complete records of a log that a live run may be writing to right now."""
     from azr.logs import read_jsonl_records
@@ -513,25 +480,8 @@ def _kill_when(recipe: Path, ready, log: Path, timeout_s: float = 500) -> None:
         proc = subprocess.Popen(
             [*_train_argv(), "--config", str(recipe)], stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
         )
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not ready():
-            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before the kill:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"not ready after {timeout_s} s:\n{log.read_text()[-3000:]}"
-            time.sleep(0.1)
-        started = _descendants(proc.pid)
-        assert started, "the trainer should have started its sandbox workers"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    deadline = time.monotonic() + 15
-    while any(_alive(*p) for p in started) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [p for p in started if _alive(*p)], "processes of the killed run are still running"
+    started = kill_group_when(proc, ready, log, timeout_s)
+    assert started, "the trainer should have started its sandbox workers"
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)
 
