@@ -5,7 +5,7 @@ One module per command group; importing this package registers every command on 
 
 import sys
 
-from azr.cli import config, data, evaluate, models, sandbox, train  # noqa: F401  (each registers its commands)
+from azr.cli import absolute_zero, config, data, evaluate, models, sandbox, train  # noqa: F401  (each registers its commands)
 from azr.cli.app import azr, invoke
 from azr.cli.evaluate import eval_
 from azr.cli.train import gen

@@ -51,9 +51,16 @@ class Backend:
         return [*self.prefix, self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE.read_text(), settings_json]
 
 
-def sandbox_env() -> dict[str, str]:
-    """The whole environment of sandboxed programs: fixed values, never copied from the caller (API keys)."""
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
+def sandbox_env(hash_seed: int = 0) -> dict[str, str]:
+    """The whole environment of sandboxed programs: fixed values, never copied from the caller (API keys).
+    `hash_seed` is the workers' PYTHONHASHSEED: every program a worker forks shares it, so a check that a program
+    does not depend on string hashing runs it again on a pool started with another seed."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": str(hash_seed),
+    }
 
 
 def sandbox_python() -> tuple[str, str]:
@@ -143,10 +150,10 @@ def find_bwrap() -> str | None:
         return None
 
 
-def build_backend(name: str, tmp_size_mb: int = 256) -> Backend:
+def build_backend(name: str, tmp_size_mb: int = 256, hash_seed: int = 0) -> Backend:
     """The Backend for `name` (bwrap / nsjail / process) without probing; SandboxUnavailable if it is missing."""
     python, prefix = sandbox_python()
-    env = sandbox_env()
+    env = sandbox_env(hash_seed)
     if name == "process":
         warning = (
             "sandbox backend 'process': programs run with rlimits, a cleared environment and their own session "
@@ -166,10 +173,10 @@ def build_backend(name: str, tmp_size_mb: int = 256) -> Backend:
     raise SandboxUnavailable(f"sandbox.backend: unknown backend {name!r} (expected auto, bwrap, nsjail or process)")
 
 
-def resolve_backend(name: str = "auto", tmp_size_mb: int = 256) -> Backend:
+def resolve_backend(name: str = "auto", tmp_size_mb: int = 256, hash_seed: int = 0) -> Backend:
     """The backend to use: `name` if it works here, or for `auto` the strongest that does."""
     if name != "auto":
-        backend = build_backend(name, tmp_size_mb)
+        backend = build_backend(name, tmp_size_mb, hash_seed)
         problem = probe(backend)
         if problem:
             raise SandboxUnavailable(f"sandbox.backend={name}: {problem}")
@@ -177,7 +184,7 @@ def resolve_backend(name: str = "auto", tmp_size_mb: int = 256) -> Backend:
     reasons = []
     for candidate in ("bwrap", "nsjail"):
         try:
-            backend = build_backend(candidate, tmp_size_mb)
+            backend = build_backend(candidate, tmp_size_mb, hash_seed)
         except SandboxUnavailable as exc:
             reasons.append(str(exc).split(": ", 1)[1])
             continue
@@ -185,7 +192,7 @@ def resolve_backend(name: str = "auto", tmp_size_mb: int = 256) -> Backend:
         if not problem:
             return backend
         reasons.append(f"{candidate}: {problem}")
-    fallback = build_backend("process", tmp_size_mb)
+    fallback = build_backend("process", tmp_size_mb, hash_seed)
     warning = f"no namespace sandbox works here ({'; '.join(reasons)}). {fallback.warning}"
     return Backend(fallback.name, fallback.prefix, fallback.python, False, warning, fallback.env)
 
