@@ -15,10 +15,11 @@ from azr.absolute_zero.prompts import (
     rules_text,
     solver_answer,
     solver_messages,
+    warm_start_pairs,
 )
 from azr.absolute_zero.rewards import ProposeReward, RewardValues, SolveReward, build_az_rewards, learnability
 from azr.absolute_zero.rollout import SLOT_MARK, Generation, Rollout, read_slots, slot_rows
-from azr.absolute_zero.seeds import task_candidates, zero_candidates
+from azr.absolute_zero.seeds import fill_buffers, task_candidates, valid_seeds, zero_candidates
 from azr.absolute_zero.triplets import (
     TASK_TYPES,
     TaskType,
@@ -64,6 +65,7 @@ __all__ = [
     "build_judge",
     "build_validator",
     "check_file",
+    "fill_buffers",
     "learnability",
     "parse_proposal",
     "proposal_text",
@@ -78,6 +80,8 @@ __all__ = [
     "split_pairs",
     "task_candidates",
     "triplet_from_line",
+    "valid_seeds",
+    "warm_start_pairs",
     "write_triplets",
     "zero_candidates",
 ]

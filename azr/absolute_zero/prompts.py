@@ -9,6 +9,7 @@ text only (no parsing of code here); judging and validation happen in the sandbo
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Sequence
 
@@ -119,3 +120,30 @@ def solver_answer(kind: TaskType, triplet: Triplet) -> str:
     """The reference answer to a solver prompt, in azr's answer format (what the warm start teaches)."""
     content = {"deduction": triplet.output or "", "abduction": triplet.input, "induction": triplet.program}[kind]
     return reference_answer(content, "f")
+
+
+def warm_start_pairs(
+    kinds: Sequence[TaskType],
+    singles: Sequence[Triplet],
+    sets: Sequence[Triplet],
+    references: int,
+    n_inputs: int,
+    shown: int,
+    rules: str,
+    rng: random.Random,
+) -> list[tuple[list[dict[str, str]], str]]:
+    """(conversation, answer) pairs that teach both roles' formats on valid seed triplets: per seed and type, the
+    solver's prompt with its reference answer, and a proposer prompt (other seeds as references) answered with
+    the seed itself."""
+    pairs = []
+    for kind in kinds:
+        pool = sets if kind == "induction" else singles
+        for triplet in pool:
+            pairs.append((solver_messages(kind, triplet, shown, rules), solver_answer(kind, triplet)))
+            if kind == "induction":
+                refs = [triplet]
+            else:
+                others = [t for t in singles if t.program != triplet.program]
+                refs = rng.sample(others, min(references, len(others)))
+            pairs.append((proposer_messages(kind, refs, rules, n_inputs, shown), proposal_text(kind, triplet)))
+    return pairs

@@ -10,10 +10,13 @@ here parses the user's own task data, never model output.
 from __future__ import annotations
 
 import ast
+import random
 import re
 from collections.abc import Sequence
 
+from azr.absolute_zero.buffers import Buffers
 from azr.absolute_zero.triplets import Triplet
+from azr.absolute_zero.validation import Validator
 from azr.data import Task
 
 ZERO_PROGRAM = "def f(x):\n    return x"
@@ -95,3 +98,20 @@ def _message(prompt: str, entry: str) -> str:
     text = re.sub(rf"\b{re.escape(entry)}\b", "f", " ".join(prompt.split()))
     first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
     return first[:300]
+
+
+def valid_seeds(seed: str, tasks: Sequence[Task], n_inputs: int, validator: Validator) -> list[Triplet]:
+    """The candidates of `seed` ('tasks' or 'zero') that pass validation, with their outputs."""
+    singles, sets = task_candidates(tasks, n_inputs) if seed == "tasks" else zero_candidates(n_inputs)
+    return [v.triplet for v in validator.validate(singles + sets) if v.valid and v.triplet is not None]
+
+
+def fill_buffers(buffers: Buffers, seeds: Sequence[Triplet], rng: random.Random) -> None:
+    """Seed the buffers in a random order (so a cap keeps a random share): single-input triplets go to the
+    deduction and abduction buffers, induction sets to the induction buffer."""
+    order = list(seeds)
+    rng.shuffle(order)
+    for triplet in order:
+        for kind in ("induction",) if triplet.many else ("deduction", "abduction"):
+            if kind in buffers.by_type:
+                buffers[kind].add(triplet)

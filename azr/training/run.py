@@ -24,6 +24,7 @@ from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards, validate_references
 from azr.sandbox import SandboxUnhealthy
+from azr.training.absolute_zero import absolute_zero_phase, check_recipe, warm_start_dataset
 from azr.training.state import Resume, RunState, resolve_resume, write_summary
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,8 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             "vllm.sidecar: launching a vLLM sidecar from azr-train is not in this version yet; on a GPU box start "
             "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
         )
+    if cfg.mode == "absolute_zero":
+        check_recipe(cfg)  # what the mode cannot do is refused before anything is written
     started = time.monotonic()
     out = Path(cfg.output_dir)
     try:
@@ -100,7 +103,8 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         if not state.done("eval_before") and sampled:
             state.finish("eval_before", measure(model, "eval_before", run.metrics))
         if not state.done("grpo"):
-            model = _grpo_phase(run, model, tokenizer, tasks, policy_dir)
+            phase = absolute_zero_phase if cfg.mode == "absolute_zero" else _grpo_phase
+            model = phase(run, model, tokenizer, tasks, policy_dir)
         else:
             model, tokenizer = _load_policy(cfg, out / "final")
         if not state.done("eval_after") and sampled:
@@ -175,7 +179,10 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
         find = functools.partial(find_near_misses, tasks, run.grader, cfg.sft.near_misses, cfg.seed)
         near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
-    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
+    if cfg.mode == "absolute_zero":  # the warm start teaches both roles on seed triplets
+        dataset = warm_start_dataset(cfg, out, tasks, tokenizer, template_kwargs(cfg))
+    else:
+        dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
     run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
     run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
