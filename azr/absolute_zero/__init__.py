@@ -33,7 +33,6 @@ from azr.absolute_zero.triplets import (
 from azr.absolute_zero.validation import (
     REASONS,
     SANDBOX_ERROR,
-    SECOND_HASH_SEED,
     Rules,
     Validator,
     Verdict,
@@ -43,7 +42,6 @@ from azr.absolute_zero.validation import (
 __all__ = [
     "REASONS",
     "SANDBOX_ERROR",
-    "SECOND_HASH_SEED",
     "SLOT_MARK",
     "TASK_TYPES",
     "Buffers",

@@ -1,19 +1,20 @@
 """Absolute Zero's checks, as run inside the sandbox: validating a proposed program and judging a solver's answer.
 
-Standard library only: azr sends this file's source to a sandbox worker with a payload (`main(PAYLOAD)` appended)
+Standard library only: azr sends this file's text to a sandbox worker with a payload (`validation.harness_program`)
 and never runs it in the trainer. Two modes:
 
 - `validate`: the static rules on the program's syntax tree (one top-level function `f`, classes and nested
   functions allowed; imports only from an allow-list, dotted names by their top package, `__import__` and
-  `importlib` refused; no I/O, eval or introspection builtins), each input read as literal arguments, `f` run on
-  every input, each result required to be plain data whose repr is a literal within the size cap (too long is a
-  rejection, never a truncation). With `expected` reprs the results are compared by value, which is how a second
-  run on a pool with another hash seed proves determinism.
+  `importlib` refused; no I/O, eval or introspection builtins), each input read as literal arguments, then `f` run
+  on every input in two fresh interpreters started with PYTHONHASHSEED 0 and 1 (a sandbox worker's forked
+  programs share one hash secret, so only a new interpreter gets another): each result must be plain data whose
+  repr is a literal within the size cap (too long is a rejection, never a truncation), and both runs must agree by
+  value. With `expected` reprs (a checked file) the outputs must also match them.
 - `judge`: deduction compares the answer literal with the gold output; abduction runs the task's program on the
   answer's arguments and compares with the gold output; induction checks the answer program with the same rules
   and requires every hidden input to give its gold output.
 
-Model code runs only in a forked child, with the report descriptor closed, and hands back text that the parent
+Model code runs only in a child process, with the report descriptor closed, and hands back text that the parent
 (which never runs model code) reads as literals and compares by value with exact types. The static rules are a
 policy for well-formed tasks, not the security boundary: the sandbox is. The verdict goes to descriptor 3 tagged
 with the payload's nonce.
@@ -26,9 +27,11 @@ import json
 import os
 import select
 import signal
+import sys
 import time
 
 REPORT_FD = 3
+EXEC_FAILED = 127
 IMPORTERS = frozenset({"__import__", "importlib"})
 BANNED_NAMES = frozenset(
     {
@@ -89,6 +92,8 @@ INTROSPECTION = frozenset(
         "tb_frame",
     }
 )
+HASH_SEEDS = (0, 1)  # validation runs a program in two fresh interpreters, one with each
+_SOURCE = globals().get("_HARNESS_SOURCE", "")  # this file's text, set by the program azr sends (see main)
 _SCALARS = (int, float, complex, str, bytes, bool, type(None))
 _SEQUENCES = (list, tuple, set, frozenset)
 _MAX_DEPTH = 100
@@ -218,8 +223,9 @@ def _describe(exc):
         return type(exc).__name__
 
 
-def _child(program, calls, cap):
-    """In the forked child: load the program and call f on each input. Returns one [status, text] per call."""
+def _child(program, inputs, cap):
+    """Where model code runs: load the program and call f on each input. Returns one [status, text] per input."""
+    calls = [parse_call(text) for text in inputs]  # checked by the parent already
     namespace = {"__name__": "__azr_program__", "__builtins__": builtins}
     try:
         exec(compile(program, "<program>", "exec"), namespace)
@@ -239,27 +245,63 @@ def _child(program, calls, cap):
     return results
 
 
-def run_calls(program, calls, cap, timeout_s):
-    """[status, text] per call, run in a forked child; or 'timeout' / 'output_too_long' / 'crashed' for the run."""
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: model code runs only here, and cannot reach the report channel
-        os.close(reader)
-        with contextlib.suppress(OSError):
-            os.close(REPORT_FD)
+def _write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _read_all(fd):
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def child_main(request_fd, result_fd):
+    """Entry point of a fresh interpreter started by `run_calls` with its own PYTHONHASHSEED."""
+    request = json.loads(_read_all(request_fd))
+    _write_all(result_fd, json.dumps(_child(request["program"], request["inputs"], request["cap"])).encode())
+
+
+def _start(program, inputs, cap, hash_seed, writer):
+    """In the forked child: run the calls here, or (with a hash seed) in a new interpreter that has it. Never
+    returns."""
+    with contextlib.suppress(OSError):
+        os.close(REPORT_FD)  # the report channel is the parent's alone
+    if hash_seed is None:
         try:
-            data = json.dumps(_child(program, calls, cap)).encode()
+            data = json.dumps(_child(program, inputs, cap)).encode()
         except BaseException:
             data = b"[]"
-        while data:
-            data = data[os.write(writer, data) :]
+        _write_all(writer, data)
         os._exit(0)
+    request_reader, request_writer = os.pipe()
+    for fd in (request_reader, writer):
+        os.set_inheritable(fd, True)
+    _write_all(request_writer, json.dumps({"program": program, "inputs": inputs, "cap": cap}).encode())
+    os.close(request_writer)  # the request is small: it fits the pipe, and the new interpreter reads it whole
+    source = _SOURCE + f"\nchild_main({request_reader}, {writer})\n"
+    env = {"PYTHONHASHSEED": str(hash_seed), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
+    try:
+        os.execve(sys.executable, [sys.executable, "-P", "-S", "-s", "-B", "-c", source], env)
+    finally:
+        os._exit(EXEC_FAILED)
+
+
+def run_calls(program, inputs, cap, timeout_s, hash_seed=None):
+    """[status, text] per input of `f` in a child process (a fresh interpreter with PYTHONHASHSEED=`hash_seed`
+    when one is given); or 'timeout' / 'output_too_long' / 'crashed' / 'error' for the run as a whole."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        _start(program, inputs, cap, hash_seed, writer)
     os.close(writer)
-    limit = len(calls) * (cap + 512) + 4096
+    limit = len(inputs) * (cap + 512) + 4096
     chunks, size = [], 0
     deadline = time.monotonic() + timeout_s
     outcome = None
-    while outcome is None:
+    while True:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([reader], [], [], left)[0]:
             outcome = "timeout"
@@ -270,6 +312,7 @@ def run_calls(program, calls, cap, timeout_s):
         size += len(chunk)
         if size > limit:
             outcome = "output_too_long"
+            break
         chunks.append(chunk)
     os.close(reader)
     if outcome is not None:
@@ -281,7 +324,9 @@ def run_calls(program, calls, cap, timeout_s):
         results = json.loads(b"".join(chunks))
     except ValueError:
         results = None
-    if not isinstance(results, list) or len(results) != len(calls):
+    if not isinstance(results, list) or len(results) != len(inputs):
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXEC_FAILED and not chunks:
+            return "sandbox_error"  # no interpreter could start: the sandbox's fault, not the program's
         return "crashed" if os.WIFSIGNALED(status) else "error"
     return results
 
@@ -295,12 +340,12 @@ _RUN_REASONS = {
 
 
 def validate(p):
-    """{'reason': '' or why not, 'detail': ..., 'outputs': [repr, ...]} for the program and inputs in `p`."""
-    if p["static"]:
-        problem = static_problem(p["program"], frozenset(p["allowed_imports"]))
-        if problem:
-            return {"reason": problem[0], "detail": problem[1]}
-    calls, seen = [], set()
+    """{'reason': '' or why not, 'detail': ..., 'outputs': [repr, ...]} for the program and inputs in `p`: the
+    static rules, then two runs in fresh interpreters with different hash seeds that must agree by value."""
+    problem = static_problem(p["program"], frozenset(p["allowed_imports"]))
+    if problem:
+        return {"reason": problem[0], "detail": problem[1]}
+    seen = set()
     for index, text in enumerate(p["inputs"]):
         try:
             args, kwargs = parse_call(text)
@@ -310,22 +355,33 @@ def validate(p):
         if shown in seen:
             return {"reason": "bad_input", "detail": f"input {index} repeats an earlier one"}
         seen.add(shown)
-        calls.append((args, kwargs))
-    results = run_calls(p["program"], calls, p["max_output_chars"], p["timeout_s"])
-    if isinstance(results, str):
-        return {"reason": "error" if results == "crashed" else results, "detail": f"the run ended: {results}"}
-    outputs = []
-    for index, (status, text) in enumerate(results):
-        if status != "ok":
-            return {"reason": _RUN_REASONS.get(status, "error"), "detail": f"input {index}: {text}"}
-        outputs.append(text)
-    for index, (want, got) in enumerate(zip(p.get("expected") or [], outputs, strict=False)):
-        try:
-            equal = same(read_literal(want), read_literal(got))
-        except ValueError:
-            equal = False
-        if not equal:
-            return {"reason": p["mismatch"], "detail": f"input {index}: {got[:80]} this run, {want[:80]} expected"}
+    runs = []
+    for run, seed in enumerate(HASH_SEEDS):
+        results = run_calls(p["program"], p["inputs"], p["max_output_chars"], p["timeout_s"], seed)
+        if isinstance(results, str):
+            reason = {"crashed": "error", "error": "error"}.get(results, results)
+            if run and reason == "error":
+                reason = "nondeterministic"  # it ran with the first hash seed and fails with the second
+            return {"reason": reason, "detail": f"run {run + 1} (PYTHONHASHSEED={seed}) ended: {results}"}
+        for index, (status, text) in enumerate(results):
+            if status != "ok":
+                reason = _RUN_REASONS.get(status, "error")
+                if run and reason == "error":
+                    reason = "nondeterministic"
+                return {"reason": reason, "detail": f"input {index}: {text}"}
+        runs.append([text for _, text in results])
+    outputs, again = runs
+    checks = [("nondeterministic", again, "with PYTHONHASHSEED=1")]
+    if p.get("expected") is not None:
+        checks.append(("output_mismatch", p["expected"], "expected"))
+    for reason, other, label in checks:
+        for index, (got, want) in enumerate(zip(outputs, other, strict=True)):
+            try:
+                equal = same(read_literal(got), read_literal(want))
+            except ValueError:
+                equal = False
+            if not equal:
+                return {"reason": reason, "detail": f"input {index}: {got[:80]}, but {want[:80]} {label}"}
     return {"reason": "", "detail": "", "outputs": outputs}
 
 
@@ -347,13 +403,14 @@ def judge(p):
             outcome = "format" if problem[0] in ("syntax", "structure") else "wrong"
             return {"outcome": outcome, "detail": f"{problem[0]}: {problem[1]}"}
         program, inputs = answer, p["inputs"]
-    calls = []
     for text in inputs:
         try:
-            calls.append(parse_call(text))
+            parse_call(text)
         except ValueError as exc:
             return {"outcome": "format", "detail": str(exc)}
-    results = run_calls(program, calls, p["max_output_chars"], p["timeout_s"])
+    results = run_calls(program, inputs, p["max_output_chars"], p["timeout_s"])
+    if results == "sandbox_error":
+        return {"outcome": "error", "detail": "no interpreter could start"}
     if isinstance(results, str):
         return {"outcome": "wrong", "detail": f"the run ended: {results}"}
     for index, ((status, text), want) in enumerate(zip(results, p["outputs"], strict=True)):
@@ -365,6 +422,8 @@ def judge(p):
 
 
 def main(payload_json):
+    """Entry point in the sandbox. The program azr sends sets `_HARNESS_SOURCE` to this file's text, runs it, and
+    calls `main` with the payload."""
     payload = json.loads(payload_json)
     report = validate(payload) if payload["mode"] == "validate" else judge(payload)
     line = json.dumps([payload["nonce"], report]) + "\n"

@@ -97,6 +97,8 @@ def _outcome(report: dict[str, Any] | str) -> Outcome:
     if isinstance(report, str):  # the harness itself was stopped: the answer's program ran away
         return Outcome("wrong", f"the check ended: {report}")
     verdict = report.get("outcome")
+    if verdict == "error":  # the harness could not start the program's interpreter
+        return Outcome("error", str(report.get("detail", "")))
     if verdict not in ("correct", "wrong", "format"):
         return Outcome("wrong", "the check gave no verdict")
     return Outcome(verdict, str(report.get("detail", ""))[:300])

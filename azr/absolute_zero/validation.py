@@ -1,11 +1,12 @@
-"""Validation of proposed triplets, in the sandbox: every rule of `harness`, then determinism across two processes.
+"""Validation of proposed triplets, in the sandbox: every rule of `harness`, determinism included.
 
-A proposal is run on the pool that grades everything (PYTHONHASHSEED 0), which computes its outputs, and then on
-a second pool whose workers were started with another hash seed, which must give the same values: programs forked
-by one worker share its hash secret, so only a second pool tells a program that iterates a set of strings from
-one that does not. Each rejection has a reason from `REASONS`; a sandbox that fails for its own sake gives
-`SANDBOX_ERROR`, which is not the proposal's fault, is counted, and stops the run past
-`sandbox.max_infra_failure_rate`. Nothing here runs or parses model code in the trainer.
+One sandbox run per triplet: the harness checks the program's syntax tree and inputs, then runs the program in two
+fresh interpreters started with PYTHONHASHSEED 0 and 1, whose results must agree by value. Two runs in one
+process (or two programs forked by one sandbox worker, which share its hash secret) would let a program that
+iterates a set of strings pass; two interpreters with different hash seeds do not. Each rejection has a reason
+from `REASONS`; a sandbox that fails for its own sake gives `SANDBOX_ERROR`, which is not the proposal's fault, is
+counted, and stops the run past `sandbox.max_infra_failure_rate`. Nothing here runs or parses model code in the
+trainer.
 """
 
 from __future__ import annotations
@@ -43,8 +44,7 @@ REASONS = (
     "output_mismatch",
 )
 SANDBOX_ERROR = "sandbox_error"
-SECOND_HASH_SEED = 1  # the first pool's programs run with PYTHONHASHSEED=0 (azr.sandbox.sandbox_env)
-_GRACE_S = 3.0  # beyond the harness's own limit: the interpreter's start and the static checks
+_GRACE_S = 3.0  # beyond the harness's own limits: interpreters starting, the static checks
 
 
 @dataclass(frozen=True)
@@ -115,13 +115,20 @@ def run_payloads(
     """The harness's report for each payload, or how the sandbox run ended instead ('timeout', 'memory',
     'error' for the program; SANDBOX_ERROR for the sandbox's own failure)."""
     nonces = [secrets.token_hex(16) for _ in payloads]
-    codes = [
-        f"{HARNESS_SOURCE}\nmain({json.dumps(json.dumps({**p, 'nonce': n}))})\n"
-        for p, n in zip(payloads, nonces, strict=True)
-    ]
+    codes = [harness_program({**p, "nonce": n}) for p, n in zip(payloads, nonces, strict=True)]
     results = pool.map(codes, limits) if codes else []
     health.account(results)
     return [_report(result, nonce) for result, nonce in zip(results, nonces, strict=True)]
+
+
+def harness_program(payload: dict[str, Any]) -> str:
+    """The program sent to the sandbox: the harness (whose own text it keeps, to start fresh interpreters with)
+    and a call of its `main` with the payload."""
+    return (
+        f"_HARNESS_SOURCE = {HARNESS_SOURCE!r}\n"
+        "exec(compile(_HARNESS_SOURCE, '<harness>', 'exec'))\n"
+        f"main({json.dumps(payload)!r})\n"
+    )
 
 
 def _report(result: ExecResult, nonce: str) -> dict[str, Any] | str:
@@ -140,48 +147,37 @@ def _report(result: ExecResult, nonce: str) -> dict[str, Any] | str:
     return found[0] if len(found) == 1 else "error"
 
 
-def harness_limits(base: Limits, rules: Rules) -> Limits:
-    """The sandbox's limits for one harness run: the rules' time for the program, plus the harness's own start."""
-    wall = rules.timeout_s + _GRACE_S
+def harness_limits(base: Limits, rules: Rules, runs: int = 1) -> Limits:
+    """The sandbox's limits for one harness run: the rules' time for each of `runs` runs of the program, plus the
+    harness's own start."""
+    wall = runs * rules.timeout_s + _GRACE_S
     return dataclasses.replace(base, wall_s=wall, cpu_s=wall)
 
 
 class Validator:
-    """Validates triplets through two pools (hash seeds 0 and `SECOND_HASH_SEED`) under `rules`."""
+    """Validates triplets through `pool` under `rules`."""
 
-    def __init__(self, pool: SandboxPool, second_pool: SandboxPool, limits: Limits, rules: Rules, max_rate: float):
-        self.pools, self.rules = (pool, second_pool), rules
-        self.limits = harness_limits(limits, rules)
+    def __init__(self, pool: SandboxPool, limits: Limits, rules: Rules, max_rate: float):
+        self.pool, self.rules = pool, rules
+        self.limits = harness_limits(limits, rules, runs=2)
         self.health = HealthCounter(max_rate)
 
     def validate(self, triplets: Sequence[Triplet]) -> list[Verdict]:
         """A verdict per triplet. Given outputs (a checked file) must match what the program returns."""
-        first = self._run([self._payload(t, t.outputs, True) for t in triplets], self.pools[0])
-        verdicts = [_verdict(t, r) for t, r in zip(triplets, first, strict=True)]
-        again = [i for i, v in enumerate(verdicts) if v.valid]
-        expected = [verdicts[i].triplet.outputs for i in again]  # type: ignore[union-attr]
-        payloads = [self._payload(triplets[i], out, False) for i, out in zip(again, expected, strict=True)]
-        for i, report in zip(again, self._run(payloads, self.pools[1]), strict=True):
-            second = _verdict(triplets[i], report)
-            if not second.valid:  # another value (nondeterministic), or a run that now fails or times out
-                verdicts[i] = second
-        return verdicts
+        payloads = [
+            self.rules.payload(
+                "validate",
+                program=t.program,
+                inputs=list(t.inputs),
+                expected=list(t.outputs) if t.outputs is not None else None,
+            )
+            for t in triplets
+        ]
+        reports = run_payloads(payloads, self.pool, self.limits, self.health)
+        return [_verdict(t, r) for t, r in zip(triplets, reports, strict=True)]
 
     def check(self) -> None:
         self.health.check()
-
-    def _run(self, payloads: list[dict[str, Any]], pool: SandboxPool) -> list[dict[str, Any] | str]:
-        return run_payloads(payloads, pool, self.limits, self.health)
-
-    def _payload(self, triplet: Triplet, expected: tuple[str, ...] | None, first: bool) -> dict[str, Any]:
-        return self.rules.payload(
-            "validate",
-            program=triplet.program,
-            inputs=list(triplet.inputs),
-            expected=list(expected) if expected is not None else None,
-            mismatch="output_mismatch" if first else "nondeterministic",
-            static=first,
-        )
 
 
 def _verdict(triplet: Triplet, report: dict[str, Any] | str) -> Verdict:
@@ -189,7 +185,8 @@ def _verdict(triplet: Triplet, report: dict[str, Any] | str) -> Verdict:
         return Verdict(report, f"the sandbox run ended: {report}")
     reason = str(report.get("reason") or "")
     if reason:
-        return Verdict(reason if reason in REASONS else "error", str(report.get("detail", ""))[:300])
+        known = reason in REASONS or reason == SANDBOX_ERROR
+        return Verdict(reason if known else "error", str(report.get("detail", ""))[:300])
     outputs = report.get("outputs")
     if not isinstance(outputs, list) or len(outputs) != len(triplet.inputs):
         return Verdict("error", "the check reported no outputs")
@@ -197,10 +194,9 @@ def _verdict(triplet: Triplet, report: dict[str, Any] | str) -> Verdict:
 
 
 def build_validator(sandbox: SandboxConfig, cfg: AbsoluteZeroConfig) -> Validator:
-    """The Validator for a recipe: the grading pool, a second pool with another hash seed, the recipe's limits."""
+    """The Validator for a recipe: the grading pool and the recipe's limits."""
     return Validator(
         pool_from_config(sandbox),
-        pool_from_config(sandbox, hash_seed=SECOND_HASH_SEED),
         limits_from_config(sandbox),
         Rules.from_config(cfg),
         sandbox.max_infra_failure_rate,

@@ -61,10 +61,9 @@ def limits_from_config(cfg: SandboxConfig) -> Limits:
     )
 
 
-def pool_from_config(cfg: SandboxConfig, hash_seed: int = 0) -> SandboxPool:
-    """The process-wide pool for these sandbox settings (started lazily, closed at exit); `hash_seed` gives a pool
-    whose programs hash strings differently (a determinism check runs a program on two)."""
-    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg), hash_seed)
+def pool_from_config(cfg: SandboxConfig) -> SandboxPool:
+    """The process-wide pool for these sandbox settings (started lazily, closed at exit)."""
+    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg))
 
 
 def worker_memory_mb(cfg: SandboxConfig) -> int:

@@ -55,12 +55,10 @@ def open_pool(
     tmp_size_mb: int = 256,
     max_processes: int = 64,
     max_memory_mb: int | None = None,
-    hash_seed: int = 0,
 ) -> SandboxPool:
     """A new pool on `backend` (auto: the strongest that works here); the caller closes it. `max_memory_mb` caps
-    each worker's memory (all of a program's processes and tmpfs pages) where a memory cgroup can be set (root).
-    `hash_seed` is its programs' PYTHONHASHSEED (fixed per worker: the programs it forks inherit its hash secret)."""
-    return SandboxPool(resolve_backend(backend, tmp_size_mb, hash_seed), workers, max_processes, max_memory_mb)
+    each worker's memory (all of a program's processes and tmpfs pages) where a memory cgroup can be set (root)."""
+    return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes, max_memory_mb)
 
 
 def shared_pool(*settings) -> SandboxPool:

@@ -51,16 +51,9 @@ class Backend:
         return [*self.prefix, self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE.read_text(), settings_json]
 
 
-def sandbox_env(hash_seed: int = 0) -> dict[str, str]:
-    """The whole environment of sandboxed programs: fixed values, never copied from the caller (API keys).
-    `hash_seed` is the workers' PYTHONHASHSEED: every program a worker forks shares it, so a check that a program
-    does not depend on string hashing runs it again on a pool started with another seed."""
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONHASHSEED": str(hash_seed),
-    }
+def sandbox_env() -> dict[str, str]:
+    """The whole environment of sandboxed programs: fixed values, never copied from the caller (API keys)."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
 
 
 def sandbox_python() -> tuple[str, str]:
@@ -150,10 +143,10 @@ def find_bwrap() -> str | None:
         return None
 
 
-def build_backend(name: str, tmp_size_mb: int = 256, hash_seed: int = 0) -> Backend:
+def build_backend(name: str, tmp_size_mb: int = 256) -> Backend:
     """The Backend for `name` (bwrap / nsjail / process) without probing; SandboxUnavailable if it is missing."""
     python, prefix = sandbox_python()
-    env = sandbox_env(hash_seed)
+    env = sandbox_env()
     if name == "process":
         warning = (
             "sandbox backend 'process': programs run with rlimits, a cleared environment and their own session "
@@ -173,10 +166,10 @@ def build_backend(name: str, tmp_size_mb: int = 256, hash_seed: int = 0) -> Back
     raise SandboxUnavailable(f"sandbox.backend: unknown backend {name!r} (expected auto, bwrap, nsjail or process)")
 
 
-def resolve_backend(name: str = "auto", tmp_size_mb: int = 256, hash_seed: int = 0) -> Backend:
+def resolve_backend(name: str = "auto", tmp_size_mb: int = 256) -> Backend:
     """The backend to use: `name` if it works here, or for `auto` the strongest that does."""
     if name != "auto":
-        backend = build_backend(name, tmp_size_mb, hash_seed)
+        backend = build_backend(name, tmp_size_mb)
         problem = probe(backend)
         if problem:
             raise SandboxUnavailable(f"sandbox.backend={name}: {problem}")
@@ -184,7 +177,7 @@ def resolve_backend(name: str = "auto", tmp_size_mb: int = 256, hash_seed: int =
     reasons = []
     for candidate in ("bwrap", "nsjail"):
         try:
-            backend = build_backend(candidate, tmp_size_mb, hash_seed)
+            backend = build_backend(candidate, tmp_size_mb)
         except SandboxUnavailable as exc:
             reasons.append(str(exc).split(": ", 1)[1])
             continue
@@ -192,7 +185,7 @@ def resolve_backend(name: str = "auto", tmp_size_mb: int = 256, hash_seed: int =
         if not problem:
             return backend
         reasons.append(f"{candidate}: {problem}")
-    fallback = build_backend("process", tmp_size_mb, hash_seed)
+    fallback = build_backend("process", tmp_size_mb)
     warning = f"no namespace sandbox works here ({'; '.join(reasons)}). {fallback.warning}"
     return Backend(fallback.name, fallback.prefix, fallback.python, False, warning, fallback.env)
 
