@@ -30,10 +30,10 @@ _ARGUMENTS = "the arguments exactly as you would write them between the parenthe
 
 def rules_text(allowed_imports: Sequence[str], max_output_chars: int) -> str:
     return (
-        "Rules: exactly one top-level function named `f` (helper functions go inside it; classes are allowed); "
-        f"imports only from {', '.join(allowed_imports)}; no printing, files, randomness or time; `f` returns plain "
-        "data (numbers, strings, bytes, lists, tuples, dicts, sets, booleans or None), the same on every run, whose "
-        f"repr is at most {max_output_chars} characters."
+        "Rules: one top-level function `f` (helpers go inside it; classes are allowed); imports only from "
+        f"{', '.join(allowed_imports) or 'nothing'}; no printing, files, randomness or time; `f` returns plain data "
+        f"(numbers, strings, lists, tuples, dicts, sets, booleans, None), the same on every run, with a repr of at "
+        f"most {max_output_chars} characters."
     )
 
 
