@@ -10,13 +10,16 @@ replaces the trainer's sampling and nothing else)."""
 from __future__ import annotations
 
 import copy
+import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 import torch
 
 from azr.absolute_zero import (
+    REASONS,
     Buffers,
     Generation,
     Judge,
@@ -25,6 +28,7 @@ from azr.absolute_zero import (
     Triplet,
     Validator,
     build_az_rewards,
+    read_triplets,
     slot_rows,
 )
 from azr.config import AbsoluteZeroConfig
@@ -100,12 +104,23 @@ ANSWERS = {
     "d-partly": [(block("6"), "correct"), (block("6"), "correct"), (block("7"), "wrong"), (NO_BLOCK, "format")],
     "d-always": [(block("4"), "correct")] * 4,
     "d-never": [(block("'abc'"), "wrong")] * 2 + [(block("'bca'"), "wrong"), (block("'cba'", False), "format")],
-    "a-partly": [(block("2, 6"), "correct"), (block("1, 1"), "wrong"), (block("5, 5"), "wrong"), (block("x"), "format")],
+    "a-partly": [
+        (block("2, 6"), "correct"),
+        (block("1, 1"), "wrong"),
+        (block("5, 5"), "wrong"),
+        (block("x"), "format"),
+    ],
     "i-partly": [(block(SUM), "correct")] * 3 + [(block("def f(a, b):\n    return 3 if a == 1 else 7"), "wrong")],
     "i-always": [(block(SUM), "correct")] * 4,
-    "i-never": [(block("def f(a, b):\n    return a - b"), "wrong")] * 3 + [(block("def g(a):\n    return a"), "format")],
+    "i-never": [(block("def f(a, b):\n    return a - b"), "wrong")] * 3
+    + [(block("def g(a):\n    return a"), "format")],
     # ADD from the buffer, as an abduction task (the abduction proposers have one valid proposal for two groups)
-    "seed-abduction": [(block("1, 2"), "correct"), (block("0, 3"), "correct"), (block("3, 3"), "wrong"), (NO_BLOCK, "format")],
+    "seed-abduction": [
+        (block("1, 2"), "correct"),
+        (block("0, 3"), "correct"),
+        (block("3, 3"), "wrong"),
+        (NO_BLOCK, "format"),
+    ],
 }
 CONFIG = AbsoluteZeroConfig(learnability_samples=G, timeout_s=0.5, propose_unlearnable=-0.1)
 VALUES = {"correct": 1.0, "wrong": -0.5, "format": -1.0}
@@ -125,8 +140,15 @@ class Script:
     def __call__(self, conversation: list[dict[str, str]], n: int) -> list[str]:
         system, user = conversation[0]["content"], conversation[-1]["content"]
         if "design Python code-reasoning tasks" in system:
-            kind = next(k for k, words in (("induction", "Here is a Python function"), ("abduction", "its output"),
-                                           ("deduction", "predict the output")) if words in user)
+            kind = next(
+                k
+                for k, words in (
+                    ("induction", "Here is a Python function"),
+                    ("abduction", "its output"),
+                    ("deduction", "predict the output"),
+                )
+                if words in user
+            )
             texts = [text for text, _ in PROPOSALS[kind][self.served[kind]]]
             self.served[kind] += 1
             return texts
@@ -273,3 +295,106 @@ def test_a_scripted_batch_gets_exact_rewards_and_advantages(tiny_model_dir, az_p
     assert metrics["absolute_zero/deduction/proposals/valid"] == 3 / 8
     assert metrics["absolute_zero/abduction/invalid/memory"] == 1 / 8
     assert metrics["absolute_zero/abduction/solve/from_buffer"] == 1 / 2
+
+
+# ------------------------------------------------------------------------------- the TRL methods the rollout calls
+def test_the_trainer_generator_samples_through_trl_at_the_training_temperature(tiny_model_dir, az_pool, tmp_path):
+    """Pins the private TRL contract the rollout relies on: `_tokenize_prompts(conversations)` gives one id list
+    per conversation, `_generate_single_turn(ids, None, fields, n)` one completion per row, sampled with the
+    trainer's generation config (the training temperature; the public implementation's greedy samples made
+    learnability 0 for most proposals)."""
+    from azr.training.absolute_zero_trainer import TrainerGenerator
+
+    trainer, _ = build_trainer(tiny_model_dir, az_pool, tmp_path, "group")
+    assert trainer.generation_config.do_sample and trainer.generation_config.temperature == trainer.args.temperature
+    conversation = [{"role": "user", "content": "Predict the output of f."}]
+    drawn = TrainerGenerator(trainer)([conversation, conversation[:1]], 4)
+    assert len(drawn.prompt_ids) == len(drawn.completion_ids) == len(drawn.texts) == 8
+    assert len({tuple(ids) for ids in drawn.prompt_ids}) == 1 and drawn.logprobs is None
+    assert all(isinstance(t, int) for ids in drawn.completion_ids for t in ids)
+    assert len({tuple(ids) for ids in drawn.completion_ids}) > 1  # sampled, not greedy
+
+
+def test_the_per_type_and_role_baseline_by_hand():
+    from azr.training.absolute_zero_trainer import type_role_advantages
+
+    rewards = torch.tensor([1.0, -1.0, float("nan"), 0.5, 0.5, 2.0])
+    keys = ["d/solve", "d/solve", "d/solve", "d/propose", "a/propose", "d/propose"]
+    got = type_role_advantages(rewards, keys, scale=False).tolist()
+    assert got == pytest.approx([1.0, -1.0, 0.0, -0.75, 0.0, 0.75])
+    scaled = type_role_advantages(rewards, keys, scale=True).tolist()
+    assert scaled[:2] == pytest.approx([1 / (math.sqrt(2) + 1e-4), -1 / (math.sqrt(2) + 1e-4)])
+
+
+# ----------------------------------------------------------------------------------------- end to end, and resume
+RECIPE = Path(__file__).resolve().parents[2] / "examples" / "absolute-zero-tiny.yaml"
+SHORT = [  # the example recipe cut to what exercises every part in about a minute on two cores
+    "data.max_tasks=2",
+    "sft.args.num_train_epochs=2",
+    "grpo.num_generations=2",
+    "grpo.per_device_train_batch_size=12",
+    "grpo.max_completion_length=48",
+    "grpo.max_steps=2",
+    "grpo.save_steps=1",
+    "absolute_zero.learnability_samples=2",
+    "logging.console=plain",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_model_dir, tmp_path_factory) -> Path:
+    """The example recipe, shortened, run to the end: warm start on seed triplets, then two GRPO steps."""
+    from azr.config import load_config
+    from azr.training.run import run_train
+
+    out = tmp_path_factory.mktemp("az") / "run"
+    cfg = load_config(RECIPE, [f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", *SHORT], check_grpo=True)
+    with pytest.MonkeyPatch.context() as env:
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+            env.setenv(name, "1")
+        assert run_train(cfg) == 0
+    return out
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_the_tiny_recipe_runs_end_to_end_with_the_modes_logs(tiny_run):
+    out = tiny_run
+    assert json.loads((out / "state.json").read_text())["phases"].keys() == {"sft", "grpo"}
+    seeds = read_triplets(out / "absolute_zero" / "seeds.jsonl")
+    assert seeds and any(t.many for t in seeds)
+    grpo = [r for r in records(out / "metrics.jsonl") if r["phase"] == "grpo"]
+    assert [r["step"] for r in grpo] == [1, 2]
+    for kind in ("deduction", "abduction", "induction"):
+        for key in ("propose/reward", "solve/reward", "proposals/valid", "buffer", "solve/from_buffer"):
+            assert all(f"absolute_zero/{kind}/{key}" in r for r in grpo), (kind, key)
+    assert all("rewards/absolute_zero_propose_reward/mean" in r for r in grpo)
+    rows = [r for path in sorted((out / "generations").glob("*.jsonl")) for r in records(path)]
+    assert len(rows) == 2 * 12
+    assert {(r["role"], r["type"]) for r in rows} == {
+        (role, kind) for role in ("propose", "solve") for kind in PROPOSALS
+    }
+    assert all(r["reason"] in (*REASONS, "") for r in rows if r["role"] == "propose")
+    assert all(r["verdict"] in ("correct", "wrong", "format") for r in rows if r["role"] == "solve")
+    for kind in PROPOSALS:  # the buffers at the end, in the checker's format
+        assert read_triplets(out / "absolute_zero" / f"{kind}.jsonl")
+    assert (out / "final" / "model.safetensors").exists()
+
+
+def test_a_resume_continues_exactly(tiny_run, tmp_path):
+    """Resuming from checkpoint 1 redoes step 2 exactly: the same buffers and the same generations."""
+    from azr.config import load_config
+    from azr.training.run import run_train
+
+    out = tiny_run
+    before = {p.name: p.read_text() for p in (out / "checkpoints" / "checkpoint-2" / "absolute_zero").iterdir()}
+    logged = [r for path in sorted((out / "generations").glob("*.jsonl")) for r in records(path) if r["step"] == 2]
+    cfg = load_config(out / "config.yaml")
+    assert run_train(cfg, resume_from=str(out / "checkpoints" / "checkpoint-1")) == 0
+    after = {p.name: p.read_text() for p in (out / "checkpoints" / "checkpoint-2" / "absolute_zero").iterdir()}
+    assert after == before
+    again = [r for path in sorted((out / "generations").glob("*.jsonl")) for r in records(path) if r["step"] == 2]
+    assert [r["completion"] for r in again] == [r["completion"] for r in logged]
+    assert [r["rewards"] for r in again] == [r["rewards"] for r in logged]
