@@ -54,6 +54,11 @@ def check_recipe(cfg: AzrConfig) -> int:
         )
     if cfg.sft.near_misses:
         raise ConfigError("sft.near_misses: not used with mode absolute_zero (its warm start teaches seed triplets)")
+    if cfg.grpo.get("eval_strategy", "no") != "no":
+        raise ConfigError(
+            "grpo.eval_strategy: not with mode absolute_zero (its batches are proposer and solver rows); measure "
+            "the policy with `azr eval --dataset output-prediction` or held-out after the run"
+        )
     args = grpo_args(cfg, Path(cfg.output_dir), [1.0, 1.0])
     groups, slots = args.generation_batch_size // args.num_generations, 2 * len(cfg.absolute_zero.types)
     if groups % slots:
