@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from azr.data import json_lines
 from azr.errors import DataError, did_you_mean, show
 from azr.logs import atomic_write_text
 
@@ -122,22 +123,7 @@ def triplet_from_line(row: Any, where: str) -> Triplet:
 def read_numbered(path: Path) -> list[tuple[int, Triplet]]:
     """(line number, triplet) for every non-blank line of a triplet file; DataError naming `file:line` for a
     malformed one."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8-sig").split("\n")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: cannot read: {exc}") from None
-    found = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-        found.append((number, triplet_from_line(row, f"{path}:{number}")))
-    return found
+    return [(number, triplet_from_line(row, f"{path}:{number}")) for number, row in json_lines(Path(path))]
 
 
 def read_triplets(path: Path) -> list[Triplet]:

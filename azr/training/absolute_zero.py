@@ -143,7 +143,7 @@ def absolute_zero_phase(run: Any, model, tokenizer, tasks: list[Task], policy_di
     from azr.models import lora_config
     from azr.training.absolute_zero_trainer import AbsoluteZeroTrainer, CheckSandboxHealth, TrainerGenerator, az_records
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
-    from azr.training.run import grpo_args
+    from azr.training.run import finish_grpo, grpo_args
 
     cfg, out, az = run.cfg, run.out, run.cfg.absolute_zero
     started = time.monotonic()
@@ -184,11 +184,4 @@ def absolute_zero_phase(run: Any, model, tokenizer, tasks: list[Task], policy_di
     record.trainer = trainer
     trainer.train(resume_from_checkpoint=checkpoint)
     buffers.save(out / FOLDER)
-    final = out / "final"
-    trainer.save_model(str(final))
-    tokenizer.save_pretrained(str(final))
-    run.state.finish("grpo", {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step})
-    from azr.training.modelcard import write_model_card
-
-    write_model_card(final, cfg, policy_dir, run.state)
-    return trainer.model
+    return finish_grpo(run, trainer, tokenizer, policy_dir, started)

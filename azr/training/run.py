@@ -226,13 +226,18 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     finally:
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended
-    final = out / "final"
+    return finish_grpo(run, trainer, tokenizer, policy_dir, started)
+
+
+def finish_grpo(run: _Run, trainer, tokenizer, policy_dir: str, started: float):
+    """Save the trained policy to `final/` with its model card and record the phase; returns the model."""
+    final = run.out / "final"
     trainer.save_model(str(final))
     tokenizer.save_pretrained(str(final))
     run.state.finish("grpo", {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step})
     from azr.training.modelcard import write_model_card
 
-    write_model_card(final, cfg, policy_dir, run.state)
+    write_model_card(final, run.cfg, policy_dir, run.state)
     return trainer.model
 
 
