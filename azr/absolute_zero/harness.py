@@ -34,16 +34,21 @@ REPORT_FD = 3
 EXEC_FAILED = 127
 IMPORTERS = frozenset({"__import__", "importlib"})
 # Builtins for I/O, dynamic code and reflection, and the names through which the module's globals are reached.
-BANNED_NAMES = frozenset(
-    "open input print eval exec compile globals locals vars getattr setattr delattr breakpoint exit quit help "
-    "memoryview __builtins__ __loader__ __spec__ __file__".split()
-)
+# The two name lists are not laid out one name per line (formatting off), which would double this module.
+# fmt: off
+BANNED_NAMES = frozenset({
+    "open", "input", "print", "eval", "exec", "compile", "globals", "locals", "vars", "getattr", "setattr",
+    "delattr", "breakpoint", "exit", "quit", "help", "memoryview", "__builtins__", "__loader__", "__spec__",
+    "__file__",
+})
 # Attributes that reach interpreter internals (and from there any module): never part of a code-reasoning task.
-INTROSPECTION = frozenset(
-    "__class__ __bases__ __base__ __mro__ __subclasses__ __globals__ __builtins__ __code__ __closure__ __dict__ "
-    "__getattribute__ __reduce__ __reduce_ex__ __import__ __loader__ __spec__ __self__ __func__ __module__ "
-    "__traceback__ gi_frame gi_code cr_frame ag_frame f_globals f_locals f_builtins f_back tb_frame".split()
-)
+INTROSPECTION = frozenset({
+    "__class__", "__bases__", "__base__", "__mro__", "__subclasses__", "__globals__", "__builtins__", "__code__",
+    "__closure__", "__dict__", "__getattribute__", "__reduce__", "__reduce_ex__", "__import__", "__loader__",
+    "__spec__", "__self__", "__func__", "__module__", "__traceback__", "gi_frame", "gi_code", "cr_frame", "ag_frame",
+    "f_globals", "f_locals", "f_builtins", "f_back", "tb_frame",
+})
+# fmt: on
 HASH_SEEDS = (0, 1)  # validation runs a program in two fresh interpreters, one with each
 _SOURCE = globals().get("_HARNESS_SOURCE", "")  # this file's text, set by the program azr sends (see main)
 _SCALARS = (int, float, complex, str, bytes, bool, type(None))

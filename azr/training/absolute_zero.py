@@ -81,11 +81,12 @@ def seeds_once(cfg: AzrConfig, out: Path, tasks: list[Task], validator: Any) -> 
     seeds = valid_seeds(az.seed, tasks, az.induction_inputs, validator)
     singles = sum(not t.many for t in seeds)
     log.info("absolute_zero: %d seed triplets and %d induction sets pass validation", singles, len(seeds) - singles)
-    if not singles or ("induction" in az.types and singles == len(seeds)):
-        kind = "induction set" if singles else "triplet"
+    if not singles and {"deduction", "abduction"} & set(az.types):
+        raise ConfigError(f"absolute_zero.seed: no valid seed triplet from {az.seed!r} (data.train: {cfg.data.train})")
+    if singles == len(seeds) and "induction" in az.types:
         raise ConfigError(
-            f"absolute_zero.seed: no valid seed {kind} from {az.seed!r}"
-            + (f"; lower absolute_zero.induction_inputs ({az.induction_inputs})" if singles else "")
+            f"absolute_zero.seed: no task gives {az.induction_inputs} valid inputs for an induction seed; lower "
+            "absolute_zero.induction_inputs or leave induction out of absolute_zero.types"
         )
     write_triplets(path, seeds)
     return seeds
