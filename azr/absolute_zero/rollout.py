@@ -134,7 +134,19 @@ class Rollout:
         self._count(proposals)
         return _output(groups, group)
 
-    def _propose(self, proposers: list[_Group], generate: Generate, group: int) -> list[_Proposal]:
+    def seed_round(self, generate: Generate, group: int) -> dict[str, int]:
+        """One round of the paper's seeding: a proposer group per task type, validated, the valid proposals added
+        to their buffers; nothing is solved or trained. Returns the valid proposals per type."""
+        proposers = [_Group("propose", kind) for kind in self.cfg.types]
+        proposals = self._propose(proposers, generate, group, learnability=False)
+        for proposal in proposals:
+            if proposal.verdict.valid:
+                self.buffers[proposal.kind].add(proposal.verdict.triplet)  # type: ignore[arg-type]
+        return {kind: sum(p.verdict.valid for p in proposals if p.kind == kind) for kind in self.cfg.types}
+
+    def _propose(
+        self, proposers: list[_Group], generate: Generate, group: int, learnability: bool = True
+    ) -> list[_Proposal]:
         shown: list[str | None] = []
         for g in proposers:
             refs = self._references(g.kind)
@@ -153,7 +165,7 @@ class Rollout:
         for p in proposals:
             if p.verdict.valid:
                 p.conversation = solver_messages(p.kind, p.verdict.triplet, self._shown, self.rules)  # type: ignore
-        asked = [p for p in proposals if p.conversation is not None]
+        asked = [p for p in proposals if p.conversation is not None and learnability]
         n = self.cfg.learnability_samples
         samples = _draw(generate, [p.conversation for p in asked], n)
         for k, p in enumerate(asked):

@@ -61,6 +61,12 @@ class AbsoluteZeroConfig:
         "How the buffers start: 'tasks' validates triplets made from data.train's reference solutions and test "
         "inputs; 'zero' starts from the paper's identity triplet alone.",
     )
+    seed_rounds: int = field(
+        0,
+        "Rounds of proposals before the first step (one group per task type each, validated, the valid ones added "
+        "to the buffers; nothing is trained): the paper's seeding phase, for seed 'zero'.",
+        ge=0,
+    )
     baseline: Literal["group", "type_role"] = field(
         "group",
         "Advantage baseline: 'group' is TRL's per-prompt group (every group holds one task type and role); "

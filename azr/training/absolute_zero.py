@@ -183,6 +183,9 @@ def absolute_zero_phase(run: Any, model, tokenizer, tasks: list[Task], policy_di
     )
     trainer.remove_callback(PrinterCallback)
     record.trainer = trainer
+    for n in range(0 if checkpoint else az.seed_rounds):  # a resumed run has its buffers
+        valid = rollout.seed_round(TrainerGenerator(trainer), trainer.num_generations)
+        log.info("absolute_zero: seeding round %d: valid proposals %s, buffers %s", n + 1, valid, buffers.sizes())
     trainer.train(resume_from_checkpoint=checkpoint)
     buffers.save(out / FOLDER)
     return finish_grpo(run, trainer, tokenizer, policy_dir, started)

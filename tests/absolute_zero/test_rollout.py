@@ -73,3 +73,17 @@ def test_state_round_trip(az_pool):
     second = Rollout(cfg, Buffers(4), Validator(az_pool, Limits(), Rules(), 0.5), None, seed=9)
     second.load_state(first.state())
     assert [second.rng.random() for _ in range(3)] == [first.rng.random() for _ in range(3)]
+
+
+def test_a_seeding_round_only_proposes(az_pool):
+    """The paper's seeding from the zero triplet: proposals validated and added, nothing solved."""
+    cfg = AbsoluteZeroConfig(types=["deduction", "induction"], induction_inputs=2, induction_shown=1)
+    buffers = Buffers(8, cfg.types)
+    buffers["deduction"].add(ADD)
+    buffers["induction"].add(Triplet(ADD.program, ("1, 1", "2, 2"), ("2", "4"), "adds", True))
+    rollout = Rollout(cfg, buffers, Validator(az_pool, Limits(), Rules(), 0.5), None, seed=0)
+    induction = "```input\n3, 4\n```\n```input\n5, 6\n```\n```message\nadds\n```"
+    generate, calls = fake(lambda c, n: [DOUBLE if "one input" in c[-1]["content"] else induction] * n)
+    assert rollout.seed_round(generate, 2) == {"deduction": 2, "induction": 2}
+    assert calls == [(2, 2)]  # the proposals only: no learnability samples, no solver
+    assert len(buffers["deduction"]) == 2 and len(buffers["induction"]) == 2  # one distinct task each

@@ -337,6 +337,7 @@ SHORT = [  # the example recipe cut to what exercises every part in about a minu
     "grpo.max_steps=2",
     "grpo.save_steps=1",
     "absolute_zero.learnability_samples=2",
+    "absolute_zero.seed_rounds=1",
     "logging.console=plain",
 ]
 
