@@ -70,8 +70,8 @@ class AbsoluteZeroConfig:
     baseline: Literal["group", "type_role"] = field(
         "group",
         "Advantage baseline: 'group' is TRL's per-prompt group (every group holds one task type and role); "
-        "'type_role' normalises each row by the mean and std of its (task type, role) in the batch, the paper's "
-        "task-relative REINFORCE++.",
+        "'type_role' centres each row on the mean of its (task type, role) in the batch and divides by that std "
+        "(unless grpo.scale_rewards is 'none'): the paper's task-relative REINFORCE++.",
     )
     timeout_s: float = field(
         1.0,
