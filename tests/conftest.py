@@ -126,3 +126,13 @@ def grader():
     pool = open_pool("bwrap", workers=2)
     yield CodeGrader(pool, Limits(wall_s=10.0))
     pool.close()
+
+
+@pytest.fixture(scope="session")
+def az_pool():
+    """A two-worker bwrap pool for Absolute Zero's checks, shared by the session."""
+    from azr.sandbox import open_pool
+
+    pool = open_pool("bwrap", workers=2)
+    yield pool
+    pool.close()

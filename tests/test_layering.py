@@ -2,7 +2,7 @@
 
 `ALLOWED` is the table of edges between packages (a package may always import its own modules). Read it as
 "these are the packages this one may use": sandbox <- rewards <- training <- cli; remote <- selfplay / evaluation;
-models <- training / evaluation. Nothing imports cli.
+models <- training / evaluation; rewards <- absolute_zero <- training / evaluation / cli. Nothing imports cli.
 """
 
 from __future__ import annotations
@@ -28,10 +28,22 @@ ALLOWED: dict[str, set[str]] = {
     "models": {"config", "data"},
     "remote": set(),
     "serving": {"config"},
-    "evaluation": {"config", "data", "models", "remote", "rewards", "sandbox", "serving"},
+    "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "selfplay": {"data", "remote", "rewards"},
-    "training": {"config", "data", "evaluation", "models", "rewards", "sandbox", "selfplay", "serving"},
+    "absolute_zero": {"config", "data", "rewards", "sandbox"},
+    "training": {
+        "absolute_zero",
+        "config",
+        "data",
+        "evaluation",
+        "models",
+        "rewards",
+        "sandbox",
+        "selfplay",
+        "serving",
+    },
     "cli": {
+        "absolute_zero",
         "config",
         "data",
         "evaluation",
@@ -46,7 +58,19 @@ ALLOWED: dict[str, set[str]] = {
 }
 # Never import torch, transformers, trl (or the rest of HEAVY) at module level: `azr --help`, the sandbox and
 # `azr eval --samples` start in a fraction of a second.
-LIGHT = {"errors", "logs", "prompts", "config", "data", "sandbox", "rewards", "remote", "serving", "cli"}
+LIGHT = {
+    "errors",
+    "logs",
+    "prompts",
+    "config",
+    "data",
+    "sandbox",
+    "rewards",
+    "remote",
+    "serving",
+    "cli",
+    "absolute_zero",
+}
 
 
 def _unit(path: Path) -> str:

@@ -5,7 +5,16 @@ One module per command group; importing this package registers every command on 
 
 import sys
 
-from azr.cli import config, data, evaluate, export, models, sandbox, train  # noqa: F401  (each registers its commands)
+from azr.cli import (  # noqa: F401  (each registers its commands)
+    absolute_zero,
+    config,
+    data,
+    evaluate,
+    export,
+    models,
+    sandbox,
+    train,
+)
 from azr.cli.app import azr, invoke
 from azr.cli.evaluate import eval_
 from azr.cli.train import gen

@@ -31,7 +31,12 @@ from azr.cli.app import azr, config_options, setup_logging
     help="Seconds per endpoint request.",
 )
 @click.option("--max-retries", type=click.IntRange(min=0), default=4, show_default=True, help="Retries per request.")
-@click.option("--dataset", metavar="held-out|humaneval|PATH", help="Tasks to evaluate on.")
+@click.option(
+    "--dataset",
+    metavar="held-out|humaneval|output-prediction|PATH",
+    help="Tasks to evaluate on; output-prediction: program + input -> output on held-out programs "
+    "(output-prediction:FILE for a triplet file of one's own).",
+)
 @click.option("--samples", type=click.Path(path_type=Path), help="Score these completions instead of generating.")
 @click.option("-k", "ks", default="1", show_default=True, help="Comma-separated k values for pass@k.")
 @click.option("-n", "num_samples", type=click.IntRange(min=1), help="Samples per problem (default: the largest k).")

@@ -4,6 +4,7 @@ The face of the config package: other packages import from here only. Nothing in
 trl at module level.
 """
 
+from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
@@ -29,8 +30,10 @@ from azr.config.selfplay import CurriculumConfig, EndpointConfig, SelfPlayConfig
 from azr.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_IMPORTS",
     "MANAGED_TRAINER_FIELDS",
     "PATH_FIELDS",
+    "AbsoluteZeroConfig",
     "AdapterConfig",
     "AzrConfig",
     "ConfigError",

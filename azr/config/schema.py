@@ -163,7 +163,7 @@ def build(cls: type, data: Any, where: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
         if key not in fields:
-            raise ConfigError(f"{_join(where, str(key))}: {_unknown_reason(str(key), fields)}")
+            raise ConfigError(f"{_join(where, str(key))}: {_unknown_reason(str(key), _meant_for(data[key], hints))}")
     kwargs = {}
     for name, value in data.items():
         dotted = _join(where, name)
@@ -175,7 +175,16 @@ def build(cls: type, data: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
-def _unknown_reason(key: str, fields: dict[str, Any]) -> str:
+def _meant_for(value: Any, hints: dict[str, Any]) -> list[str]:
+    """The fields an unknown key's value could be meant for: a mapping goes to a section or a mapping field (so
+    `modle: {dtype: auto}` suggests `model`, not the scalar `mode`)."""
+    if isinstance(value, dict):
+        sections = [n for n, h in hints.items() if dataclasses.is_dataclass(h) or typing.get_origin(h) is dict]
+        return sections or list(hints)
+    return list(hints)
+
+
+def _unknown_reason(key: str, fields: Any) -> str:
     if key in ("api_key", "key", "token", "secret"):
         return "unknown key; never put secrets in a config: name the environment variable with 'api_key_env'"
     return f"unknown key{did_you_mean(key, fields)}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from azr.config.absolute_zero import AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig
 from azr.config.schema import field
 from azr.config.selfplay import (
@@ -173,6 +174,11 @@ class AzrConfig:
         "there, else to the current directory.",
     )
     seed: int = field(42, "Seed for data shuffling, sampling and TRL (grpo.seed is set from it).")
+    mode: Literal["grpo", "absolute_zero"] = field(
+        "grpo",
+        "What GRPO trains on: 'grpo' solves the coding tasks of data.train against their tests; 'absolute_zero' "
+        "proposes and solves its own code-reasoning tasks (section absolute_zero), data.train only seeding them.",
+    )
     model: ModelConfig = field(factory=ModelConfig, help="Policy model.")
     grpo: dict[str, Any] = field(factory=dict, help="Any trl.GRPOConfig field, passed through untouched.")
     sft: SftConfig = field(factory=SftConfig, help="Optional supervised warm start before GRPO.")
@@ -191,3 +197,6 @@ class AzrConfig:
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
     vllm: VllmConfig = field(factory=VllmConfig, help="vLLM generation sidecar.")
     logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")
+    absolute_zero: AbsoluteZeroConfig = field(
+        factory=AbsoluteZeroConfig, help="The propose/solve mode (mode: absolute_zero)."
+    )

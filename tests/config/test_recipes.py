@@ -14,7 +14,7 @@ from azr.rewards.functions import REWARDS
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted((REPO / "examples").glob("*.yaml"))
-CPU_RECIPES = {"tiny.yaml"}  # everything else in examples/ is a GPU recipe
+CPU_RECIPES = {"tiny.yaml", "absolute-zero-tiny.yaml"}  # everything else in examples/ is a GPU recipe
 GPU_RECIPES = [p for p in RECIPES if p.name not in CPU_RECIPES]
 
 
