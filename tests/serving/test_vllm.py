@@ -127,13 +127,21 @@ def test_environment_adds_telemetry_defaults_and_the_callers_values_win():
 
 
 def test_from_config_takes_the_vllm_section():
-    cfg = VllmConfig(python="/v/bin/python", host="0.0.0.0", port=9000, max_model_len=2048, extra_args=["--x"])
-    server = VllmServer.from_config(cfg, "/model", startup_timeout_s=5)
+    cfg = VllmConfig(
+        python="/v/bin/python", port=9000, max_model_len=2048, extra_args=["--x"], gpus=[2, 3], env={"A": "1"}
+    )
+    server = VllmServer.from_config(cfg, "/model", startup_timeout_s=5, env={"B": "2"})
     assert server.argv() == [
-        "/v/bin/python", "-m", ENTRYPOINT, "--model", "/model", "--host", "0.0.0.0", "--port", "9000",
-        "--max-model-len", "2048", "--gpu-memory-utilization", "0.85", "--x",
+        "/v/bin/python", "-m", ENTRYPOINT, "--model", "/model", "--host", "127.0.0.1", "--port", "9000",
+        "--max-model-len", "2048", "--x",
     ]  # fmt: skip
-    assert server.startup_timeout_s == 5 and server.base_url == "http://127.0.0.1:9000/v1"  # reached via loopback
+    assert server.env == {"A": "1", "CUDA_VISIBLE_DEVICES": "2,3", "B": "2"}  # the caller's env adds to the section's
+    assert server.startup_timeout_s == 5 and server.base_url == "http://127.0.0.1:9000/v1"
+
+
+def test_a_whole_command_replaces_the_entrypoint():
+    server = VllmServer(model="/m", python="/p", port=5, command=["/p", "-m", "other", "--port", "5"])
+    assert server.argv() == ["/p", "-m", "other", "--port", "5"]
 
 
 def test_the_module_imports_neither_vllm_nor_torch():
