@@ -25,9 +25,7 @@ def test_the_default_is_off_and_every_mode_loads():
         load("vllm.mode=on")
 
 
-@pytest.mark.parametrize(
-    ("r", "served"), [(1, 1), (2, 8), (8, 8), (9, 16), (16, 16), (33, 64), (300, 320), (512, 512)]
-)
+@pytest.mark.parametrize(("r", "served"), [(1, 1), (2, 8), (8, 8), (9, 16), (16, 16), (33, 64), (300, 320), (512, 512)])
 def test_the_lora_rank_is_rounded_up_to_one_vllm_accepts(r, served):
     assert served_lora_rank(r) == served and served in VLLM_LORA_RANKS
 
@@ -39,24 +37,28 @@ def test_a_rank_past_vllms_largest_is_refused():
         load("vllm.mode=adapter", "model.lora.r=1024")
 
 
+SERVER = ["vllm.mode=server", "vllm.gpus=[1]"]
+COLOCATE = ["vllm.mode=colocate"]
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
         # adapter mode hot-loads a LoRA adapter: a fully fine-tuned policy has none
         (["vllm.mode=adapter", "model.lora.enabled=false"], r"^vllm\.mode=adapter: needs a LoRA adapter"),
         # trl#4973: merged 4-bit weights do not fit the server's bf16 shapes
-        (["vllm.mode=server", "vllm.gpus=[1]", "model.quantization=4bit"], r"^vllm\.mode=server: not with model\.quantization=4bit: .*trl#4973"),
-        (["vllm.mode=server", "vllm.gpus=[1]", "model.quantization=8bit"], r"^vllm\.mode=server: not with model\.quantization=8bit"),
+        ([*SERVER, "model.quantization=4bit"], r"^vllm\.mode=server: not with model\.quantization=4bit: .*trl#4973"),
+        ([*SERVER, "model.quantization=8bit"], r"^vllm\.mode=server: not with model\.quantization=8bit"),
         (["vllm.mode=server"], r"^vllm\.gpus: server mode runs vLLM on GPUs of its own"),
-        (["vllm.mode=server", "vllm.gpus=[1,2,3]", "vllm.tensor_parallel_size=2"], r"^vllm\.gpus: 3 GPUs do not split"),
-        (["vllm.mode=server", "vllm.gpus=[1,1]"], r"^vllm\.gpus: expected distinct GPU indices"),
-        (["vllm.mode=colocate", "vllm.python=/venv/bin/python"], r"^vllm\.python: colocate mode runs vLLM inside"),
-        (["vllm.mode=colocate", "vllm.gpus=[1]"], r"^vllm\.gpus: colocate mode runs vLLM on the trainer's own GPUs"),
-        (["vllm.mode=colocate", "model.quantization=8bit"], r"^vllm\.mode=colocate: vLLM cannot load an 8-bit"),
-        (["vllm.mode=adapter", "grpo.use_vllm=true"], r"^grpo\.use_vllm: vllm\.mode=adapter sets it from the vllm: section"),
-        (["vllm.mode=server", "vllm.gpus=[1]", "grpo.vllm_server_base_url=http://x"], r"^grpo\.vllm_server_base_url: "),
+        ([*SERVER, "vllm.gpus=[1,2,3]", "vllm.tensor_parallel_size=2"], r"^vllm\.gpus: 3 GPUs do not split"),
+        ([*SERVER, "vllm.gpus=[1,1]"], r"^vllm\.gpus: expected distinct GPU indices"),
+        ([*COLOCATE, "vllm.python=/venv/bin/python"], r"^vllm\.python: colocate mode runs vLLM inside"),
+        ([*COLOCATE, "vllm.gpus=[1]"], r"^vllm\.gpus: colocate mode runs vLLM on the trainer's own GPUs"),
+        ([*COLOCATE, "model.quantization=8bit"], r"^vllm\.mode=colocate: vLLM cannot load an 8-bit"),
+        (["vllm.mode=adapter", "grpo.use_vllm=true"], r"^grpo\.use_vllm: vllm\.mode=adapter sets it from the vllm:"),
+        ([*SERVER, "grpo.vllm_server_base_url=http://x"], r"^grpo\.vllm_server_base_url: "),
     ],
-)  # fmt: skip
+)
 def test_combinations_no_machine_can_run_are_refused_at_load(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load(*overrides)

@@ -127,7 +127,8 @@ def test_the_adapter_loads_and_is_listed_beside_the_base(server, sync):
     assert sync.name == "step-0-v1"
     assert served_names(server) == [str(server.model), "step-0-v1"]
     assert [p.name for p in sync.folder.iterdir()] == ["step-0-v1"]
-    assert {p.name for p in (sync.folder / "step-0-v1").iterdir()} >= {"adapter_config.json", "adapter_model.safetensors"}
+    files = {p.name for p in (sync.folder / "step-0-v1").iterdir()}
+    assert files >= {"adapter_config.json", "adapter_model.safetensors"}
 
 
 def test_token_id_prompts_come_back_as_groups_in_order_with_the_peft_models_logprobs(sync, policy):
@@ -206,5 +207,6 @@ def test_a_server_that_dies_mid_run_stops_the_backend_with_its_log_tail(server, 
     deadline = time.monotonic() + 30
     while server.exit_code() is None and time.monotonic() < deadline:
         time.sleep(0.1)
-    with pytest.raises(VllmServerError, match=r"(?s)exited with code -?9 during the run; log .*server\.log, last lines:\n.+"):
+    tail = r"(?s)exited with code -?9 during the run; log .*server\.log, last lines:\n.+"
+    with pytest.raises(VllmServerError, match=tail):
         sync.sync_weights()

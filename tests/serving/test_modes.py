@@ -15,6 +15,9 @@ from azr.serving import Host, adapter_rank, adapter_server, check_host, grpo_fie
 from azr.serving.vllm import ENTRYPOINT
 
 PY = "/venv/bin/python"
+SERVER = ["vllm.mode=server", "vllm.gpus=[1]"]
+COLOCATE = ["vllm.mode=colocate", "vllm.python=null"]
+V = "0.32.0"
 
 
 def cfg(*overrides: str):
@@ -134,7 +137,7 @@ def test_colocate_mode_passes_the_sections_settings_to_trl():
         "vllm_tensor_parallel_size": 2,
         "vllm_max_model_length": 2304,
     }
-    assert grpo_fields(cfg("vllm.mode=colocate", "vllm.python=null"), None, 0, 2304)["vllm_gpu_memory_utilization"] == 0.3
+    assert grpo_fields(cfg(*COLOCATE), None, 0, 2304)["vllm_gpu_memory_utilization"] == 0.3  # TRL's default
 
 
 # --- the machine ---------------------------------------------------------------------------------------------
@@ -147,16 +150,16 @@ TWO_GPUS = Host(cuda_devices=1, visible_devices="0", trainer_vllm="0.32.0", serv
     [
         (["vllm.mode=adapter"], Host(0, None, None, None), r"^vllm\.mode=adapter: no vLLM in /venv/bin/python"),
         # one GPU: the trainer and the server cannot each have their own
-        (["vllm.mode=server", "vllm.gpus=[0]"], Host(1, "0", "0.32.0", "0.32.0"), r"GPUs of their own \(2 at least\)"),
-        (["vllm.mode=server", "vllm.gpus=[1]"], Host(2, None, "0.32.0", "0.32.0"), r"now unset: the trainer sees every GPU"),
-        (["vllm.mode=server", "vllm.gpus=[1]"], Host(0, "", "0.32.0", "0.32.0"), r"^vllm\.mode=server: TRL's vLLM modes need CUDA GPUs"),
-        (["vllm.mode=server", "vllm.gpus=[1]"], Host(1, "0", None, "0.32.0"), r"cannot import vllm"),
-        (["vllm.mode=server", "vllm.gpus=[1]"], Host(1, "0", "0.31.0", "0.32.0"), r"the server's vLLM \(0\.32\.0, .*\) differs from the trainer's \(0\.31\.0\)"),
-        (["vllm.mode=server", "vllm.gpus=[1]"], Host(1, "0", "0.32.0", None), r"no vLLM in /venv/bin/python"),
-        (["vllm.mode=colocate", "vllm.python=null"], Host(0, None, "0.32.0", None), r"need CUDA GPUs"),
-        (["vllm.mode=colocate", "vllm.python=null"], Host(1, None, None, None), r"^vllm\.mode=colocate: .*cannot import vllm"),
+        (["vllm.mode=server", "vllm.gpus=[0]"], Host(1, "0", V, V), r"GPUs of their own \(2 at least\)"),
+        (SERVER, Host(2, None, V, V), r"now unset: the trainer sees every GPU"),
+        (SERVER, Host(0, "", V, V), r"^vllm\.mode=server: TRL's vLLM modes need CUDA GPUs"),
+        (SERVER, Host(1, "0", None, V), r"cannot import vllm"),
+        (SERVER, Host(1, "0", "0.31.0", V), r"server's vLLM \(0\.32\.0, .*\) differs from the trainer's \(0\.31\.0\)"),
+        (SERVER, Host(1, "0", V, None), r"no vLLM in /venv/bin/python"),
+        (COLOCATE, Host(0, None, V, None), r"need CUDA GPUs"),
+        (COLOCATE, Host(1, None, None, None), r"^vllm\.mode=colocate: .*cannot import vllm"),
     ],
-)  # fmt: skip
+)
 def test_a_machine_that_cannot_run_the_mode_is_refused_with_the_reason(overrides, host, message):
     with pytest.raises(NotAvailableError, match=message):
         check_host(cfg(*overrides), host)
@@ -180,7 +183,7 @@ def test_a_missing_vllm_python_is_a_config_error(tmp_path):
 def test_the_trainers_own_interpreter_without_vllm_is_found_wanting():
     from azr.serving import host_facts
 
-    facts = host_facts(load_config(None, ["model.name_or_path=m", f"vllm.python={sys.executable}", "vllm.mode=adapter"]))
+    facts = host_facts(cfg("vllm.mode=adapter", f"vllm.python={sys.executable}"))
     assert facts.server_vllm is None  # this venv has no vLLM: adapter mode is refused here with the install hint
 
 

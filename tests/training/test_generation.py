@@ -84,7 +84,7 @@ def run(tiny_model_dir, tmp_path_factory):
         processing_class=tokenizer,
         callbacks=[Keep()],
     )
-    backend = FakeBackend(trainer, tokenizer("def f(x): return x")["input_ids"][:5] + [tokenizer.eos_token_id], SHIFT)
+    backend = FakeBackend(trainer, [*tokenizer("def f(x): return x")["input_ids"][:5], tokenizer.eos_token_id], SHIFT)
     use_generation_backend(trainer, backend)
     trainer.train()
     return backend, [entry for entry in logs if "loss" in entry], tokenizer
