@@ -173,16 +173,15 @@ def check_host(cfg: AzrConfig, host: Host) -> None:
     """Refuse, with the reason, a mode this machine cannot run (NotAvailableError: exit 1, before slow work)."""
     vllm, mode = cfg.vllm, cfg.vllm.mode
     python = vllm.python or sys.executable
+    if mode in ("server", "colocate") and host.cuda_devices == 0:
+        raise NotAvailableError(f"vllm.mode={mode}: TRL's vLLM modes need CUDA GPUs and the trainer sees none")
     if mode in ("adapter", "server") and host.server_vllm is None:
         raise NotAvailableError(f"vllm.mode={mode}: no vLLM in {python} (vllm.python); {INSTALL_HINT}")
-    if mode in ("server", "colocate"):
-        if host.cuda_devices == 0:
-            raise NotAvailableError(f"vllm.mode={mode}: TRL's vLLM modes need CUDA GPUs and the trainer sees none")
-        if host.trainer_vllm is None:
-            raise NotAvailableError(
-                f"vllm.mode={mode}: TRL's vLLM {'client' if mode == 'server' else 'engine'} runs in the trainer, "
-                "which cannot import vllm; pip install 'azr[gpu]'"
-            )
+    if mode in ("server", "colocate") and host.trainer_vllm is None:
+        raise NotAvailableError(
+            f"vllm.mode={mode}: TRL's vLLM {'client' if mode == 'server' else 'engine'} runs in the trainer, "
+            "which cannot import vllm; pip install 'azr[gpu]'"
+        )
     if mode == "server":
         trainer_gpus = _indices(host.visible_devices)
         if trainer_gpus is None or set(trainer_gpus) & set(vllm.gpus):
