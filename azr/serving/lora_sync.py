@@ -58,6 +58,7 @@ class LoraSync:
         self.name: str | None = None  # the adapter being served
         self.syncs = 0
         self.sync_seconds = 0.0  # save + load + unload, summed over syncs
+        self.save_seconds = 0.0  # of which writing the adapter
         self.main = accelerator is None or accelerator.is_main_process
         if self.main:
             shutil.rmtree(self.folder, ignore_errors=True)  # versions of an earlier run's server, gone with it
@@ -73,6 +74,7 @@ class LoraSync:
         self.syncs += 1
         name = f"step-{self.step()}-v{self.syncs}"
         path = self.save(name)
+        self.save_seconds += time.perf_counter() - started
         self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
         previous, self.name = self.name, name
         if previous is not None:
@@ -104,6 +106,15 @@ class LoraSync:
         start = (self.accelerator.process_index if distributed else 0) * len(prompts)
         window = slice(start, start + len(prompts))
         return list(prompts), completion_ids[window], logprobs[window], logprob_ids[window]
+
+    def close(self) -> None:
+        """Unload the adapter being served and remove its folder (a server that outlives this backend, as in a
+        benchmark, may then take another backend's versions under the same names)."""
+        if self.main and self.name is not None and self.server.exit_code() is None:
+            self._post("/v1/unload_lora_adapter", {"lora_name": self.name})
+        self.name = None
+        if self.main:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     # --- the server -------------------------------------------------------------------------------------------
 
