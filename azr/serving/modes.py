@@ -165,7 +165,8 @@ def host_facts(cfg: AzrConfig) -> Host:
 
         cuda = torch.cuda.device_count()
     trainer_vllm = _installed_vllm() if mode in ("server", "colocate") else None
-    server_vllm = vllm_version(cfg.vllm.python or sys.executable) if mode in ("adapter", "server") else None
+    python = cfg.vllm.python or sys.executable
+    server_vllm = vllm_version(python, cfg.vllm.env) if mode in ("adapter", "server") else None
     return Host(cuda, os.environ.get("CUDA_VISIBLE_DEVICES"), trainer_vllm, server_vllm)
 
 
@@ -221,14 +222,17 @@ def grpo_fields(cfg: AzrConfig, server: VllmServer | None, group_port: int, max_
     return {}
 
 
-def vllm_version(python: str) -> str | None:
-    """The vLLM version installed for interpreter `python` (read from its metadata, not imported), or None."""
+def vllm_version(python: str, env: dict[str, str] | None = None) -> str | None:
+    """The vLLM version interpreter `python` imports, with the server's extra `env` (read from its metadata, not
+    imported), or None."""
     if not Path(python).is_file():
         raise ConfigError(f"vllm.python: {python} does not exist")
-    if python == sys.executable:
+    if python == sys.executable and not env:
         return _installed_vllm()
     try:
-        done = subprocess.run([python, "-c", _VERSION_CODE], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [python, "-c", _VERSION_CODE], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"vllm.python: cannot run {python}: {exc}") from None
     return done.stdout.strip() or None

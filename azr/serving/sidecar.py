@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,24 +123,15 @@ class Endpoint:
 
 
 @contextlib.contextmanager
-def serve_model(
-    vllm: VllmConfig,
-    model: ModelConfig,
-    adapter: str | None = None,
-    *,
-    extra_args: Sequence[str] = (),
-    template_kwargs: dict | None = None,
-    log_path: Path | None = None,
-) -> Iterator[Endpoint]:
+def serve_model(vllm: VllmConfig, model: ModelConfig, adapter: str | None = None, **options: Any) -> Iterator[Endpoint]:
     """Start vLLM's OpenAI server on `model` (with `adapter`, a peft LoRA folder, served under the name 'adapter'),
-    yield its `Endpoint` once healthy, and stop it on the way out, however the block ends.
+    yield its `Endpoint` once healthy, and stop it on the way out, however the block ends. `options` are
+    `model_server`'s: `extra_args`, `template_kwargs` (the server's chat-template defaults), `log_path`.
 
     For `azr gen`: `with serve_model(cfg.vllm, cfg.model, adapter, extra_args=["--enable-auto-tool-choice",
     "--tool-call-parser", "hermes"]) as endpoint:` then send chat requests to `endpoint.base_url` as
-    `endpoint.model`. `template_kwargs` become the server's chat-template defaults (enable_thinking, ...).
+    `endpoint.model`.
     """
-    server = model_server(
-        vllm, model, adapter, extra_args=extra_args, template_kwargs=template_kwargs, log_path=log_path
-    )
+    server = model_server(vllm, model, adapter, **options)
     with server:
         yield Endpoint(server.base_url, "adapter" if adapter else server.model_name or model.name_or_path, server)
