@@ -103,6 +103,9 @@ def _run(arm: str, cfg, args, server, folder: Path) -> dict:
         processing_class=tokenizer,
         peft_config=lora_config(cfg.model),
     )
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # stdout holds the figures only
     backend = None
     generate_s = 0.0
     if arm == "vllm":
