@@ -15,6 +15,12 @@ from azr.cli.app import azr, config_options, setup_logging
 @click.option(
     "--adapter", type=click.Path(path_type=Path), help="peft adapter folder (LoRA, IA³, LN tuning) on the model."
 )
+@click.option(
+    "--vllm",
+    is_flag=True,
+    help="Sample the local model (its --adapter served as LoRA) through a vLLM server started for the evaluation, "
+    "set up by the recipe's vllm: section [default: on when the recipe's vllm.mode is not off].",
+)
 @click.option("--quantization", type=click.Choice(["none", "4bit", "8bit"]), help="Load the model with bitsandbytes.")
 @click.option("--endpoint", metavar="URL", help="OpenAI-compatible base URL to evaluate instead of a local model.")
 @click.option("--endpoint-model", metavar="NAME", help="Model name at --endpoint.")

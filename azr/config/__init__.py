@@ -24,15 +24,16 @@ from azr.config.sections import (
     SandboxConfig,
     SftConfig,
     ThinkingConfig,
-    VllmConfig,
 )
 from azr.config.selfplay import CurriculumConfig, EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
+from azr.config.vllm import VLLM_LORA_RANKS, VllmConfig, check_vllm_config, lora_refusal, served_lora_rank
 from azr.errors import ConfigError
 
 __all__ = [
     "DEFAULT_IMPORTS",
     "MANAGED_TRAINER_FIELDS",
     "PATH_FIELDS",
+    "VLLM_LORA_RANKS",
     "AbsoluteZeroConfig",
     "AdapterConfig",
     "AzrConfig",
@@ -50,11 +51,14 @@ __all__ = [
     "TeacherConfig",
     "ThinkingConfig",
     "VllmConfig",
+    "check_vllm_config",
     "dump_yaml",
     "fields_markdown",
     "load_config",
+    "lora_refusal",
     "parse_pairs",
     "save_config",
+    "served_lora_rank",
     "validate_grpo",
     "vllm_lora_problem",
 ]

@@ -32,6 +32,19 @@ LEGACY_KEYS = {
     "rlhf.gradient_accumulation_steps": "grpo.gradient_accumulation_steps",
 }
 _LEGACY_QUANTIZATION = {None: "none", False: "none", "nf4": "4bit", "int4": "4bit", "int8": "8bit"}
+# Fields of earlier versions that were replaced, with what replaced them.
+REPLACED = {
+    "vllm.sidecar": "replaced by vllm.mode (off | adapter | server | colocate)",
+    "vllm.host": "removed: the server azr launches listens on 127.0.0.1 only",
+}
+
+
+def check_replaced(raw: dict[str, Any]) -> None:
+    """A one-line error for a field an earlier version had, naming what replaced it."""
+    for dotted, reason in REPLACED.items():
+        section, leaf = dotted.split(".")
+        if isinstance(raw.get(section), dict) and leaf in raw[section]:
+            raise ConfigError(f"{dotted}: {reason}")
 
 
 # The seed's `ia3:` section stacked extra trainables on its LoRA adapter. Two have a peft equivalent as LoRA options;

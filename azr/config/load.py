@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,9 +18,10 @@ from typing import Any
 import yaml
 
 from azr.config.adapter import check_adapter
-from azr.config.legacy import normalise_legacy
+from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, check_passthrough, load_raw, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
+from azr.config.vllm import check_vllm_config
 from azr.data import SPLITS
 from azr.errors import ConfigError
 from azr.logs import atomic_write_text
@@ -39,6 +41,7 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "data.eval": lambda value, base: value not in SPLITS,
     "vllm.python": lambda value, base: "/" in value,
 }
+KEEP_LINKS = {"vllm.python"}
 
 
 def load_config(
@@ -58,6 +61,7 @@ def load_config(
     for dotted, value in parse_pairs(overrides, "--set", "KEY=VALUE with a dotted KEY, e.g. model.adapter.r=8", True):
         set_dotted(raw, dotted, value, defaults)
         from_cli.add(dotted)
+    check_replaced(raw)
     cfg = build(AzrConfig, raw, "")
     _check_cross_fields(cfg)
     _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
@@ -75,7 +79,9 @@ def _resolve_paths(cfg: AzrConfig, file_base: Path, from_cli: set[str]) -> None:
         value = getattr(owner, leaf)
         base = Path.cwd() if dotted in from_cli else file_base
         if value and is_path(value, base):
-            setattr(owner, leaf, str((base / Path(value).expanduser()).resolve()))
+            path = base / Path(value).expanduser()
+            # An interpreter keeps its link: a venv's python resolved to its target leaves the venv.
+            setattr(owner, leaf, os.path.abspath(path) if dotted in KEEP_LINKS else str(path.resolve()))
 
 
 def _unset_paths(raw: dict[str, Any]) -> set[str]:
@@ -117,6 +123,7 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
         for key, owner in MANAGED_TRAINER_FIELDS.items():
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
+    check_vllm_config(cfg)
 
 
 def validate_grpo(grpo: dict[str, Any], section: str = "grpo", kind: str = "GRPOConfig") -> None:

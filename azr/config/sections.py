@@ -19,6 +19,7 @@ from azr.config.selfplay import (
     TeacherAssistConfig,
     TeacherConfig,
 )
+from azr.config.vllm import VllmConfig
 
 
 @dataclass
@@ -119,23 +120,6 @@ class ThinkingConfig:
 
 
 @dataclass
-class VllmConfig:
-    sidecar: bool = field(
-        False,
-        "Launch a vLLM server beside the trainer and generate with it (TRL server mode). Not in this version yet: "
-        "azr-train stops with exit 1; TRL's own use_vllm / vllm_mode settings under grpo: work meanwhile.",
-    )
-    python: str | None = field(None, "Python interpreter of the vLLM environment; null for the trainer's own.")
-    host: str = field("127.0.0.1", "Address the sidecar listens on.")
-    port: int = field(8000, "Port the sidecar listens on.", gt=0, le=65535)
-    gpu_memory_utilization: float = field(0.85, "Fraction of the sidecar GPU's memory vLLM may use.", gt=0, le=1)
-    tensor_parallel_size: int = field(1, "GPUs the sidecar shards the model over.", gt=0)
-    max_model_len: int | None = field(None, "Context length for the sidecar; null for the model's own.", gt=0)
-    startup_timeout_s: float = field(600.0, "How long to wait for the sidecar's health check.", gt=0)
-    extra_args: list[str] = field(factory=list, help="Extra command-line arguments for the vLLM server.")
-
-
-@dataclass
 class SftConfig:
     enabled: bool = field(
         False,
@@ -195,7 +179,7 @@ class AzrConfig:
     teacher_assist: TeacherAssistConfig = field(factory=TeacherAssistConfig, help="When and how the teacher helps.")
     curriculum: CurriculumConfig = field(factory=CurriculumConfig, help="Replay of tasks the policy failed.")
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
-    vllm: VllmConfig = field(factory=VllmConfig, help="vLLM generation sidecar.")
+    vllm: VllmConfig = field(factory=VllmConfig, help="Generation through vLLM (GRPO, `azr eval --vllm`).")
     logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")
     absolute_zero: AbsoluteZeroConfig = field(
         factory=AbsoluteZeroConfig, help="The propose/solve mode (mode: absolute_zero)."

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from azr.config import ModelConfig, SandboxConfig, load_config
+from azr.config import ModelConfig, SandboxConfig, VllmConfig, load_config
 from azr.data import SPLITS, Problem, load_humaneval, load_tasks, program_from_answer
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling, generate_completions
@@ -52,6 +52,7 @@ class EvalConfig:
     answer_format: AnswerFormat = "relaxed"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    vllm: VllmConfig | None = None  # sample the local model through a vLLM server azr starts
 
 
 def run_eval(cfg: EvalConfig) -> int:
@@ -88,6 +89,8 @@ def run_eval(cfg: EvalConfig) -> int:
             _sample_and_grade(cfg, sampler, todo, store, timings)
     finally:
         store.close()
+        if hasattr(sampler, "close"):
+            sampler.close()  # a vLLM server started for this evaluation stops with it
     timings["total_s"] = time.monotonic() - started
     report = build_report(settings, cfg.ks, problems, list(store.done.values()), timings, store.resumed)
     atomic_write_json(out / "report.json", report)
@@ -121,6 +124,7 @@ def eval_config_from_flags(
     answer_format,
     workers,
     output_dir,
+    vllm=False,
 ) -> EvalConfig:
     """`azr eval`'s flags as an EvalConfig; a recipe (--config) gives the model, sandbox, answer format, seed and
     chat-template switches. Contradictory flags are one-line ConfigErrors."""
@@ -133,6 +137,8 @@ def eval_config_from_flags(
         raise ConfigError("--endpoint-model: required with --endpoint")
     if (adapter or quantization) and not (model_path or config_path):
         raise ConfigError(f"--{'adapter' if adapter else 'quantization'}: needs --model or --config (a local model)")
+    if vllm and not (model_path or config_path):
+        raise ConfigError("--vllm: serves a local model; give --model or --config")
     if overrides and not config_path:
         raise ConfigError("--set: needs --config")
     if samples is not None and num_samples is not None:
@@ -164,6 +170,8 @@ def eval_config_from_flags(
     template_kwargs = {}
     if recipe:
         template_kwargs = {**recipe.grpo.get("chat_template_kwargs", {}), "enable_thinking": recipe.thinking.policy}
+    # --vllm, or a recipe that generates through vLLM: its vllm: section says how to start the server
+    sidecar = (recipe.vllm if recipe else VllmConfig()) if vllm or (recipe and recipe.vllm.mode != "off") else None
     return EvalConfig(
         dataset=dataset,
         ks=k_values,
@@ -176,6 +184,7 @@ def eval_config_from_flags(
         answer_format=answer_format or (recipe.answer_format if recipe else "relaxed"),
         sandbox=sandbox,
         template_kwargs=template_kwargs,
+        vllm=sidecar if samples is None else None,
     )
 
 
@@ -194,6 +203,11 @@ def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> Any:
     t0 = time.monotonic()
     if cfg.endpoint is not None:
         sampler: Any = EndpointSampler(cfg.endpoint, cfg.sampling)
+    elif cfg.vllm is not None:
+        from azr.evaluation.sidecar import SidecarSampler
+
+        assert cfg.model is not None  # the server's log goes to a temporary file, named in any error
+        sampler = SidecarSampler(cfg.vllm, cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs)
     else:
         assert cfg.model is not None
         sampler = LocalSampler(cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs, generate_completions)
@@ -255,6 +269,8 @@ def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
             "adapter": str(Path(cfg.adapter).resolve()) if cfg.adapter else None,
             "template_kwargs": cfg.template_kwargs,
         }
+        if cfg.vllm is not None:  # another sampler: its samples are not mixed with HF generate's in one folder
+            settings["model"]["backend"] = "vllm"
     return settings
 
 

@@ -22,11 +22,12 @@ from typing import Any
 
 from azr.config import AzrConfig, save_config
 from azr.data import Task, load_tasks, select_tasks
-from azr.errors import ConfigError, NotAvailableError
+from azr.errors import ConfigError
 from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
 from azr.sandbox import SandboxUnhealthy
+from azr.serving import Sidecar
 from azr.training.absolute_zero import absolute_zero_phase, check_recipe, warm_start_dataset
 from azr.training.passrate import pass_rate_measurer
 from azr.training.ranks import MainRounds, Ranks, replica_digests, sandbox_share, start_ranks
@@ -37,13 +38,15 @@ log = logging.getLogger(__name__)
 
 def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     """Train as `cfg` says; returns the process exit code."""
-    if cfg.vllm.sidecar:  # refused before anything is written
-        raise NotAvailableError(
-            "vllm.sidecar: launching a vLLM sidecar from azr-train is not in this version yet; on a GPU box start "
-            "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
-        )
     if cfg.mode == "absolute_zero":
         check_recipe(cfg)  # what the mode cannot do is refused before anything is written
+    sidecar = Sidecar(cfg, max_model_len=sequence_lengths(cfg)["max_seq_length"])
+    sidecar.check()  # a vllm.mode this machine cannot run is refused before anything is written
+    with sidecar:  # its server starts just before the policy loads, and stops however the run ends
+        return _train(cfg, resume_from, sidecar)
+
+
+def _train(cfg: AzrConfig, resume_from: str | None, sidecar: Sidecar) -> int:
     started = time.monotonic()
     ranks = start_ranks()
     out = Path(cfg.output_dir)
@@ -70,6 +73,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
 
     quiet_third_party()
     lengths = sequence_lengths(cfg)
+    sidecar.start(out / "vllm")  # before the policy: on one GPU, vLLM's memory share is taken first
     model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=lengths["max_seq_length"])
     log.info(
         "model: %s (%s, %.2f M parameters, dtype %s)",
@@ -102,6 +106,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")) if ranks.main else None,
             generations=generations,
             console=RunConsole(cfg.logging.console if ranks.main else "plain", stack),
+            sidecar=sidecar,
         )
         policy_dir = cfg.model.name_or_path
         if cfg.sft.enabled:
@@ -177,6 +182,7 @@ class _Run:
     metrics: JsonlWriter | None  # None on every rank but the main one, as the generation log
     generations: GenerationLog | None
     console: Any  # azr.training.callbacks.RunConsole (imported lazily: it needs transformers)
+    sidecar: Sidecar
 
 
 def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
@@ -210,6 +216,7 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
 
     from azr.models import build_peft_config
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
+    from azr.training.generation import use_generation_backend
     from azr.training.trainer import AZRGRPOTrainer
 
     cfg, out, generations = run.cfg, run.out, run.generations
@@ -229,7 +236,7 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
         trainer = AZRGRPOTrainer(
             model=model,
             reward_funcs=funcs,
-            args=grpo_args(cfg, out, weights),
+            args=grpo_args(cfg, out, weights, run.sidecar.grpo_fields()),
             train_dataset=grpo_dataset(tasks),
             processing_class=tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
@@ -240,6 +247,8 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
             rounds=arena,
         )
         trainer.remove_callback(PrinterCallback)
+        if (backend := run.sidecar.generation(trainer)) is not None:
+            use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
         record.trainer = trainer
         trainer.train(resume_from_checkpoint=run.resume.checkpoint if run.resume.phase == "grpo" else None)
     finally:
@@ -264,8 +273,9 @@ def finish_grpo(run: _Run, trainer, tokenizer, policy_dir: str, started: float):
     return trainer.model
 
 
-def grpo_args(cfg: AzrConfig, out: Path, weights: list[float]):
-    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, and CPU defaults."""
+def grpo_args(cfg: AzrConfig, out: Path, weights: list[float], vllm_fields: dict[str, Any] | None = None):
+    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, CPU defaults, and
+    the fields of TRL's vLLM modes (`vllm_fields`, from `azr.serving.Sidecar`)."""
     from trl import GRPOConfig
 
     values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
@@ -276,6 +286,7 @@ def grpo_args(cfg: AzrConfig, out: Path, weights: list[float]):
     values["max_completion_length"] = sequence_lengths(cfg)["max_completion_length"]
     values["chat_template_kwargs"] = template_kwargs(cfg)
     values.setdefault("reward_weights", list(weights))
+    values.update(vllm_fields or {})
     return GRPOConfig(
         output_dir=str(out / "checkpoints"),
         seed=cfg.seed,

@@ -155,10 +155,7 @@ def test_console_script_reports_user_error_in_one_line(tmp_path):
 
 @pytest.mark.parametrize(
     "argv",
-    [
-        ["gen", "--config", "RECIPE", "--out", "x.jsonl"],
-        ["train", "--config", "RECIPE", "--set", "vllm.sidecar=true", "--output-dir", "OUT"],
-    ],
+    [["gen", "--config", "RECIPE", "--out", "x.jsonl"]],
     ids=lambda argv: " ".join(argv[:2]),
 )
 def test_commands_of_later_versions_say_so_and_exit_1(cli, write, tmp_path, argv):
@@ -339,3 +336,20 @@ def test_sandbox_backend_nsjail_when_missing_is_a_user_error(cli, write, command
     argv = [str(write("p.py", INC)) if a == "CODE" else a for a in command]
     code, _, err = cli("sandbox", *argv, "--backend", "nsjail")
     assert code == 2 and err.count("\n") == 1 and "sandbox.backend=nsjail" in err and "Traceback" not in err
+
+
+def test_a_vllm_server_failure_is_exit_1_with_the_servers_log_tail(capsys):
+    """One error line, then the log's last lines as the server wrote them."""
+    import click
+
+    from azr.cli import invoke
+    from azr.serving import VllmServerError
+
+    @click.command()
+    def run():
+        raise VllmServerError("vLLM server (pid 7) exited with code 9 during the run; log /x.log, last lines:\nA\nB")
+
+    assert invoke(run, "azr-train", []) == 1
+    assert capsys.readouterr().err == (
+        "azr-train: error: vLLM server (pid 7) exited with code 9 during the run; log /x.log, last lines:\nA\nB\n"
+    )
