@@ -26,19 +26,23 @@ from azr.config.sections import (
     VllmConfig,
 )
 from azr.config.selfplay import CurriculumConfig, EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
+from azr.config.tools import TOOL_NAMES, GenConfig, PythonToolConfig, ToolsConfig, WebToolConfig
 from azr.errors import ConfigError
 
 __all__ = [
     "MANAGED_TRAINER_FIELDS",
     "PATH_FIELDS",
+    "TOOL_NAMES",
     "AzrConfig",
     "ConfigError",
     "CurriculumConfig",
     "DataConfig",
     "EndpointConfig",
+    "GenConfig",
     "LoggingConfig",
     "LoraConfig",
     "ModelConfig",
+    "PythonToolConfig",
     "RewardSpec",
     "SandboxConfig",
     "SelfPlayConfig",
@@ -46,7 +50,9 @@ __all__ = [
     "TeacherAssistConfig",
     "TeacherConfig",
     "ThinkingConfig",
+    "ToolsConfig",
     "VllmConfig",
+    "WebToolConfig",
     "dump_yaml",
     "fields_markdown",
     "load_config",
