@@ -68,7 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: C901 (one route per test case)
+    def do_GET(self) -> None:
         stub: WebStub = self.server.stub
         stub.record(self)
         parts = urlsplit(self.path)

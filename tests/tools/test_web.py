@@ -11,7 +11,7 @@ import time
 import pytest
 from web_stub import WebStub
 
-from azr.config import ToolsConfig, WebToolConfig
+from azr.config import WebToolConfig
 from azr.tools.fetch import WebFetcher
 from azr.tools.guard import AddressGuard
 from azr.tools.search import WebSearcher
