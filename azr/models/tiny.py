@@ -26,7 +26,7 @@ CHAT_TEMPLATE = (
     "{{ '# Tools\\nYou may call the functions below. Their signatures, one JSON object a line:\\n<tools>' }}"
     "{%- for tool in tools -%}{{ '\\n' + (tool | tojson) }}{%- endfor -%}"
     "{{ '\\n</tools>\\nTo call one, write a JSON object with its name and arguments between tags:\\n"
-    "<tool_call>\\n{\"name\": NAME, \"arguments\": {ARGUMENTS}}\\n</tool_call>\\n"
+    '<tool_call>\\n{"name": NAME, "arguments": {ARGUMENTS}}\\n</tool_call>\\n'
     "Each result comes back between <tool_response> tags.<|im_end|>\\n' }}"
     "{%- endif -%}"
     "{%- for message in messages -%}"
