@@ -36,11 +36,10 @@ def tool_call(name, arguments, config_path, overrides, as_json) -> int:
     overrides = list(overrides) if config_path else ["model.name_or_path=none", *overrides]
     cfg = load_config(config_path, overrides)
     setup_logging("warning")
-    from azr.tools import Toolbox, secrets_from_env
+    from azr.tools import build_toolbox
 
-    names = [cfg.gen.endpoint.api_key_env, cfg.self_play.api_key_env, cfg.teacher.api_key_env]
     cfg.tools.names = list(TOOL_NAMES)  # any tool may be called from here, whatever the recipe offers a model
-    toolbox = Toolbox(cfg.tools, cfg.sandbox, secrets=secrets_from_env(names))
+    toolbox = build_toolbox(cfg)
     result, event = toolbox.call(name, parsed)
     if as_json:
         click.echo(json.dumps({"name": name, **result.to_dict(), "duration_s": event.duration_s}, ensure_ascii=False))

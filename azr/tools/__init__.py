@@ -10,7 +10,7 @@ from azr.tools.parsing import ParsedTurn, ToolCall, parse_lenient, parse_turn
 from azr.tools.policy import EndpointPolicy, LocalPolicy, Sampling, Turn, wire_messages
 from azr.tools.result import ToolResult, cap, neutralise
 from azr.tools.rollouts import SCHEMA, load_rollouts, needs_redo, resume_state, summary
-from azr.tools.toolbox import SCHEMAS, SPECS, Toolbox, ToolEvent, secrets_from_env
+from azr.tools.toolbox import SCHEMAS, SPECS, Toolbox, ToolEvent, build_toolbox, secrets_from_env
 
 __all__ = [
     "SCHEMA",
@@ -33,6 +33,7 @@ __all__ = [
     "Unresolvable",
     "assistant_message",
     "build_policy",
+    "build_toolbox",
     "cap",
     "episode_seed",
     "gen_settings",

@@ -27,7 +27,7 @@ from azr.rewards import CodeGrader, build_rewards
 from azr.tools.loop import Episode, EpisodeLimits, run_episode
 from azr.tools.policy import EndpointPolicy, LocalPolicy, Sampling
 from azr.tools.rollouts import SCHEMA, resume_state, summary
-from azr.tools.toolbox import Toolbox, secrets_from_env
+from azr.tools.toolbox import Toolbox, build_toolbox
 
 log = logging.getLogger(__name__)
 VLLM_TOOL_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
@@ -48,12 +48,7 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
         funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
         with ExitStack() as stack:
             policy = build_policy(cfg, kind, stack)
-            secrets = secrets_from_env(
-                [cfg.gen.endpoint.api_key_env, cfg.self_play.api_key_env, cfg.teacher.api_key_env]
-            )
-            toolbox = Toolbox(
-                cfg.tools, cfg.sandbox, pool=grader.pool, control_tokens=policy.control_tokens, secrets=secrets
-            )
+            toolbox = build_toolbox(cfg, grader.pool, policy.control_tokens)
             writer = stack.enter_context(JsonlWriter(out))
             collector = _Collector(cfg, settings, policy, toolbox, (funcs, weights, grader), writer)
             failed = asyncio.run(collector.run(todo))

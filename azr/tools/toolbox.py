@@ -212,3 +212,9 @@ def secrets_from_env(names: Sequence[str | None]) -> list[str]:
     import os
 
     return [os.environ[n] for n in names if n and os.environ.get(n)]
+
+
+def build_toolbox(cfg: Any, pool: SandboxPool | None = None, control_tokens: Iterable[str] = ()) -> Toolbox:
+    """The toolbox of a recipe (`tools:`, `sandbox:`), stripping the keys its endpoints name from every output."""
+    keys = secrets_from_env([cfg.gen.endpoint.api_key_env, cfg.self_play.api_key_env, cfg.teacher.api_key_env])
+    return Toolbox(cfg.tools, cfg.sandbox, pool=pool, control_tokens=control_tokens, secrets=keys)

@@ -51,6 +51,10 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     )
     funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
     check_sandbox(tasks, grader)
+    if cfg.sft.enabled and cfg.sft.rollouts and not state.done("sft"):
+        from azr.tools import load_rollouts
+
+        load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter)  # a bad file is refused before the model loads
     log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
 
     from azr.models import build_model_and_tokenizer, count_parameters, quiet_third_party
@@ -168,14 +172,22 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
 
     cfg, out = run.cfg, run.out
     started = time.monotonic()
-    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
+    episodes = bool(cfg.sft.rollouts)
+    gc = cfg.model.gradient_checkpointing
+    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, gc, cpu=not on_gpu(), conversational=episodes)
     callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
     near_misses = {}
     if cfg.sft.near_misses:
         find = functools.partial(find_near_misses, tasks, run.grader, cfg.sft.near_misses, cfg.seed)
         near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
-    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
+    if episodes:
+        from azr.tools import load_rollouts
+        from azr.training.sft import rollout_dataset
+
+        dataset = rollout_dataset(load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter))
+    else:
+        dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
     run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
     run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
@@ -185,10 +197,12 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     from transformers import PrinterCallback
 
     from azr.models import lora_config
+    from azr.tools import build_toolbox
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
     from azr.training.trainer import AZRGRPOTrainer
 
     cfg, out, generations = run.cfg, run.out, run.generations
+    tools = cfg.tools.enabled
     started = time.monotonic()
     record = MetricsCallback(run.metrics, "grpo")
     observers = [lambda batch: generations.put(batch.records())] if generations is not None else []
@@ -209,6 +223,8 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
             peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
             callbacks=[record, run.console.callback("grpo")] + ([SaveBesideCheckpoints(arena)] if arena else []),
+            # TRL runs the policy's tool calls and masks their results out of the loss; python_run shares the pool.
+            tools=build_toolbox(cfg, run.grader.pool, tokenizer.all_special_tokens).functions() if tools else None,
             grader=run.grader,
             observers=observers,
             rounds=arena,
