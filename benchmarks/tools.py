@@ -110,14 +110,10 @@ def main() -> None:
     print(f"  toolbox (warm pool)            {fast:8.1f} calls/s  ({args.calls} calls, {failed_fast} failed)")
     print(f"  `azr sandbox run` per call     {slow:8.2f} calls/s  ({args.cli_calls} calls, {failed_slow} failed)")
     print(f"  ratio                          {fast / slow:8.1f}x")
-    figures = gen_rate(args.episodes, args.max_new_tokens, args.workers)
-    print(
-        f"azr gen on the tiny model ({figures['episodes']} episodes, {figures['turns']:.2f} turns each, exit {figures['exit']})"
-    )
-    print(
-        f"  collection (model loaded)      {figures['collect_rate']:8.2f} episodes/s  ({figures['tokens_per_s']:.0f} tokens/s)"
-    )
-    print(f"  whole command                  {figures['command_rate']:8.2f} episodes/s")
+    f = gen_rate(args.episodes, args.max_new_tokens, args.workers)
+    print(f"azr gen on the tiny model ({f['episodes']} episodes, {f['turns']:.2f} turns each, exit {f['exit']})")
+    print(f"  collection (model loaded)      {f['collect_rate']:8.2f} episodes/s  ({f['tokens_per_s']:.0f} tokens/s)")
+    print(f"  whole command                  {f['command_rate']:8.2f} episodes/s")
 
 
 if __name__ == "__main__":
