@@ -77,34 +77,53 @@ def test_sft_on_rollouts_trains_on_assistant_tokens_only(rollouts, tiny_model_di
     trainer.train()  # and a step runs on these rows
 
 
+def _forced_call_bias(tokenizer, text: str, context: int = 10) -> list:
+    """`sequence_bias` (a transformers generation setting, passed through `grpo.generation_kwargs`) that makes a model
+    write `text` after the non-thinking generation prompt: each next token strongly favoured after the tokens that
+    precede it there."""
+    prefill = tokenizer("<think>\n\n</think>\n\n", add_special_tokens=False)["input_ids"]
+    target = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    sequence = prefill + target
+    start = len(prefill)
+    return [[sequence[max(0, i - context) : i + 1], 50.0] for i in range(start, len(sequence))]
+
+
 @pytest.mark.slow
 def test_sft_on_rollouts_then_two_grpo_steps_with_tools(tiny_model_dir, tmp_path, monkeypatch):
-    """The whole path on the CPU: scripted episodes that call python_run, an SFT warm start on them (assistant-only
-    loss) that teaches the tiny model the call, then two GRPO steps with tools where TRL runs its calls; the
-    generation log shows a call and its result. About a minute: the only test that runs TRL's tool loop."""
+    """The whole path on the CPU: scripted episodes that call python_run, a short SFT warm start on them
+    (assistant-only loss), then two GRPO steps with tools where TRL parses the policy's call, runs python_run, feeds
+    the result back and masks it; the generation log shows call and result. A random 1 M model writes no calls, and
+    teaching it one by SFT takes minutes, so a sequence bias in grpo.generation_kwargs makes it write the probe call.
+    About a minute: the only test that runs TRL's tool loop."""
+    from transformers import AutoTokenizer
+
     from azr.logs import read_jsonl_records
     from azr.training import run_train
 
-    monkeypatch.setattr(gen_module, "build_policy", lambda cfg, kind, stack: ReferencePolicy(probe="print('ok')"))
+    probe = "print(6 * 7)"
+    monkeypatch.setattr(gen_module, "build_policy", lambda cfg, kind, stack: ReferencePolicy(probe=probe))
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    call = "<tool_call>\n" + json.dumps({"name": "python_run", "arguments": {"code": probe}}) + "\n</tool_call>"
+    generation = {"sequence_bias": _forced_call_bias(tokenizer, call)}
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         f"model: {{name_or_path: '{tiny_model_dir}', lora: {{enabled: false}}, gradient_checkpointing: false}}\n"
-        "data: {train: train, eval: null, max_tasks: 4, shuffle: false}\n"
+        "data: {train: train, eval: null, max_tasks: 2, shuffle: false}\n"
         "sandbox: {workers: 1, backend: bwrap}\nlogging: {console: plain, pass_rate_tasks: 0}\n"
-        "tools: {enabled: true, names: [python_run]}\ngen: {max_tasks: 4}\n"
-        "sft: {enabled: true, rollouts: rollouts.jsonl, args: {num_train_epochs: 40, learning_rate: 0.003, "
-        "per_device_train_batch_size: 4, lr_scheduler_type: constant}}\n"
-        "grpo: {max_steps: 2, per_device_train_batch_size: 4, num_generations: 4, max_completion_length: 160, "
-        "temperature: 0.7, learning_rate: 1.0e-5}\noutput_dir: out\n"
+        "tools: {enabled: true, names: [python_run]}\ngen: {max_tasks: 2}\n"
+        "sft: {enabled: true, rollouts: rollouts.jsonl, args: {max_steps: 2, per_device_train_batch_size: 2}}\n"
+        "grpo: {max_steps: 2, per_device_train_batch_size: 2, num_generations: 2, max_completion_length: 128, "
+        f"learning_rate: 1.0e-5, generation_kwargs: {json.dumps(generation)}}}\noutput_dir: out\n"
     )
     assert run_gen(load_config(recipe, []), tmp_path / "rollouts.jsonl") == 0
     assert run_train(load_config(recipe, [], check_grpo=True)) == 0
-    records = [r for f in sorted((tmp_path / "out" / "generations").glob("*.jsonl")) for r in read_jsonl_records(f)]
-    assert {r["step"] for r in records} == {1, 2}
-    used = [r for r in records if "messages" in r]
-    assert used, [r["completion"][:80] for r in records]
-    call, result = used[0]["messages"][0], used[0]["messages"][1]
-    assert call["tool_calls"][0]["function"]["name"] == "python_run"
-    assert result == {"role": "tool", "name": "python_run", "content": "ok"}
     metrics = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
-    assert any(m.get("tools/call_frequency", 0) > 0 for m in metrics if m.get("phase") == "grpo")
+    state = json.loads((tmp_path / "out" / "state.json").read_text())
+    assert state["phases"]["sft"]["examples"] == 2  # the warm start trained on the two episodes
+    records = [r for f in sorted((tmp_path / "out" / "generations").glob("*.jsonl")) for r in read_jsonl_records(f)]
+    assert {r["step"] for r in records} == {1, 2} and all("messages" in r for r in records)
+    assistant, result = records[0]["messages"][0], records[0]["messages"][1]
+    assert assistant["tool_calls"][0]["function"] == {"name": "python_run", "arguments": {"code": probe}}
+    assert result == {"role": "tool", "name": "python_run", "content": "42"}
+    grpo = [m for m in metrics if m.get("phase") == "grpo" and "tools/call_frequency" in m]
+    assert len(grpo) == 2 and all(m["tools/call_frequency"] > 0 for m in grpo)
