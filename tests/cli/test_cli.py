@@ -13,13 +13,16 @@ import yaml
 
 from azr.cli import invoke
 from azr.cli.evaluate import eval_
-from azr.cli.train import gen, train
+from azr.cli.gen import gen
+from azr.cli.train import train
 
 COMMANDS = [
     [],
     ["train"],
     ["eval"],
     ["gen"],
+    ["tool"],
+    ["tool", "call"],
     ["sandbox"],
     ["sandbox", "run"],
     ["sandbox", "doctor"],
@@ -154,7 +157,6 @@ def test_console_script_reports_user_error_in_one_line(tmp_path):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["gen", "--config", "RECIPE", "--out", "x.jsonl"],
         ["train", "--config", "RECIPE", "--set", "vllm.sidecar=true", "--output-dir", "OUT"],
     ],
     ids=lambda argv: " ".join(argv[:2]),
