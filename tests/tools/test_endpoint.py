@@ -1,7 +1,8 @@
 """The endpoint policy against the real vLLM CPU server on the tiny model, started with tool calling on (the flags
 `azr gen --vllm` adds). The random tiny model writes no sensible calls of its own, so the wiring is checked with a
-forced tool choice (the server's structured output writes the call), by feeding a call and its result back, and by a
-whole `azr gen` run over the endpoint. One server start for the module (about 40 s)."""
+structured output that makes it write one call (the server's hermes parser returns it as a native tool call), by
+feeding a call and its result back, and by a whole `azr gen` run over the endpoint. One server start for the module
+(about 40 s on an idle machine)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,6 @@ from conftest import vllm_python
 from azr.config import load_config
 from azr.remote import ChatClient
 from azr.tools import SCHEMAS, run_gen, vllm_tool_args
-
-PICK = {
-    "type": "function",
-    "function": {
-        "name": "pick",
-        "description": "Pick one option.",
-        "parameters": {
-            "type": "object",
-            "properties": {"option": {"type": "string", "enum": ["left", "right"]}},
-            "required": ["option"],
-        },
-    },
-}
 
 
 @pytest.fixture(scope="module")
@@ -64,15 +52,39 @@ def test_the_server_flags_turn_tool_calling_on():
     assert vllm_tool_args(["--tool-call-parser=qwen3_xml"]).count("--enable-auto-tool-choice") == 1
 
 
+CALL_TEXT = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
+# The random tiny model writes no call of its own: vLLM's structured output makes it write this one, as text, and the
+# server's hermes parser turns it into a native tool call (a forced tool_choice only constrains the call's opening).
+FORCE_CALL = {"structured_outputs": {"choice": [CALL_TEXT]}}
+
+
 def test_native_tool_calls_come_back_as_tool_calls(tool_server):
-    c = client(tool_server)
-    messages = [{"role": "user", "content": "Pick one."}]
-    choice = {"type": "function", "function": {"name": "pick"}}
-    [reply] = c.run_all([c.achat(messages, max_tokens=40, temperature=0, tools=[PICK], tool_choice=choice)])
+    c = ChatClient(tool_server.base_url, tool_server.model_name, timeout_s=120, max_retries=0, extra_body=FORCE_CALL)
+    messages = [{"role": "user", "content": "What is 6 * 7?"}]
+    [reply] = c.run_all([c.achat(messages, max_tokens=60, temperature=0, tools=list(SCHEMAS.values()))])
     assert reply.ok, reply.error
     [call] = reply.tool_calls
-    assert call["function"]["name"] == "pick" and call["type"] == "function" and call["id"]
-    assert json.loads(call["function"]["arguments"]) in ({"option": "left"}, {"option": "right"})
+    assert call["function"]["name"] == "python_run" and call["type"] == "function" and call["id"]
+    assert json.loads(call["function"]["arguments"]) == {"code": "print(6 * 7)"}
+
+
+def test_an_endpoint_episode_runs_the_calls_and_sends_the_results_back(tool_server):
+    import asyncio
+
+    from azr.config import SandboxConfig, ToolsConfig
+    from azr.prompts import chat_messages
+    from azr.tools import EndpointPolicy, EpisodeLimits, Sampling, Toolbox, run_episode
+
+    c = ChatClient(tool_server.base_url, tool_server.model_name, timeout_s=120, max_retries=0, extra_body=FORCE_CALL)
+    toolbox = Toolbox(ToolsConfig(names=["python_run"]), SandboxConfig(workers=1, backend="bwrap"))
+    policy = EndpointPolicy(c, Sampling(temperature=0), "tiny")
+    episode = asyncio.run(run_episode(policy, toolbox, chat_messages("What is 6 * 7?"), EpisodeLimits(max_turns=2), 1))
+    assert [m["role"] for m in episode.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    call, result = episode.messages[2]["tool_calls"][0], episode.messages[3]
+    assert call["function"]["arguments"] == {"code": "print(6 * 7)"}  # an object in the record
+    assert result == {"role": "tool", "tool_call_id": call["id"], "name": "python_run", "content": "42"}
+    assert episode.finish_reason == "max_turns" and [e.status for e in episode.events] == ["ok", "ok"]
+    assert episode.prompt_tokens > 0 and episode.completion_tokens > 0
 
 
 def test_a_call_and_its_result_go_back_to_the_server(tool_server):
