@@ -23,7 +23,7 @@ from azr.data import Task, load_tasks
 from azr.errors import ConfigError
 from azr.logs import JsonlWriter, read_jsonl_records
 from azr.prompts import chat_messages
-from azr.rewards import CodeGrader, build_rewards
+from azr.rewards import build_rewards
 from azr.tools.loop import Episode, EpisodeLimits, run_episode
 from azr.tools.policy import EndpointPolicy, LocalPolicy, Sampling
 from azr.tools.rollouts import SCHEMA, resume_state, summary
@@ -153,7 +153,6 @@ class _Collector:
     def __init__(self, cfg: AzrConfig, settings: dict, policy: Any, toolbox: Toolbox, rewards: tuple, writer):
         self.cfg, self.settings, self.policy, self.toolbox, self.writer = cfg, settings, policy, toolbox, writer
         self.funcs, self.weights, self.grader = rewards
-        self.grader: CodeGrader
         g = cfg.gen
         self.limits = EpisodeLimits(g.max_turns, g.max_tool_calls, g.max_tokens, g.max_new_tokens)
         self.failed = 0
@@ -200,21 +199,24 @@ class _Collector:
         return {k: v for k, v in grade.items() if k != "per_test"}, {**rewards, "total": total}
 
     def _record(self, task, sample, seed, episode: Episode, grade, rewards, seconds: float) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "id": f"{task.id}#{sample}",
-            "task_id": task.id,
-            "sample": sample,
-            "seed": seed,
-            **self.settings,
-            "tools": self.toolbox.schemas(),
-            "messages": episode.messages,
-            "tool_events": [e.to_dict() for e in episode.events],
-            "finish_reason": episode.finish_reason,
-            "error": episode.error,
-            "usage": episode.usage(),
-            "grade": grade,
-            "rewards": rewards,
-            "duration_s": round(seconds, 3),
-            "time": round(time.time(), 3),
-        }
+        # Tool output is redacted already; this also covers what the model itself wrote (a key in a call's arguments).
+        return self.toolbox.redact(
+            {
+                "schema": SCHEMA,
+                "id": f"{task.id}#{sample}",
+                "task_id": task.id,
+                "sample": sample,
+                "seed": seed,
+                **self.settings,
+                "tools": self.toolbox.schemas(),
+                "messages": episode.messages,
+                "tool_events": [e.to_dict() for e in episode.events],
+                "finish_reason": episode.finish_reason,
+                "error": episode.error,
+                "usage": episode.usage(),
+                "grade": grade,
+                "rewards": rewards,
+                "duration_s": round(seconds, 3),
+                "time": round(time.time(), 3),
+            }
+        )

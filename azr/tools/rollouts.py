@@ -9,6 +9,7 @@ turns with `content`, `reasoning_content` and `tool_calls` whose arguments are o
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -89,8 +90,6 @@ def load_rollouts(path: str | Path, which: str = "passed") -> list[dict[str, Any
 
 
 def _record(line: str, path: Path, number: int) -> dict[str, Any]:
-    import json
-
     try:
         record = json.loads(line)
     except ValueError as exc:

@@ -120,11 +120,12 @@ class Toolbox:
         self.control_tokens = tuple(control_tokens)
         self.secrets = tuple(s for s in secrets if s and len(s) >= 4)
         self.python = PythonRunner(cfg, sandbox, pool)
-        guard = AddressGuard(cfg.web.allow_ports, cfg.web.allow_networks, resolver)
+        searcher = WebSearcher(cfg.web)
+        fetcher = WebFetcher(cfg.web, AddressGuard(cfg.web.allow_ports, cfg.web.allow_networks, resolver))
         self._run: dict[str, Callable[[dict[str, Any]], ToolResult]] = {
             "python_run": lambda args: self.python.run(args["code"]),
-            "web_search": lambda args: WebSearcher(cfg.web).search(args["query"]),
-            "web_fetch": lambda args: WebFetcher(cfg.web, guard).fetch(args["url"]),
+            "web_search": lambda args: searcher.search(args["query"]),
+            "web_fetch": lambda args: fetcher.fetch(args["url"]),
         }
         self.counts: Counter[tuple[str, str]] = Counter()  # (tool, status) -> calls
         self._lock = threading.Lock()
@@ -160,10 +161,17 @@ class Toolbox:
             self.counts[(event.name, event.status)] += 1
         return result, event
 
-    def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "<redacted>")
-        return text
+    def redact(self, value: Any) -> Any:
+        """`value` (text, or JSON-shaped data) with every known secret replaced by `<redacted>`."""
+        if isinstance(value, str):
+            for secret in self.secrets:
+                value = value.replace(secret, "<redacted>")
+            return value
+        if isinstance(value, dict):
+            return {self.redact(k): self.redact(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.redact(v) for v in value]
+        return value
 
     def _arguments(self, name: str, arguments: Any) -> tuple[dict[str, Any], str | None]:
         if name not in self.names:

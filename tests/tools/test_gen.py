@@ -56,6 +56,22 @@ def test_records_of_scripted_episodes(write, tmp_path, monkeypatch):
     assert KEY not in out.read_text()
 
 
+def test_a_key_reaches_no_record_or_log_even_when_the_model_writes_it(write, tmp_path, monkeypatch, caplog):
+    """Defence in depth: the sandbox has no key to print, but a model that somehow wrote one into a call and got it
+    echoed back still leaves no trace of it in the file or the logs."""
+    monkeypatch.setenv("AZR_FAKE_KEY", KEY)
+    probe = f"import os\nprint(dict(os.environ))\nprint('{KEY}')\nraise SystemExit('{KEY}')"
+    monkeypatch.setattr(gen_module, "build_policy", lambda cfg, kind, stack: ReferencePolicy(probe=probe))
+    out = tmp_path / "rollouts.jsonl"
+    with caplog.at_level("DEBUG"):
+        assert run_gen(load_config(recipe(write, "unused", max_tasks=1), []), out) == 0
+    text = out.read_text()
+    assert KEY not in text and KEY not in caplog.text
+    record = json.loads(text)
+    assert "<redacted>" in record["messages"][2]["tool_calls"][0]["function"]["arguments"]["code"]
+    assert record["messages"][3]["content"].count("<redacted>") == 2 and "AZR_FAKE_KEY" not in text
+
+
 def test_resume_refusals_come_before_any_slow_work(write, tmp_path, cli):
     path = recipe(write, "unused")
     out = tmp_path / "r.jsonl"
