@@ -51,7 +51,7 @@ def resume_state(path: Path, settings: dict[str, Any], resume: bool) -> set[tupl
 def summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Episodes, pass rate, tool calls by tool and status, and finish reasons over `records`."""
     records = list(records)
-    graded = [r for r in records if (r.get("grade") or {}).get("status") not in (None, "error")]
+    graded = [r for r in records if (r.get("grade") or {}).get("status") not in (None, "error", "not_graded")]
     passed = sum(bool(r["grade"].get("passed")) for r in graded)
     calls: Counter[str] = Counter()
     for record in records:
