@@ -1,8 +1,9 @@
 """The house rules of azr/: packages import one way, through each other's faces, and the light ones stay light.
 
 `ALLOWED` is the table of edges between packages (a package may always import its own modules). Read it as
-"these are the packages this one may use": sandbox <- rewards <- training <- cli; remote <- selfplay / evaluation;
-models <- training / evaluation; rewards <- absolute_zero <- training / evaluation / cli. Nothing imports cli.
+"these are the packages this one may use": sandbox <- rewards <- training <- cli; remote <- selfplay / evaluation /
+tools; models <- training / evaluation / tools; tools <- training; rewards <- absolute_zero <- training / evaluation /
+cli. Nothing imports cli.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "selfplay": {"data", "remote", "rewards"},
     "absolute_zero": {"config", "data", "rewards", "sandbox"},
+    "tools": {"config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "training": {
         "absolute_zero",
         "config",
@@ -41,6 +43,7 @@ ALLOWED: dict[str, set[str]] = {
         "sandbox",
         "selfplay",
         "serving",
+        "tools",
     },
     "cli": {
         "absolute_zero",
@@ -53,6 +56,7 @@ ALLOWED: dict[str, set[str]] = {
         "sandbox",
         "selfplay",
         "serving",
+        "tools",
         "training",
     },
 }
@@ -68,6 +72,7 @@ LIGHT = {
     "rewards",
     "remote",
     "serving",
+    "tools",
     "cli",
     "absolute_zero",
 }

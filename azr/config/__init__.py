@@ -26,6 +26,7 @@ from azr.config.sections import (
     ThinkingConfig,
 )
 from azr.config.selfplay import CurriculumConfig, EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
+from azr.config.tools import TOOL_NAMES, GenConfig, PythonToolConfig, ToolsConfig, WebToolConfig
 from azr.config.vllm import VLLM_LORA_RANKS, VllmConfig, check_vllm_config, lora_refusal, served_lora_rank
 from azr.errors import ConfigError
 
@@ -33,6 +34,7 @@ __all__ = [
     "DEFAULT_IMPORTS",
     "MANAGED_TRAINER_FIELDS",
     "PATH_FIELDS",
+    "TOOL_NAMES",
     "VLLM_LORA_RANKS",
     "AbsoluteZeroConfig",
     "AdapterConfig",
@@ -41,8 +43,10 @@ __all__ = [
     "CurriculumConfig",
     "DataConfig",
     "EndpointConfig",
+    "GenConfig",
     "LoggingConfig",
     "ModelConfig",
+    "PythonToolConfig",
     "RewardSpec",
     "SandboxConfig",
     "SelfPlayConfig",
@@ -50,7 +54,9 @@ __all__ = [
     "TeacherAssistConfig",
     "TeacherConfig",
     "ThinkingConfig",
+    "ToolsConfig",
     "VllmConfig",
+    "WebToolConfig",
     "check_vllm_config",
     "dump_yaml",
     "fields_markdown",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import ipaddress
 import os
 import typing
 from collections.abc import Sequence
@@ -21,9 +22,10 @@ from azr.config.adapter import check_adapter
 from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, check_passthrough, load_raw, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
+from azr.config.tools import TOOL_NAMES
 from azr.config.vllm import check_vllm_config
 from azr.data import SPLITS
-from azr.errors import ConfigError
+from azr.errors import ConfigError, did_you_mean
 from azr.logs import atomic_write_text
 
 # Trainer fields that azr sets from its own fields, so each has one source of truth.
@@ -40,6 +42,9 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "data.train": lambda value, base: value not in SPLITS,
     "data.eval": lambda value, base: value not in SPLITS,
     "vllm.python": lambda value, base: "/" in value,
+    "sft.rollouts": lambda value, base: True,
+    "gen.adapter": lambda value, base: True,
+    "gen.tasks": lambda value, base: value not in SPLITS,
 }
 KEEP_LINKS = {"vllm.python"}
 
@@ -99,7 +104,7 @@ def _unset_paths(raw: dict[str, Any]) -> set[str]:
 
 
 def _check_cross_fields(cfg: AzrConfig) -> None:
-    if not cfg.model.name_or_path:
+    if not cfg.model.name_or_path and cfg.gen.policy != "endpoint":
         raise ConfigError("model.name_or_path: required (a hub id or a local model directory)")
     check_adapter(cfg.model.adapter, cfg.model.quantization)
     for name in ("self_play", "teacher"):
@@ -114,6 +119,7 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
         raise ConfigError(f"{name}: needs self_play.enabled: true (it works from the self-play scoreboard)")
     if cfg.sft.near_misses and not cfg.sft.enabled:
         raise ConfigError("sft.near_misses: needs sft.enabled: true (they are part of the warm start)")
+    _check_tools(cfg)
     if not cfg.rewards:
         raise ConfigError("rewards: at least one reward is required")
     for i, spec in enumerate(cfg.rewards):
@@ -124,6 +130,35 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
     check_vllm_config(cfg)
+
+
+def _check_tools(cfg: AzrConfig) -> None:
+    for i, name in enumerate(cfg.tools.names):
+        if name not in TOOL_NAMES:
+            raise ConfigError(f"tools.names[{i}]: unknown tool {name!r}{did_you_mean(name, TOOL_NAMES)}")
+    if len(set(cfg.tools.names)) != len(cfg.tools.names):
+        raise ConfigError("tools.names: a tool is listed twice")
+    if cfg.tools.enabled and not cfg.tools.names:
+        raise ConfigError("tools.names: empty, but tools.enabled is true")
+    if cfg.sft.rollouts and cfg.sft.near_misses:
+        raise ConfigError(
+            "sft.near_misses: near misses vary reference answers; sft.rollouts trains on episodes instead"
+        )
+    if cfg.gen.policy == "endpoint" and cfg.gen.endpoint.api != "chat":
+        raise ConfigError("gen.endpoint.api: tool calls need 'chat' (Chat Completions with native tools)")
+    for required in ("base_url", "model"):
+        if cfg.gen.policy == "endpoint" and not getattr(cfg.gen.endpoint, required):
+            raise ConfigError(f"gen.endpoint.{required}: required when gen.policy is 'endpoint'")
+    for i, port in enumerate(cfg.tools.web.allow_ports):
+        if not 0 < port < 65536:
+            raise ConfigError(f"tools.web.allow_ports[{i}]: {port} is not a port number")
+    for i, net in enumerate(cfg.tools.web.allow_networks):
+        try:
+            ipaddress.ip_network(net, strict=False)
+        except ValueError:
+            raise ConfigError(f"tools.web.allow_networks[{i}]: {net!r} is not a network (e.g. 127.0.0.1/32)") from None
+    if cfg.tools.web.search_backend == "searxng" and "web_search" in cfg.tools.names and not cfg.tools.web.searxng_url:
+        raise ConfigError("tools.web.searxng_url: required when tools.web.search_backend is 'searxng'")
 
 
 def validate_grpo(grpo: dict[str, Any], section: str = "grpo", kind: str = "GRPOConfig") -> None:

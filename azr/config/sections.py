@@ -19,6 +19,7 @@ from azr.config.selfplay import (
     TeacherAssistConfig,
     TeacherConfig,
 )
+from azr.config.tools import GenConfig, ToolsConfig
 from azr.config.vllm import VllmConfig
 
 
@@ -136,6 +137,14 @@ class SftConfig:
         "a few decisions go, for GRPO to sharpen (the tiny demo's weak base model). 0 for real models.",
         ge=0,
     )
+    rollouts: str | None = field(
+        None,
+        "Train on tool-using episodes from this `azr gen` file instead of the reference answers: multi-turn rows "
+        "with loss on the assistant turns only (tool results and prompts are never trained).",
+    )
+    rollouts_filter: Literal["passed", "all"] = field(
+        "passed", "Which episodes of sft.rollouts are trained on: those whose answer passed its tests, or all."
+    )
 
 
 @dataclass
@@ -180,6 +189,8 @@ class AzrConfig:
     curriculum: CurriculumConfig = field(factory=CurriculumConfig, help="Replay of tasks the policy failed.")
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
     vllm: VllmConfig = field(factory=VllmConfig, help="Generation through vLLM (GRPO, `azr eval --vllm`).")
+    tools: ToolsConfig = field(factory=ToolsConfig, help="Tools the model may call (azr gen; GRPO with tools).")
+    gen: GenConfig = field(factory=GenConfig, help="Tool-using rollouts (azr gen).")
     logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")
     absolute_zero: AbsoluteZeroConfig = field(
         factory=AbsoluteZeroConfig, help="The propose/solve mode (mode: absolute_zero)."

@@ -67,6 +67,10 @@ def _train(cfg: AzrConfig, resume_from: str | None, sidecar: Sidecar) -> int:
     pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
     funcs, weights, grader = build_rewards(cfg.rewards, sandbox, pool, answer_format=cfg.answer_format)
     check_sandbox(tasks, grader)
+    if cfg.sft.enabled and cfg.sft.rollouts and not state.done("sft"):
+        from azr.tools import load_rollouts
+
+        load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter)  # a bad file is refused before the model loads
     log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
 
     from azr.models import build_model_and_tokenizer, count_parameters, quiet_third_party
@@ -192,7 +196,9 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
 
     cfg, out = run.cfg, run.out
     started = time.monotonic()
-    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
+    episodes = bool(cfg.sft.rollouts)
+    gc = cfg.model.gradient_checkpointing
+    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, gc, cpu=not on_gpu(), conversational=episodes)
     callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
     near_misses = {}
     if cfg.sft.near_misses:
@@ -203,6 +209,11 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
     if cfg.mode == "absolute_zero":  # the warm start teaches both roles on seed triplets
         dataset = warm_start_dataset(cfg, out, tasks, tokenizer, template_kwargs(cfg))
+    elif episodes:
+        from azr.tools import load_rollouts
+        from azr.training.sft import rollout_dataset
+
+        dataset = rollout_dataset(load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter))
     else:
         dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
@@ -215,11 +226,13 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     from transformers import PrinterCallback
 
     from azr.models import build_peft_config
+    from azr.tools import build_toolbox
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
     from azr.training.generation import use_generation_backend
     from azr.training.trainer import AZRGRPOTrainer
 
     cfg, out, generations = run.cfg, run.out, run.generations
+    tools = cfg.tools.enabled
     started = time.monotonic()
     record = MetricsCallback(run.metrics, "grpo")
     # The same observers on every rank (the trainer gathers each batch for them), called on the main one only.
@@ -242,6 +255,8 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
             peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, model),
             callbacks=[record, run.console.callback("grpo")] + ([SaveBesideCheckpoints(arena)] if arena else []),
+            # TRL runs the policy's tool calls and masks their results out of the loss; python_run shares the pool.
+            tools=build_toolbox(cfg, run.grader.pool, tokenizer.all_special_tokens).functions() if tools else None,
             grader=run.grader,
             observers=observers,
             rounds=arena,

@@ -52,9 +52,14 @@ class ScoredBatch:
                     "opponent_passed": row.get("opponent_passed"),
                     "rewards": rewards,
                     **(self.details[i] if i < len(self.details) else {}),
+                    **({"messages": completion} if _used_tools(completion) else {}),  # calls and results, in order
                 }
             )
         return out
+
+
+def _used_tools(completion: Any) -> bool:
+    return isinstance(completion, list) and any(isinstance(m, dict) and m.get("role") == "tool" for m in completion)
 
 
 class AZRGRPOTrainer(GRPOTrainer):
