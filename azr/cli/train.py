@@ -24,11 +24,11 @@ def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
         extra.append(f"output_dir={output_dir}")
     if max_steps is not None:
         extra.append(f"grpo.max_steps={max_steps}")
-    cfg = load_config(config_path, extra, check_grpo=True)
+    cfg = load_config(config_path, extra)
     setup_logging(cfg.logging.level)
     from azr.training import run_train
 
-    return run_train(cfg, resume_from=resume_from)
+    return run_train(cfg, resume_from=resume_from)  # it checks the recipe whole (check_recipe) before any work
 
 
 @azr.command()

@@ -1,8 +1,8 @@
 """Loading a recipe: read YAML/JSON (or the legacy `azr:` schema), apply `--set a.b=c`, validate, resolve paths.
 
 Relative paths written in a recipe are relative to the recipe's folder; those from `--set` and defaults, to the
-current directory. Nothing here imports torch/transformers/trl at module level; `grpo:` keys are checked against
-TRL's `GRPOConfig` only when the caller asks (`check_grpo=True`), because importing TRL takes seconds.
+current directory. Nothing here imports torch/transformers/trl: `grpo:` and `sft.args` are checked against TRL's
+config classes by `validate_grpo`, which `azr.training` calls when it builds them (importing TRL takes seconds).
 """
 
 from __future__ import annotations
@@ -40,9 +40,7 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
 }
 
 
-def load_config(
-    path: str | Path | None = None, overrides: Sequence[str] = (), *, check_grpo: bool = False
-) -> AzrConfig:
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> AzrConfig:
     """Read FILE (YAML or JSON), apply `--set` overrides, validate, resolve paths; raise ConfigError on bad input.
 
     Relative paths written in the file are relative to the file; those from `--set` and defaults, to the CWD.
@@ -60,9 +58,6 @@ def load_config(
     cfg = build(AzrConfig, raw, "")
     _check_cross_fields(cfg)
     _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
-    if check_grpo:
-        validate_grpo(cfg.grpo)
-        validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
     return cfg
 
 

@@ -8,15 +8,17 @@ from azr.models.loading import (
     count_parameters,
     load_tokenizer,
     lora_config,
-    quiet_third_party,
     resolve_dtype,
 )
+from azr.models.noise import quiet_third_party
+from azr.models.source import check_model
 from azr.models.tiny import CHAT_TEMPLATE, build_tiny_model
 
 __all__ = [
     "CHAT_TEMPLATE",
     "build_model_and_tokenizer",
     "build_tiny_model",
+    "check_model",
     "count_parameters",
     "load_tokenizer",
     "lora_config",

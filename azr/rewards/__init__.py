@@ -2,7 +2,14 @@
 functions and their REWARDS table. The face of the rewards package; it imports no torch, transformers or trl.
 """
 
-from azr.rewards.functions import REWARDS, CodeGrader, SelfPlayReward, build_rewards, selfplay_score
+from azr.rewards.functions import (
+    REWARDS,
+    CodeGrader,
+    SelfPlayReward,
+    build_rewards,
+    check_rewards,
+    selfplay_score,
+)
 from azr.rewards.grading import (
     Grade,
     grade,
@@ -21,6 +28,7 @@ __all__ = [
     "Grade",
     "SelfPlayReward",
     "build_rewards",
+    "check_rewards",
     "grade",
     "grade_many",
     "limits_from_config",

@@ -24,18 +24,22 @@ from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards, validate_references
 from azr.sandbox import SandboxUnhealthy
+from azr.training.args import TrainerArgs, template_kwargs
+from azr.training.preflight import check_recipe
 from azr.training.state import Resume, RunState, resolve_resume, write_summary
 
 log = logging.getLogger(__name__)
 
 
-def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
-    """Train as `cfg` says; returns the process exit code."""
+def run_train(cfg: AzrConfig, resume_from: str | None = None, args: TrainerArgs | None = None) -> int:
+    """Train as `cfg` says, with the trainer arguments `check_recipe(cfg)` returns (or `args`, built by it before);
+    returns the process exit code."""
     if cfg.vllm.sidecar:  # refused before anything is written
         raise NotAvailableError(
             "vllm.sidecar: launching a vLLM sidecar from azr-train is not in this version yet; on a GPU box start "
             "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
         )
+    args = check_recipe(cfg) if args is None else args  # every user error, before anything is written or loaded
     started = time.monotonic()
     out = Path(cfg.output_dir)
     try:
@@ -53,11 +57,12 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     check_sandbox(tasks, grader)
     log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
 
-    from azr.models import build_model_and_tokenizer, count_parameters, quiet_third_party
+    from azr.models import build_model_and_tokenizer, count_parameters, load_tokenizer, quiet_third_party
 
     quiet_third_party()
-    lengths = sequence_lengths(cfg)
-    model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=lengths["max_seq_length"])
+    tokenizer = load_tokenizer(cfg.model)
+    tasks = fit_tasks(tasks, tokenizer, cfg)  # a recipe that leaves no task says so before the model loads
+    model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=args.max_seq_length, tokenizer=tokenizer)
     log.info(
         "model: %s (%s, %.2f M parameters, dtype %s)",
         cfg.model.name_or_path,
@@ -65,7 +70,6 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         count_parameters(model) / 1e6,
         model.dtype,
     )
-    tasks = fit_tasks(tasks, tokenizer, cfg)
     log.info("data: %d training tasks from %s", len(tasks), cfg.data.train)
 
     if resume.pruned_to is not None:
@@ -82,6 +86,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             out,
             state,
             resume,
+            args,
             funcs,
             weights,
             grader,
@@ -96,7 +101,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             model, tokenizer = _load_policy(cfg, out / "sft" / "final")
             policy_dir = str(out / "sft" / "final")
         sampled = tasks[: cfg.logging.pass_rate_tasks]
-        measure = _measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths)
+        measure = _measurer(cfg, args, funcs, weights, grader, tokenizer, sampled)
         if not state.done("eval_before") and sampled:
             state.finish("eval_before", measure(model, "eval_before", run.metrics))
         if not state.done("grpo"):
@@ -109,18 +114,6 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
         run.console.show_summary(summary)
     log.info("done: final %s in %s", "adapter" if cfg.model.lora.enabled else "model", out / "final")
     return 0
-
-
-def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
-    """The completion budget includes the thinking budget when the policy thinks."""
-    completion = int(cfg.grpo.get("max_completion_length", 256))
-    if cfg.thinking.policy:
-        completion += cfg.thinking.policy_budget_tokens
-    return {"max_completion_length": completion, "max_seq_length": completion + 2048}
-
-
-def template_kwargs(cfg: AzrConfig) -> dict[str, Any]:
-    return {**cfg.grpo.get("chat_template_kwargs", {}), "enable_thinking": cfg.thinking.policy}
 
 
 def fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
@@ -139,12 +132,6 @@ def fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
     return tasks
 
 
-def on_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 @dataclass
 class _Run:
     """What every phase of one run shares: its config, folder, state, rewards and outputs."""
@@ -153,6 +140,7 @@ class _Run:
     out: Path
     state: RunState
     resume: Resume
+    args: TrainerArgs  # built once, before any slow work
     funcs: list
     weights: list[float]
     grader: CodeGrader
@@ -164,11 +152,10 @@ class _Run:
 def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
     from azr.models import lora_config
     from azr.training.callbacks import MetricsCallback
-    from azr.training.sft import find_near_misses, near_misses_once, run_sft, sft_args, sft_dataset
+    from azr.training.sft import find_near_misses, near_misses_once, run_sft, sft_dataset
 
     cfg, out = run.cfg, run.out
     started = time.monotonic()
-    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
     callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
     near_misses = {}
     if cfg.sft.near_misses:
@@ -177,7 +164,8 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
     dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
-    run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
+    final = out / "sft" / "final"
+    run_sft(model, tokenizer, dataset, run.args.sft, lora_config(cfg.model), callbacks, checkpoint, final)
     run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
 
 
@@ -192,18 +180,19 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     started = time.monotonic()
     record = MetricsCallback(run.metrics, "grpo")
     observers = [lambda batch: generations.put(batch.records())] if generations is not None else []
-    rows, funcs, weights, arena = grpo_rows(tasks), run.funcs, run.weights, None
+    rows, funcs, arena = grpo_rows(tasks), run.funcs, None
     if cfg.self_play.enabled:
         from azr.selfplay import Arena, blend_rewards
 
-        funcs, weights = blend_rewards(funcs, weights, run.grader, cfg.self_play.weight)
+        # The blended weights are already in run.args.grpo.reward_weights (`reward_weights`, at load).
+        funcs, _ = blend_rewards(funcs, run.weights, run.grader, cfg.self_play.weight)
         checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
         arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint)
     try:
         trainer = AZRGRPOTrainer(
             model=model,
             reward_funcs=funcs,
-            args=grpo_args(cfg, out, weights),
+            args=run.args.grpo,
             train_dataset=grpo_dataset(tasks),
             processing_class=tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
@@ -227,27 +216,6 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
 
     write_model_card(final, cfg, policy_dir, run.state)
     return trainer.model
-
-
-def grpo_args(cfg: AzrConfig, out: Path, weights: list[float]):
-    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, and CPU defaults."""
-    from trl import GRPOConfig
-
-    values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
-    if not on_gpu():
-        if values.get("bf16"):
-            log.warning("grpo.bf16: no GPU here, so training runs on the CPU in float32 (bf16=false)")
-        values.update(use_cpu=True, bf16=False)
-    values["max_completion_length"] = sequence_lengths(cfg)["max_completion_length"]
-    values["chat_template_kwargs"] = template_kwargs(cfg)
-    values.setdefault("reward_weights", list(weights))
-    return GRPOConfig(
-        output_dir=str(out / "checkpoints"),
-        seed=cfg.seed,
-        gradient_checkpointing=cfg.model.gradient_checkpointing,
-        disable_tqdm=True,
-        **values,
-    )
 
 
 def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:
@@ -287,15 +255,12 @@ def _load_policy(cfg: AzrConfig, folder: Path):
     return PeftModel.from_pretrained(model, str(folder), is_trainable=True), tokenizer
 
 
-def _grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
-    """The sampling settings GRPO generates with (TRL's defaults under `grpo:`), so the measured pass rate is that
-    of the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
-    import dataclasses
-
-    from trl import GRPOConfig
-
-    values = {f.name: f.default for f in dataclasses.fields(GRPOConfig)} | cfg.grpo
-    values |= {k: v for k, v in (values.get("generation_kwargs") or {}).items() if k in values}
+def _grpo_sampling(grpo) -> dict[str, Any]:
+    """The sampling settings GRPO generates with (its trl.GRPOConfig `grpo`), so the measured pass rate is that of
+    the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
+    names = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+    values = {name: getattr(grpo, name) for name in names}
+    values |= {k: v for k, v in (grpo.generation_kwargs or {}).items() if k in values}
     return {
         "temperature": float(values["temperature"]),
         "top_p": float(values["top_p"]),
@@ -305,14 +270,14 @@ def _grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
     }
 
 
-def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths):
+def _measurer(cfg, args: TrainerArgs, funcs, weights, grader, tokenizer, tasks):
     from azr.evaluation import Sampling, generate_completions, score_completions
 
     sampling = Sampling(
         n=cfg.logging.pass_rate_samples,
-        max_new_tokens=lengths["max_completion_length"],
+        max_new_tokens=args.max_completion_length,
         seed=cfg.seed,
-        **_grpo_sampling(cfg),
+        **_grpo_sampling(args.grpo),
     )
 
     def measure(model, phase: str, metrics: JsonlWriter) -> dict[str, Any]:
