@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 
 from azr.cli.app import azr, config_options, require_config, setup_logging
-from azr.config import AzrConfig, dump_yaml, fields_markdown, load_config
 
 
 @azr.group("config")
@@ -17,6 +16,8 @@ def config_group() -> None:
 @config_group.command("fields")
 def config_fields() -> int:
     """Print every config field with its type, default and help, as a Markdown table."""
+    from azr.config import AzrConfig, fields_markdown
+
     click.echo(fields_markdown(AzrConfig))
     return 0
 
@@ -25,6 +26,8 @@ def config_fields() -> int:
 @config_options
 def config_show(config_path, overrides) -> int:
     """Print the resolved config (defaults, file, overrides; legacy schema converted) as YAML."""
+    from azr.config import dump_yaml, load_config
+
     click.echo(dump_yaml(load_config(config_path, overrides)), nl=False)
     return 0
 
@@ -34,10 +37,12 @@ def config_show(config_path, overrides) -> int:
 def config_check(config_path, overrides) -> int:
     """Check a recipe as `azr train` does before it starts (TRL's trainer arguments, rewards, paths, the model's
     source), without training: exit 0 and a summary when it would start, 2 and the field at fault when not."""
+    from azr.config import load_config
+    from azr.training import check_recipe
+
     require_config(config_path)
     cfg = load_config(config_path, overrides)
     setup_logging(cfg.logging.level)
-    from azr.training import check_recipe
 
     args = check_recipe(cfg)
     grpo = args.grpo

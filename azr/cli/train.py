@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from azr.cli.app import azr, config_options, require_config, setup_logging
-from azr.config import load_config
 from azr.errors import NotAvailableError
 
 
@@ -18,6 +17,8 @@ from azr.errors import NotAvailableError
 @click.option("--resume-from", metavar="latest|DIR", help="Continue from the latest checkpoint or a checkpoint DIR.")
 def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
     """Train a policy with GRPO on coding tasks (azr-train)."""
+    from azr.config import load_config
+
     require_config(config_path)
     extra = list(overrides)
     if output_dir is not None:
@@ -36,6 +37,8 @@ def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="JSONL file the rollouts go to.")
 def gen(config_path, overrides, out) -> int:
     """Collect tool-using rollouts for SFT (azr-gen)."""
+    from azr.config import load_config
+
     require_config(config_path)
     load_config(config_path, overrides)
     raise NotAvailableError("azr gen: rollout generation is not in this version yet (it comes with the tools issue)")

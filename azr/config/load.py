@@ -1,8 +1,8 @@
 """Loading a recipe: read YAML/JSON (or the legacy `azr:` schema), apply `--set a.b=c`, validate, resolve paths.
 
 Relative paths written in a recipe are relative to the recipe's folder; those from `--set` and defaults, to the
-current directory. Nothing here imports torch/transformers/trl: `grpo:` and `sft.args` are checked against TRL's
-config classes by `validate_grpo`, which `azr.training` calls when it builds them (importing TRL takes seconds).
+current directory. Nothing here imports torch/transformers/trl: `grpo:` and `sft.args` pass through, checked against
+TRL's config classes by `azr.config.passthrough` when `azr.training` builds them (importing TRL takes seconds).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from azr.config.legacy import normalise_legacy
-from azr.config.schema import build, check_passthrough, load_raw, parse_pairs, set_dotted
+from azr.config.schema import build, load_raw, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
 from azr.data import SPLITS
 from azr.errors import ConfigError
@@ -110,15 +110,6 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
         for key, owner in MANAGED_TRAINER_FIELDS.items():
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
-
-
-def validate_grpo(grpo: dict[str, Any], section: str = "grpo", kind: str = "GRPOConfig") -> None:
-    """Check `grpo:` keys against trl.GRPOConfig (or `sft.args` against SFTConfig); turn numeric strings ('1e-5')
-    into numbers for numeric fields."""
-    if grpo:
-        import trl  # lazy: pulls in torch and transformers
-
-        check_passthrough(grpo, getattr(trl, kind), section, f"trl.{kind}")
 
 
 def dump_yaml(cfg: AzrConfig) -> str:

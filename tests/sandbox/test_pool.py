@@ -1,0 +1,55 @@
+"""The pool's start-up and streaming: modules preloaded into every worker, workers started in the background before
+the first program, and programs queued as they are built with results in order."""
+
+from __future__ import annotations
+
+import time
+
+from azr.sandbox import Limits, open_pool
+
+QUICK = Limits(wall_s=10.0)
+
+
+def test_preloaded_modules_are_imported_in_every_program_and_changes_do_not_carry_over():
+    with open_pool("bwrap", workers=1, preload={"shared_mod": "VALUE = [41]\n"}) as pool:
+        changes = "import shared_mod\nshared_mod.VALUE.append(1)\nprint(len(shared_mod.VALUE), shared_mod.VALUE[0] + 1)"
+        first = pool.run(changes, QUICK)
+        again = pool.run("import shared_mod\nprint(len(shared_mod.VALUE))", QUICK)
+    assert (first.status, first.stdout) == ("ok", "2 42\n")
+    assert again.stdout == "1\n"  # each program runs in its own fork: what one changes, the next never sees
+
+
+def test_a_pool_without_the_preload_has_no_such_module():
+    with open_pool("bwrap", workers=1) as pool:
+        r = pool.run("import shared_mod", QUICK)
+    assert r.exit_code == 1 and "ModuleNotFoundError" in r.stderr
+
+
+def test_start_brings_every_worker_up_before_the_first_program():
+    with open_pool("bwrap", workers=2) as pool:
+        started = time.monotonic()
+        pool.start()
+        assert time.monotonic() - started < 0.5  # it returns at once
+        deadline = time.monotonic() + 60
+        while pool.stats["spawns"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.stats["spawns"] == 2 and pool.stats["runs"] == 0
+        assert [r.stdout for r in pool.map(["print(1)", "print(2)"], QUICK)] == ["1\n", "2\n"]
+        assert pool.stats["spawns"] == 2  # the programs ran on the workers started in the background
+
+
+def test_imap_runs_programs_while_they_are_still_being_built_and_keeps_their_order():
+    built = []
+    with open_pool("bwrap", workers=2) as pool:
+
+        def jobs():
+            for i in range(6):
+                built.append(time.monotonic())
+                if i == 3:
+                    time.sleep(1.0)  # the caller is slow to build the rest: the first programs run meanwhile
+                yield f"import time\nprint({i}, time.monotonic())", QUICK
+
+        results = list(pool.imap(jobs()))
+    assert [int(r.stdout.split()[0]) for r in results] == list(range(6))
+    ran_first = float(results[0].stdout.split()[1])
+    assert ran_first < built[4]  # program 0 had run before program 4 was built
