@@ -45,8 +45,8 @@ def _samples(problems: dict) -> list[dict]:
     rows, misses = [], {}
     for i, (task_id, p) in enumerate(problems.items()):
         whole = p["prompt"] + p["canonical_solution"]
-        found = [c[len(p["prompt"]) :] for c in sample_candidates(whole, random.Random(i), 8) if c.startswith(p["prompt"])]
-        misses[task_id] = found
+        found = sample_candidates(whole, random.Random(i), 8)
+        misses[task_id] = [c[len(p["prompt"]) :] for c in found if c.startswith(p["prompt"])]
     # Keep the first near miss of each problem that ends by itself (untimed, in the sandbox).
     with open_pool(workers=None) as pool:
         tries = [(task_id, m) for task_id, found in misses.items() for m in found[:3]]

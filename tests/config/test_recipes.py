@@ -29,9 +29,9 @@ def test_examples_holds_the_cpu_demo_and_at_least_one_gpu_recipe():
 
 @pytest.mark.parametrize("path", RECIPES, ids=_ids(RECIPES))
 def test_recipe_builds_its_trainer_arguments(path):
-    from azr.training import build_trainer_args
-
     from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    from azr.training import build_trainer_args
 
     cfg = load_config(path)
     # A GPU recipe asks for bf16, and reports to tensorboard, which a GPU box installs and this machine need not:
