@@ -85,7 +85,7 @@ def _warm_start(cfg: AzrConfig, tmp: Path, grader) -> tuple[str, float, int]:
     tasks = _tasks(cfg, tokenizer)
     misses = find_near_misses(tasks, grader, cfg.sft.near_misses, cfg.seed) if cfg.sft.near_misses else {}
     dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), misses)
-    args = sft_args(cfg.sft.args, tmp / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
+    args = sft_args(dataclasses.replace(cfg, output_dir=str(tmp)), cpu=not on_gpu())  # checkpoints in tmp/sft
     final = run_sft(model, tokenizer, dataset, args, None, [], None, tmp / "sft" / "final")
     return str(final), time.perf_counter() - started, len(dataset)
 
@@ -136,7 +136,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     from trl import GRPOTrainer
 
     from azr.rewards import build_rewards
-    from azr.training import grpo_args, grpo_dataset
+    from azr.training import grpo_args, grpo_dataset, on_gpu
 
     set_seed(cfg.seed)
     model, tokenizer = _load(cfg, policy)
@@ -157,7 +157,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
             trainer = _azr_trainer_class()(
                 model=model,
                 reward_funcs=funcs,
-                args=grpo_args(cfg, out, weights),
+                args=grpo_args(dataclasses.replace(cfg, output_dir=str(out)), weights, cpu=not on_gpu()),
                 train_dataset=dataset,
                 processing_class=tokenizer,
                 callbacks=callbacks,
@@ -170,7 +170,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
             trainer = GRPOTrainer(
                 model=model,
                 reward_funcs=[_length_reward],
-                args=grpo_args(cfg, out, [1.0]),
+                args=grpo_args(dataclasses.replace(cfg, output_dir=str(out)), [1.0], cpu=not on_gpu()),
                 train_dataset=dataset,
                 processing_class=tokenizer,
             )
