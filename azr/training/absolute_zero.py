@@ -2,11 +2,11 @@
 the policy proposes and solves its own tasks.
 
 `run_train` stays the one linear recipe. With `mode: absolute_zero`, the recipe check (`azr.training.preflight`)
-calls `check_launch` and `prompt_groups` before anything is written; `run_train` calls `warm_start_dataset` in its SFT phase and
-`absolute_zero_phase` instead of its GRPO phase. Outputs beside the usual ones: `absolute_zero/seeds.jsonl` (the
-validated seeds, computed once, so a resume seeds identically), `absolute_zero/{type}.jsonl` (the buffers at the
-end) and, in each checkpoint, `absolute_zero/` (buffers and the rollout's random state) from which a resume
-continues exactly.
+calls `check_launch` and `prompt_groups` before anything is written; `run_train` calls `warm_start_dataset` in its
+SFT phase and `absolute_zero_phase` instead of its GRPO phase. Outputs beside the usual ones:
+`absolute_zero/seeds.jsonl` (the validated seeds, computed once, so a resume seeds identically),
+`absolute_zero/{type}.jsonl` (the buffers at the end) and, in each checkpoint, `absolute_zero/` (buffers and the
+rollout's random state) from which a resume continues exactly.
 """
 
 from __future__ import annotations
