@@ -257,23 +257,16 @@ def _ints(*values: Any) -> bool:
 
 
 def check_groups(cfg: AzrConfig, grpo) -> None:
-    """Hinted retries and frontier replay swap whole prompt groups of one process's generation batch: that batch
-    must hold whole groups, and each share must come to at least one group, or the feature never acts."""
-    local = grpo.per_device_train_batch_size * grpo.steps_per_generation
-    groups = local // grpo.num_generations
+    """Hinted retries and frontier replay swap whole prompt groups of the generation batch (all processes' rows,
+    mixed on the main one: a group may straddle two processes); each share must come to at least one group, or the
+    feature never acts. That the batch holds whole groups is TRL's own check."""
+    groups = grpo.generation_batch_size // grpo.num_generations
     shares = {
         "teacher_assist.hint_share": (cfg.teacher_assist.enabled, cfg.teacher_assist.hint_share),
         "curriculum.replay_rate": (cfg.curriculum.replay, cfg.curriculum.replay_rate),
     }
     for name, (on, share) in shares.items():
-        if not on:
-            continue
-        if local % grpo.num_generations:
-            raise ConfigError(
-                f"{name.split('.')[0]}: swaps whole prompt groups, but each process generates {local} completions "
-                f"per batch, not a multiple of grpo.num_generations={grpo.num_generations}"
-            )
-        if share > 0 and int(share * groups) == 0:
+        if on and share > 0 and int(share * groups) == 0:
             raise ConfigError(
                 f"{name}: {share:g} of the {groups} prompt group(s) in a generation batch rounds down to none, so "
                 f"it would never act; raise it to at least {1 / groups:.3g} or generate more groups per batch"

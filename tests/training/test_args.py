@@ -190,18 +190,22 @@ def test_hinted_retries_and_replay_that_could_never_act_are_refused(overrides, m
     build_trainer_args(cfg, cpu=True)
 
 
-def test_groups_must_be_whole_on_each_process():
-    """Two processes, one prompt group of four split over them: replacing whole groups is impossible."""
+def test_a_group_may_straddle_two_processes():
+    """Two processes, one prompt group of four split over them: the main process mixes the whole generation batch
+    (azr.training.ranks.MainRounds), so hinted retries and replay still swap that group whole."""
 
     @dataclasses.dataclass
     class Split:
         per_device_train_batch_size: int = 2
         steps_per_generation: int = 1
         num_generations: int = 4
+        generation_batch_size: int = 4  # 2 per process x 2 processes
 
     cfg = _cfg("self_play.enabled=true", "self_play.base_url=http://127.0.0.1:9/v1", "self_play.model=m",
-               "curriculum.replay=true")  # fmt: skip
-    with pytest.raises(ConfigError, match=r"^curriculum: swaps whole prompt groups, but each process generates 2"):
+               "curriculum.replay=true", "curriculum.replay_rate=1.0")  # fmt: skip
+    check_groups(cfg, Split())
+    cfg.curriculum.replay_rate = 0.5
+    with pytest.raises(ConfigError, match=r"^curriculum.replay_rate: 0.5 of the 1 prompt group\(s\)"):
         check_groups(cfg, Split())
 
 
