@@ -12,6 +12,7 @@ from azr.config.load import (
     save_config,
     validate_grpo,
 )
+from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import fields_markdown, parse_pairs
 from azr.config.sections import (
     AzrConfig,
@@ -25,7 +26,7 @@ from azr.config.sections import (
     ThinkingConfig,
     VllmConfig,
 )
-from azr.config.selfplay import CurriculumConfig, EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
+from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
 from azr.errors import ConfigError
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "LoraConfig",
     "ModelConfig",
     "RewardSpec",
+    "SamplingConfig",
     "SandboxConfig",
     "SelfPlayConfig",
     "SftConfig",

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from azr.config.legacy import normalise_legacy
+from azr.config.sampling import check_sampling
 from azr.config.schema import build, check_passthrough, load_raw, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
 from azr.data import SPLITS
@@ -104,6 +105,7 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
     needs_opponent = {"teacher_assist.enabled": cfg.teacher_assist.enabled, "curriculum.replay": cfg.curriculum.replay}
     for name in (n for n, on in needs_opponent.items() if on and not cfg.self_play.enabled):
         raise ConfigError(f"{name}: needs self_play.enabled: true (it works from the self-play scoreboard)")
+    check_sampling(cfg)
     if cfg.sft.near_misses and not cfg.sft.enabled:
         raise ConfigError("sft.near_misses: needs sft.enabled: true (they are part of the warm start)")
     if not cfg.rewards:

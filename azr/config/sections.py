@@ -10,13 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import field
-from azr.config.selfplay import (
-    CurriculumConfig,
-    SelfPlayConfig,
-    TeacherAssistConfig,
-    TeacherConfig,
-)
+from azr.config.selfplay import SelfPlayConfig, TeacherAssistConfig, TeacherConfig
 
 
 @dataclass
@@ -195,7 +191,10 @@ class AzrConfig:
     self_play: SelfPlayConfig = field(factory=SelfPlayConfig, help="Remote opponent on the same tasks.")
     teacher: TeacherConfig = field(factory=TeacherConfig, help="Stronger remote model that gives hints.")
     teacher_assist: TeacherAssistConfig = field(factory=TeacherAssistConfig, help="When and how the teacher helps.")
-    curriculum: CurriculumConfig = field(factory=CurriculumConfig, help="Replay of tasks the policy failed.")
+    sampling: SamplingConfig = field(factory=SamplingConfig, help="Which generated groups train: dynamic sampling.")
+    curriculum: CurriculumConfig = field(
+        factory=CurriculumConfig, help="Which tasks enter a batch: per-task statistics, frontier replay."
+    )
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
     vllm: VllmConfig = field(factory=VllmConfig, help="vLLM generation sidecar.")
     logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")

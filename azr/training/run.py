@@ -186,6 +186,7 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
 
     from azr.models import lora_config
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
+    from azr.training.sampling import build_sampling
     from azr.training.trainer import AZRGRPOTrainer
 
     cfg, out, generations = run.cfg, run.out, run.generations
@@ -193,12 +194,16 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     record = MetricsCallback(run.metrics, "grpo")
     observers = [lambda batch: generations.put(batch.records())] if generations is not None else []
     rows, funcs, weights, arena = grpo_rows(tasks), run.funcs, run.weights, None
+    checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
     if cfg.self_play.enabled:
         from azr.selfplay import Arena, blend_rewards
 
         funcs, weights = blend_rewards(funcs, weights, run.grader, cfg.self_play.weight)
-        checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
         arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint)
+    # One sampler decides which prompt groups enter each batch (data, curriculum, self-play's replay and hints).
+    sampling = build_sampling(cfg, rows, arena.sources if arena else (), checkpoint)
+    observers.append(sampling.observe)
+    saved = [SaveBesideCheckpoints(sampling)] + ([SaveBesideCheckpoints(arena)] if arena else [])
     try:
         trainer = AZRGRPOTrainer(
             model=model,
@@ -208,14 +213,15 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
             processing_class=tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
             peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
-            callbacks=[record, run.console.callback("grpo")] + ([SaveBesideCheckpoints(arena)] if arena else []),
+            callbacks=[record, run.console.callback("grpo"), *saved],
             grader=run.grader,
             observers=observers,
             rounds=arena,
+            sampling=sampling,
         )
         trainer.remove_callback(PrinterCallback)
         record.trainer = trainer
-        trainer.train(resume_from_checkpoint=run.resume.checkpoint if run.resume.phase == "grpo" else None)
+        trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended

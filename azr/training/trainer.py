@@ -1,8 +1,9 @@
 """`AZRGRPOTrainer`: TRL's GRPOTrainer with the few changes azr needs, each explained where it is made.
 
 Owns masking completions that could not be graded, timing the reward stage, handing each scored batch to observers
-(the generation log, the scoreboard), and calling a self-play round's hooks (`azr.selfplay.Arena`) around
-generation. It does not generate, compute advantages or the loss differently from TRL, and it knows nothing of
+(the generation log, the scoreboard), calling a self-play round's hooks (`azr.selfplay.Arena`) around generation,
+and handing generation to a `RolloutFilter` (`azr.training.sampling`: the group sampler's prompts, dynamic
+sampling). It does not generate, compute advantages or the loss differently from TRL, and it knows nothing of
 config files.
 """
 
@@ -66,9 +67,12 @@ class AZRGRPOTrainer(GRPOTrainer):
       shuffle from one generator, which a resumed run restarts, so it would replay the first epoch's order.
     - `grader` is checked after every step by a callback, so a run whose infrastructure failure rate passes
       `sandbox.max_infra_failure_rate` stops with `SandboxUnhealthy` instead of training on noise.
-    - `rounds` (an `azr.selfplay.Arena`, for self-play) gets each generation batch before the policy generates (it
-      may replace whole prompt groups and starts the opponent on the tasks), sets its columns just before the
-      rewards, observes each scored batch, and adds its metrics to every log.
+    - `rounds` (an `azr.selfplay.Arena`, for self-play) gets each round's rows before the policy generates (it
+      starts the opponent on the tasks), sets its columns just before the rewards, observes each scored batch, and
+      adds its metrics to every log.
+    - `sampling` (an `azr.training.sampling.RolloutFilter`) builds each generation batch in training: which prompt
+      groups are generated (the group sampler), and with dynamic sampling which generated groups are trained. It
+      calls `_score_round` once per round, and adds its metrics to every log.
     """
 
     def __init__(
@@ -78,11 +82,14 @@ class AZRGRPOTrainer(GRPOTrainer):
         mask_reward: str | None = "tests_reward",
         observers: Sequence[Callable[[ScoredBatch], None]] = (),
         rounds: Any = None,
+        sampling: Any = None,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         self.grader = grader
         self.rounds = rounds
+        self.sampling = sampling
+        self.round_rewards: torch.Tensor | None = None  # this process's rows of the last round's rewards
         self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
         self._mask_col = self.reward_func_names.index(mask_reward) if mask_reward in self.reward_func_names else None
@@ -96,10 +103,18 @@ class AZRGRPOTrainer(GRPOTrainer):
         return sampler
 
     def _generate_and_score_completions(self, inputs):
+        if self.sampling is not None and self.model.training:
+            return self.sampling.fill(self, list(inputs))
+        return self._score_round(list(inputs))[0]
+
+    def _score_round(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], torch.Tensor]:
+        """One round of TRL's generation and scoring for `rows`: its output, and this process's rewards (rows,
+        reward functions; NaN where not graded)."""
         if self.rounds is not None and self.model.training:
             # Before generating, so that the opponent answers while the policy generates and its own code is graded.
-            inputs = self.rounds.start(list(inputs), self.state.global_step + 1, self.num_generations)
-        return super()._generate_and_score_completions(inputs)
+            rows = self.rounds.start(rows, self.state.global_step + 1)
+        output = super()._generate_and_score_completions(rows)
+        return output, self.round_rewards
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         if self.rounds is not None:
@@ -109,9 +124,10 @@ class AZRGRPOTrainer(GRPOTrainer):
         if self._mask_col is not None:
             rewards[torch.isnan(rewards[:, self._mask_col])] = torch.nan
         self.reward_seconds += time.perf_counter() - started
+        # `rewards` is gathered over processes; this process's rows come at its rank's offset.
+        offset = self.accelerator.process_index * len(prompts)
+        self.round_rewards = rewards[offset : offset + len(prompts)].detach()
         if self.observers:
-            # `rewards` is gathered over processes; this process's rows come at its rank's offset.
-            offset = self.accelerator.process_index * len(prompts)
             details = self.grader.last_details if self.grader else []  # set by the tests reward for this batch
             batch = ScoredBatch(
                 step=self.state.global_step + 1,  # the optimizer step these completions train
@@ -127,8 +143,9 @@ class AZRGRPOTrainer(GRPOTrainer):
         return rewards
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if self.rounds is not None and "train_runtime" not in logs:
-            logs = {**logs, **self.rounds.metrics()}
+        if "train_runtime" not in logs:
+            for part in (self.rounds, self.sampling):
+                logs = {**logs, **part.metrics()} if part is not None else logs
         super().log(logs, start_time)
 
 
