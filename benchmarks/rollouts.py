@@ -209,8 +209,7 @@ def main() -> None:
             _say(f"arm {i + 1}/{len(arms)}: {arm}, {args.seconds:g} s ...")
             runs.append(_run(arm, cfg, policy, pool, args.seconds, args.samples, tmp / arm))
             r = runs[-1]
-            _say(f"arm {arm}: {r['steps']} steps, zero-variance share {r['zero_variance_share']:.3f}, pass rate "
-                 f"{r['pass_rate']:.3f}")  # fmt: skip
+            _say(f"arm {arm}: {r['steps']} steps, zero-variance share {r['zero_variance_share']:.3f}")
     finally:
         if pool is not None:
             pool.close()

@@ -323,3 +323,64 @@ def test_a_dynamically_sampled_run_trains_only_groups_that_differ(tiny_trainer):
     assert totals["trained"] == totals["useful"] == 8 and totals["generated"] >= 8
     logged = [h for h in trainer.state.log_history if "sampling/zero_variance_share" in h]
     assert len(logged) == 2 and all(h["sampling/zero_variance_share"] == 0 for h in logged)
+
+
+# ------------------------------------------------------------------------------------------ azr train, resumed
+def test_azr_train_logs_sampling_and_resumes_the_curriculum_exactly(tiny_model_dir, tmp_path, monkeypatch):
+    """`azr train` with dynamic sampling and the curriculum: sampling/* in metrics.jsonl, the curriculum's
+    statistics beside each checkpoint (counting every graded completion of every round), and a run resumed from
+    checkpoint-1 ends with the same statistics at checkpoint-2 as the run that was not interrupted."""
+    import json
+    import shutil
+
+    import yaml
+
+    from azr.config import load_config
+    from azr.training.run import run_train
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    out = tmp_path / "run"
+    recipe = {
+        "output_dir": str(out),
+        "seed": 0,
+        "model": {"name_or_path": str(tiny_model_dir), "lora": {"r": 4}},
+        "data": {"max_tasks": 4},
+        "grpo": {
+            "num_generations": 2,
+            "per_device_train_batch_size": 4,
+            "max_completion_length": 8,
+            "max_steps": 2,
+            "save_steps": 1,
+            "logging_steps": 1,
+        },
+        "logging": {"console": "plain", "pass_rate_tasks": 0},
+        "sandbox": {"workers": 2},
+        "sampling": {"dynamic": True, "oversample": 1.5, "max_attempts": 2},
+        "curriculum": {"enabled": True},
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    assert run_train(load_config(path, check_grpo=True)) == 0
+
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    grpo = [m for m in metrics if m["phase"] == "grpo"]
+    assert [m["step"] for m in grpo] == [1, 2]
+    for key in ("kept_share", "generated_per_trained", "zero_variance_share", "carried_over", "rounds"):
+        assert all(f"sampling/{key}" in m for m in grpo), key
+    generations = [json.loads(line) for p in sorted((out / "generations").glob("*.jsonl")) for line in p.open()]
+    graded = sum(r["status"] != "error" for r in generations if r["step"] == 1)
+    assert graded > 4  # more than one round's rows: a random model's groups never differ, so every round ran
+    saved = {
+        s: json.loads((out / "checkpoints" / f"checkpoint-{s}" / "sampling_state.json").read_text()) for s in (1, 2)
+    }
+    assert sum(t["attempts"] for t in saved[1]["groups"]["curriculum"].values()) == graded
+    assert saved[1]["totals"]["trained"] == 2 and saved[2]["totals"]["trained"] == 4
+
+    again = tmp_path / "again"
+    shutil.copytree(out, again)
+    recipe["output_dir"] = str(again)
+    path.write_text(yaml.safe_dump(recipe))
+    assert run_train(load_config(path, check_grpo=True), resume_from=str(again / "checkpoints" / "checkpoint-1")) == 0
+    resumed = json.loads((again / "checkpoints" / "checkpoint-2" / "sampling_state.json").read_text())
+    assert resumed == saved[2]
