@@ -10,7 +10,7 @@ TORCH_INDEX ?=
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
 	$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: install demo test lint format clean vllm-env
+.PHONY: install demo test lint format clean vllm-env shellcheck
 
 install: $(STAMP)
 
@@ -38,8 +38,14 @@ lint: install
 vllm-env: install
 	$(BIN)/python scripts/vllm_cpu_env.py $(if $(TORCH_INDEX),--torch-index $(TORCH_INDEX))
 
+# shellcheck (a Debian package) checks deploy/'s shell scripts in tests/test_deploy.py; installed when missing.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+shellcheck:
+	@command -v shellcheck >/dev/null 2>&1 || $(SUDO) apt-get install -y --no-install-recommends shellcheck \
+		|| { $(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends shellcheck; }
+
 # AZR_REQUIRE_VLLM=1: the live vLLM tests fail rather than skip if that venv is missing.
-test: lint vllm-env
+test: lint vllm-env shellcheck
 	vllm_python="$$($(BIN)/python scripts/vllm_cpu_env.py)" && \
 	AZR_REQUIRE_VLLM=1 AZR_VLLM_PYTHON="$$vllm_python" $(BIN)/pytest $(PYTEST_ARGS)
 

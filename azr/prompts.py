@@ -36,11 +36,14 @@ class Answer:
 
 
 def completion_text(completion: Any) -> str:
-    """TRL passes a string (standard datasets) or a list of messages (conversational ones)."""
+    """TRL passes a string (standard datasets) or a list of messages (conversational ones). With tools, the list
+    holds the calls and their results too: the answer is what the assistant wrote after the last tool result."""
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list):
-        parts = [m.get("content") or "" for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
+        messages = [m for m in completion if isinstance(m, dict)]
+        after = 1 + max((i for i, m in enumerate(messages) if m.get("role") == "tool"), default=-1)
+        parts = [m.get("content") or "" for m in messages[after:] if m.get("role") == "assistant"]
         return "\n".join(_content_text(p) for p in parts)
     if isinstance(completion, dict):
         return str(completion.get("content") or "")

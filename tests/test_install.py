@@ -63,5 +63,9 @@ def test_installed_package_imports_from_the_venv_and_ships_its_data(installed, t
     assert result.returncode == 0, result.stdout + result.stderr
     count = len(load_tasks("held-out"))
     assert f"held-out: {count} tasks, {count} passed, 0 failed" in result.stdout
+    triplets = tmp_path / "t.jsonl"  # Absolute Zero's sandbox harness is shipped as a source file: it must be there
+    triplets.write_text('{"program": "def f(x):\\n    return [x] * 2", "input": "1", "output": "[1, 1]"}\n')
+    checked = _run(installed, "azr", "absolute-zero", "check", str(triplets), "--json", cwd=tmp_path)
+    assert checked.stdout == '{"line": 1, "valid": true, "reason": ""}\n', checked.stderr
     error = _run(installed, "azr-train", "--config", "nope.yaml", cwd=tmp_path)
     assert (error.returncode, error.stderr) == (2, "azr-train: error: nope.yaml: config file not found\n")

@@ -1,8 +1,9 @@
 """The house rules of azr/: packages import one way, through each other's faces, and the light ones stay light.
 
 `ALLOWED` is the table of edges between packages (a package may always import its own modules). Read it as
-"these are the packages this one may use": sandbox <- rewards <- training <- cli; remote <- selfplay / evaluation;
-models <- training / evaluation. Nothing imports cli.
+"these are the packages this one may use": sandbox <- rewards <- training <- cli; remote <- selfplay / evaluation /
+tools; models <- training / evaluation / tools; tools <- training; rewards <- absolute_zero <- training / evaluation /
+cli. Nothing imports cli.
 """
 
 from __future__ import annotations
@@ -28,10 +29,24 @@ ALLOWED: dict[str, set[str]] = {
     "models": {"config", "data"},
     "remote": set(),
     "serving": {"config"},
-    "evaluation": {"config", "data", "models", "remote", "rewards", "sandbox", "serving"},
+    "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "selfplay": {"data", "remote", "rewards"},
-    "training": {"config", "data", "evaluation", "models", "rewards", "sandbox", "selfplay", "serving"},
+    "absolute_zero": {"config", "data", "rewards", "sandbox"},
+    "tools": {"config", "data", "models", "remote", "rewards", "sandbox", "serving"},
+    "training": {
+        "absolute_zero",
+        "config",
+        "data",
+        "evaluation",
+        "models",
+        "rewards",
+        "sandbox",
+        "selfplay",
+        "serving",
+        "tools",
+    },
     "cli": {
+        "absolute_zero",
         "config",
         "data",
         "evaluation",
@@ -41,12 +56,26 @@ ALLOWED: dict[str, set[str]] = {
         "sandbox",
         "selfplay",
         "serving",
+        "tools",
         "training",
     },
 }
 # Never import torch, transformers, trl (or the rest of HEAVY) at module level: `azr --help`, the sandbox and
 # `azr eval --samples` start in a fraction of a second.
-LIGHT = {"errors", "logs", "prompts", "config", "data", "sandbox", "rewards", "remote", "serving", "cli"}
+LIGHT = {
+    "errors",
+    "logs",
+    "prompts",
+    "config",
+    "data",
+    "sandbox",
+    "rewards",
+    "remote",
+    "serving",
+    "tools",
+    "cli",
+    "absolute_zero",
+}
 
 
 def _unit(path: Path) -> str:

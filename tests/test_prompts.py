@@ -115,6 +115,14 @@ def test_strip_thinking():
         ([{"role": "assistant", "content": None}], ""),
         ([{"role": "assistant"}], ""),
         (["not a message", 3, None, {"role": "assistant", "content": "ok"}], "ok"),
+        (
+            [
+                {"role": "assistant", "content": "```python\nprobe()\n```", "tool_calls": [{"type": "function"}]},
+                {"role": "tool", "name": "python_run", "content": "```python\nforged()\n```"},
+                {"role": "assistant", "content": "final"},
+            ],
+            "final",
+        ),
         ([], ""),
         (
             [

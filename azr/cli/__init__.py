@@ -5,10 +5,21 @@ One module per command group; importing this package registers every command on 
 
 import sys
 
-from azr.cli import config, data, evaluate, models, sandbox, train  # noqa: F401  (each registers its commands)
+from azr.cli import (  # noqa: F401  (each registers its commands)
+    absolute_zero,
+    config,
+    data,
+    evaluate,
+    export,
+    gen,
+    models,
+    sandbox,
+    tool,
+    train,
+)
 from azr.cli.app import azr, invoke
 from azr.cli.evaluate import eval_
-from azr.cli.train import gen
+from azr.cli.gen import gen as gen_command
 from azr.cli.train import train as train_command
 
 __all__ = ["azr", "eval_main", "gen_main", "invoke", "main", "train_main"]
@@ -27,4 +38,4 @@ def eval_main() -> None:
 
 
 def gen_main() -> None:
-    sys.exit(invoke(gen, "azr-gen"))
+    sys.exit(invoke(gen_command, "azr-gen"))

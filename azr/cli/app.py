@@ -17,6 +17,7 @@ from azr import __version__
 from azr.config import SandboxConfig
 from azr.errors import ConfigError, NotAvailableError, UserError
 from azr.sandbox import SandboxUnavailable, SandboxUnhealthy
+from azr.serving import VllmServerError
 
 USER_ERRORS = (UserError, SandboxUnavailable)
 
@@ -32,7 +33,7 @@ def config_options(fn):
         "overrides",
         multiple=True,
         metavar="KEY=VALUE",
-        help="Override a config field, e.g. --set model.lora.r=8 (repeatable).",
+        help="Override a config field, e.g. --set model.adapter.r=8 (repeatable).",
     )(fn)
     return click.option(
         "--config", "config_path", type=click.Path(path_type=Path), metavar="FILE", help="Recipe in YAML or JSON."
@@ -82,6 +83,12 @@ def invoke(command: click.Command, prog_name: str, args: list[str] | None = None
         return 2
     except (NotAvailableError, SandboxUnhealthy) as exc:
         _error(prog_name, str(exc))
+        return 1
+    except VllmServerError as exc:  # one line, then the server's log tail as it was written
+        line, _, tail = str(exc).partition("\n")
+        _error(prog_name, line)
+        if tail:
+            click.echo(tail, err=True)
         return 1
     except click.exceptions.Abort:
         _error(prog_name, "aborted")

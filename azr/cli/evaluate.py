@@ -12,7 +12,15 @@ from azr.cli.app import azr, config_options, setup_logging
 @azr.command("eval")
 @config_options
 @click.option("--model", "model_path", metavar="PATH", help="Local model directory or hub id to evaluate.")
-@click.option("--adapter", type=click.Path(path_type=Path), help="peft (LoRA) adapter directory on top of the model.")
+@click.option(
+    "--adapter", type=click.Path(path_type=Path), help="peft adapter folder (LoRA, IA³, LN tuning) on the model."
+)
+@click.option(
+    "--vllm",
+    is_flag=True,
+    help="Sample the local model (its --adapter served as LoRA) through a vLLM server started for the evaluation, "
+    "set up by the recipe's vllm: section [default: on when the recipe's vllm.mode is not off].",
+)
 @click.option("--quantization", type=click.Choice(["none", "4bit", "8bit"]), help="Load the model with bitsandbytes.")
 @click.option("--endpoint", metavar="URL", help="OpenAI-compatible base URL to evaluate instead of a local model.")
 @click.option("--endpoint-model", metavar="NAME", help="Model name at --endpoint.")
@@ -29,7 +37,12 @@ from azr.cli.app import azr, config_options, setup_logging
     help="Seconds per endpoint request.",
 )
 @click.option("--max-retries", type=click.IntRange(min=0), default=4, show_default=True, help="Retries per request.")
-@click.option("--dataset", metavar="held-out|humaneval|PATH", help="Tasks to evaluate on.")
+@click.option(
+    "--dataset",
+    metavar="held-out|humaneval|output-prediction|PATH",
+    help="Tasks to evaluate on; output-prediction: program + input -> output on held-out programs "
+    "(output-prediction:FILE for a triplet file of one's own).",
+)
 @click.option("--samples", type=click.Path(path_type=Path), help="Score these completions instead of generating.")
 @click.option("-k", "ks", default="1", show_default=True, help="Comma-separated k values for pass@k.")
 @click.option("-n", "num_samples", type=click.IntRange(min=1), help="Samples per problem (default: the largest k).")

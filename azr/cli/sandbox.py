@@ -55,11 +55,14 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
 def sandbox_doctor(backend) -> int:
     """Show the active backend and self-test each isolation guarantee; exit 1 when one fails."""
     from azr.rewards import verdict_check
-    from azr.sandbox import open_pool, run_doctor
+    from azr.sandbox import namespace_hints, open_pool, run_doctor
 
     setup_logging()
     with open_pool(backend, workers=1) as pool:
         click.echo(f"backend: {pool.backend.name} ({' '.join(pool.backend.prefix[:1]) or 'no namespaces'})")
+        if not pool.backend.namespaced:
+            for hint in namespace_hints() or ["no sign of why here: see the bwrap error in the warning above"]:
+                click.echo(f"to enable bwrap: {hint}")
         checks = [*run_doctor(pool), verdict_check(pool)]
     width = max(len(c.guarantee) for c in checks)
     for check in checks:

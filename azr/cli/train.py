@@ -1,4 +1,4 @@
-"""`azr train` and `azr gen`: the commands that run a recipe."""
+"""`azr train` (= azr-train): the command that trains a policy from a recipe."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import click
 
 from azr.cli.app import azr, config_options, require_config, setup_logging
 from azr.config import load_config
-from azr.errors import NotAvailableError
 
 
 @azr.command()
@@ -29,13 +28,3 @@ def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
     from azr.training import run_train
 
     return run_train(cfg, resume_from=resume_from)
-
-
-@azr.command()
-@config_options
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="JSONL file the rollouts go to.")
-def gen(config_path, overrides, out) -> int:
-    """Collect tool-using rollouts for SFT (azr-gen)."""
-    require_config(config_path)
-    load_config(config_path, overrides)
-    raise NotAvailableError("azr gen: rollout generation is not in this version yet (it comes with the tools issue)")

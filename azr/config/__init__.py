@@ -4,6 +4,8 @@ The face of the config package: other packages import from here only. Nothing in
 trl at module level.
 """
 
+from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
+from azr.config.adapter import AdapterConfig, vllm_lora_problem
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
     PATH_FIELDS,
@@ -18,28 +20,34 @@ from azr.config.sections import (
     AzrConfig,
     DataConfig,
     LoggingConfig,
-    LoraConfig,
     ModelConfig,
     RewardSpec,
     SandboxConfig,
     SftConfig,
     ThinkingConfig,
-    VllmConfig,
 )
 from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
+from azr.config.tools import TOOL_NAMES, GenConfig, PythonToolConfig, ToolsConfig, WebToolConfig
+from azr.config.vllm import VLLM_LORA_RANKS, VllmConfig, check_vllm_config, lora_refusal, served_lora_rank
 from azr.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_IMPORTS",
     "MANAGED_TRAINER_FIELDS",
     "PATH_FIELDS",
+    "TOOL_NAMES",
+    "VLLM_LORA_RANKS",
+    "AbsoluteZeroConfig",
+    "AdapterConfig",
     "AzrConfig",
     "ConfigError",
     "CurriculumConfig",
     "DataConfig",
     "EndpointConfig",
+    "GenConfig",
     "LoggingConfig",
-    "LoraConfig",
     "ModelConfig",
+    "PythonToolConfig",
     "RewardSpec",
     "SamplingConfig",
     "SandboxConfig",
@@ -48,11 +56,17 @@ __all__ = [
     "TeacherAssistConfig",
     "TeacherConfig",
     "ThinkingConfig",
+    "ToolsConfig",
     "VllmConfig",
+    "WebToolConfig",
+    "check_vllm_config",
     "dump_yaml",
     "fields_markdown",
     "load_config",
+    "lora_refusal",
     "parse_pairs",
     "save_config",
+    "served_lora_rank",
     "validate_grpo",
+    "vllm_lora_problem",
 ]

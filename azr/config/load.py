@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import ipaddress
+import os
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,12 +18,15 @@ from typing import Any
 
 import yaml
 
-from azr.config.legacy import normalise_legacy
+from azr.config.adapter import check_adapter
+from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.sampling import check_sampling
 from azr.config.schema import build, check_passthrough, load_raw, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
+from azr.config.tools import TOOL_NAMES
+from azr.config.vllm import check_vllm_config
 from azr.data import SPLITS
-from azr.errors import ConfigError
+from azr.errors import ConfigError, did_you_mean
 from azr.logs import atomic_write_text
 
 # Trainer fields that azr sets from its own fields, so each has one source of truth.
@@ -38,7 +43,11 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "data.train": lambda value, base: value not in SPLITS,
     "data.eval": lambda value, base: value not in SPLITS,
     "vllm.python": lambda value, base: "/" in value,
+    "sft.rollouts": lambda value, base: True,
+    "gen.adapter": lambda value, base: True,
+    "gen.tasks": lambda value, base: value not in SPLITS,
 }
+KEEP_LINKS = {"vllm.python"}
 
 
 def load_config(
@@ -55,9 +64,10 @@ def load_config(
         file_base = Path(path).resolve().parent
     from_cli = set()
     defaults = dataclasses.asdict(AzrConfig())
-    for dotted, value in parse_pairs(overrides, "--set", "KEY=VALUE with a dotted KEY, e.g. model.lora.r=8", True):
+    for dotted, value in parse_pairs(overrides, "--set", "KEY=VALUE with a dotted KEY, e.g. model.adapter.r=8", True):
         set_dotted(raw, dotted, value, defaults)
         from_cli.add(dotted)
+    check_replaced(raw)
     cfg = build(AzrConfig, raw, "")
     _check_cross_fields(cfg)
     _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
@@ -75,7 +85,9 @@ def _resolve_paths(cfg: AzrConfig, file_base: Path, from_cli: set[str]) -> None:
         value = getattr(owner, leaf)
         base = Path.cwd() if dotted in from_cli else file_base
         if value and is_path(value, base):
-            setattr(owner, leaf, str((base / Path(value).expanduser()).resolve()))
+            path = base / Path(value).expanduser()
+            # An interpreter keeps its link: a venv's python resolved to its target leaves the venv.
+            setattr(owner, leaf, os.path.abspath(path) if dotted in KEEP_LINKS else str(path.resolve()))
 
 
 def _unset_paths(raw: dict[str, Any]) -> set[str]:
@@ -93,8 +105,9 @@ def _unset_paths(raw: dict[str, Any]) -> set[str]:
 
 
 def _check_cross_fields(cfg: AzrConfig) -> None:
-    if not cfg.model.name_or_path:
+    if not cfg.model.name_or_path and cfg.gen.policy != "endpoint":
         raise ConfigError("model.name_or_path: required (a hub id or a local model directory)")
+    check_adapter(cfg.model.adapter, cfg.model.quantization)
     for name in ("self_play", "teacher"):
         endpoint = getattr(cfg, name)
         for required in ("base_url", "model"):
@@ -108,6 +121,7 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
     check_sampling(cfg)
     if cfg.sft.near_misses and not cfg.sft.enabled:
         raise ConfigError("sft.near_misses: needs sft.enabled: true (they are part of the warm start)")
+    _check_tools(cfg)
     if not cfg.rewards:
         raise ConfigError("rewards: at least one reward is required")
     for i, spec in enumerate(cfg.rewards):
@@ -117,6 +131,36 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
         for key, owner in MANAGED_TRAINER_FIELDS.items():
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
+    check_vllm_config(cfg)
+
+
+def _check_tools(cfg: AzrConfig) -> None:
+    for i, name in enumerate(cfg.tools.names):
+        if name not in TOOL_NAMES:
+            raise ConfigError(f"tools.names[{i}]: unknown tool {name!r}{did_you_mean(name, TOOL_NAMES)}")
+    if len(set(cfg.tools.names)) != len(cfg.tools.names):
+        raise ConfigError("tools.names: a tool is listed twice")
+    if cfg.tools.enabled and not cfg.tools.names:
+        raise ConfigError("tools.names: empty, but tools.enabled is true")
+    if cfg.sft.rollouts and cfg.sft.near_misses:
+        raise ConfigError(
+            "sft.near_misses: near misses vary reference answers; sft.rollouts trains on episodes instead"
+        )
+    if cfg.gen.policy == "endpoint" and cfg.gen.endpoint.api != "chat":
+        raise ConfigError("gen.endpoint.api: tool calls need 'chat' (Chat Completions with native tools)")
+    for required in ("base_url", "model"):
+        if cfg.gen.policy == "endpoint" and not getattr(cfg.gen.endpoint, required):
+            raise ConfigError(f"gen.endpoint.{required}: required when gen.policy is 'endpoint'")
+    for i, port in enumerate(cfg.tools.web.allow_ports):
+        if not 0 < port < 65536:
+            raise ConfigError(f"tools.web.allow_ports[{i}]: {port} is not a port number")
+    for i, net in enumerate(cfg.tools.web.allow_networks):
+        try:
+            ipaddress.ip_network(net, strict=False)
+        except ValueError:
+            raise ConfigError(f"tools.web.allow_networks[{i}]: {net!r} is not a network (e.g. 127.0.0.1/32)") from None
+    if cfg.tools.web.search_backend == "searxng" and "web_search" in cfg.tools.names and not cfg.tools.web.searxng_url:
+        raise ConfigError("tools.web.searxng_url: required when tools.web.search_backend is 'searxng'")
 
 
 def validate_grpo(grpo: dict[str, Any], section: str = "grpo", kind: str = "GRPOConfig") -> None:

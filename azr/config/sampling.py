@@ -74,13 +74,12 @@ class CurriculumConfig:
 
 
 def check_sampling(cfg: Any) -> None:
-    """Cross-field checks of `sampling:` and `curriculum:` against `grpo:` (an `AzrConfig`), at load time.
+    """Cross-field checks of `sampling:` against `grpo:` (an `AzrConfig`), at load time.
 
-    Dynamic sampling and the curriculum choose whole prompt groups on each process, so a process's generation batch
-    (per_device_train_batch_size x steps_per_generation rows) must be whole groups of num_generations."""
-    switches = {"sampling.dynamic": cfg.sampling.dynamic, "curriculum.enabled": cfg.curriculum.enabled}
-    wants = [name for name, on in switches.items() if on]
-    if not wants:
+    Dynamic sampling keeps or passes over whole prompt groups on each process, so a process's generation batch
+    (per_device_train_batch_size x steps_per_generation rows) must be whole groups of num_generations. The
+    curriculum needs nothing of the kind: it composes every process's rows at once."""
+    if not cfg.sampling.dynamic:
         return
     grpo = cfg.grpo
     try:
@@ -90,9 +89,10 @@ def check_sampling(cfg: Any) -> None:
     except (TypeError, ValueError):
         return  # validate_grpo names the field that is not a number
     if size < 2:
-        raise ConfigError(f"{wants[0]}: needs grpo.num_generations >= 2 (a group of one has no difference)")
+        raise ConfigError("sampling.dynamic: needs grpo.num_generations >= 2 (a group of one has no difference)")
     if (per_device * steps) % size:
         raise ConfigError(
-            f"{wants[0]}: a process's generation batch must be whole prompt groups: grpo.per_device_train_batch_size "
-            f"x steps_per_generation = {per_device} x {steps} is not a multiple of grpo.num_generations = {size}"
+            "sampling.dynamic: a process's generation batch must be whole prompt groups: "
+            f"grpo.per_device_train_batch_size x steps_per_generation = {per_device} x {steps} is not a multiple of "
+            f"grpo.num_generations = {size}"
         )

@@ -73,9 +73,18 @@ def yaml_load(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
 
 
-def field(default: Any = MISSING, help: str = "", *, factory: Any = MISSING, **bounds: float) -> Any:
-    """A dataclass field with its help text (its only documentation) and optional numeric bounds ge/gt/le."""
-    meta = {"help": help, **bounds}
+def field(
+    default: Any = MISSING,
+    help: str = "",
+    *,
+    factory: Any = MISSING,
+    refused: dict[str, str] | None = None,
+    **bounds: float,
+) -> Any:
+    """A dataclass field with its help text (its only documentation), optional numeric bounds ge/gt/le, and
+    `refused`: values a user may plausibly write that are not accepted, each with the reason given instead of the
+    generic "expected one of"."""
+    meta = {"help": help, **bounds, **({"refused": refused} if refused else {})}
     if factory is not MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -154,16 +163,28 @@ def build(cls: type, data: Any, where: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
         if key not in fields:
-            raise ConfigError(f"{_join(where, str(key))}: {_unknown_reason(str(key), fields)}")
+            raise ConfigError(f"{_join(where, str(key))}: {_unknown_reason(str(key), _meant_for(data[key], hints))}")
     kwargs = {}
     for name, value in data.items():
         dotted = _join(where, name)
+        refused = fields[name].metadata.get("refused", {})
+        if isinstance(value, str) and value in refused:
+            raise ConfigError(f"{dotted}: {value}: {refused[value]}")
         kwargs[name] = coerce(value, hints[name], dotted)
         _check_bounds(kwargs[name], fields[name].metadata, dotted)
     return cls(**kwargs)
 
 
-def _unknown_reason(key: str, fields: dict[str, Any]) -> str:
+def _meant_for(value: Any, hints: dict[str, Any]) -> list[str]:
+    """The fields an unknown key's value could be meant for: a mapping goes to a section or a mapping field (so
+    `modle: {dtype: auto}` suggests `model`, not the scalar `mode`)."""
+    if isinstance(value, dict):
+        sections = [n for n, h in hints.items() if dataclasses.is_dataclass(h) or typing.get_origin(h) is dict]
+        return sections or list(hints)
+    return list(hints)
+
+
+def _unknown_reason(key: str, fields: Any) -> str:
     if key in ("api_key", "key", "token", "secret"):
         return "unknown key; never put secrets in a config: name the environment variable with 'api_key_env'"
     return f"unknown key{did_you_mean(key, fields)}"

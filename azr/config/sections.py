@@ -10,20 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from azr.config.absolute_zero import AbsoluteZeroConfig
+from azr.config.adapter import AdapterConfig
 from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import field
 from azr.config.selfplay import SelfPlayConfig, TeacherAssistConfig, TeacherConfig
-
-
-@dataclass
-class LoraConfig:
-    enabled: bool = field(True, "Train LoRA adapters (peft) instead of all weights.")
-    r: int = field(16, "LoRA rank.", gt=0)
-    alpha: int = field(32, "LoRA alpha; the update is scaled by alpha / r.", gt=0)
-    dropout: float = field(0.05, "Dropout on the LoRA branch.", ge=0, le=1)
-    target_modules: str | list[str] = field(
-        "all-linear", "Modules to adapt: a list of module names, or 'all-linear' for every linear layer but the head."
-    )
+from azr.config.tools import GenConfig, ToolsConfig
+from azr.config.vllm import VllmConfig
 
 
 @dataclass
@@ -46,7 +39,7 @@ class ModelConfig:
         None, "Attention kernel, e.g. 'sdpa' or 'flash_attention_2'; default lets transformers choose."
     )
     gradient_checkpointing: bool = field(True, "Recompute activations in the backward pass to save memory.")
-    lora: LoraConfig = field(factory=LoraConfig, help="LoRA adapter settings.")
+    adapter: AdapterConfig = field(factory=AdapterConfig, help="The adapter trained on the base (peft).")
 
 
 @dataclass
@@ -80,7 +73,9 @@ class SandboxConfig:
         "Isolation for model code: 'auto' picks the strongest that works (bwrap, then nsjail); 'process' has "
         "no namespaces and is used only when chosen or when nothing else works.",
     )
-    workers: int | None = field(None, "Sandbox worker processes; null for one per CPU core.", gt=0)
+    workers: int | None = field(
+        None, "Sandbox worker processes on this machine, shared by its training ranks; null for one per CPU core.", gt=0
+    )
     timeout_s: float = field(
         5.0, "Default wall-clock limit for one program with its tests (a task may set its own).", gt=0
     )
@@ -122,27 +117,10 @@ class ThinkingConfig:
 
 
 @dataclass
-class VllmConfig:
-    sidecar: bool = field(
-        False,
-        "Launch a vLLM server beside the trainer and generate with it (TRL server mode). Not in this version yet: "
-        "azr-train stops with exit 1; TRL's own use_vllm / vllm_mode settings under grpo: work meanwhile.",
-    )
-    python: str | None = field(None, "Python interpreter of the vLLM environment; null for the trainer's own.")
-    host: str = field("127.0.0.1", "Address the sidecar listens on.")
-    port: int = field(8000, "Port the sidecar listens on.", gt=0, le=65535)
-    gpu_memory_utilization: float = field(0.85, "Fraction of the sidecar GPU's memory vLLM may use.", gt=0, le=1)
-    tensor_parallel_size: int = field(1, "GPUs the sidecar shards the model over.", gt=0)
-    max_model_len: int | None = field(None, "Context length for the sidecar; null for the model's own.", gt=0)
-    startup_timeout_s: float = field(600.0, "How long to wait for the sidecar's health check.", gt=0)
-    extra_args: list[str] = field(factory=list, help="Extra command-line arguments for the vLLM server.")
-
-
-@dataclass
 class SftConfig:
     enabled: bool = field(
         False,
-        "Warm start: supervised fine-tuning on the training tasks' reference answers before GRPO (the same LoRA "
+        "Warm start: supervised fine-tuning on the training tasks' reference answers before GRPO (the same "
         "adapter, or all weights, then continues under GRPO).",
     )
     args: dict[str, Any] = field(
@@ -154,6 +132,14 @@ class SftConfig:
         "checked to fail the tests, are learned beside it: a policy that knows the answer's shape but not which way "
         "a few decisions go, for GRPO to sharpen (the tiny demo's weak base model). 0 for real models.",
         ge=0,
+    )
+    rollouts: str | None = field(
+        None,
+        "Train on tool-using episodes from this `azr gen` file instead of the reference answers: multi-turn rows "
+        "with loss on the assistant turns only (tool results and prompts are never trained).",
+    )
+    rollouts_filter: Literal["passed", "all"] = field(
+        "passed", "Which episodes of sft.rollouts are trained on: those whose answer passed its tests, or all."
     )
 
 
@@ -177,6 +163,11 @@ class AzrConfig:
         "there, else to the current directory.",
     )
     seed: int = field(42, "Seed for data shuffling, sampling and TRL (grpo.seed is set from it).")
+    mode: Literal["grpo", "absolute_zero"] = field(
+        "grpo",
+        "What GRPO trains on: 'grpo' solves the coding tasks of data.train against their tests; 'absolute_zero' "
+        "proposes and solves its own code-reasoning tasks (section absolute_zero), data.train only seeding them.",
+    )
     model: ModelConfig = field(factory=ModelConfig, help="Policy model.")
     grpo: dict[str, Any] = field(factory=dict, help="Any trl.GRPOConfig field, passed through untouched.")
     sft: SftConfig = field(factory=SftConfig, help="Optional supervised warm start before GRPO.")
@@ -196,5 +187,10 @@ class AzrConfig:
         factory=CurriculumConfig, help="Which tasks enter a batch: per-task statistics, frontier replay."
     )
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
-    vllm: VllmConfig = field(factory=VllmConfig, help="vLLM generation sidecar.")
+    vllm: VllmConfig = field(factory=VllmConfig, help="Generation through vLLM (GRPO, `azr eval --vllm`).")
+    tools: ToolsConfig = field(factory=ToolsConfig, help="Tools the model may call (azr gen; GRPO with tools).")
+    gen: GenConfig = field(factory=GenConfig, help="Tool-using rollouts (azr gen).")
     logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")
+    absolute_zero: AbsoluteZeroConfig = field(
+        factory=AbsoluteZeroConfig, help="The propose/solve mode (mode: absolute_zero)."
+    )

@@ -3,13 +3,23 @@
 """
 
 from azr.data.humaneval import STOP, Problem, load_humaneval, program_from_answer
-from azr.data.tasks import SPLITS, Task, load_tasks, near_duplicates, read_jsonl, select_tasks, task_from_row
+from azr.data.tasks import (
+    SPLITS,
+    Task,
+    json_lines,
+    load_tasks,
+    near_duplicates,
+    read_jsonl,
+    select_tasks,
+    task_from_row,
+)
 
 __all__ = [
     "SPLITS",
     "STOP",
     "Problem",
     "Task",
+    "json_lines",
     "load_humaneval",
     "load_tasks",
     "near_duplicates",

@@ -32,10 +32,12 @@ INSTRUCTION = (
 @dataclass(frozen=True)
 class Problem:
     """One evaluation problem: `task` (its id, tests, limits, tags; `prompt` is what a chat model is asked) and,
-    for HumanEval, the code stub a completion continues."""
+    for HumanEval, the code stub a completion continues; for output prediction, the triplet line (program, input,
+    output) whose output the answer must give."""
 
     task: Task
     stub: str | None = None
+    triplet: dict[str, str] | None = None
 
     @property
     def id(self) -> str:

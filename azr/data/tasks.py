@@ -65,21 +65,32 @@ def load_tasks(source: str | Path, column_map: Mapping[str, str] | None = None) 
 
 def read_jsonl(path: Path, column_map: Mapping[str, str] | None = None, label: str | None = None) -> list[Task]:
     label = label or str(path)
+    rows = [(f"{label}:{number}", row) for number, row in json_lines(path, label)]
+    return _tasks_from_rows(rows, column_map, label)
+
+
+def json_lines(path: Path, label: str | None = None) -> list[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line of a JSONL file; DataError naming `label:line` (the
+    path by default) for an unreadable file or a line that is not JSON."""
+    label = label or str(path)
     try:
         # split on "\n" only: str.splitlines() would also break inside strings at U+2028 and friends
-        lines = path.read_text(encoding="utf-8-sig").split("\n")
+        lines = Path(path).read_text(encoding="utf-8-sig").split("\n")
+    except FileNotFoundError:
+        raise DataError(f"{label}: file not found") from None
     except UnicodeDecodeError as exc:
         raise DataError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    rows = []
+    except OSError as exc:
+        raise DataError(f"{label}: cannot read: {exc.strerror or exc}") from None
+    found = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            found.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise DataError(f"{label}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-        rows.append((f"{label}:{number}", row))
-    return _tasks_from_rows(rows, column_map, label)
+    return found
 
 
 def _read_with_datasets(path: Path, column_map: Mapping[str, str]) -> list[Task]:

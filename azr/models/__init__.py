@@ -1,25 +1,35 @@
-"""Models: loading the policy (HF, LoRA/QLoRA, unsloth) and the tiny offline model used by tests and the demo.
+"""Models: loading the policy (HF, quantized, unsloth), its adapter through peft (LoRA, IA³, LN tuning), merging an
+adapter into full weights for export, and the tiny offline model used by tests and the demo.
 
 The face of the models package; importing it stays cheap (torch and friends are imported inside functions).
 """
 
+from azr.models.adapters import build_peft_config, keep_vectors_fp32, norm_module_names, trainable_parameters
+from azr.models.export import ExportPlan, export_merged, plan_export
 from azr.models.loading import (
     build_model_and_tokenizer,
     count_parameters,
     load_tokenizer,
-    lora_config,
     quiet_third_party,
     resolve_dtype,
+    sharded_launch,
 )
 from azr.models.tiny import CHAT_TEMPLATE, build_tiny_model
 
 __all__ = [
     "CHAT_TEMPLATE",
+    "ExportPlan",
     "build_model_and_tokenizer",
+    "build_peft_config",
     "build_tiny_model",
     "count_parameters",
+    "export_merged",
+    "keep_vectors_fp32",
     "load_tokenizer",
-    "lora_config",
+    "norm_module_names",
+    "plan_export",
     "quiet_third_party",
     "resolve_dtype",
+    "sharded_launch",
+    "trainable_parameters",
 ]

@@ -1,21 +1,21 @@
 """Loading the policy and its tokenizer from `cfg.model`.
 
 Covers transformers with optional bitsandbytes 4-bit (QLoRA) or 8-bit quantization (CPU or GPU) and unsloth (CUDA
-only); `lora_config` turns `cfg.model.lora` into the peft config the TRL trainers apply. torch, transformers, peft,
-bitsandbytes and unsloth are imported inside functions so that importing this module stays cheap.
+only). The adapter is not applied here (`azr.models.adapters` builds its peft config for the trainers). torch,
+transformers, bitsandbytes and unsloth are imported inside functions so that importing this module stays cheap.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-from typing import TYPE_CHECKING, Any
+import os
+from pathlib import Path
+from typing import Any
 
 from azr.config import ModelConfig
 from azr.errors import ConfigError
-
-if TYPE_CHECKING:
-    import peft
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +51,13 @@ def _checked_tokenizer(tokenizer, cfg: ModelConfig):
 def build_model_and_tokenizer(cfg: ModelConfig, max_seq_length: int = 2048) -> tuple[Any, Any]:
     """Load the policy model (explicit dtype, quantized if asked) and its tokenizer from a hub id or a directory.
 
-    LoRA is not applied here: the trainer gets `lora_config(cfg)` as `peft_config` and wraps the model itself.
-    `max_seq_length` (prompt plus completion tokens) is used by the unsloth backend only.
+    The adapter is not applied here: the trainer gets `build_peft_config(cfg.adapter, model)` as `peft_config` and
+    wraps the model itself. `max_seq_length` (prompt plus completion tokens) is used by the unsloth backend only.
     """
-    if cfg.quantization != "none" and not cfg.lora.enabled:
+    if cfg.quantization != "none" and not cfg.adapter.enabled:
         raise ConfigError(
             f"model.quantization={cfg.quantization}: a quantized base model cannot be fully fine-tuned; "
-            "set model.lora.enabled=true or model.quantization=none"
+            "set model.adapter.kind (lora, ia3, ln_tuning) or model.quantization=none"
         )
     dtype = resolve_dtype(cfg.dtype)
     if cfg.backend == "unsloth":
@@ -90,24 +90,6 @@ def _keep_4bit_trainable_on_cpu(model) -> None:
             module.support_avx512bf16_for_cpu = False
 
 
-def lora_config(cfg: ModelConfig) -> peft.LoraConfig | None:
-    """The peft LoRA config for `cfg.lora`, or None when LoRA is off; TRL trainers take it as `peft_config`."""
-    if not cfg.lora.enabled:
-        return None
-    from peft import LoraConfig
-
-    lora = cfg.lora
-    targets = lora.target_modules if isinstance(lora.target_modules, str) else list(lora.target_modules)
-    return LoraConfig(
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=targets,
-        task_type="CAUSAL_LM",
-        bias="none",
-    )
-
-
 def _bnb_config(quantization: str, dtype):
     """The bitsandbytes settings for `model.quantization`; checks first that bitsandbytes can be imported."""
     try:
@@ -121,12 +103,32 @@ def _bnb_config(quantization: str, dtype):
     # The QLoRA recipe (Dettmers et al. 2023): NF4 fits normally distributed weights better than FP4, double
     # quantization also compresses the per-block scales (about 0.4 bit per weight saved), and each matmul
     # dequantizes to the model's dtype, so only the stored weights are 4-bit, not the activations.
+    # Sharded over ranks (ZeRO-3, FSDP), a module's weights are flattened into buffers of one dtype: the packed
+    # 4-bit weights are then stored in the model's dtype instead of uint8.
+    storage = {"bnb_4bit_quant_storage": dtype} if sharded_launch() else {}
     return BitsAndBytesConfig(
         load_in_4bit=True,
         bnb_4bit_quant_type="nf4",
         bnb_4bit_use_double_quant=True,
         bnb_4bit_compute_dtype=dtype,
+        **storage,
     )
+
+
+def sharded_launch() -> str | None:
+    """'zero3' or 'fsdp' when `accelerate launch` shards the weights over the ranks, read from the environment it
+    gives each rank (deploy/accelerate/); None otherwise (one process, DDP, ZeRO-1/2)."""
+    env = os.environ
+    if env.get("ACCELERATE_USE_FSDP", "").lower() in ("1", "true"):
+        return "fsdp"
+    if env.get("ACCELERATE_USE_DEEPSPEED", "").lower() not in ("1", "true"):
+        return None
+    stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
+    if stage is None and env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"):  # a DeepSpeed JSON of one's own
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            config = json.loads(Path(env["ACCELERATE_DEEPSPEED_CONFIG_FILE"]).read_text())
+            stage = str(config.get("zero_optimization", {}).get("stage"))
+    return "zero3" if stage == "3" else None
 
 
 def _load_unsloth(cfg: ModelConfig, dtype, max_seq_length: int) -> tuple[Any, Any]:
@@ -146,7 +148,7 @@ def _load_unsloth(cfg: ModelConfig, dtype, max_seq_length: int) -> tuple[Any, An
             dtype=dtype,
             load_in_4bit=cfg.quantization == "4bit",  # unsloth defaults to 4-bit; say "no" explicitly
             load_in_8bit=cfg.quantization == "8bit",
-            full_finetuning=not cfg.lora.enabled,
+            full_finetuning=not cfg.adapter.enabled,
             revision=cfg.revision,
             trust_remote_code=cfg.trust_remote_code,
         )

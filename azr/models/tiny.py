@@ -13,10 +13,47 @@ from azr.data import load_tasks
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 
 # ChatML, as Qwen uses it. `enable_thinking=false` pre-fills an empty think block (the Qwen3 convention), so the
-# same switch works for the tiny model and for real thinking models.
+# same switch works for the tiny model and for real thinking models. With `tools=`, the schemas go into the system
+# turn and calls are Hermes-style `<tool_call>{"name", "arguments"}</tool_call>` blocks (what vLLM's `hermes` parser
+# reads), results come back in a user turn as `<tool_response>` blocks, and `reasoning_content` is rendered as a
+# think block. Assistant turns are wrapped in `{% generation %}` (up to and including `<|im_end|>`) for TRL's
+# assistant-only loss. Each message renders the same whatever follows it (prefix-preserving, as TRL's tool loop
+# needs), and a conversation without tools, calls or reasoning renders byte for byte as the plain ChatML template did.
 CHAT_TEMPLATE = (
+    "{%- if tools -%}"
+    "{{ '<|im_start|>system\\n' }}"
+    "{%- if messages[0]['role'] == 'system' -%}{{ messages[0]['content'] + '\\n\\n' }}{%- endif -%}"
+    "{{ '# Tools\\nYou may call the functions below. Their signatures, one JSON object a line:\\n<tools>' }}"
+    "{%- for tool in tools -%}{{ '\\n' + (tool | tojson) }}{%- endfor -%}"
+    "{{ '\\n</tools>\\nTo call one, write a JSON object with its name and arguments between tags:\\n"
+    '<tool_call>\\n{"name": NAME, "arguments": {ARGUMENTS}}\\n</tool_call>\\n'
+    "Each result comes back between <tool_response> tags.<|im_end|>\\n' }}"
+    "{%- endif -%}"
     "{%- for message in messages -%}"
+    "{%- if message['role'] == 'assistant' -%}"
+    "{{ '<|im_start|>assistant\\n' }}"
+    "{%- generation -%}"
+    "{%- if message['reasoning_content'] is string -%}"
+    "{{ '<think>\\n' + message['reasoning_content'].strip('\\n') + '\\n</think>\\n\\n' }}"
+    "{%- endif -%}"
+    "{{ message['content'] if message['content'] is string else '' }}"
+    "{%- for call in message['tool_calls'] or [] -%}"
+    "{%- set call = call['function'] if call['function'] is defined else call -%}"
+    "{%- if not loop.first or message['content'] -%}{{ '\\n' }}{%- endif -%}"
+    "{{ '<tool_call>\\n{\"name\": \"' + call['name'] + '\", \"arguments\": ' }}"
+    "{{ call['arguments'] if call['arguments'] is string else (call['arguments'] | tojson) }}"
+    "{{ '}\\n</tool_call>' }}"
+    "{%- endfor -%}"
+    "{{ '<|im_end|>' }}"
+    "{%- endgeneration -%}"
+    "{{ '\\n' }}"
+    "{%- elif message['role'] == 'tool' -%}"
+    "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{ '<|im_start|>user' }}{%- endif -%}"
+    "{{ '\\n<tool_response>\\n' + message['content'] + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{ '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- elif not (tools and loop.first and message['role'] == 'system') -%}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}"
     "{{ '<|im_start|>assistant\\n' }}"
@@ -90,7 +127,7 @@ def _train_tokenizer(vocab_size: int):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     bpe.train_from_iterator(corpus, trainer)
-    return PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
@@ -98,3 +135,9 @@ def _train_tokenizer(vocab_size: int):
         chat_template=CHAT_TEMPLATE,
         model_max_length=TINY_SHAPE["max_position_embeddings"],
     )
+    # How a generated turn is parsed back into content, reasoning and tool calls (`tokenizer.parse_response`, which
+    # TRL's tool loop calls): TRL's template for Qwen's ChatML with Hermes-style calls, the format rendered above.
+    from trl.chat_template_utils import qwen3_template
+
+    tokenizer.response_template = qwen3_template
+    return tokenizer

@@ -1,7 +1,8 @@
 """Clients for remote models: any OpenAI-compatible server (/chat/completions, /completions) and OpenAI Responses.
 
-Owns request bodies, reply parsing, bounded concurrency per event loop, timeouts, the retry loop (with the pieces of
-`azr.remote.resilience`) and usage accounting; failures come back as `Reply(error=...)`, never raised. Built on httpx2
+Owns request bodies (native `tools` included), reply parsing (`tool_calls` and separated reasoning included), bounded
+concurrency per event loop, timeouts and the retry loop (with the pieces of `azr.remote.resilience`; usage is counted
+by `azr.remote.usage`); failures come back as `Reply(error=...)`, never raised. Built on httpx2
 (huggingface_hub's HTTP stack, already installed) and tenacity rather than the openai SDK, whose built-in retries
 hide attempts and Retry-After waits and which has no circuit breaker. Knows nothing of prompts, tasks or rewards.
 """
@@ -16,23 +17,15 @@ import random
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from azr.errors import ConfigError
 from azr.remote.resilience import CircuitBreaker, Secret, redact, retry_after
+from azr.remote.usage import Usage, UsageTotals, usage_from
 
 log = logging.getLogger(__name__)
 _RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx; any other 4xx is the request's fault, not retried
-
-
-@dataclass(frozen=True)
-class Usage:
-    """One reply's usage; reasoning tokens are part of completion_tokens, as the APIs count them."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
 
 
 @dataclass
@@ -43,68 +36,18 @@ class Reply:
     latency_s: float  # first attempt to last, backoff waits included, queueing for a slot not
     attempts: int
     error: str | None = None  # one line, never containing the API key
+    tool_calls: list[dict] | None = None  # native tool calls, as the server sent them (arguments: JSON text)
+    reasoning: str | None = None  # reasoning_content / reasoning, where the server separates it
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.text is not None
 
 
-@dataclass
-class UsageTotals:
-    """Totals over every request of one client, updated under a lock (requests run on several loops and threads)."""
-
-    requests: int = 0
-    failures: int = 0  # requests that failed for good
-    retries: int = 0  # attempts beyond each request's first
-    fast_failures: int = 0  # requests refused by the open circuit (also counted in failures)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float = 0.0  # 0 unless prices were given
-    latency_s: float = 0.0  # summed over requests
-    in_flight: int = 0
-    max_in_flight: int = 0  # measured: the most requests holding a concurrency slot at once
-
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-
-    def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["cost_usd"] = round(out["cost_usd"], 6)
-        out["latency_s"] = round(out["latency_s"], 3)
-        out["mean_latency_s"] = round(out["latency_s"] / out["requests"], 3) if out["requests"] else 0.0
-        return out
-
-    def carry(self, snapshot: dict[str, Any]) -> None:
-        """Add the totals of an earlier `snapshot` (a resumed run's usage continues from its checkpoint)."""
-        totals = {f.name: snapshot[f.name] for f in fields(self) if f.name in snapshot and "in_flight" not in f.name}
-        self._add(snapshot.get("max_in_flight", 0), **totals)  # in flight: what runs now, never carried
-
-    def _add(self, peak: int = 0, **counts: float) -> None:
-        with self._lock:
-            for name, value in counts.items():
-                setattr(self, name, getattr(self, name) + value)
-            self.max_in_flight = max(self.max_in_flight, self.in_flight, peak)
-
-    def _record(self, reply: Reply, prices: tuple[float, float] | None) -> None:
-        u = reply.usage
-        cost = (u.prompt_tokens * prices[0] + u.completion_tokens * prices[1]) / 1e6 if prices else 0.0
-        self._add(requests=1, failures=int(not reply.ok), cost_usd=cost, latency_s=reply.latency_s, **asdict(u))
-
-
 class _AttemptError(Exception):
     def __init__(self, message: str, retryable: bool, retry_after: float | None = None):
         super().__init__(message)
         self.retryable, self.retry_after = retryable, retry_after
-
-
-def _usage(raw: Any) -> Usage:
-    raw = raw if isinstance(raw, dict) else {}
-    details = raw.get("completion_tokens_details") or raw.get("output_tokens_details") or {}
-    prompt = raw.get("prompt_tokens", raw.get("input_tokens"))
-    completion = raw.get("completion_tokens", raw.get("output_tokens"))
-    return Usage(int(prompt or 0), int(completion or 0), int(details.get("reasoning_tokens") or 0))
 
 
 def _text(content: Any) -> str:
@@ -180,11 +123,19 @@ class ChatClient:
         body = {"model": self.model, "prompt": prompt, **params}
         return "completions", {**body, **self.extra_body}
 
-    def _parse(self, path: str, data: dict) -> tuple[str, str | None, Usage]:
+    def _parse(self, path: str, data: dict) -> tuple[str, str | None, Usage, dict]:
         choice = data["choices"][0]
         # reasoning_content (vLLM, DeepSeek) stays out of the text: only the answer is graded
         text = _text(choice["text"] if path == "completions" else choice["message"].get("content"))
-        return text, choice.get("finish_reason"), _usage(data.get("usage"))
+        extra = {}
+        if path != "completions":
+            message = choice["message"]
+            calls = message.get("tool_calls")
+            if calls is not None and not isinstance(calls, list):
+                raise TypeError(f"tool_calls is {type(calls).__name__}, not a list")
+            reasoning = message.get("reasoning_content", message.get("reasoning"))
+            extra = {"tool_calls": calls or None, "reasoning": reasoning if isinstance(reasoning, str) else None}
+        return text, choice.get("finish_reason"), usage_from(data.get("usage")), extra
 
     # -- public calls ------------------------------------------------------------------------------------------------
 
@@ -197,8 +148,13 @@ class ChatClient:
         top_p: float = 1.0,
         seed: int | None = None,
         stop: list[str] | None = None,
+        tools: list[dict] | None = None,
+        tool_choice: str | dict | None = None,
     ) -> Reply:
+        """One chat request. `tools` (JSON schemas) and `tool_choice` are sent as given; the reply's `tool_calls`
+        come back as the server wrote them."""
         params = _params(max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop)
+        params |= {k: v for k, v in (("tools", tools), ("tool_choice", tool_choice)) if v is not None}
         return await self._request(*self._chat_request(messages, params))
 
     async def acomplete(self, prompt: str, **params: Any) -> Reply:
@@ -298,7 +254,7 @@ class ChatClient:
             async for attempt in retrying:
                 with attempt:
                     attempts += 1
-                    text, finish_reason, usage = await self._attempt(http, path, body)
+                    text, finish_reason, usage, extra = await self._attempt(http, path, body)
         except _AttemptError as exc:
             self.breaker.record(ok=not exc.retryable, probe=probe)  # a bad request is no sign of an outage
             return Reply(None, None, Usage(), time.monotonic() - start, attempts, error=str(exc))
@@ -307,9 +263,9 @@ class ChatClient:
                 self.breaker.record(ok=False, probe=True)
             raise
         self.breaker.record(ok=True, probe=probe)
-        return Reply(text, finish_reason, usage, time.monotonic() - start, attempts)
+        return Reply(text, finish_reason, usage, time.monotonic() - start, attempts, **extra)
 
-    async def _attempt(self, http: Any, path: str, body: dict) -> tuple[str, str | None, Usage]:
+    async def _attempt(self, http: Any, path: str, body: dict) -> tuple[str, str | None, Usage, dict]:
         import httpx2
 
         try:  # wait_for bounds the whole exchange; httpx's own timeout is per read, which a trickling body defeats
@@ -352,13 +308,15 @@ class ResponsesClient(ChatClient):
         return "responses", self._responses_body(prompt, params)
 
     def _responses_body(self, input_: Any, params: dict) -> dict:
+        if "tools" in params:
+            raise ConfigError("api: 'responses' does not take tools in azr; use an endpoint with api 'chat'")
         body = {"model": self.model, "input": input_, "max_output_tokens": params["max_tokens"]}
         body |= {"temperature": params["temperature"], "top_p": params["top_p"]}
         if self.reasoning_effort:
             body["reasoning"] = {"effort": self.reasoning_effort}
         return {**body, **self.extra_body}
 
-    def _parse(self, path: str, data: dict) -> tuple[str, str | None, Usage]:
+    def _parse(self, path: str, data: dict) -> tuple[str, str | None, Usage, dict]:
         if data.get("status") == "failed" or data.get("error"):
             raise ValueError(f"response failed: {data.get('error')}")
         text = data.get("output_text")
@@ -373,7 +331,7 @@ class ResponsesClient(ChatClient):
             text = "".join(parts)
         reason = (data.get("incomplete_details") or {}).get("reason")
         finish = "length" if reason == "max_output_tokens" else reason or data.get("status")
-        return text, "stop" if finish == "completed" else finish, _usage(data.get("usage"))
+        return text, "stop" if finish == "completed" else finish, usage_from(data.get("usage")), {}
 
 
 def build_client(cfg: Any) -> ChatClient:

@@ -69,7 +69,8 @@ class CodeGrader:
         self._last_keys: list[tuple] = []
         self.last_details: list[dict[str, Any]] = []
         self.runs = self.infra_errors = 0
-        self.stop_reason = ""  # set when a batch's infrastructure failure rate passes the limit
+        self._unchecked = (0, 0)  # (infrastructure errors, runs) graded since the last `check`
+        self.stop_reason = ""  # set by `check` once the failure rate passed the limit
 
     def grade_answers(self, jobs: Sequence[tuple[Task, str]]) -> list[tuple[str | None, Grade | None]]:
         """A remote model's answers (opponent, teacher): each text's code (None: nothing runnable) and its grade
@@ -119,17 +120,25 @@ class CodeGrader:
         errors = sum(g.status == "error" for g in grades)
         self.runs += len(grades)
         self.infra_errors += errors
+        self._unchecked = (self._unchecked[0] + errors, self._unchecked[1] + len(grades))
         if errors:
             reasons = {g.failures[-1] if g.failures else "unknown" for g in grades if g.status == "error"}
             log.warning("sandbox infrastructure failures: %d of %d runs (%s)", errors, len(grades), "; ".join(reasons))
-        if grades and errors / len(grades) > self.max_infra_failure_rate:
+
+    def check(self, total: Callable[[int, int], tuple[float, float]] | None = None) -> None:
+        """Raise SandboxUnhealthy once the runs graded since the last check (one training step's batch) failed for
+        infrastructure reasons past the limit: the caller stops the run. With several processes, `total` sums
+        (errors, runs) over them: each grades its own rows, and all must stop together, or a healthy rank would
+        wait forever for the others in its next collective."""
+        errors, runs = self._unchecked
+        self._unchecked = (0, 0)
+        if total is not None:
+            errors, runs = (int(n) for n in total(errors, runs))
+        if runs and errors / runs > self.max_infra_failure_rate:
             self.stop_reason = (
-                f"{errors} of {len(grades)} sandbox runs in one batch failed for infrastructure reasons "
+                f"{errors} of {runs} sandbox runs in one batch failed for infrastructure reasons "
                 f"(limit sandbox.max_infra_failure_rate={self.max_infra_failure_rate:g})"
             )
-
-    def check(self) -> None:
-        """Raise SandboxUnhealthy once a batch passed the failure limit: the caller stops the run."""
         if self.stop_reason:
             raise SandboxUnhealthy(self.stop_reason)
 

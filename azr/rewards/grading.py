@@ -61,9 +61,10 @@ def limits_from_config(cfg: SandboxConfig) -> Limits:
     )
 
 
-def pool_from_config(cfg: SandboxConfig) -> SandboxPool:
-    """The process-wide pool for these sandbox settings (started lazily, closed at exit)."""
-    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg))
+def pool_from_config(cfg: SandboxConfig, label: str = "") -> SandboxPool:
+    """The process-wide pool for these sandbox settings (started lazily, closed at exit); `label` names its
+    directory."""
+    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg), label)
 
 
 def worker_memory_mb(cfg: SandboxConfig) -> int:

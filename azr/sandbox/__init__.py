@@ -25,7 +25,7 @@ import inspect
 import threading
 
 from azr.sandbox.backends import Backend, SandboxUnavailable, SandboxUnhealthy, build_backend, resolve_backend
-from azr.sandbox.doctor import Check, run_doctor
+from azr.sandbox.doctor import Check, namespace_hints, run_doctor
 from azr.sandbox.limits import ExecResult, ExecStatus, Limits
 from azr.sandbox.pool import SandboxPool
 
@@ -39,6 +39,7 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxUnhealthy",
     "build_backend",
+    "namespace_hints",
     "open_pool",
     "run_doctor",
     "run_untrusted",
@@ -55,10 +56,12 @@ def open_pool(
     tmp_size_mb: int = 256,
     max_processes: int = 64,
     max_memory_mb: int | None = None,
+    label: str = "",
 ) -> SandboxPool:
     """A new pool on `backend` (auto: the strongest that works here); the caller closes it. `max_memory_mb` caps
-    each worker's memory (all of a program's processes and tmpfs pages) where a memory cgroup can be set (root)."""
-    return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes, max_memory_mb)
+    each worker's memory (all of a program's processes and tmpfs pages) where a memory cgroup can be set (root).
+    `label` names the pool's directory (`azr-sandbox-LABEL-*`), e.g. after the training rank that owns it."""
+    return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes, max_memory_mb, label)
 
 
 def shared_pool(*settings) -> SandboxPool:

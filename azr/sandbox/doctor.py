@@ -1,7 +1,8 @@
 """Sandbox self-test: run one small hostile program per isolation guarantee and say which hold on this host.
 
 Used by `azr sandbox doctor`. Each check is a real run through the pool, judged from the outside (the caller
-plants a canary secret, a listener, a file in its home and temp dir, and looks for them from inside).
+plants a canary secret, a listener, a file in its home and temp dir, and looks for them from inside). Where no
+namespace backend works, `namespace_hints` says what the host or the container must allow.
 """
 
 from __future__ import annotations
@@ -132,3 +133,40 @@ def run_doctor(pool: SandboxPool) -> list[Check]:
     after = pool.run("print(6 * 7)", Limits(wall_s=5.0))
     results.append(Check("serves programs after all of the above", after.stdout.strip() == "42", after.status))
     return results
+
+
+# What a container runtime must allow for bwrap's user, pid and mount namespaces (deploy/Dockerfile runs with these).
+CONTAINER_HINT = (
+    "in a container: Docker needs --security-opt seccomp=unconfined (its default profile refuses "
+    "unshare(CLONE_NEWUSER)), --security-opt systempaths=unconfined (the kernel refuses a fresh /proc while parts of "
+    "the container's are masked) and, on AppArmor hosts, --security-opt apparmor=unconfined; Podman: "
+    "--security-opt unmask=ALL; Kubernetes: securityContext seccompProfile and appArmorProfile Unconfined, "
+    "procMount Unmasked"
+)
+
+
+def namespace_hints(root: Path = Path("/")) -> list[str]:
+    """What this host (or container) must change for the namespace backends, from what it shows under `root`: the
+    kernel's user-namespace switches and the signs of a container runtime."""
+    sysctl = root / "proc" / "sys"
+    hints = []
+    if _read(sysctl / "user" / "max_user_namespaces") == "0":
+        hints.append("user namespaces are off: sysctl -w user.max_user_namespaces=15000")
+    if _read(sysctl / "kernel" / "unprivileged_userns_clone") == "0":
+        hints.append("unprivileged user namespaces are off: sysctl -w kernel.unprivileged_userns_clone=1")
+    if _read(sysctl / "kernel" / "apparmor_restrict_unprivileged_userns") == "1":
+        hints.append(
+            "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+): an AppArmor profile allowing userns "
+            "for bwrap, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+        )
+    markers = (root / ".dockerenv", root / "run" / ".containerenv")
+    if any(m.exists() for m in markers) or "KUBERNETES_SERVICE_HOST" in os.environ:
+        hints.append(CONTAINER_HINT)
+    return hints
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None

@@ -5,11 +5,14 @@ wall limit plus a grace period. A worker that dies or stops answering while it r
 program (`crashed` / `timeout`, never an infrastructure error a program could use to dodge its score), killed with
 its whole process group, and replaced on next use. Workers are spawned from one long-lived thread, because the
 kernel's parent-death signal (bwrap --die-with-parent, PR_SET_PDEATHSIG) fires when the spawning *thread* exits.
+A pool's directory goes with `close`; one left by a process killed outright (SIGKILL, the OOM killer) is removed by
+the next pool started under the same temp directory, which tells it from a live pool's by the lock its owner held.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -36,6 +39,7 @@ log = logging.getLogger(__name__)
 REPLY_GRACE_S = 10.0  # beyond the wall limit: the worker's own kill, reap and wipe
 START_TIMEOUT_S = 30.0
 _STATUS = {"exited": "ok", "signaled": "crashed", "timeout": "timeout", "memory": "memory", "error": "error"}
+_OWNER = ".owner"  # in each pool's directory: locked (flock) by the live pool that owns it
 
 
 class _WorkerLost(Exception):
@@ -104,7 +108,12 @@ class SandboxPool:
     """Runs untrusted programs on warm workers. Thread-safe; use as a context manager or call `close()`."""
 
     def __init__(
-        self, backend: Backend, workers: int | None = None, max_processes: int = 64, max_memory_mb: int | None = None
+        self,
+        backend: Backend,
+        workers: int | None = None,
+        max_processes: int = 64,
+        max_memory_mb: int | None = None,
+        label: str = "",
     ):
         self.backend = backend
         self.size = workers or os.cpu_count() or 1
@@ -116,7 +125,9 @@ class SandboxPool:
         self._live: set[_Worker] = set()
         self._lock = threading.Lock()
         self._closed = False
-        self._home = Path(tempfile.mkdtemp(prefix="azr-sandbox-"))
+        self._home = Path(tempfile.mkdtemp(prefix=f"azr-sandbox-{label}-" if label else "azr-sandbox-"))
+        self._owner = _claim(self._home)
+        _sweep(self._home.parent)
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="azr-sandbox-spawn")
         self._dispatch = ThreadPoolExecutor(self.size, thread_name_prefix="azr-sandbox")
         self._cgroups = cgroups.discover() if os.geteuid() == 0 else {}
@@ -200,6 +211,7 @@ class SandboxPool:
             self._idle.put(None)  # wake any caller still waiting for a worker: it gets an error result
         self._spawner.shutdown(wait=True)
         _remove_tree(self._home)
+        os.close(self._owner)
 
     def _start(self) -> _Worker:
         if self._closed:
@@ -267,6 +279,35 @@ def _result(reply: dict, backend: str) -> ExecResult:
         backend=backend,
         note=reply.get("note", ""),
     )
+
+
+def _claim(home: Path) -> int:
+    """Hold a lock on `home/.owner` for the pool's life. The kernel drops it when the process ends, however it ends
+    (and across pid namespaces), so an unlocked owner file means a dead pool. Locked before it gets its name, so
+    that a sweeper never sees a live pool's file unlocked."""
+    fd, tmp = tempfile.mkstemp(dir=home)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(tmp, home / _OWNER)
+    return fd
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the directories, under `parent`, of this user's pools whose process died without closing them."""
+    for home in parent.glob("azr-sandbox-*"):
+        try:
+            if home.is_symlink() or home.lstat().st_uid != os.geteuid():
+                continue
+            fd = os.open(home / _OWNER, os.O_RDONLY)
+        except OSError:  # gone, or made by an azr without owner files: left alone
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # its pool is alive
+            continue
+        finally:
+            os.close(fd)
+        log.info("sandbox: removing %s, left by a pool whose process was killed", home)
+        _remove_tree(home)
 
 
 def _remove_tree(path: Path) -> None:

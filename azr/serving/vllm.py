@@ -87,6 +87,7 @@ class VllmServer:
     gpu_memory_utilization: float | None = None  # on vLLM's CPU backend this is a fraction of RAM
     tensor_parallel_size: int = 1
     extra_args: Sequence[str] = ()
+    command: Sequence[str] | None = None  # a whole command line instead of the OpenAI entrypoint's (TRL's server)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)  # on top of the caller's environment
     log_path: Path | None = None  # default: a temp file, kept after stop for diagnosis
     startup_timeout_s: float = 600.0
@@ -96,16 +97,21 @@ class VllmServer:
 
     @classmethod
     def from_config(cls, cfg: VllmConfig, model: str, **overrides) -> VllmServer:
-        """A server for `model` from the `vllm:` config section; keyword overrides win (log_path, env, ...)."""
+        """A server for `model` from the `vllm:` config section; keyword overrides win (log_path, ...), except
+        `env`, which is added to the section's."""
+        env = dict(cfg.env)
+        if cfg.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, cfg.gpus))
+        env.update(overrides.pop("env", {}))
         fields = dict(
             model=model,
             python=cfg.python or sys.executable,
-            host=cfg.host,
             port=cfg.port,
             max_model_len=cfg.max_model_len,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             tensor_parallel_size=cfg.tensor_parallel_size,
             extra_args=tuple(cfg.extra_args),
+            env=env,
             startup_timeout_s=cfg.startup_timeout_s,
         )
         return cls(**{**fields, **overrides})
@@ -114,6 +120,8 @@ class VllmServer:
 
     def argv(self) -> list[str]:
         """The command line; the port must be chosen (non-zero) by then."""
+        if self.command is not None:
+            return [str(a) for a in self.command]
         args = [self.python, "-m", ENTRYPOINT, "--model", str(self.model)]
         args += ["--host", self.host, "--port", str(self.port)]
         if self.served_model_name:
@@ -185,6 +193,16 @@ class VllmServer:
             raise
         log.info("vLLM server ready in %.1fs serving %s", time.monotonic() - started, self.model_name)
         return self
+
+    def exit_code(self) -> int | None:
+        """The server's exit status (or killing signal) once it has ended; None while it runs or before start."""
+        return None if self._proc is None else _exit_status(self._proc.pid)
+
+    def check_alive(self) -> None:
+        """Raise VllmServerError, with the log's last lines, if the server has ended."""
+        code = self.exit_code()
+        if code is not None:
+            raise VllmServerError(f"vLLM server (pid {self.pid}) exited with code {code} during the run" + self._tail())
 
     def _wait_ready(self, deadline: float) -> None:
         healthy = False

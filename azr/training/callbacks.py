@@ -37,9 +37,10 @@ RENAMED = {
 
 class MetricsCallback(TrainerCallback):
     """One `metrics.jsonl` record per logging step of `phase`; `trainer` (set after it is built) supplies the
-    reward-stage time of an AZRGRPOTrainer."""
+    reward-stage time of an AZRGRPOTrainer. `writer` is None on every rank but the main one: TRL's logged values
+    are already gathered over the ranks, and the file is written once."""
 
-    def __init__(self, writer: JsonlWriter, phase: str):
+    def __init__(self, writer: JsonlWriter | None, phase: str):
         self.writer, self.phase = writer, phase
         self.trainer: Any = None
 
@@ -52,6 +53,8 @@ class MetricsCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = dict(logs or {})
         if "train_runtime" in logs or state.global_step <= self._step:  # the end-of-training summary, or no step
+            return
+        if self.writer is None:
             return
         now = time.monotonic()
         steps, seconds = state.global_step - self._step, max(now - self._time, 1e-9)
@@ -119,14 +122,16 @@ class ConsoleCallback(TrainerCallback):
 
 class SaveBesideCheckpoints(TrainerCallback):
     """Calls `target.save(folder)` after the trainer saves each checkpoint folder, for run state the HF Trainer does
-    not keep (the self-play scoreboard, waiting hints); a resume reads it back from the checkpoint it continues."""
+    not keep (the self-play scoreboard, waiting hints); a resume reads it back from the checkpoint it continues. On
+    the main process only, as the trainer's own state; `every_rank` for a target that keeps a part per process (as
+    the trainer's RNG states), which then decides what each process writes."""
 
-    def __init__(self, target: Any):
-        self.target = target
+    def __init__(self, target: Any, every_rank: bool = False):
+        self.target, self.every_rank = target, every_rank
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        if state.is_world_process_zero and folder.is_dir():  # one writer, as for the trainer's own state
+        if (self.every_rank or state.is_world_process_zero) and folder.is_dir():
             self.target.save(folder)
 
 

@@ -4,7 +4,8 @@ A batch's groups come from the data, then from the extra sources (self-play's fr
 `azr.selfplay.replay`), each up to its share of the groups, rounded down. The data is TRL's shuffled order (the
 dataloader's batch), with further tasks drawn at random when more groups are asked for than the batch holds
 (dynamic sampling over-samples); or, with the curriculum on, tasks drawn by its weights. Every random draw is seeded
-by (seed, process, step, attempt), so a resumed run draws what the uninterrupted one would have.
+by (seed, step, attempt), so a resumed run draws what the uninterrupted one would have. With several processes it
+composes every process's rows at once, on the main process (`azr.training.sampling`).
 
 A group is `size` rows of one prompt, so GRPO's per-group baseline compares completions of one prompt, and every row
 takes the batch's own keys (TRL builds the reward columns from the first row's keys). Owns choosing and shaping
@@ -59,12 +60,11 @@ class GroupSampler:
         curriculum: Curriculum | None = None,
         sources: Sequence[GroupSource] = (),
         seed: int = 0,
-        rank: int = 0,
     ):
         self.rows_by_task = rows_by_task
         self.curriculum = curriculum
         self.sources = [s for s in sources if s.share > 0]
-        self.seed, self.rank = seed, rank
+        self.seed = seed
         self.totals: Counter[str] = Counter({"unaligned_batches": 0})
 
     def compose(
@@ -89,7 +89,7 @@ class GroupSampler:
             self.totals["unaligned_batches"] += 1
             log.warning("sampling: the batch is not whole groups of %d rows on this process; it is used as it is", size)
             return rows
-        rng = random.Random(f"{self.seed}:{self.rank}:{step}:{attempt}")
+        rng = random.Random(f"{self.seed}:{step}:{attempt}")
         targets = self._targets(n)
         # The data first, leaving room for every source's share; then the sources, never repeating a data task;
         # then more data for what a source could not give.

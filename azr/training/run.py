@@ -5,6 +5,9 @@ Each finished phase is recorded in `output_dir/state.json`, so `--resume-from` s
 from its latest checkpoint (step, optimizer, scheduler and RNG state restored by the HF Trainer) after the logs
 are pruned back to that checkpoint. Outputs: config.yaml, metrics.jsonl, generations/, checkpoints/, sft/, final/
 (adapter or model, tokenizer, model card) and summary.json.
+
+Under a launcher (torchrun, `accelerate launch`), every rank runs this recipe and only the main one writes those
+files (`azr.training.ranks`); ranks wait for each other where one reads what the main process wrote.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ from typing import Any
 
 from azr.config import AzrConfig, save_config
 from azr.data import Task, load_tasks, select_tasks
-from azr.errors import ConfigError, NotAvailableError
+from azr.errors import ConfigError
 from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
-from azr.rewards import CodeGrader, build_rewards, validate_references
+from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
 from azr.sandbox import SandboxUnhealthy
+from azr.serving import Sidecar
+from azr.training.absolute_zero import absolute_zero_phase, check_recipe, warm_start_dataset
+from azr.training.passrate import pass_rate_measurer
+from azr.training.ranks import MainRounds, Ranks, replica_digests, sandbox_share, start_ranks
 from azr.training.state import Resume, RunState, resolve_resume, write_summary
 
 log = logging.getLogger(__name__)
@@ -31,32 +38,46 @@ log = logging.getLogger(__name__)
 
 def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     """Train as `cfg` says; returns the process exit code."""
-    if cfg.vllm.sidecar:  # refused before anything is written
-        raise NotAvailableError(
-            "vllm.sidecar: launching a vLLM sidecar from azr-train is not in this version yet; on a GPU box start "
-            "`trl vllm-serve --model MODEL` yourself and set grpo.use_vllm=true and grpo.vllm_mode=server"
-        )
+    if cfg.mode == "absolute_zero":
+        check_recipe(cfg)  # what the mode cannot do is refused before anything is written
+    sidecar = Sidecar(cfg, max_model_len=sequence_lengths(cfg)["max_seq_length"])
+    sidecar.check()  # a vllm.mode this machine cannot run is refused before anything is written
+    with sidecar:  # its server starts just before the policy loads, and stops however the run ends
+        return _train(cfg, resume_from, sidecar)
+
+
+def _train(cfg: AzrConfig, resume_from: str | None, sidecar: Sidecar) -> int:
     started = time.monotonic()
+    ranks = start_ranks()
     out = Path(cfg.output_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"output_dir: cannot create {out}: {exc.strerror}") from None
-    state = RunState.load(out)
+    state = RunState.load(out, writes=ranks.main)
     resume = resolve_resume(out, state, resume_from, sft=cfg.sft.enabled)
-    save_config(cfg, out / "config.yaml")
+    ranks.wait()  # every rank has read the run as it was before the main process writes to it
+    if ranks.main:
+        save_config(cfg, out / "config.yaml")
 
     tasks = select_tasks(
         load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
     )
-    funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
+    sandbox = sandbox_share(cfg.sandbox, ranks)
+    pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
+    funcs, weights, grader = build_rewards(cfg.rewards, sandbox, pool, answer_format=cfg.answer_format)
     check_sandbox(tasks, grader)
+    if cfg.sft.enabled and cfg.sft.rollouts and not state.done("sft"):
+        from azr.tools import load_rollouts
+
+        load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter)  # a bad file is refused before the model loads
     log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
 
     from azr.models import build_model_and_tokenizer, count_parameters, quiet_third_party
 
     quiet_third_party()
     lengths = sequence_lengths(cfg)
+    sidecar.start(out / "vllm")  # before the policy: on one GPU, vLLM's memory share is taken first
     model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=lengths["max_seq_length"])
     log.info(
         "model: %s (%s, %.2f M parameters, dtype %s)",
@@ -68,13 +89,13 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     tasks = fit_tasks(tasks, tokenizer, cfg)
     log.info("data: %d training tasks from %s", len(tasks), cfg.data.train)
 
-    if resume.pruned_to is not None:
+    if resume.pruned_to is not None and ranks.main:
         _prune_logs(cfg, out, state, resume)
     from azr.training.callbacks import RunConsole
 
     with ExitStack() as stack:
         generations = None
-        if cfg.logging.generations:
+        if cfg.logging.generations and ranks.main:
             generations = GenerationLog(out / "generations", int(cfg.logging.generations_max_mb * 2**20))
             stack.callback(generations.close)
         run = _Run(
@@ -85,29 +106,34 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             funcs,
             weights,
             grader,
-            metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")),
+            ranks,
+            metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")) if ranks.main else None,
             generations=generations,
-            console=RunConsole(cfg.logging.console, stack),
+            console=RunConsole(cfg.logging.console if ranks.main else "plain", stack),
+            sidecar=sidecar,
         )
         policy_dir = cfg.model.name_or_path
         if cfg.sft.enabled:
             if not state.done("sft"):
                 _sft_phase(run, model, tokenizer, tasks)
+                ranks.wait()  # the main process saved sft/final, which every rank loads next
             model, tokenizer = _load_policy(cfg, out / "sft" / "final")
             policy_dir = str(out / "sft" / "final")
         sampled = tasks[: cfg.logging.pass_rate_tasks]
-        measure = _measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths)
+        template = template_kwargs(cfg)
+        measure = pass_rate_measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths, template, ranks)
         if not state.done("eval_before") and sampled:
             state.finish("eval_before", measure(model, "eval_before", run.metrics))
         if not state.done("grpo"):
-            model = _grpo_phase(run, model, tokenizer, tasks, policy_dir)
+            phase = absolute_zero_phase if cfg.mode == "absolute_zero" else _grpo_phase
+            model = phase(run, model, tokenizer, tasks, policy_dir)
         else:
             model, tokenizer = _load_policy(cfg, out / "final")
         if not state.done("eval_after") and sampled:
             state.finish("eval_after", measure(model, "eval_after", run.metrics))
-        summary = write_summary(out, state, time.monotonic() - started)
-        run.console.show_summary(summary)
-    log.info("done: final %s in %s", "adapter" if cfg.model.lora.enabled else "model", out / "final")
+        if ranks.main:
+            run.console.show_summary(write_summary(out, state, time.monotonic() - started))
+    log.info("done: final %s in %s", "adapter" if cfg.model.adapter.enabled else "model", out / "final")
     return 0
 
 
@@ -156,87 +182,122 @@ class _Run:
     funcs: list
     weights: list[float]
     grader: CodeGrader
-    metrics: JsonlWriter
+    ranks: Ranks
+    metrics: JsonlWriter | None  # None on every rank but the main one, as the generation log
     generations: GenerationLog | None
     console: Any  # azr.training.callbacks.RunConsole (imported lazily: it needs transformers)
+    sidecar: Sidecar
 
 
 def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
-    from azr.models import lora_config
+    from azr.models import build_peft_config
     from azr.training.callbacks import MetricsCallback
     from azr.training.sft import find_near_misses, near_misses_once, run_sft, sft_args, sft_dataset
 
     cfg, out = run.cfg, run.out
     started = time.monotonic()
-    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
+    episodes = bool(cfg.sft.rollouts)
+    gc = cfg.model.gradient_checkpointing
+    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, gc, cpu=not on_gpu(), conversational=episodes)
     callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
     near_misses = {}
     if cfg.sft.near_misses:
         find = functools.partial(find_near_misses, tasks, run.grader, cfg.sft.near_misses, cfg.seed)
-        near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
+        if run.ranks.main:
+            near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
+        near_misses = run.ranks.broadcast(near_misses)  # every rank trains on the same rows
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
-    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
+    if cfg.mode == "absolute_zero":  # the warm start teaches both roles on seed triplets
+        dataset = warm_start_dataset(cfg, out, tasks, tokenizer, template_kwargs(cfg))
+    elif episodes:
+        from azr.tools import load_rollouts
+        from azr.training.sft import rollout_dataset
+
+        dataset = rollout_dataset(load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter))
+    else:
+        dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
-    run_sft(model, tokenizer, dataset, args, lora_config(cfg.model), callbacks, checkpoint, out / "sft" / "final")
+    peft_config = build_peft_config(cfg.model.adapter, model)
+    run_sft(model, tokenizer, dataset, args, peft_config, callbacks, checkpoint, out / "sft" / "final")
     run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
 
 
 def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str):
     from transformers import PrinterCallback
 
-    from azr.models import lora_config
+    from azr.models import build_peft_config
+    from azr.tools import build_toolbox
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
+    from azr.training.generation import use_generation_backend
     from azr.training.sampling import build_sampling
     from azr.training.trainer import AZRGRPOTrainer
 
     cfg, out, generations = run.cfg, run.out, run.generations
+    tools = cfg.tools.enabled
     started = time.monotonic()
     record = MetricsCallback(run.metrics, "grpo")
-    observers = [lambda batch: generations.put(batch.records())] if generations is not None else []
-    rows, funcs, weights, arena = grpo_rows(tasks), run.funcs, run.weights, None
+    # The same observers on every rank (the trainer gathers each batch for them), called on the main one only.
+    observers = [lambda batch: generations.put(batch.records())] if cfg.logging.generations else []
+    rows, funcs, weights, arena, sources = grpo_rows(tasks), run.funcs, run.weights, None, []
     checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
     if cfg.self_play.enabled:
         from azr.selfplay import Arena, blend_rewards
 
         funcs, weights = blend_rewards(funcs, weights, run.grader, cfg.self_play.weight)
-        arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint)
-    # One sampler decides which prompt groups enter each batch (data, curriculum, self-play's replay and hints).
-    sampling = build_sampling(cfg, rows, arena.sources if arena else (), checkpoint)
+        main_arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint) if run.ranks.main else None
+        arena, sources = MainRounds(main_arena, run.ranks), main_arena.sources if main_arena else []
+    # One sampler decides which prompt groups enter each batch (data, curriculum, self-play's replay and hints); with
+    # several processes it runs on the main one, where the arena and the curriculum's statistics are.
+    sampling = build_sampling(cfg, rows, sources, checkpoint, run.ranks)
     observers.append(sampling.observe)
-    saved = [SaveBesideCheckpoints(sampling)] + ([SaveBesideCheckpoints(arena)] if arena else [])
+    saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])
     try:
         trainer = AZRGRPOTrainer(
             model=model,
             reward_funcs=funcs,
-            args=grpo_args(cfg, out, weights),
+            args=grpo_args(cfg, out, weights, run.sidecar.grpo_fields()),
             train_dataset=grpo_dataset(tasks),
             processing_class=tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
-            peft_config=None if cfg.sft.enabled else lora_config(cfg.model),
+            peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, model),
             callbacks=[record, run.console.callback("grpo"), *saved],
+            # TRL runs the policy's tool calls and masks their results out of the loss; python_run shares the pool.
+            tools=build_toolbox(cfg, run.grader.pool, tokenizer.all_special_tokens).functions() if tools else None,
             grader=run.grader,
             observers=observers,
             rounds=arena,
             sampling=sampling,
         )
         trainer.remove_callback(PrinterCallback)
+        if (backend := run.sidecar.generation(trainer)) is not None:
+            use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
         record.trainer = trainer
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended
-    final = out / "final"
-    trainer.save_model(str(final))
-    tokenizer.save_pretrained(str(final))
-    run.state.finish("grpo", {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step})
-    from azr.training.modelcard import write_model_card
+    return finish_grpo(run, trainer, tokenizer, policy_dir, started)
 
-    write_model_card(final, cfg, policy_dir, run.state)
+
+def finish_grpo(run: _Run, trainer, tokenizer, policy_dir: str, started: float):
+    """Save the trained policy to `final/` with its model card and record the phase; returns the model."""
+    final = run.out / "final"
+    trainer.save_model(str(final))  # on every rank: a sharded model is gathered to the main one, which writes
+    info = {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step}
+    if digests := replica_digests(trainer, run.ranks):
+        info["weights_sha256"] = digests  # one per rank: data-parallel replicas that must be equal
+    run.state.finish("grpo", info)
+    if run.ranks.main:
+        from azr.training.modelcard import write_model_card
+
+        tokenizer.save_pretrained(str(final))
+        write_model_card(final, run.cfg, policy_dir, run.state)
     return trainer.model
 
 
-def grpo_args(cfg: AzrConfig, out: Path, weights: list[float]):
-    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, and CPU defaults."""
+def grpo_args(cfg: AzrConfig, out: Path, weights: list[float], vllm_fields: dict[str, Any] | None = None):
+    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, CPU defaults, and
+    the fields of TRL's vLLM modes (`vllm_fields`, from `azr.serving.Sidecar`)."""
     from trl import GRPOConfig
 
     values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
@@ -247,6 +308,7 @@ def grpo_args(cfg: AzrConfig, out: Path, weights: list[float]):
     values["max_completion_length"] = sequence_lengths(cfg)["max_completion_length"]
     values["chat_template_kwargs"] = template_kwargs(cfg)
     values.setdefault("reward_weights", list(weights))
+    values.update(vllm_fields or {})
     return GRPOConfig(
         output_dir=str(out / "checkpoints"),
         seed=cfg.seed,
@@ -285,59 +347,16 @@ def _load_policy(cfg: AzrConfig, folder: Path):
 
     from azr.models import build_model_and_tokenizer
 
-    if not cfg.model.lora.enabled:
+    if not cfg.model.adapter.enabled:
         return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=str(folder)))
     from peft import PeftModel
 
+    from azr.models import sharded_launch
+
     model, tokenizer = build_model_and_tokenizer(cfg.model)
-    return PeftModel.from_pretrained(model, str(folder), is_trainable=True), tokenizer
-
-
-def _grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
-    """The sampling settings GRPO generates with (TRL's defaults under `grpo:`), so the measured pass rate is that
-    of the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
-    import dataclasses
-
-    from trl import GRPOConfig
-
-    values = {f.name: f.default for f in dataclasses.fields(GRPOConfig)} | cfg.grpo
-    values |= {k: v for k, v in (values.get("generation_kwargs") or {}).items() if k in values}
-    return {
-        "temperature": float(values["temperature"]),
-        "top_p": float(values["top_p"]),
-        "top_k": int(values["top_k"] or 0),
-        "min_p": values["min_p"],
-        "repetition_penalty": float(values["repetition_penalty"]),
-    }
-
-
-def _measurer(cfg, funcs, weights, grader, tokenizer, tasks, lengths):
-    from azr.evaluation import Sampling, generate_completions, score_completions
-
-    sampling = Sampling(
-        n=cfg.logging.pass_rate_samples,
-        max_new_tokens=lengths["max_completion_length"],
-        seed=cfg.seed,
-        **_grpo_sampling(cfg),
-    )
-
-    def measure(model, phase: str, metrics: JsonlWriter) -> dict[str, Any]:
-        started = time.monotonic()
-        completions = generate_completions(model, tokenizer, tasks, sampling, template_kwargs(cfg))
-        result = score_completions(funcs, weights, grader, tasks, completions)
-        result["seconds"] = round(time.monotonic() - started, 1)
-        metrics.write({"phase": phase, "step": 0, "time": round(time.time(), 3), "tasks": len(tasks), **result})
-        log.info(
-            "%s: pass rate %.3f, mean reward %.3f over %d sampled completions of %d training tasks",
-            phase,
-            result["pass_rate"],
-            result["reward"],
-            result["graded"],
-            len(tasks),
-        )
-        return result
-
-    return measure
+    # In the model's dtype under ZeRO-3, as TRL creates adapters there (deploy/accelerate/zero3.yaml says why).
+    fp32 = not (sharded_launch() == "zero3" and cfg.model.quantization == "none")
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True, autocast_adapter_dtype=fp32), tokenizer
 
 
 def _prune_logs(cfg: AzrConfig, out: Path, state: RunState, resume) -> None:

@@ -34,10 +34,11 @@ from azr.config import AzrConfig, SamplingConfig
 from azr.logs import atomic_write_json
 from azr.training.curriculum import Curriculum
 from azr.training.groups import GroupSampler, GroupSource
+from azr.training.ranks import Ranks
 
 log = logging.getLogger(__name__)
 STATE_FILE = "sampling_state.json"  # beside each checkpoint's trainer_state.json
-CARRY_FILE = "sampling_carry.pt"
+CARRY_FILE = "sampling_carry{}.pt"  # each process's waiting groups: "" with one process, else "_<rank>"
 # What TRL 1.16's `_generate_and_score_completions` returns for text prompts (tests/training/test_sampling.py pins it)
 LEFT_PADDED = {"prompt_ids", "prompt_mask"}
 RIGHT_PADDED = {
@@ -148,23 +149,44 @@ def policy_logps(trainer: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def build_sampling(
-    cfg: AzrConfig, rows: list[dict[str, Any]], sources: Sequence[GroupSource] = (), checkpoint: str | None = None
+    cfg: AzrConfig,
+    rows: list[dict[str, Any]],
+    sources: Sequence[GroupSource] = (),
+    checkpoint: str | None = None,
+    ranks: Ranks | None = None,
 ) -> RolloutFilter:
     """The run's rollout filter over its group sampler: the training rows by task, the curriculum when
-    `curriculum.enabled`, and `sources` of extra groups (self-play's); restored from `checkpoint` on a resume."""
+    `curriculum.enabled`, and `sources` of extra groups (self-play's, on the main process); restored from
+    `checkpoint` on a resume."""
     by_task = {str(r["task_id"]): r for r in rows}
     curriculum = Curriculum(cfg.curriculum, list(by_task)) if cfg.curriculum.enabled else None
     groups = GroupSampler(by_task, curriculum=curriculum, sources=sources, seed=cfg.seed)
-    return RolloutFilter(cfg.sampling, groups, checkpoint)
+    # Decided from the config, the same on every process (only the main one holds the sources).
+    sourced = cfg.self_play.enabled and (cfg.curriculum.replay or cfg.teacher_assist.enabled)
+    return RolloutFilter(cfg.sampling, groups, checkpoint, ranks, composes=cfg.curriculum.enabled or sourced)
 
 
 class RolloutFilter:
     """Fills each generation batch from rounds of the trainer's generation (see the module docstring). `checkpoint`,
-    the folder a resumed run continues from, restores what `save` wrote there."""
+    the folder a resumed run continues from, restores what `save` wrote there.
 
-    def __init__(self, cfg: SamplingConfig, groups: GroupSampler, checkpoint: str | None = None):
-        self.cfg, self.groups = cfg, groups
+    With several processes (`ranks`), the group sampler runs on the main process over every process's rows, as the
+    curriculum's statistics and self-play's sources live there (the trainer's observers see every process's rows on
+    the main process only): each process gets its slice of the composed round. Each process keeps the groups it
+    generated and its own carry-over pool (saved per process); the counts are summed over the processes."""
+
+    def __init__(
+        self,
+        cfg: SamplingConfig,
+        groups: GroupSampler,
+        checkpoint: str | None = None,
+        ranks: Ranks | None = None,
+        composes: bool = True,
+    ):
+        self.cfg, self.groups, self.ranks = cfg, groups, ranks or Ranks()
+        self.composes = composes  # False: the dataloader's batch is generated as it is, unless dynamic sampling asks
         self.pool: list[Group] = []  # kept groups waiting for a later batch, oldest first
+        self.waiting = 0  # groups waiting, every process's
         self.batches = 0  # generation batches filled
         self.totals: Counter[str] = Counter()
         self._window: Counter[str] = Counter()  # the same counts since the last log
@@ -174,26 +196,29 @@ class RolloutFilter:
     def fill(self, trainer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """The generation batch for the dataloader's `rows`: TRL's output dict over the same number of rows."""
         size, step = trainer.num_generations, trainer.state.global_step + 1
-        self.groups.rank = trainer.accelerator.process_index
         self.batches += 1
         if not self.cfg.dynamic:
-            output, rewards = trainer._score_round(self.groups.compose(rows, size, step))
-            signal = group_signal(rewards, trainer.reward_weights, size) if len(rows) % size == 0 else []
+            output, rewards = trainer._score_round(self._compose(rows, size, step))
+            # The whole round's rewards (every process's, in rank order) are whole groups even when a process's
+            # rows are not: every process counts the same.
+            signal = group_signal(rewards, trainer.reward_weights, size) if len(rewards) % size == 0 else []
             self._count(generated=len(signal), kept=sum(signal), trained=len(signal), useful=sum(signal), rounds=1)
             return output
         if len(rows) % size:
             raise ValueError(f"sampling.dynamic: {len(rows)} rows on this process are not whole groups of {size}")
         need, device = len(rows) // size, trainer.accelerator.device
-        kept, spare, seen, generated, rounds = self._carried(), [], set(), 0, 0
+        counts: Counter[str] = Counter()
+        kept, spare, seen, generated, rounds = self._carried(counts), [], set(), 0, 0
         carried_in = len(kept)
         while rounds < self.cfg.max_attempts:
             missing = _global_max(trainer, need - len(kept))  # every process runs the same rounds
             if missing <= 0:
                 break
             n = math.ceil(self.cfg.oversample * missing)
-            batch = self.groups.compose(rows, size, step, attempt=rounds, groups=n, exclude=seen)
+            batch = self._compose(rows, size, step, attempt=rounds, groups=n, exclude=seen)
             output, rewards = trainer._score_round(batch)
-            for group in split_groups(output, batch, group_signal(rewards, trainer.reward_weights, size), self.batches):
+            mine = rewards[self.ranks.rank * len(batch) : (self.ranks.rank + 1) * len(batch)]
+            for group in split_groups(output, batch, group_signal(mine, trainer.reward_weights, size), self.batches):
                 (kept if group.signal else spare).append(group)
                 seen.add(group.task_id)
             generated, rounds = generated + n, rounds + 1
@@ -205,7 +230,7 @@ class RolloutFilter:
         batch = join_groups(trained, trainer.processing_class.pad_token_id, trainer.pad_to_multiple_of, device)
         mask = batch["completion_mask"] * batch["tool_mask"] if "tool_mask" in batch else batch["completion_mask"]
         batch["num_items_in_batch"] = trainer.accelerator.gather(mask.sum()).sum()
-        self._count(
+        counts.update(
             generated=generated,
             kept=len(kept) - carried_in,
             trained=need,
@@ -213,21 +238,44 @@ class RolloutFilter:
             carried_in=min(carried_in, need),
             short=short,
             dropped=max(len(kept) - need - len(surplus), 0),
-            rounds=rounds,
+            waiting=len(self.pool),
         )
+        summed = dict(zip(counts, self.ranks.total(*counts.values()), strict=True))  # one collective a batch
+        self.waiting = int(summed.pop("waiting"))
+        self._count(rounds=rounds, **{k: int(v) for k, v in summed.items()})
         if short:
             log.info("sampling: step %d tops up %d of %d groups after %d rounds", step, short, need, rounds)
         return batch
+
+    def _compose(self, rows: list[dict[str, Any]], size: int, step: int, **draw: Any) -> list[dict[str, Any]]:
+        """This process's rows of the round the group sampler composes on the main process over every process's
+        `rows` (in rank order, as TRL gathers them); with `groups` in `draw`, that many groups per process."""
+        if self.ranks.world == 1 or (draw.get("groups") is None and not self.composes):
+            return self.groups.compose(rows, size, step, **draw)
+        world, rank = self.ranks.world, self.ranks.rank
+        parts = self.ranks.gather((rows, sorted(draw.get("exclude", ()))))
+        if draw.get("groups") is not None:
+            draw["groups"] *= world
+        draw["exclude"] = {t for _, seen in parts for t in seen}
+
+        def compose() -> list[dict[str, Any]]:
+            return self.groups.compose([r for p, _ in parts for r in p], size, step, **draw)
+
+        whole = self.ranks.on_main(compose, "the group sampler")
+        # The dataloader's slices as they were; or, when asked for `groups` each, equal slices of whole groups.
+        sizes = [len(p) for p, _ in parts] if draw.get("groups") is None else [len(whole) // world] * world
+        start = sum(sizes[:rank])
+        return whole[start : start + sizes[rank]]
 
     def observe(self, batch: Any) -> None:
         """Trainer observer of each `ScoredBatch` (every round's): the curriculum's statistics."""
         if self.groups.curriculum is not None:
             self.groups.curriculum.observe(batch)
 
-    def _carried(self) -> list[Group]:
+    def _carried(self, counts: Counter[str]) -> list[Group]:
         """The pool's groups still young enough to train, oldest first; the rest are dropped and counted."""
         young = [g for g in self.pool if self.batches - g.born <= self.cfg.carry_over]
-        self._count(dropped=len(self.pool) - len(young))
+        counts.update(dropped=len(self.pool) - len(young))
         self.pool = []
         return young
 
@@ -257,7 +305,7 @@ class RolloutFilter:
         groups carried over (waiting now), carried in, topped up (`short`) and dropped (beyond a full batch with
         carry-over off, or waited too long)."""
         w, self._window = self._window, Counter()
-        out: dict[str, float] = {"sampling/carried_over": len(self.pool)}
+        out: dict[str, float] = {"sampling/carried_over": self.waiting}
         if w["generated"]:
             out["sampling/kept_share"] = round(w["kept"] / w["generated"], 4)
         if w["trained"]:
@@ -270,16 +318,21 @@ class RolloutFilter:
         return out
 
     # ------------------------------------------------------------------------------------------------ state
-    def save(self, folder: Path) -> Path:
-        """What a resume from this checkpoint needs to continue exactly: the counts, the curriculum's statistics
-        (`sampling_state.json`, atomic) and the groups waiting to be trained (`sampling_carry.pt`)."""
-        carry = Path(folder) / CARRY_FILE
+    def save(self, folder: Path) -> None:
+        """What a resume from this checkpoint needs to continue exactly, called on every process: the counts and the
+        curriculum's statistics (`sampling_state.json`, atomic, by the main process) and each process's groups
+        waiting to be trained (`sampling_carry.pt`, or `sampling_carry_<rank>.pt` with several processes)."""
+        carry = Path(folder) / self._carry_file()
         if self.pool:
             torch.save([{"tensors": g.tensors, "task_id": g.task_id, "born": g.born} for g in self.pool], carry)
         else:
             carry.unlink(missing_ok=True)
-        state = {"batches": self.batches, "totals": dict(self.totals), "groups": self.groups.to_json()}
-        return atomic_write_json(Path(folder) / STATE_FILE, state)
+        if self.ranks.main:
+            state = {"batches": self.batches, "totals": dict(self.totals), "waiting": self.waiting}
+            atomic_write_json(Path(folder) / STATE_FILE, state | {"groups": self.groups.to_json()})
+
+    def _carry_file(self) -> str:
+        return CARRY_FILE.format(f"_{self.ranks.rank}" if self.ranks.world > 1 else "")
 
     def _resume(self, checkpoint: Path) -> None:
         path = checkpoint / STATE_FILE
@@ -288,11 +341,11 @@ class RolloutFilter:
         except (OSError, ValueError) as exc:
             log.warning("sampling: no readable %s (%s); the curriculum starts afresh", path, exc)
             return
-        self.batches = int(state["batches"])
+        self.batches, self.waiting = int(state["batches"]), int(state.get("waiting", 0))
         self.totals.update(state["totals"])
         self.groups.restore(state["groups"])
-        if (checkpoint / CARRY_FILE).exists():
-            saved = torch.load(checkpoint / CARRY_FILE, map_location="cpu", weights_only=True)
+        if (checkpoint / self._carry_file()).exists():
+            saved = torch.load(checkpoint / self._carry_file(), map_location="cpu", weights_only=True)
             self.pool = [Group(g["tensors"], g["task_id"], True, g["born"]) for g in saved]
         log.info("sampling: resumed from %s (%d groups waiting)", path, len(self.pool))
 

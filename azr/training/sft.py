@@ -1,8 +1,12 @@
-"""The SFT warm start: supervised fine-tuning on reference answers before GRPO, through TRL's SFTTrainer.
+"""The SFT warm start: supervised fine-tuning before GRPO, through TRL's SFTTrainer, on reference answers or on
+tool-using episodes from `azr gen` (`sft.rollouts`).
 
-Owns the dataset (each prompt rendered exactly as GRPO will render it, each completion a strict-format reference
-answer ending in EOS) and the phase's outputs under `output_dir/sft/`. Loss is on completion tokens only. It does
-not decide whether the phase runs or is skipped on resume; `train.run_train` does.
+Owns the datasets and the phase's outputs under `output_dir/sft/`. Reference answers are prompt-completion rows (each
+prompt rendered exactly as GRPO will render it, each completion a strict-format answer ending in EOS) with loss on
+the completion only. Episodes are multi-turn conversations with loss on the assistant turns only (TRL's
+`assistant_only_loss`, through the chat template's generation markers): prompts and tool results are never trained,
+each assistant turn's end token is. It does not decide whether the phase runs or is skipped on resume;
+`train.run_train` does.
 """
 
 from __future__ import annotations
@@ -46,6 +50,16 @@ def sft_dataset(
     return Dataset.from_list(rows)
 
 
+def rollout_dataset(rows: list[dict[str, Any]]):
+    """Conversational rows (`messages`, `tools`) for assistant-only loss. Messages and tool schemas are stored with
+    the datasets `Json` feature: Arrow would otherwise give every message every key seen in any message (a user
+    message with `tool_calls: null`), which chat templates read as present."""
+    from datasets import Dataset, Features, Json, List
+
+    features = Features({"messages": List(Json()), "tools": List(Json())})
+    return Dataset.from_list([{"messages": r["messages"], "tools": r["tools"]} for r in rows], features=features)
+
+
 def find_near_misses(tasks: list[Task], grader, per_task: int, seed: int) -> dict[str, list[str]]:
     """Per task, up to `per_task` single-edit variants of its reference solution that fail its tests in the sandbox
     (variants that still pass, time out or break the sandbox are dropped). The same seed picks the same variants,
@@ -75,8 +89,11 @@ def near_misses_once(path: Path, find: Callable[[], dict[str, list[str]]]) -> di
     return found
 
 
-def sft_args(args: dict[str, Any], out: Path, seed: int, gradient_checkpointing: bool, cpu: bool):
-    """trl.SFTConfig from `sft.args`, with azr's managed fields and CPU defaults."""
+def sft_args(
+    args: dict[str, Any], out: Path, seed: int, gradient_checkpointing: bool, cpu: bool, conversational: bool = False
+):
+    """trl.SFTConfig from `sft.args`, with azr's managed fields and CPU defaults; loss on the completion (reference
+    answers) or on the assistant turns (`conversational`: episodes)."""
     from trl import SFTConfig
 
     values: dict[str, Any] = {
@@ -86,7 +103,8 @@ def sft_args(args: dict[str, Any], out: Path, seed: int, gradient_checkpointing:
         "save_total_limit": 1,
         "report_to": [],
         "lr_scheduler_type": "cosine",
-        "completion_only_loss": True,
+        **({"assistant_only_loss": True, "completion_only_loss": False} if conversational else {}),
+        **({} if conversational else {"completion_only_loss": True}),
         **({"use_cpu": True, "bf16": False} if cpu else {}),
         **args,
     }
@@ -104,6 +122,8 @@ def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from
     from transformers import PrinterCallback
     from trl import SFTTrainer
 
+    from azr.models import keep_vectors_fp32
+
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -113,11 +133,13 @@ def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from
         callbacks=callbacks,
     )
     trainer.remove_callback(PrinterCallback)
+    keep_vectors_fp32(trainer.model)  # before train() creates the optimizer
     for callback in callbacks:
         if hasattr(callback, "trainer"):
             callback.trainer = trainer
     log.info("sft: warm start on %d answers", len(dataset))
     trainer.train(resume_from_checkpoint=resume_from)
-    trainer.save_model(str(final_dir))
-    tokenizer.save_pretrained(str(final_dir))
+    trainer.save_model(str(final_dir))  # on every rank (a sharded model is gathered); the main one writes
+    if trainer.args.should_save:
+        tokenizer.save_pretrained(str(final_dir))
     return final_dir

@@ -28,17 +28,18 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 class RunState:
     path: Path
     phases: dict[str, Any] = field(default_factory=dict)  # finished phase -> what it measured
+    writes: bool = True  # False on every rank but the main one: they keep the same state without writing it
 
     @classmethod
-    def load(cls, out: Path) -> RunState:
+    def load(cls, out: Path, writes: bool = True) -> RunState:
         path = Path(out) / "state.json"
         if not path.exists():
-            return cls(path)
+            return cls(path, writes=writes)
         try:
             phases = json.loads(path.read_text())["phases"]
         except (ValueError, KeyError, TypeError):
             raise ConfigError(f"{path}: not a run state file azr wrote; choose another output_dir") from None
-        return cls(path, dict(phases))
+        return cls(path, dict(phases), writes)
 
     def done(self, phase: Any) -> bool:
         return phase in self.phases
@@ -48,13 +49,17 @@ class RunState:
 
     def finish(self, phase: str, info: Any) -> None:
         self.phases[phase] = info
-        atomic_write_json(self.path, {"phases": self.phases})
+        self._write()
 
     def reset_from(self, phase: str) -> None:
         """Forget `phase` and every phase after it (they will run again)."""
         later = PHASES[PHASES.index(phase) :]
         self.phases = {p: v for p, v in self.phases.items() if p not in later}
-        atomic_write_json(self.path, {"phases": self.phases})
+        self._write()
+
+    def _write(self) -> None:
+        if self.writes:
+            atomic_write_json(self.path, {"phases": self.phases})
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from accelerate.utils import gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from azr.models import keep_vectors_fp32
 from azr.prompts import completion_text, last_user_message
 from azr.rewards import CodeGrader
 
@@ -51,14 +53,21 @@ class ScoredBatch:
                     "opponent_passed": row.get("opponent_passed"),
                     "rewards": rewards,
                     **(self.details[i] if i < len(self.details) else {}),
+                    **({"messages": completion} if _used_tools(completion) else {}),  # calls and results, in order
                 }
             )
         return out
 
 
+def _used_tools(completion: Any) -> bool:
+    return isinstance(completion, list) and any(isinstance(m, dict) and m.get("role") == "tool" for m in completion)
+
+
 class AZRGRPOTrainer(GRPOTrainer):
     """GRPOTrainer plus:
 
+    - IA³ scales and trained norm weights are held in float32 (`azr.models.keep_vectors_fp32`): TRL casts the
+      trainable parameters of a quantized model to bfloat16, where steps near 1.0 round away.
     - `_calculate_rewards` masks every row whose code could not be graded (the `tests` reward is None, i.e. an
       infrastructure error): TRL sums rewards with nansum, so such a row would otherwise keep its format reward and
       be pushed up or down for the sandbox's failure. A row that is NaN throughout gets advantage 0 and stays out
@@ -66,10 +75,15 @@ class AZRGRPOTrainer(GRPOTrainer):
     - The prompt order of each epoch depends on the seed and the epoch only: TRL's sampler draws every epoch's
       shuffle from one generator, which a resumed run restarts, so it would replay the first epoch's order.
     - `grader` is checked after every step by a callback, so a run whose infrastructure failure rate passes
-      `sandbox.max_infra_failure_rate` stops with `SandboxUnhealthy` instead of training on noise.
-    - `rounds` (an `azr.selfplay.Arena`, for self-play) gets each round's rows before the policy generates (it
-      starts the opponent on the tasks), sets its columns just before the rewards, observes each scored batch, and
-      adds its metrics to every log.
+      `sandbox.max_infra_failure_rate` stops with `SandboxUnhealthy` instead of training on noise; on several
+      processes the failure counts are summed over them first, so that every rank stops at the same step.
+    - `observers` are called on the main process only, with the batch of every process (gathered in rank order,
+      as TRL gathers the rewards), so the generation log, the scoreboard and the curriculum see each completion
+      once.
+    - `rounds` (for self-play: an `azr.selfplay.Arena`, or on several processes `azr.training.ranks`' wrapper that
+      plays it on the main process) gets each round's rows before the policy generates (it starts the opponent on
+      the tasks), sets its columns just before the rewards, observes each scored batch, and adds its metrics to
+      every log.
     - `sampling` (an `azr.training.sampling.RolloutFilter`) builds each generation batch in training: which prompt
       groups are generated (the group sampler), and with dynamic sampling which generated groups are trained. It
       calls `_score_round` once per round, and adds its metrics to every log.
@@ -86,15 +100,16 @@ class AZRGRPOTrainer(GRPOTrainer):
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
+        keep_vectors_fp32(self.model)  # TRL cast them to bfloat16 on a quantized base; the optimizer comes later
         self.grader = grader
         self.rounds = rounds
         self.sampling = sampling
-        self.round_rewards: torch.Tensor | None = None  # this process's rows of the last round's rewards
+        self.round_rewards: torch.Tensor | None = None  # the last round's rewards, every process's rows
         self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
         self._mask_col = self.reward_func_names.index(mask_reward) if mask_reward in self.reward_func_names else None
         if grader is not None:
-            self.add_callback(_GraderHealth(grader))
+            self.add_callback(_GraderHealth(grader, self._summed_over_processes))
 
     def _get_train_sampler(self, dataset=None):
         sampler = super()._get_train_sampler(dataset)
@@ -108,8 +123,8 @@ class AZRGRPOTrainer(GRPOTrainer):
         return self._score_round(list(inputs))[0]
 
     def _score_round(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], torch.Tensor]:
-        """One round of TRL's generation and scoring for `rows`: its output, and this process's rewards (rows,
-        reward functions; NaN where not graded)."""
+        """One round of TRL's generation and scoring for `rows`: its output, and the rewards of every process's rows
+        in rank order (rows, reward functions; NaN where not graded)."""
         if self.rounds is not None and self.model.training:
             # Before generating, so that the opponent answers while the policy generates and its own code is graded.
             rows = self.rounds.start(rows, self.state.global_step + 1)
@@ -124,23 +139,36 @@ class AZRGRPOTrainer(GRPOTrainer):
         if self._mask_col is not None:
             rewards[torch.isnan(rewards[:, self._mask_col])] = torch.nan
         self.reward_seconds += time.perf_counter() - started
-        # `rewards` is gathered over processes; this process's rows come at its rank's offset.
-        offset = self.accelerator.process_index * len(prompts)
-        self.round_rewards = rewards[offset : offset + len(prompts)].detach()
-        if self.observers:
-            details = self.grader.last_details if self.grader else []  # set by the tests reward for this batch
-            batch = ScoredBatch(
-                step=self.state.global_step + 1,  # the optimizer step these completions train
-                inputs=list(inputs),
-                prompts=list(prompts),
-                completions=list(completions),
-                rewards=rewards[offset : offset + len(prompts)].detach().float().cpu(),
-                reward_names=list(self.reward_func_names),
-                details=details if len(details) == len(prompts) else [],
-            )
-            for observe in self.observers:
-                observe(batch)
+        self.round_rewards = rewards.detach()  # every process's rows, in rank order (TRL gathered them)
+        if self.observers:  # the same list on every process (a collective follows)
+            batch = self._scored_batch(inputs, prompts, completions, rewards)
+            if self.accelerator.is_main_process:
+                for observe in self.observers:
+                    observe(batch)
         return rewards
+
+    def _scored_batch(self, inputs, prompts, completions, rewards: torch.Tensor) -> ScoredBatch:
+        """Every process's rows of this round, in rank order: `rewards` is already gathered that way by TRL."""
+        details = self.grader.last_details if self.grader else []  # set by the tests reward for this batch
+        mine = (list(inputs), list(prompts), list(completions), details if len(details) == len(prompts) else [])
+        parts = gather_object([mine]) if self.accelerator.num_processes > 1 else [mine]
+        inputs, prompts, completions, details = ([row for part in parts for row in part[i]] for i in range(4))
+        return ScoredBatch(
+            step=self.state.global_step + 1,  # the optimizer step these completions train
+            inputs=inputs,
+            prompts=prompts,
+            completions=completions,
+            rewards=rewards.detach().float().cpu(),
+            reward_names=list(self.reward_func_names),
+            # All or nothing: a process whose grader left no details would shift every later row's verdict.
+            details=details if len(details) == len(inputs) else [],
+        )
+
+    def _summed_over_processes(self, *numbers: float) -> list[float]:
+        summed = self.accelerator.reduce(
+            torch.tensor(numbers, dtype=torch.float64, device=self.accelerator.device), "sum"
+        )
+        return summed.tolist()
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "train_runtime" not in logs:
@@ -158,13 +186,14 @@ class _EpochSampler(RepeatSampler):
 
 
 class _GraderHealth(TrainerCallback):
-    """Raise the grader's SandboxUnhealthy at the end of the step whose batch passed the failure-rate limit."""
+    """Raise the grader's SandboxUnhealthy at the end of the step whose batch passed the failure-rate limit, on
+    every process at once: `total` sums the (errors, runs) counts over the processes."""
 
-    def __init__(self, grader: CodeGrader):
-        self.grader = grader
+    def __init__(self, grader: CodeGrader, total: Callable[..., list[float]]):
+        self.grader, self.total = grader, total
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.grader.check()
+        self.grader.check(self.total)
 
 
 def _finite(value: float) -> float | None:

@@ -13,13 +13,16 @@ import yaml
 
 from azr.cli import invoke
 from azr.cli.evaluate import eval_
-from azr.cli.train import gen, train
+from azr.cli.gen import gen
+from azr.cli.train import train
 
 COMMANDS = [
     [],
     ["train"],
     ["eval"],
     ["gen"],
+    ["tool"],
+    ["tool", "call"],
     ["sandbox"],
     ["sandbox", "run"],
     ["sandbox", "doctor"],
@@ -29,6 +32,8 @@ COMMANDS = [
     ["config"],
     ["config", "fields"],
     ["config", "show"],
+    ["absolute-zero"],
+    ["absolute-zero", "check"],
 ]
 
 
@@ -71,8 +76,8 @@ def _user_errors(tmp):
         (["train", "--config", f("list.yaml", "- a\n- b\n")], "{tmp}/list.yaml: expected a mapping of sections"),
         (["train", "--config", f("k.yaml", RECIPE + "modle: {}\n")], "modle: unknown key (did you mean 'model'?)"),
         (
-            ["train", "--config", f("t.yaml", "model: {name_or_path: m, lora: {r: high}}\n")],
-            "model.lora.r: expected an integer, got 'high'",
+            ["train", "--config", f("t.yaml", "model: {name_or_path: m, adapter: {r: high}}\n")],
+            "model.adapter.r: expected an integer, got 'high'",
         ),
         (
             ["train", "--config", f("w.yaml", RECIPE + "rewards: [{name: tests}, {name: format, weight: high}]\n")],
@@ -87,8 +92,8 @@ def _user_errors(tmp):
         (["train", "--config", f("e.yaml", RECIPE + "self_play: {enabled: true}\n")], "self_play.base_url: required"),
         (["train", "--config", str(tmp / "missing.yaml")], "{tmp}/missing.yaml: config file not found"),
         (["train"], "--config: a recipe file is required"),
-        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.lora.r"], "--set 'model.lora.r': expected KEY="),
-        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.lora.q=1"], "model.lora.q: unknown key"),
+        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.adapter.r"], "--set 'model.adapter.r': expected"),
+        (["train", "--config", f("r.yaml", RECIPE), "--set", "model.adapter.q=1"], "model.adapter.q: unknown key"),
         (
             ["train", "--config", f("r.yaml", RECIPE), "--set", "sandbox.timeout_s=soon"],
             "sandbox.timeout_s: expected a number, got 'soon'",
@@ -151,21 +156,6 @@ def test_console_script_reports_user_error_in_one_line(tmp_path):
     assert result.stderr == f"azr-train: error: {tmp_path}/x.yaml: config file not found\n"
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["gen", "--config", "RECIPE", "--out", "x.jsonl"],
-        ["train", "--config", "RECIPE", "--set", "vllm.sidecar=true", "--output-dir", "OUT"],
-    ],
-    ids=lambda argv: " ".join(argv[:2]),
-)
-def test_commands_of_later_versions_say_so_and_exit_1(cli, write, tmp_path, argv):
-    argv = [write("r.yaml", RECIPE) if a == "RECIPE" else tmp_path / "out" if a == "OUT" else a for a in argv]
-    code, _, err = cli(*argv)
-    assert code == 1 and err.count("\n") == 1 and "not in this version yet" in err
-    assert not (tmp_path / "out").exists()  # refused before anything was written
-
-
 @pytest.mark.parametrize("argv", [[], ["data"], ["sandbox"], ["config"]])
 def test_a_group_without_subcommand_shows_its_help(cli, argv):
     code, out, err = cli(*argv)
@@ -208,10 +198,10 @@ def test_train_runs_from_the_cli_and_saves_the_resolved_config(cli, tiny_model_d
         f"model: {{name_or_path: {tiny_model_dir}}}\noutput_dir: out\ndata: {{max_tasks: 4}}\ngrpo: {grpo}\n"
         "logging: {console: plain, pass_rate_tasks: 2, pass_rate_samples: 2}\n",
     )
-    code, _, err = cli("train", "--config", recipe, "--max-steps", "2", "--set", "model.lora.r=4")
+    code, _, err = cli("train", "--config", recipe, "--max-steps", "2", "--set", "model.adapter.r=4")
     assert code == 0, err
     saved = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
-    assert saved["grpo"]["max_steps"] == 2 and saved["model"]["lora"]["r"] == 4
+    assert saved["grpo"]["max_steps"] == 2 and saved["model"]["adapter"]["r"] == 4
     assert (tmp_path / "out" / "final" / "adapter_config.json").exists()
 
 
@@ -337,3 +327,20 @@ def test_sandbox_backend_nsjail_when_missing_is_a_user_error(cli, write, command
     argv = [str(write("p.py", INC)) if a == "CODE" else a for a in command]
     code, _, err = cli("sandbox", *argv, "--backend", "nsjail")
     assert code == 2 and err.count("\n") == 1 and "sandbox.backend=nsjail" in err and "Traceback" not in err
+
+
+def test_a_vllm_server_failure_is_exit_1_with_the_servers_log_tail(capsys):
+    """One error line, then the log's last lines as the server wrote them."""
+    import click
+
+    from azr.cli import invoke
+    from azr.serving import VllmServerError
+
+    @click.command()
+    def run():
+        raise VllmServerError("vLLM server (pid 7) exited with code 9 during the run; log /x.log, last lines:\nA\nB")
+
+    assert invoke(run, "azr-train", []) == 1
+    assert capsys.readouterr().err == (
+        "azr-train: error: vLLM server (pid 7) exited with code 9 during the run; log /x.log, last lines:\nA\nB\n"
+    )

@@ -21,7 +21,7 @@ MIN = ["model.name_or_path=Qwen/Qwen2.5-Coder-7B-Instruct"]
 def test_defaults_are_sensible():
     cfg = load_config(None, MIN)
     assert cfg.model.name_or_path == "Qwen/Qwen2.5-Coder-7B-Instruct"  # a hub id is not turned into a path
-    assert cfg.model.lora.enabled and cfg.model.lora.r == 16
+    assert cfg.model.adapter.kind == "lora" and cfg.model.adapter.r == 16
     assert [(r.name, r.weight) for r in cfg.rewards] == [("tests", 1.0), ("format", 0.1)]
     assert cfg.data.train == "train" and cfg.data.eval == "held-out"
     assert Path(cfg.output_dir).is_absolute()
@@ -29,9 +29,9 @@ def test_defaults_are_sensible():
 
 
 def test_yaml_and_json_give_the_same_config(write):
-    body = {"model": {"name_or_path": "m/x", "lora": {"r": 4}}, "grpo": {"learning_rate": 1e-5}, "seed": 3}
+    body = {"model": {"name_or_path": "m/x", "adapter": {"r": 4}}, "grpo": {"learning_rate": 1e-5}, "seed": 3}
     yaml_cfg = load_config(
-        write("a.yaml", "model:\n  name_or_path: m/x\n  lora: {r: 4}\ngrpo:\n  learning_rate: 1e-5\nseed: 3\n")
+        write("a.yaml", "model:\n  name_or_path: m/x\n  adapter: {r: 4}\ngrpo:\n  learning_rate: 1e-5\nseed: 3\n")
     )
     json_cfg = load_config(write("a.json", json.dumps(body)))
     assert yaml_cfg == json_cfg
@@ -41,16 +41,16 @@ def test_yaml_and_json_give_the_same_config(write):
 @pytest.mark.parametrize(
     ("override", "getter", "expected"),
     [
-        ("model.lora.r=8", lambda c: c.model.lora.r, 8),
-        ("model.lora.dropout=0", lambda c: c.model.lora.dropout, 0.0),
+        ("model.adapter.r=8", lambda c: c.model.adapter.r, 8),
+        ("model.adapter.dropout=0", lambda c: c.model.adapter.dropout, 0.0),
         ("sandbox.timeout_s=1e-1", lambda c: c.sandbox.timeout_s, 0.1),
         ("model.trust_remote_code=yes", lambda c: c.model.trust_remote_code, True),
         ("data.shuffle=false", lambda c: c.data.shuffle, False),
         ("model.revision=123", lambda c: c.model.revision, "123"),  # a string field stays a string
         ("data.eval=null", lambda c: c.data.eval, None),
         ("data.max_tasks=10", lambda c: c.data.max_tasks, 10),
-        ("model.lora.target_modules=[q_proj, v_proj]", lambda c: c.model.lora.target_modules, ["q_proj", "v_proj"]),
-        ("model.lora.target_modules=all-linear", lambda c: c.model.lora.target_modules, "all-linear"),
+        ("model.adapter.target_modules=[q_proj, v]", lambda c: c.model.adapter.target_modules, ["q_proj", "v"]),
+        ("model.adapter.target_modules=all-linear", lambda c: c.model.adapter.target_modules, "all-linear"),
         ("rewards.1.weight=0.5", lambda c: c.rewards[1].weight, 0.5),
         ("grpo.learning_rate=1e-5", lambda c: c.grpo["learning_rate"], 1e-5),
         ("self_play.extra_body.top_k=20", lambda c: c.self_play.extra_body, {"top_k": 20}),
@@ -64,11 +64,11 @@ def test_set_overrides_coerce_to_the_field_type(override, getter, expected):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("model.lorra.r=8", "model.lorra: unknown key (did you mean 'lora'?)"),
-        ("model.lora.rr=8", "model.lora.rr: unknown key (did you mean 'r'?)"),
+        ("model.adaptr.r=8", "model.adaptr: unknown key (did you mean 'adapter'?)"),
+        ("model.adapter.rr=8", "model.adapter.rr: unknown key (did you mean 'r'?)"),
         ("modle.dtype=auto", "modle: unknown key (did you mean 'model'?)"),
-        ("model.lora.r=eight", "model.lora.r: expected an integer, got 'eight'"),
-        ("model.lora.r=0", "model.lora.r: must be > 0, got 0"),
+        ("model.adapter.r=eight", "model.adapter.r: expected an integer, got 'eight'"),
+        ("model.adapter.r=0", "model.adapter.r: must be > 0, got 0"),
         ("model.quantization=3bit", "model.quantization: expected one of none, 4bit, 8bit; got '3bit'"),
         ("self_play.weight=1.5", "self_play.weight: must be <= 1, got 1.5"),
         ("teacher.api_key=sk-123", "teacher.api_key: unknown key; never put secrets in a config"),
@@ -136,8 +136,9 @@ def test_legacy_schema_is_normalised_with_a_warning(write, caplog):
     assert "legacy 'azr:' schema converted" in caplog.text
     assert cfg.model.name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     assert cfg.model.quantization == "4bit"
-    lora = cfg.model.lora
-    assert (lora.r, lora.alpha, lora.dropout, lora.target_modules) == (32, 64, 0.1, ["q_proj", "k_proj"])
+    lora = cfg.model.adapter
+    assert (lora.kind, lora.r, lora.alpha, lora.dropout) == ("lora", 32, 64, 0.1)
+    assert lora.target_modules == ["q_proj", "k_proj"]
     assert cfg.grpo == {
         "num_generations": 8,
         "max_completion_length": 512,
@@ -201,7 +202,7 @@ def test_every_field_has_help():
                 yield from walk(hints[f.name])
 
     fields = list(walk(AzrConfig))
-    assert any(name == "LoraConfig.r" for name, _ in fields)  # nested sections are walked
+    assert any(name == "AdapterConfig.r" for name, _ in fields)  # nested sections are walked
     assert [name for name, f in fields if not f.metadata.get("help", "").strip()] == []
     leaves = list(iter_fields(AzrConfig, ""))
     assert len(leaves) > 60 and all(help_text.strip() for *_, help_text in leaves)
@@ -234,8 +235,8 @@ def test_yaml_follows_the_1_2_core_schema(write, text, expected):
     [
         ("model: {name_or_path: a}\nseed: 1\nseed: 2\n", [], r"r\.yaml:3: invalid YAML: duplicate key 'seed'"),
         ("model: {name_or_path: a, revision: 0123}\n", [], r"model\.revision: expected a string, got 123 \(quote it"),
-        ("model: {name_or_path: a}\n", ["model.lora.target_modules=[q_proj"], r"model\.lora\.target_modules: cannot"),
-        ("model: {name_or_path: a}\n", ["model.lora.target_modules=[q, 1]"], r"model\.lora\.target_modules\[1\]"),
+        ("model: {name_or_path: a}\n", ["model.adapter.target_modules=[q"], r"model\.adapter\.target_modules: cannot"),
+        ("model: {name_or_path: a}\n", ["model.adapter.target_modules=[q, 1]"], r"model\.adapter\.target_modules\[1\]"),
         ("model: {name_or_path: a}\n", ["sandbox.timeout_s=.inf"], r"sandbox\.timeout_s: expected a finite number"),
         ("model: {name_or_path: a}\n", ["data.shuffle=2"], r"data\.shuffle: expected a boolean, got 2"),
         ("azr: {model_id: a, quantization: [4bit]}\n", [], r"model\.quantization: expected one of none, 4bit, 8bit"),

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from azr.config import LoraConfig, ModelConfig
+from azr.config import AdapterConfig, ModelConfig
 from azr.errors import ConfigError
-from azr.models.loading import build_model_and_tokenizer, count_parameters, lora_config, resolve_dtype
+from azr.models.adapters import build_peft_config
+from azr.models.loading import build_model_and_tokenizer, count_parameters, resolve_dtype
 from azr.models.tiny import build_tiny_model
 
 
@@ -71,7 +72,8 @@ def test_quantized_base_trains_only_the_lora_weights_on_cpu(tiny_model_dir, quan
     import peft
     import torch
 
-    cfg = ModelConfig(name_or_path=str(tiny_model_dir), quantization=quantization, lora=LoraConfig(r=4, dropout=0.0))
+    adapter = AdapterConfig(r=4, dropout=0.0)
+    cfg = ModelConfig(name_or_path=str(tiny_model_dir), quantization=quantization, adapter=adapter)
     model, tokenizer = build_model_and_tokenizer(cfg)
     layer, weight = {
         "4bit": (bnb.nn.Linear4bit, bnb.nn.Params4bit),
@@ -88,7 +90,7 @@ def test_quantized_base_trains_only_the_lora_weights_on_cpu(tiny_model_dir, quan
 
     # Checkpointing on, as in training; non-reentrant is transformers 5's default, which peft's {} would drop.
     model = peft.prepare_model_for_kbit_training(model, gradient_checkpointing_kwargs={"use_reentrant": False})
-    model = peft.get_peft_model(model, lora_config(cfg))
+    model = peft.get_peft_model(model, build_peft_config(cfg.adapter, model))
     model.train()
     model(**batch, labels=batch["input_ids"]).loss.backward()
     params = dict(model.named_parameters())
@@ -101,7 +103,7 @@ def test_quantized_base_trains_only_the_lora_weights_on_cpu(tiny_model_dir, quan
 
 
 def test_quantization_errors_are_config_errors(monkeypatch):
-    no_lora = ModelConfig(name_or_path="x", quantization="4bit", lora=LoraConfig(enabled=False))
+    no_lora = ModelConfig(name_or_path="x", quantization="4bit", adapter=AdapterConfig(kind="none"))
     with pytest.raises(ConfigError, match=r"^model\.quantization=4bit: a quantized base model cannot be fully"):
         build_model_and_tokenizer(no_lora)
     monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # makes `import bitsandbytes` fail
@@ -126,13 +128,3 @@ def test_unsloth_errors_are_config_errors(monkeypatch):
         ConfigError, match=r"^model\.backend=unsloth: unsloth is not installed; pip install 'azr\[unsloth\]'$"
     ):
         build_model_and_tokenizer(cfg)
-
-
-def test_lora_config_maps_the_lora_section():
-    lora = LoraConfig(r=8, alpha=16, dropout=0.1, target_modules=["q_proj", "v_proj"])
-    peft_cfg = lora_config(ModelConfig(lora=lora))
-    assert (peft_cfg.r, peft_cfg.lora_alpha, peft_cfg.lora_dropout) == (8, 16, 0.1)
-    assert set(peft_cfg.target_modules) == {"q_proj", "v_proj"}
-    assert (peft_cfg.task_type, peft_cfg.bias) == ("CAUSAL_LM", "none")
-    assert lora_config(ModelConfig()).target_modules == "all-linear"
-    assert lora_config(ModelConfig(lora=LoraConfig(enabled=False))) is None

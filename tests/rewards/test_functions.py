@@ -240,9 +240,27 @@ def test_infra_failure_rate_above_limit_stops_the_run():
     (tests,), _, grader = rewards(FailingPool(), max_infra_failure_rate=0.5)
     grader.check()  # healthy so far
     assert call(tests, [answer(GOOD), answer(WRONG)]) == [None, None]
-    assert "2 of 2" in grader.stop_reason
-    with pytest.raises(SandboxUnhealthy, match="max_infra_failure_rate"):
+    with pytest.raises(SandboxUnhealthy, match=r"^2 of 2 .*max_infra_failure_rate"):
         grader.check()
+    with pytest.raises(SandboxUnhealthy):  # and stays stopped
+        grader.check()
+
+
+def test_the_failure_rate_is_decided_on_the_counts_summed_over_the_ranks():
+    """Each rank grades its own rows; all decide on the whole batch's counts (the `total` of every rank's), so a
+    rank over the limit on its own rows stops with the others or not at all."""
+    (tests,), _, grader = rewards(FailingPool(), max_infra_failure_rate=0.5)
+    assert call(tests, [answer(GOOD), answer(WRONG)]) == [None, None]  # 2 of 2 failed on this rank
+    seen = []
+
+    def total(errors, runs):  # as if another rank graded 6 rows without a failure
+        seen.append((errors, runs))
+        return errors, runs + 6
+
+    grader.check(total)  # 2 of 8: under the limit
+    assert seen == [(2, 2)]
+    with pytest.raises(SandboxUnhealthy, match=r"^5 of 6 "):  # nothing here since; 5 of 6 on the other rank
+        grader.check(lambda errors, runs: (errors + 5, runs + 6))
 
 
 def test_infra_failure_rate_below_limit_does_not_stop(pool):

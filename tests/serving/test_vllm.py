@@ -72,6 +72,10 @@ def stand_in(tmp_path):
     for directory in [package, package.parent, package.parent.parent]:
         (directory / "__init__.py").write_text("")
     (package / "api_server.py").write_text(STAND_IN)
+    info = tmp_path / "fake" / "vllm-0.0.1.dist-info"  # what a version query finds, as for an installed vLLM
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.0.1\n")
+    (info / "top_level.txt").write_text("vllm\n")
 
     def make(mode: str = "ok", **kwargs) -> VllmServer:
         env = {"PYTHONPATH": str(tmp_path / "fake"), "STAND_IN_MODE": mode}
@@ -127,13 +131,21 @@ def test_environment_adds_telemetry_defaults_and_the_callers_values_win():
 
 
 def test_from_config_takes_the_vllm_section():
-    cfg = VllmConfig(python="/v/bin/python", host="0.0.0.0", port=9000, max_model_len=2048, extra_args=["--x"])
-    server = VllmServer.from_config(cfg, "/model", startup_timeout_s=5)
+    cfg = VllmConfig(
+        python="/v/bin/python", port=9000, max_model_len=2048, extra_args=["--x"], gpus=[2, 3], env={"A": "1"}
+    )
+    server = VllmServer.from_config(cfg, "/model", startup_timeout_s=5, env={"B": "2"})
     assert server.argv() == [
-        "/v/bin/python", "-m", ENTRYPOINT, "--model", "/model", "--host", "0.0.0.0", "--port", "9000",
-        "--max-model-len", "2048", "--gpu-memory-utilization", "0.85", "--x",
+        "/v/bin/python", "-m", ENTRYPOINT, "--model", "/model", "--host", "127.0.0.1", "--port", "9000",
+        "--max-model-len", "2048", "--x",
     ]  # fmt: skip
-    assert server.startup_timeout_s == 5 and server.base_url == "http://127.0.0.1:9000/v1"  # reached via loopback
+    assert server.env == {"A": "1", "CUDA_VISIBLE_DEVICES": "2,3", "B": "2"}  # the caller's env adds to the section's
+    assert server.startup_timeout_s == 5 and server.base_url == "http://127.0.0.1:9000/v1"
+
+
+def test_a_whole_command_replaces_the_entrypoint():
+    server = VllmServer(model="/m", python="/p", port=5, command=["/p", "-m", "other", "--port", "5"])
+    assert server.argv() == ["/p", "-m", "other", "--port", "5"]
 
 
 def test_the_module_imports_neither_vllm_nor_torch():
@@ -302,3 +314,27 @@ def test_vllm_runs_in_its_own_process_group_with_its_workers(vllm_server):
     """The fixture's teardown then asserts that every one of these is gone."""
     assert os.getpgid(vllm_server.pid) == vllm_server.pid != os.getpgrp()
     assert len(group_members(vllm_server.pid)) >= 3  # API server, engine core, worker
+
+
+def test_a_run_that_fails_after_its_server_started_stops_it(stand_in, cli, tiny_model_dir, tmp_path):
+    """azr train in adapter mode against the stand-in: the run fails (a user error) after the server is up and the
+    policy loaded, and the server's whole group is gone when the command returns."""
+    stand_in()  # writes the stand-in package and its metadata
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        json.dumps(
+            {
+                "output_dir": str(tmp_path / "out"),
+                "model": {"name_or_path": str(tiny_model_dir), "adapter": {"r": 8}},
+                "data": {"max_solution_tokens": 1},  # no task fits: a ConfigError once the model has loaded
+                "sandbox": {"workers": 1},
+                "vllm": {"mode": "adapter", "python": sys.executable, "env": {"PYTHONPATH": str(tmp_path / "fake")}},
+            }
+        )
+    )
+    code, _, err = cli("train", "--config", recipe)
+    assert code == 2 and "no training tasks left" in err, err
+    server = json.loads((tmp_path / "out" / "vllm" / "server.json").read_text())
+    assert server["mode"] == "adapter" and server["url"].startswith("http://127.0.0.1:")
+    assert not alive(server["pid"]) and not group_members(server["pid"])
+    assert (tmp_path / "out" / "vllm" / "server.log").read_text().startswith(f"pid {server['pid']}")

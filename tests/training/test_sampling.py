@@ -43,7 +43,7 @@ class ScriptedGroups:
     curriculum = None
 
     def __init__(self, plan: list[tuple[int, str]]):
-        self.plan, self.rank, self.totals = list(plan), 0, {"unaligned_batches": 0}
+        self.plan, self.totals = list(plan), {"unaligned_batches": 0}
 
     def compose(self, rows, size, step, *, attempt=0, groups=None, exclude=()):
         asked, tasks = self.plan.pop(0)
@@ -344,7 +344,7 @@ def test_azr_train_logs_sampling_and_resumes_the_curriculum_exactly(tiny_model_d
     recipe = {
         "output_dir": str(out),
         "seed": 0,
-        "model": {"name_or_path": str(tiny_model_dir), "lora": {"r": 4}},
+        "model": {"name_or_path": str(tiny_model_dir), "adapter": {"r": 4}},
         "data": {"max_tasks": 4},
         "grpo": {
             "num_generations": 2,

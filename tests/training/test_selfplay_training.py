@@ -47,7 +47,7 @@ def _recipe(out: Path, model_dir: Path, opponent_url: str, opponent_model: str, 
     return {
         "output_dir": str(out),
         "seed": 0,
-        "model": {"name_or_path": str(model_dir), "lora": {"r": 4}},
+        "model": {"name_or_path": str(model_dir), "adapter": {"r": 4}},
         "data": {"max_tasks": 12},
         "grpo": {
             "num_generations": 2,

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from procs import kill_group_when
 
 from azr.config import SandboxConfig, load_config
 from azr.data.tasks import load_tasks
@@ -49,7 +48,7 @@ def _recipe(path: Path, model_dir: Path, out: Path, **sections) -> Path:
     recipe = {
         "output_dir": str(out),
         "seed": 0,
-        "model": {"name_or_path": str(model_dir), "lora": {"r": 4}},
+        "model": {"name_or_path": str(model_dir), "adapter": {"r": 4}},
         "data": {"max_tasks": 4},
         "grpo": {
             "num_generations": 2,
@@ -121,7 +120,7 @@ def lora_run(tiny_model_dir, tmp_path_factory) -> Path:
 
 def test_lora_run_writes_config_state_and_metrics(lora_run):
     config = yaml.safe_load((lora_run / "config.yaml").read_text())
-    assert config["output_dir"] == str(lora_run) and config["model"]["lora"]["r"] == 4
+    assert config["output_dir"] == str(lora_run) and config["model"]["adapter"]["r"] == 4
     assert _phases(lora_run) == ["eval_before", "grpo", "eval_after"]
     records = _jsonl(lora_run / "metrics.jsonl")
     assert [r["phase"] for r in records] == ["eval_before", "grpo", "grpo", "eval_after"]
@@ -234,7 +233,8 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
     backward fails). Reentrant is asked for here because it is the variant that needs this; the default
     (non-reentrant) passes the same checks."""
 
-    from azr.models.loading import build_model_and_tokenizer, lora_config
+    from azr.models.adapters import build_peft_config
+    from azr.models.loading import build_model_and_tokenizer
     from azr.rewards.functions import build_rewards
     from azr.training.run import grpo_args
     from azr.training.trainer import AZRGRPOTrainer
@@ -250,7 +250,7 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
         args=grpo_args(cfg, tmp_path / "run", weights),
         train_dataset=grpo_dataset(load_tasks("train")[:2]),
         processing_class=tokenizer,
-        peft_config=lora_config(cfg.model),
+        peft_config=build_peft_config(cfg.model.adapter, model),
         grader=grader,
     )
     trainer.train()  # a GRPO step: forward and backward through the checkpointed blocks
@@ -459,38 +459,6 @@ def test_the_demo_recipe_raises_the_train_pass_rate_by_grpo_alone(cli, tiny_mode
 
 
 # ------------------------------------------------------------------------------------- SIGKILL, then resume
-def _descendants(pid: int) -> set[tuple[int, str]]:
-    """(pid, start time) of every live descendant of `pid`: the start time tells a reused pid apart."""
-    parents: dict[int, list[int]] = {}
-    starts = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat = _stat(int(entry.name))
-            if stat:
-                parents.setdefault(int(stat[1]), []).append(int(entry.name))
-                starts[int(entry.name)] = stat[19]
-    found, todo = set(), [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.add((child, starts[child]))
-            todo.append(child)
-    return found
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat fields after the command name (state first), or None once the process is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rfind(")") + 2 :].split()
-
-
-def _alive(pid: int, start: str) -> bool:
-    stat = _stat(pid)
-    return stat is not None and stat[19] == start and stat[0] != "Z"  # a zombie runs nothing
-
-
 def _records(path: Path, phase: str | None = None) -> list[dict]:
     """The complete records of a log that a live run may be writing to right now."""
     from azr.logs import read_jsonl_records
@@ -512,25 +480,8 @@ def _kill_when(recipe: Path, ready, log: Path, timeout_s: float = 500) -> None:
         proc = subprocess.Popen(
             [*_train_argv(), "--config", str(recipe)], stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
         )
-    try:
-        deadline = time.monotonic() + timeout_s
-        while not ready():
-            assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before the kill:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"not ready after {timeout_s} s:\n{log.read_text()[-3000:]}"
-            time.sleep(0.1)
-        started = _descendants(proc.pid)
-        assert started, "the trainer should have started its sandbox workers"
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    deadline = time.monotonic() + 15
-    while any(_alive(*p) for p in started) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [p for p in started if _alive(*p)], "processes of the killed run are still running"
+    started = kill_group_when(proc, ready, log, timeout_s)
+    assert started, "the trainer should have started its sandbox workers"
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)
 

@@ -1,0 +1,116 @@
+"""Judging a solver's answer to a triplet, in the sandbox: correct, wrong, bad format, or not judged.
+
+The answer is read with azr's answer format (one fenced python block and a `Final answer:` line); what the block
+must hold depends on the task type: the output as a literal (deduction), the arguments of a call (abduction), or
+the program `f` (induction, run on the hidden inputs). Values are compared in the sandbox by `harness`, with
+exact types. A sandbox failure is `error`: counted, never a verdict on the answer. Verdicts are cached, so the
+proposer's learnability samples and the solver's rows that share an answer run once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from azr.absolute_zero.triplets import TaskType, Triplet, split_pairs
+from azr.absolute_zero.validation import SANDBOX_ERROR, HealthCounter, Rules, harness_limits, run_payloads
+from azr.config import AbsoluteZeroConfig, SandboxConfig
+from azr.prompts import AnswerFormat, parse_answer
+from azr.rewards import limits_from_config, pool_from_config
+from azr.sandbox import Limits, SandboxPool
+
+Verdict = Literal["correct", "wrong", "format", "error"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: Verdict
+    detail: str = ""
+
+    @property
+    def judged(self) -> bool:
+        return self.verdict != "error"
+
+
+class Judge:
+    """Judges (type, triplet, completion) jobs through one pool; `induction_shown` pairs of an induction task are
+    shown to the solver, the others decide."""
+
+    def __init__(
+        self,
+        pool: SandboxPool,
+        limits: Limits,
+        rules: Rules,
+        induction_shown: int,
+        answer_format: AnswerFormat = "strict",
+        max_rate: float = 0.05,
+        cache_size: int = 8192,
+    ):
+        self.pool, self.rules, self.shown, self.answer_format = pool, rules, induction_shown, answer_format
+        self.limits = harness_limits(limits, rules)
+        self.health = HealthCounter(max_rate)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple, Outcome] = OrderedDict()
+
+    def judge(self, jobs: Sequence[tuple[TaskType, Triplet, str]]) -> list[Outcome]:
+        """An outcome per (type, triplet with outputs, completion text); new answers run in parallel."""
+        keys, todo = [], {}
+        for kind, triplet, text in jobs:
+            code = parse_answer(text or "", self.answer_format).code
+            key = (kind, triplet.key, triplet.outputs, code)
+            keys.append(key)
+            if code is not None and key not in self._cache:
+                todo[key] = self._payload(kind, triplet, code)
+        reports = run_payloads(list(todo.values()), self.pool, self.limits, self.health)
+        fresh = {key: _outcome(report) for key, report in zip(todo, reports, strict=True)}
+        for key, outcome in fresh.items():
+            self._remember(key, outcome)
+        unread = Outcome("format", "no answer in the asked format")
+        return [unread if k[3] is None else fresh.get(k) or self._cache[k] for k in keys]
+
+    def check(self) -> None:
+        self.health.check()
+
+    def _payload(self, kind: TaskType, triplet: Triplet, code: str) -> dict[str, Any]:
+        fields: dict[str, Any] = {"type": kind, "answer": code}
+        if kind == "induction":
+            _, hidden = split_pairs(triplet, self.shown)
+            fields |= {"inputs": [i for i, _ in hidden], "outputs": [o for _, o in hidden]}
+        else:
+            fields |= {"program": triplet.program, "outputs": list(triplet.outputs or ())}
+        return self.rules.payload("judge", **fields)
+
+    def _remember(self, key: tuple, outcome: Outcome) -> None:
+        if not outcome.judged:
+            return  # a sandbox failure gets another run when the answer comes again
+        self._cache[key] = outcome
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+
+def _outcome(report: dict[str, Any] | str) -> Outcome:
+    if report == SANDBOX_ERROR:
+        return Outcome("error", "the sandbox failed")
+    if isinstance(report, str):  # the harness itself was stopped: the answer's program ran away
+        return Outcome("wrong", f"the check ended: {report}")
+    verdict = report.get("outcome")
+    if verdict == "error":  # the harness could not start the program's interpreter
+        return Outcome("error", str(report.get("detail", "")))
+    if verdict not in ("correct", "wrong", "format"):
+        return Outcome("wrong", "the check gave no verdict")
+    return Outcome(verdict, str(report.get("detail", ""))[:300])
+
+
+def build_judge(sandbox: SandboxConfig, cfg: AbsoluteZeroConfig, answer_format: AnswerFormat = "strict") -> Judge:
+    """The Judge for a recipe: the grading pool and the recipe's limits and answer format."""
+    return Judge(
+        pool_from_config(sandbox),
+        limits_from_config(sandbox),
+        Rules.from_config(cfg),
+        cfg.induction_shown,
+        answer_format,
+        sandbox.max_infra_failure_rate,
+    )

@@ -1,0 +1,25 @@
+"""`azr gen` (= azr-gen): tool-using rollouts over a task set, written to a JSONL file for SFT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from azr.cli.app import azr, config_options, require_config, setup_logging
+from azr.config import load_config
+
+
+@azr.command()
+@config_options
+@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="JSONL file of episodes.")
+@click.option("--resume", is_flag=True, help="Continue --out: skip finished episodes, redo failed ones.")
+@click.option("--vllm", is_flag=True, help="Start a vLLM server on model: (tool calling on) and generate with it.")
+def gen(config_path, overrides, out, resume, vllm) -> int:
+    """Collect tool-using episodes (python_run, web_search, web_fetch), each graded, for SFT (azr-gen)."""
+    require_config(config_path)
+    cfg = load_config(config_path, overrides)
+    setup_logging(cfg.logging.level)
+    from azr.tools import run_gen
+
+    return run_gen(cfg, out, resume=resume, vllm=vllm)

@@ -1,0 +1,49 @@
+"""`azr tool call NAME --args JSON`: one tool call, as a model's would run, printing its result record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from azr.cli.app import azr, setup_logging
+from azr.config import TOOL_NAMES, load_config
+from azr.errors import ConfigError
+
+
+@azr.group()
+def tool() -> None:
+    """Run the tools a model may call."""
+
+
+@tool.command("call")
+@click.argument("name", type=click.Choice(TOOL_NAMES))
+@click.option(
+    "--args", "arguments", required=True, metavar="JSON", help='The arguments, e.g. \'{"code": "print(1)"}\'.'
+)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Recipe whose tools:/sandbox: apply.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a config field (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result record as one JSON object.")
+def tool_call(name, arguments, config_path, overrides, as_json) -> int:
+    """Call one tool; exit 0 when it succeeded, 1 when it failed or was refused, 2 for bad input."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError as exc:
+        raise ConfigError(f"--args: not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"--args: expected a JSON object, got {type(parsed).__name__}")
+    overrides = list(overrides) if config_path else ["model.name_or_path=none", *overrides]
+    cfg = load_config(config_path, overrides)
+    setup_logging("warning")
+    from azr.tools import build_toolbox
+
+    cfg.tools.names = list(TOOL_NAMES)  # any tool may be called from here, whatever the recipe offers a model
+    toolbox = build_toolbox(cfg)
+    result, event = toolbox.call(name, parsed)
+    if as_json:
+        click.echo(json.dumps({"name": name, **result.to_dict(), "duration_s": event.duration_s}, ensure_ascii=False))
+    else:
+        click.echo(f"{result.status} ({event.duration_s:.2f} s)")
+        click.echo(result.content)
+    return 0 if result.ok else 1

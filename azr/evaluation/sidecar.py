@@ -1,0 +1,50 @@
+"""`azr eval --vllm`: a local model (with its adapter served as LoRA) sampled through a vLLM server azr starts for
+the evaluation and stops after it.
+
+Owns only the lifetime around `azr.serving.serve_model`; the requests, seeds and replies are the endpoint sampler's,
+so the samples, their modes and the report are those of any endpoint evaluation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from azr.config import ModelConfig, VllmConfig
+from azr.evaluation.samplers import EndpointSampler, EndpointSpec
+from azr.serving import serve_model
+
+log = logging.getLogger(__name__)
+
+
+class SidecarSampler:
+    """An EndpointSampler over a vLLM server on `model` (and `adapter`); `close()` stops the server."""
+
+    def __init__(
+        self,
+        vllm: VllmConfig,
+        model: ModelConfig,
+        adapter: str | None,
+        sampling: Any,
+        template_kwargs: dict,
+        log_path: Path | None = None,
+    ):
+        if model.quantization != "none":
+            log.warning("eval --vllm: vLLM serves %s unquantized (model.quantization ignored)", model.name_or_path)
+        self._stack = contextlib.ExitStack()
+        endpoint = self._stack.enter_context(
+            serve_model(vllm, model, adapter, template_kwargs=template_kwargs or None, log_path=log_path)
+        )
+        # One request per sample, as many in flight as the server batches at once.
+        spec = EndpointSpec(endpoint.base_url, endpoint.model, "chat", concurrency=8, timeout_s=vllm.request_timeout_s)
+        self._sampler = EndpointSampler(spec, sampling)
+        self.mode, self.chunk, self.endpoint = self._sampler.mode, self._sampler.chunk, endpoint
+
+    def sample(self, items: list) -> list:
+        self.endpoint.server.check_alive()  # a server that died says so, with its log, instead of N failed requests
+        return self._sampler.sample(items)
+
+    def close(self) -> None:
+        self._stack.close()

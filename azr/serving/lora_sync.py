@@ -1,0 +1,176 @@
+"""Adapter mode's generation backend: the policy's LoRA adapter hot-loaded into a vLLM server at every step, and
+GRPO's completions sampled from it.
+
+`LoraSync` offers the two methods TRL's GRPOTrainer calls on its `vllm_generation` (TRL 1.16's `VLLMGeneration`):
+`sync_weights()` once the optimizer step has moved, and `generate(prompts, images, num_generations, profiler)`.
+A sync saves the adapter atomically into a new folder, loads it under a new name (never `load_inplace`, which makes
+vLLM re-read the files and keeps prefix-cache blocks computed with the old weights), unloads the previous one and
+removes older folders. Generation sends the prompts as token ids with n = num_generations and returns the sampled
+token ids with their processed logprobs, which TRL's importance-sampling correction compares with the trainer's.
+Only the main process talks to the server; prompts and results travel between processes like TRL's server mode.
+It knows nothing of configs or trainers beyond the model and accelerator it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from azr.errors import NotAvailableError
+from azr.serving.vllm import VllmServer, VllmServerError
+
+log = logging.getLogger(__name__)
+
+# Local requests must not go through an http_proxy from the environment.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class LoraSync:
+    """The adapter of `model` (a peft model) served by `server`, one new version per optimizer step.
+
+    `sampling` holds the request's sampling fields (temperature, top_p, top_k, min_p, repetition_penalty,
+    max_tokens, and any extra vLLM request fields); `step()` names the step a sync saves. `folder` is emptied first:
+    it holds only the adapter being served (and, during a sync, the one before it).
+    """
+
+    def __init__(
+        self,
+        server: VllmServer,
+        folder: Path,
+        *,
+        model: Any,
+        accelerator: Any,
+        sampling: dict[str, Any],
+        step: Callable[[], int],
+        timeout_s: float = 900.0,
+    ):
+        self.server, self.folder, self.model, self.accelerator = server, Path(folder), model, accelerator
+        self.sampling, self.step, self.timeout_s = dict(sampling), step, timeout_s
+        self.name: str | None = None  # the adapter being served
+        self.syncs = 0
+        self.sync_seconds = 0.0  # save + load + unload, summed over syncs
+        self.save_seconds = 0.0  # of which writing the adapter
+        self.main = accelerator is None or accelerator.is_main_process
+        if self.main:
+            shutil.rmtree(self.folder, ignore_errors=True)  # versions of an earlier run's server, gone with it
+            self.folder.mkdir(parents=True)
+
+    # --- TRL's contract ---------------------------------------------------------------------------------------
+
+    def sync_weights(self) -> None:
+        """Serve the adapter as it is now: save it to a new folder, load it, unload the previous version."""
+        if not self.main:
+            return
+        started = time.perf_counter()
+        self.syncs += 1
+        name = f"step-{self.step()}-v{self.syncs}"
+        path = self.save(name)
+        self.save_seconds += time.perf_counter() - started
+        self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
+        previous, self.name = self.name, name
+        if previous is not None:
+            self._post("/v1/unload_lora_adapter", {"lora_name": previous})
+        for old in self.folder.iterdir():
+            if old != path:
+                shutil.rmtree(old, ignore_errors=True)
+        self.sync_seconds += time.perf_counter() - started
+        log.debug("adapter %s served (%d syncs, %.2fs in all)", name, self.syncs, self.sync_seconds)
+
+    def generate(self, prompts: list[list[int]], images: Any, num_generations: int, profiler: Any = None) -> tuple:
+        """(prompt_ids, completion_ids, logprobs, logprob_token_ids) for this process's `prompts`, which hold each
+        prompt `num_generations` times in a row (TRL's repeat sampler); logprobs are [[logprob], ...] per token."""
+        if images is not None and any(i is not None for i in images):
+            raise NotAvailableError("vllm.mode=adapter: prompts with images are not supported; use vllm.mode=server")
+        from accelerate.utils import broadcast_object_list, gather_object
+
+        distributed = self.accelerator is not None and self.accelerator.num_processes > 1
+        every = gather_object(prompts) if distributed else prompts
+        payload = None
+        if self.main:
+            with profiler or nullcontext():
+                payload = self.complete(every[::num_generations], num_generations)
+        if distributed:
+            box = [payload]
+            broadcast_object_list(box, from_process=0)
+            payload = box[0]
+        completion_ids, logprobs, logprob_ids = payload
+        start = (self.accelerator.process_index if distributed else 0) * len(prompts)
+        window = slice(start, start + len(prompts))
+        return list(prompts), completion_ids[window], logprobs[window], logprob_ids[window]
+
+    def close(self) -> None:
+        """Unload the adapter being served and remove its folder (a server that outlives this backend, as in a
+        benchmark, may then take another backend's versions under the same names)."""
+        if self.main and self.name is not None and self.server.exit_code() is None:
+            self._post("/v1/unload_lora_adapter", {"lora_name": self.name})
+        self.name = None
+        if self.main:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    # --- the server -------------------------------------------------------------------------------------------
+
+    def complete(self, prompt_ids: list[list[int]], n: int) -> tuple[list, list, list]:
+        """Sample `n` completions of each prompt from the served adapter: their token ids, and per token the
+        sampled token's processed logprob (and token id), in TRL's nesting, prompt-major."""
+        from trl.generation.vllm_client import parse_logprobs  # TRL's reading of a completions reply
+
+        if self.name is None:
+            raise VllmServerError("adapter mode: generate() before the first sync_weights()")
+        body = {
+            "model": self.name,
+            "prompt": prompt_ids,
+            "n": n,
+            "logprobs": 0,  # the sampled token's own logprob only
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+            **self.sampling,
+        }
+        choices = json.loads(self._post("/v1/completions", body))["choices"]
+        if len(choices) != n * len(prompt_ids):
+            raise VllmServerError(f"vLLM returned {len(choices)} completions for {len(prompt_ids)} prompts x n={n}")
+        logprobs, logprob_ids = parse_logprobs([c["logprobs"] for c in choices])
+        return [c["token_ids"] for c in choices], logprobs, logprob_ids
+
+    def save(self, name: str) -> Path:
+        """The adapter's weights and config in `folder/name`, written under a temporary name then renamed, so the
+        server never sees a half-written folder."""
+        final, partial = self.folder / name, self.folder / f".{name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        model = self.accelerator.unwrap_model(self.model) if self.accelerator is not None else self.model
+        # No embedding layers: a plain LoRA adapts linear layers only, and the check would read the base's config.
+        model.save_pretrained(str(partial), safe_serialization=True, save_embedding_layers=False)
+        os.replace(partial, final)
+        return final
+
+    def _post(self, path: str, body: dict[str, Any]) -> bytes:
+        """POST JSON to the server; any failure is a VllmServerError with the server's last log lines."""
+        self.server.check_alive()
+        request = urllib.request.Request(
+            self.server.url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        try:
+            with _OPENER.open(request, timeout=self.timeout_s) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as exc:
+            reason = _error_message(exc.read())
+            failure = f"vLLM server refused {path} ({exc.code}): {reason}"
+        except (OSError, TimeoutError) as exc:  # refused, reset, timed out
+            failure = f"vLLM server did not answer {path}: {exc}"
+        self.server.check_alive()  # a server that died says so, with its log
+        raise VllmServerError(failure + f"; log {self.server.log_path}, last lines:\n{self.server.log_tail()}")
+
+
+def _error_message(raw: bytes) -> str:
+    try:
+        return json.loads(raw)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return raw.decode(errors="replace")[:500]

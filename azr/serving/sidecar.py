@@ -1,0 +1,137 @@
+"""The vLLM server of one run, by `vllm.mode`, and a server for sampling a local model through OpenAI's API.
+
+`Sidecar` is what `azr train` holds for a whole run: the machine checked before anything slow, the server started
+just before the policy loads (on one GPU its memory share is taken first), the GRPOConfig fields of TRL's modes,
+adapter mode's `LoraSync`, and teardown however the run ends. `serve_model` starts a server on a local model (an
+adapter served as LoRA) and yields its OpenAI-compatible endpoint: `azr eval --vllm` samples through it, and
+`azr gen` may too. Only the main process of a multi-process run starts a server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from azr.config import AzrConfig, ModelConfig, VllmConfig
+from azr.logs import atomic_write_json
+from azr.serving.lora_sync import LoraSync
+from azr.serving.modes import adapter_server, check_host, grpo_fields, host_facts, model_server, trl_server
+from azr.serving.vllm import VllmServer, free_port
+
+log = logging.getLogger(__name__)
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a launcher (accelerate, torchrun), or a run of one process."""
+    return os.environ.get("RANK", "0") == "0"
+
+
+class Sidecar:
+    """The vLLM side of a training run. Use as a context manager around the run; call `start(folder)` just
+    before the policy loads. 'off' and 'colocate' start nothing ('colocate' runs inside TRL)."""
+
+    def __init__(self, cfg: AzrConfig, max_model_len: int | None = None):
+        self.cfg, self.max_model_len = cfg, max_model_len
+        self.mode = cfg.vllm.mode
+        self.server: VllmServer | None = None
+        self.group_port = 0
+        self.lora_sync: LoraSync | None = None
+        self.folder: Path | None = None
+
+    def check(self) -> None:
+        """Refuse a mode this machine cannot run, before anything slow starts (NotAvailableError)."""
+        if self.mode != "off":
+            check_host(self.cfg, host_facts(self.cfg))
+
+    def start(self, folder: Path) -> None:
+        """Launch the server (adapter, server modes; main process) with its log and `server.json` in `folder`, and
+        wait until it is healthy; VllmServerError with its log's last lines if it is not."""
+        if self.mode not in ("adapter", "server") or not is_main_process():
+            return
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        build = adapter_server if self.mode == "adapter" else trl_server
+        self.server = build(self.cfg, self.max_model_len, log_path=self.folder / "server.log")
+        if self.mode == "server":
+            self.group_port = free_port()
+        self.server.start()
+        atomic_write_json(self.folder / "server.json", self.describe())
+
+    def describe(self) -> dict[str, Any]:
+        """What to look for if something goes wrong: the pid (also its process group), the URL, the log."""
+        server = self.server
+        if server is None:
+            return {"mode": self.mode}
+        return {"mode": self.mode, "pid": server.pid, "url": server.url, "log": str(server.log_path)}
+
+    def grpo_fields(self) -> dict[str, Any]:
+        """GRPOConfig fields for TRL's server and colocate modes; {} otherwise."""
+        return grpo_fields(self.cfg, self.server, self.group_port, self.max_model_len)
+
+    def generation(self, trainer: Any) -> LoraSync | None:
+        """Adapter mode: the backend TRL's generation path is to call, built from `trainer`'s model, accelerator
+        and sampling settings (None in the other modes)."""
+        if self.mode != "adapter":
+            return None
+        args = trainer.args
+        sampling = {
+            "temperature": trainer.temperature,
+            "top_p": trainer.top_p,
+            "top_k": trainer.top_k or 0,
+            "min_p": trainer.min_p or 0.0,
+            "repetition_penalty": trainer.repetition_penalty,
+            "max_tokens": trainer.max_completion_length,
+        }
+        if args.vllm_structured_outputs_regex:
+            sampling["structured_outputs"] = {"regex": args.vllm_structured_outputs_regex}
+        sampling.update(args.generation_kwargs or {})  # as TRL's server mode: extra request fields win
+        folder = (self.folder or Path(args.output_dir)) / "adapters"
+        self.lora_sync = LoraSync(
+            self.server,
+            folder,
+            model=trainer.model,
+            accelerator=trainer.accelerator,
+            sampling=sampling,
+            step=lambda: trainer.state.global_step,
+            timeout_s=self.cfg.vllm.request_timeout_s,
+        )
+        return self.lora_sync
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+    def __enter__(self) -> Sidecar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible server: its base URL (with /v1) and the model name to put in requests."""
+
+    base_url: str
+    model: str
+    server: VllmServer
+
+
+@contextlib.contextmanager
+def serve_model(vllm: VllmConfig, model: ModelConfig, adapter: str | None = None, **options: Any) -> Iterator[Endpoint]:
+    """Start vLLM's OpenAI server on `model` (with `adapter`, a peft LoRA folder, served under the name 'adapter'),
+    yield its `Endpoint` once healthy, and stop it on the way out, however the block ends. `options` are
+    `model_server`'s: `extra_args`, `template_kwargs` (the server's chat-template defaults), `log_path`.
+
+    For `azr gen`: `with serve_model(cfg.vllm, cfg.model, adapter, extra_args=["--enable-auto-tool-choice",
+    "--tool-call-parser", "hermes"]) as endpoint:` then send chat requests to `endpoint.base_url` as
+    `endpoint.model`.
+    """
+    server = model_server(vllm, model, adapter, **options)
+    with server:
+        yield Endpoint(server.base_url, "adapter" if adapter else server.model_name or model.name_or_path, server)

@@ -1,0 +1,109 @@
+"""The rollouts file `azr gen` writes and SFT reads: one JSON object per episode, its schema, resume bookkeeping,
+the summary, and loading episodes back for training.
+
+A record: `schema` (`azr.rollout/1`), `id` (`TASK#SAMPLE`), `task_id`, `sample`, `seed`, `model` and `sampling` (the
+settings; a resumed file must match them), `tools` (the JSON schemas offered), `messages` (system, user, assistant
+turns with `content`, `reasoning_content` and `tool_calls` whose arguments are objects, tool messages), `tool_events`
+(name, ok, status, duration_s, truncated, error), `finish_reason`, `error`, `usage`, `grade` and `rewards`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from azr.errors import ConfigError, DataError
+from azr.logs import prune_jsonl, read_jsonl_records
+
+SCHEMA = "azr.rollout/1"
+
+
+def needs_redo(record: dict[str, Any]) -> bool:
+    """An episode the policy or the sandbox failed (not the model): a resumed run does it again."""
+    return record.get("finish_reason") == "error" or (record.get("grade") or {}).get("status") == "error"
+
+
+def resume_state(path: Path, settings: dict[str, Any], resume: bool) -> set[tuple[str, int]]:
+    """The (task_id, sample) pairs already done in `path`. Refuses (ConfigError) to overwrite a file without
+    `--resume`, or to continue one written with other settings; drops failed episodes so they are redone."""
+    if not path.exists() or path.stat().st_size == 0:
+        return set()
+    if not resume:
+        raise ConfigError(f"--out {path}: the file exists; pass --resume to continue it, or choose another file")
+    records = read_jsonl_records(path)
+    for record in records:
+        if record.get("schema") != SCHEMA:
+            raise ConfigError(f"--out {path}: not an azr gen rollouts file (schema {record.get('schema')!r})")
+        for key in ("model", "sampling"):
+            if record.get(key) != settings[key]:
+                raise ConfigError(
+                    f"--resume: {path} was written with other {key} settings ({record.get(key)!r}, now "
+                    f"{settings[key]!r}); use another --out file"
+                )
+    if any(needs_redo(r) for r in records):
+        prune_jsonl(path, lambda r: not needs_redo(r))
+    return {(str(r.get("task_id")), int(r.get("sample", -1))) for r in records if not needs_redo(r)}
+
+
+def summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Episodes, pass rate, tool calls by tool and status, and finish reasons over `records`."""
+    records = list(records)
+    graded = [r for r in records if (r.get("grade") or {}).get("status") not in (None, "error", "not_graded")]
+    passed = sum(bool(r["grade"].get("passed")) for r in graded)
+    calls: Counter[str] = Counter()
+    for record in records:
+        for event in record.get("tool_events") or []:
+            calls[f"{event.get('name')}/{event.get('status')}"] += 1
+    return {
+        "episodes": len(records),
+        "graded": len(graded),
+        "passed": passed,
+        "pass_rate": round(passed / len(graded), 4) if graded else 0.0,
+        "tool_calls": dict(sorted(calls.items())),
+        "finish_reasons": dict(sorted(Counter(str(r.get("finish_reason")) for r in records).items())),
+    }
+
+
+def load_rollouts(path: str | Path, which: str = "passed") -> list[dict[str, Any]]:
+    """Episodes for SFT: `messages` and `tools` of each record (`which`: 'passed' keeps those whose answer passed
+    its tests). Errors name the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"sft.rollouts: {path}: file not found")
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            record = _record(line, path, number)
+            if not record:
+                continue
+            if which == "passed" and not (record.get("grade") or {}).get("passed"):
+                continue
+            rows.append({"messages": record["messages"], "tools": record.get("tools") or []})
+    if not rows:
+        raise DataError(f"sft.rollouts: {path}: no episodes to train on (sft.rollouts_filter={which})")
+    return rows
+
+
+def _record(line: str, path: Path, number: int) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError as exc:
+        if not line.endswith("\n"):
+            return {}  # a torn last line (the writer was killed): not an episode
+        raise DataError(f"{path}:{number}: not valid JSON: {exc}") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise DataError(f"{path}:{number}: not an azr gen rollout (expected schema {SCHEMA!r})")
+    messages = record.get("messages")
+    if not isinstance(messages, list) or not any(
+        isinstance(m, dict) and m.get("role") == "assistant" for m in messages
+    ):
+        raise DataError(f"{path}:{number}: 'messages' must be a list with at least one assistant message")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant", "tool"):
+            raise DataError(f"{path}:{number}: messages[{i}]: expected a message with a role")
+    return record

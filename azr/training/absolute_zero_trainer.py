@@ -1,0 +1,124 @@
+"""`AbsoluteZeroTrainer`: AZRGRPOTrainer with Absolute Zero's rollout, its per-(type, role) baseline, its metrics and
+generation-log records.
+
+The rollout (`azr.absolute_zero.Rollout`) is TRL's public `rollout_func` hook: TRL hands it a generation batch of
+slot rows and trains on the prompt and completion ids it returns, merging its other columns into the rows the
+rewards read. It generates through `TrainerGenerator`, which calls the trainer's own tokenisation and generation
+(`_tokenize_prompts`, `_generate_single_turn`: private TRL methods whose contract tests/training pins), so every
+sample, the proposer's learnability samples included, is drawn at the training temperature by the same backend
+(transformers or vLLM) as the rows TRL trains on. Advantages are TRL's own with `baseline: group`; with
+`type_role` they are recomputed from the same rewards, normalised per (task type, role) over the batch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from accelerate.utils import gather_object
+from transformers import TrainerCallback
+from trl.trainer.utils import nanstd
+
+from azr.absolute_zero import Generation
+from azr.training.trainer import AZRGRPOTrainer, ScoredBatch
+
+
+class TrainerGenerator:
+    """`Generate` for the rollout: `n` completions per conversation through the trainer's own generation, with the
+    sampling settings of `grpo:` (never greedy unless the recipe says temperature 0)."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+
+    def __call__(self, conversations: list[list[dict[str, str]]], n: int) -> Generation:
+        prompts = [c for c in conversations for _ in range(n)]  # TRL's contract: each prompt n times, in a row
+        prompt_ids, _, fields = self.trainer._tokenize_prompts(prompts)
+        completion_ids, logprobs = self.trainer._generate_single_turn(prompt_ids, None, fields, n)
+        texts = self.trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+        return Generation([list(p) for p in prompt_ids], [list(c) for c in completion_ids], logprobs, list(texts))
+
+
+def type_role_advantages(rewards: torch.Tensor, keys: Sequence[str], scale: bool) -> torch.Tensor:
+    """Advantages against the mean of each row's (task type, role) in the batch, divided by that group's std when
+    `scale` (TRL's epsilon and nan-aware std); rows without a reward (NaN) and lone rows get 0."""
+    advantages = torch.zeros_like(rewards)
+    for key in dict.fromkeys(keys):
+        mask = torch.tensor([k == key for k in keys], device=rewards.device)
+        values = rewards[mask]
+        centred = values - torch.nanmean(values)
+        if scale:
+            centred = centred / (nanstd(values) + 1e-4)
+        advantages[mask] = centred
+    return torch.nan_to_num(advantages, nan=0.0)
+
+
+class AbsoluteZeroTrainer(AZRGRPOTrainer):
+    """AZRGRPOTrainer whose batches come from `rollout` (an `azr.absolute_zero.Rollout`); `baseline` is 'group'
+    (TRL's) or 'type_role'. The rollout's metrics join every log."""
+
+    def __init__(self, *args: Any, rollout: Any, baseline: str = "group", **kwargs: Any):
+        with warnings.catch_warnings():  # TRL flags rollout_func as experimental; azr pins the contract it uses
+            warnings.filterwarnings("ignore", message=".*rollout_func.*")
+            super().__init__(*args, rollout_func=rollout, mask_reward=None, **kwargs)
+        self.rollout, self.baseline = rollout, baseline
+        self._batch_rewards: torch.Tensor | None = None
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._batch_rewards = rewards
+        return rewards
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self.baseline == "type_role" and self.model.training and self._batch_rewards is not None:
+            # TRL merged the rollout's columns into these rows; the keys of every process's rows, in rank order
+            keys = gather_object([f"{row['az_type']}/{row['az_role']}" for row in inputs])
+            weights = self.reward_weights.to(self._batch_rewards.device)
+            total = (self._batch_rewards * weights).nansum(dim=1)
+            total[torch.isnan(self._batch_rewards).all(dim=1)] = torch.nan
+            advantages = type_role_advantages(total, keys, self.scale_rewards != "none")
+            start = self.accelerator.process_index * len(inputs)
+            output["advantages"] = advantages[start : start + len(inputs)].to(output["advantages"].device)
+            logged = self._logs["advantages"]  # TRL logged the group advantages of this batch: replace them
+            for _ in range(min(len(advantages), len(logged))):
+                logged.pop()
+            logged.extend(advantages.tolist())
+        return output
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "train_runtime" not in logs:
+            logs = {**logs, **self.rollout.metrics()}
+        super().log(logs, start_time)
+
+
+class CheckSandboxHealth(TrainerCallback):
+    """Stop at the end of a step whose validation or judging passed the infrastructure failure limit."""
+
+    def __init__(self, *checked: Any):
+        self.checked = checked
+
+    def on_step_end(self, args, state, control, **kwargs):
+        for item in self.checked:
+            item.check()
+
+
+def az_records(batch: ScoredBatch, rewards: Sequence[Any]) -> list[dict[str, Any]]:
+    """Generation-log records: TRL's row record with the real prompt, the row's role and type, and what decided
+    its reward (validity reason and solve rate for a proposal, the verdict for an answer)."""
+    out = []
+    for i, record in enumerate(batch.records()):
+        row = batch.inputs[i]
+        for key in ("task_id", "source", "hinted", "opponent_passed"):
+            record.pop(key, None)
+        record |= {"role": row.get("az_role"), "type": row.get("az_type"), "prompt": row.get("az_prompt", "")}
+        if row.get("az_role") == "propose":
+            record |= {"reason": row.get("az_reason", ""), "detail": row.get("az_detail", "")}
+        record["task"] = row.get("az_task")
+        for reward in rewards:
+            details = getattr(reward, "last_details", [])
+            if i < len(details):
+                record |= details[i]
+        out.append(record)
+    return out

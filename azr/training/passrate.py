@@ -1,0 +1,70 @@
+"""The train pass rate `azr train` samples before and after GRPO: the policy sampled on training tasks at GRPO's own
+sampling settings, graded with the run's rewards. With several ranks each samples its share of the tasks and the
+main one grades them all. It does not decide when to measure (`run_train` does) nor train anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from azr.config import AzrConfig
+from azr.logs import JsonlWriter
+from azr.training.ranks import Ranks
+
+log = logging.getLogger(__name__)
+
+
+def grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
+    """The sampling settings GRPO generates with (TRL's defaults under `grpo:`), so the measured pass rate is that
+    of the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    values = {f.name: f.default for f in dataclasses.fields(GRPOConfig)} | cfg.grpo
+    values |= {k: v for k, v in (values.get("generation_kwargs") or {}).items() if k in values}
+    return {
+        "temperature": float(values["temperature"]),
+        "top_p": float(values["top_p"]),
+        "top_k": int(values["top_k"] or 0),
+        "min_p": values["min_p"],
+        "repetition_penalty": float(values["repetition_penalty"]),
+    }
+
+
+def pass_rate_measurer(cfg: AzrConfig, funcs, weights, grader, tokenizer, tasks, lengths, template, ranks: Ranks):
+    """`measure(model, phase, metrics)`: the pass rate and mean reward of `logging.pass_rate_samples` completions per
+    task, sampled as GRPO samples; logged to `metrics` (None on every rank but the main one) and returned."""
+    from azr.evaluation import Sampling, generate_completions, score_completions
+
+    sampling = Sampling(
+        n=cfg.logging.pass_rate_samples,
+        max_new_tokens=lengths["max_completion_length"],
+        seed=cfg.seed,
+        **grpo_sampling(cfg),
+    )
+
+    def measure(model, phase: str, metrics: JsonlWriter | None) -> dict[str, Any]:
+        started = time.monotonic()
+        # Each rank samples its share of the tasks; the main process grades them all and tells the others.
+        mine, real = ranks.split(tasks)
+        completions = generate_completions(model, tokenizer, mine, sampling, template)
+        completions = [c for part in ranks.gather(completions[: real * sampling.n]) for c in part]
+        result = score_completions(funcs, weights, grader, tasks, completions) if ranks.main else None
+        result = ranks.broadcast(result)
+        result["seconds"] = round(time.monotonic() - started, 1)
+        if metrics is not None:
+            metrics.write({"phase": phase, "step": 0, "time": round(time.time(), 3), "tasks": len(tasks), **result})
+        log.info(
+            "%s: pass rate %.3f, mean reward %.3f over %d sampled completions of %d training tasks",
+            phase,
+            result["pass_rate"],
+            result["reward"],
+            result["graded"],
+            len(tasks),
+        )
+        return result
+
+    return measure

@@ -1,0 +1,65 @@
+"""The tiny model's chat template and response template: tool use added without changing what the CPU demo sees."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from azr.data import load_tasks
+from azr.prompts import chat_messages, completion_text, parse_answer, reference_answer
+
+# The plain ChatML template the tiny model had before tools (what the demo's numbers were measured with).
+PLAIN_CHATML = (
+    "{%- for message in messages -%}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{ '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and not enable_thinking -%}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif -%}"
+    "{%- endif -%}"
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.mark.parametrize("switch", [{}, {"enable_thinking": False}, {"enable_thinking": True}])
+def test_conversations_without_tools_render_byte_for_byte_as_plain_chatml(tokenizer, switch):
+    for task in load_tasks("train")[:40]:
+        messages = [*chat_messages(task.prompt), {"role": "assistant", "content": task.solution}]
+        for prompt in (True, False):
+            kwargs = {"tokenize": False, "add_generation_prompt": prompt, **switch}
+            new = tokenizer.apply_chat_template(messages, **kwargs)
+            assert new == tokenizer.apply_chat_template(messages, chat_template=PLAIN_CHATML, **kwargs)
+
+
+def test_trl_parsing_reads_plain_answers_as_plain_decoding_did(tokenizer):
+    """With a response template, TRL decodes completions with `parse_response` instead of a plain decode; for answers
+    whose only special token is the final end of turn, the graded text is the same (the demo's GRPO path)."""
+    from trl.chat_template_utils import parse_response
+
+    rng, special = random.Random(0), set(tokenizer.all_special_ids)
+    ordinary = [i for i in range(len(tokenizer)) if i not in special]
+    for task in load_tasks("train")[:40]:
+        prompt = tokenizer.apply_chat_template(
+            chat_messages(task.prompt),
+            add_generation_prompt=True,
+            enable_thinking=False,
+            tokenize=True,
+            return_dict=False,
+        )
+        answer = tokenizer(reference_answer(task.solution, task.entry_point), add_special_tokens=False)["input_ids"]
+        for _ in range(4):  # near misses: a few tokens replaced, as a sampled answer goes wrong
+            ids = list(answer)
+            for _ in range(rng.randint(0, 5)):
+                ids[rng.randrange(len(ids))] = rng.choice(ordinary)
+            ids.append(tokenizer.eos_token_id)
+            parsed = completion_text([parse_response(tokenizer, ids, prefix=prompt, tools=[])])
+            plain = tokenizer.decode(ids, skip_special_tokens=True)
+            a, b = parse_answer(parsed), parse_answer(plain)
+            assert (a.code, a.format_ok) == (b.code, b.format_ok), (plain, parsed)

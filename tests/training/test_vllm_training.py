@@ -1,0 +1,168 @@
+"""`azr train` in adapter mode with a real vLLM server on the CPU: a short run that generates every GRPO batch through
+the server, and a run SIGKILLed mid-GRPO whose server must not outlive it.
+
+Each test starts one server (~40 s idle) beside the tiny model; the settings are the smallest that still hot-load
+a new adapter version at every step. The random tiny model never passes a test, so a plugin reward (the share of
+vowels) gives every group a spread and the adapter really changes at every step: a stale version on the server
+would show in TRL's importance-sampling ratio."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from subprocess import PIPE
+
+import pytest
+import yaml
+from conftest import VLLM_CPU_ARGS, VLLM_CPU_ENV, require_vllm_python
+
+from azr.serving import group_members
+
+PLUGIN = """
+def vowels(completions, **columns):
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [sum(ch in "aeiou" for ch in t) / max(1, len(t)) for t in texts]
+"""
+
+
+def recipe(path: Path, model_dir: Path, out: Path, python: str, max_steps: int) -> Path:
+    (path.parent / "vowel_plugin.py").write_text(PLUGIN)
+    body = {
+        "output_dir": str(out),
+        "seed": 0,
+        "model": {"name_or_path": str(model_dir), "adapter": {"r": 8, "alpha": 16, "dropout": 0.0}},
+        "data": {"max_tasks": 4, "max_solution_tokens": 100, "eval": None},
+        "grpo": {
+            "num_generations": 4,
+            "per_device_train_batch_size": 8,  # two prompts, four completions each
+            "max_completion_length": 24,
+            "temperature": 0.7,  # TRL's ratio compares the server's processed (temperature-scaled) logprobs
+            "learning_rate": 2.0e-2,  # large: each step's adapter differs plainly from the last
+            "max_steps": max_steps,
+            "save_steps": 100,
+            "logging_steps": 1,
+        },
+        "rewards": [{"name": "vowel_plugin:vowels", "weight": 1.0}],
+        "logging": {"console": "plain", "pass_rate_tasks": 0},
+        "sandbox": {"workers": 1},
+        "vllm": {
+            "mode": "adapter",
+            "python": python,
+            "max_model_len": 1024,
+            "extra_args": VLLM_CPU_ARGS,
+            "env": VLLM_CPU_ENV,
+            "startup_timeout_s": 540,
+        },
+    }
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def train(recipe: Path, **popen) -> subprocess.Popen:
+    """`azr-train --config recipe` in a session of its own, with the recipe's folder importable (the plugin)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(recipe.parent), os.environ.get("PYTHONPATH", "")])}
+    argv = [sys.executable, "-c", "from azr.cli import train_main; train_main()", "--config", str(recipe)]
+    return subprocess.Popen(argv, env=env, start_new_session=True, **popen)
+
+
+def server_pid(out: Path) -> int | None:
+    try:
+        return json.loads((out / "vllm" / "server.json").read_text())["pid"]
+    except (OSError, ValueError):
+        return None  # not written yet (or being written)
+
+
+def gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while group_members(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not group_members(pid)
+
+
+@pytest.fixture(scope="module")
+def adapter_run(tiny_model_dir, tmp_path_factory):
+    python = require_vllm_python()
+    root = tmp_path_factory.mktemp("adapter-run")
+    out = root / "run"
+    proc = train(recipe(root / "r.yaml", tiny_model_dir, out, python, max_steps=3), stdout=PIPE, stderr=PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=1500)
+    return out, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def test_a_short_adapter_mode_run_exits_0_with_an_importance_ratio_near_1(adapter_run):
+    out, done = adapter_run
+    assert done.returncode == 0, done.stderr[-4000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    grpo = [r for r in records if r["phase"] == "grpo"]
+    assert [r["step"] for r in grpo] == [1, 2, 3]
+    for r in grpo:
+        # pi_trainer / pi_vLLM over each completion: both float32, the same adapter version
+        assert abs(r["sampling/importance_sampling_ratio/mean"] - 1) < 0.01, r
+        assert r["sampling/sampling_logp_difference/max"] < 0.01, r
+        assert r["completion_length"] > 0 and r["reward_std"] > 0  # a spread in every batch: the adapter learns
+    log = (out / "vllm" / "server.log").read_text()
+    assert log.count("Loaded new LoRA adapter") == 3  # one version per step: steps 0, 1 and 2's weights
+    assert log.count("Removed LoRA adapter") == 2
+
+
+def test_old_adapter_versions_are_pruned_and_no_server_process_is_left(adapter_run):
+    out, done = adapter_run
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert [p.name for p in (out / "vllm" / "adapters").iterdir()] == ["step-2-v3"]
+    pid = server_pid(out)
+    assert pid and not group_members(pid)
+    assert "vLLM server pid" in done.stderr and "stopped" in done.stderr
+
+
+def test_a_sigkilled_trainer_leaves_no_server_behind(tiny_model_dir, tmp_path):
+    """SIGKILL the trainer's whole process group mid-GRPO (its first adapter version served): the server, in a
+    session of its own, gets SIGTERM from the kernel (parent-death signal) and takes its engine with it."""
+    python = require_vllm_python()
+    out = tmp_path / "run"
+    path = recipe(tmp_path / "r.yaml", tiny_model_dir, out, python, max_steps=100)
+    log = tmp_path / "train.log"
+    with open(log, "w") as fh:
+        trainer = train(path, stdout=fh, stderr=subprocess.STDOUT)
+    pid = None
+    try:
+        deadline = time.monotonic() + 900
+        while not (out / "vllm" / "adapters").is_dir() or not any((out / "vllm" / "adapters").iterdir()):
+            assert trainer.poll() is None, f"the run ended (exit {trainer.returncode}):\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        pid = server_pid(out)
+        assert pid and group_members(pid), "the server should be running mid-GRPO"
+        assert len(group_members(pid)) >= 3  # API server, engine core, worker
+        os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.wait()
+        assert gone(pid, within_s=60), f"left behind: {group_members(pid)}"
+    finally:
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)
+            trainer.wait()
+        if pid is not None and group_members(pid):
+            os.killpg(pid, signal.SIGKILL)  # leave nothing behind when the test fails
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ([f"vllm.python={sys.executable}"], r"vllm\.mode=adapter: no vLLM in .* \(vllm\.python\); install vLLM"),
+        (["vllm.mode=server", "vllm.gpus=[1]"], r"vllm\.mode=server: TRL's vLLM modes need CUDA GPUs"),
+        (["vllm.mode=colocate", "vllm.python=null"], r"vllm\.mode=colocate: TRL's vLLM modes need CUDA GPUs"),
+    ],
+)
+def test_a_mode_this_machine_cannot_run_is_refused_before_anything_is_written(cli, tmp_path, overrides, message):
+    import re
+
+    out = tmp_path / "out"
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"model": {"name_or_path": "org/model"}, "vllm": {"mode": "adapter"}}))
+    code, _, err = cli("train", "--config", path, "--output-dir", out, *[a for o in overrides for a in ("--set", o)])
+    assert code == 1 and re.search(message, err) and err.count("\n") == 1, err
+    assert not out.exists()
