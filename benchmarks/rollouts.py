@@ -76,7 +76,15 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: i
 
     from azr.evaluation import Sampling, generate_completions, score_completions
     from azr.rewards import build_rewards
-    from azr.training import AZRGRPOTrainer, grpo_args, grpo_dataset, grpo_rows, sequence_lengths, template_kwargs
+    from azr.training import (
+        AZRGRPOTrainer,
+        grpo_args,
+        grpo_dataset,
+        grpo_rows,
+        on_gpu,
+        sequence_lengths,
+        template_kwargs,
+    )
     from azr.training.sampling import build_sampling
 
     cfg = _arm_config(cfg, arm)
@@ -89,7 +97,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: i
     trainer = AZRGRPOTrainer(
         model=model,
         reward_funcs=funcs,
-        args=grpo_args(cfg, out, weights),
+        args=grpo_args(dataclasses.replace(cfg, output_dir=str(out)), weights, cpu=not on_gpu()),
         train_dataset=grpo_dataset(tasks),
         processing_class=tokenizer,
         callbacks=[_budget(seconds)],

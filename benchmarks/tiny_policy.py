@@ -48,6 +48,6 @@ def warm_start(cfg: AzrConfig, tmp: Path, grader) -> tuple[str, float, int]:
     tasks = training_tasks(cfg, tokenizer)
     misses = find_near_misses(tasks, grader, cfg.sft.near_misses, cfg.seed) if cfg.sft.near_misses else {}
     dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), misses)
-    args = sft_args(cfg.sft.args, tmp / "sft", cfg.seed, cfg.model.gradient_checkpointing, cpu=not on_gpu())
+    args = sft_args(dataclasses.replace(cfg, output_dir=str(tmp)), cpu=not on_gpu())  # checkpoints in tmp/sft
     final = run_sft(model, tokenizer, dataset, args, None, [], None, tmp / "sft" / "final")
     return str(final), time.perf_counter() - started, len(dataset)

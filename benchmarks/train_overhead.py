@@ -99,7 +99,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     from trl import GRPOTrainer
 
     from azr.rewards import build_rewards
-    from azr.training import grpo_args, grpo_dataset
+    from azr.training import grpo_args, grpo_dataset, on_gpu
 
     set_seed(cfg.seed)
     model, tokenizer = load_policy(cfg, policy)
@@ -120,7 +120,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
             trainer = _azr_trainer_class()(
                 model=model,
                 reward_funcs=funcs,
-                args=grpo_args(cfg, out, weights),
+                args=grpo_args(dataclasses.replace(cfg, output_dir=str(out)), weights, cpu=not on_gpu()),
                 train_dataset=dataset,
                 processing_class=tokenizer,
                 callbacks=callbacks,
@@ -133,7 +133,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
             trainer = GRPOTrainer(
                 model=model,
                 reward_funcs=[_length_reward],
-                args=grpo_args(cfg, out, [1.0]),
+                args=grpo_args(dataclasses.replace(cfg, output_dir=str(out)), [1.0], cpu=not on_gpu()),
                 train_dataset=dataset,
                 processing_class=tokenizer,
             )

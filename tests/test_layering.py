@@ -156,3 +156,9 @@ def test_the_worker_is_standard_library_only():
     """worker.py runs under the bare interpreter inside the sandbox (python -I -S): no azr, no site-packages."""
     names = {n.split(".")[0] for n in _imports(PACKAGE / "sandbox" / "worker.py", top_level_only=False)}
     assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)
+
+
+def test_the_harness_runner_is_standard_library_only():
+    """rewards/runner.py runs inside the sandbox too (preloaded by the worker, or compiled by a program)."""
+    names = {n.split(".")[0] for n in _imports(PACKAGE / "rewards" / "runner.py", top_level_only=False)}
+    assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)

@@ -1,8 +1,8 @@
 """The `azr` Click group, the options and helpers its commands share, and how an outcome becomes an exit code.
 
 Each command parses its flags, calls one library function and returns an exit code: 0 success, 1 the thing ran
-and failed, 2 user error (one line on stderr, no traceback). Heavy modules are imported inside commands, so
-`azr --help` stays fast.
+and failed, 2 user error (one line on stderr, no traceback). Everything but Click is imported inside the commands
+(the config schema and the sandbox included), so `azr --help` stays fast.
 """
 
 from __future__ import annotations
@@ -14,12 +14,7 @@ from pathlib import Path
 import click
 
 from azr import __version__
-from azr.config import SandboxConfig
 from azr.errors import ConfigError, NotAvailableError, UserError
-from azr.sandbox import SandboxUnavailable, SandboxUnhealthy
-from azr.serving import VllmServerError
-
-USER_ERRORS = (UserError, SandboxUnavailable)
 
 
 def setup_logging(level: str = "info") -> None:
@@ -45,8 +40,10 @@ def require_config(config_path: Path | None) -> None:
         raise ConfigError("--config: a recipe file is required (see examples/)")
 
 
-def sandbox_config(timeout: float | None, memory_mb: int | None, **fields) -> SandboxConfig:
-    """The `sandbox:` defaults training uses, with --timeout / --memory-mb where given."""
+def sandbox_config(timeout: float | None, memory_mb: int | None, **fields):
+    """The `sandbox:` defaults training uses (a SandboxConfig), with --timeout / --memory-mb where given."""
+    from azr.config import SandboxConfig
+
     cfg = SandboxConfig(**fields)
     cfg.timeout_s = timeout or cfg.timeout_s
     cfg.memory_mb = memory_mb or cfg.memory_mb
@@ -78,25 +75,47 @@ def invoke(command: click.Command, prog_name: str, args: list[str] | None = None
     except click.ClickException as exc:  # usage errors, bad parameters, unreadable files
         _error(prog_name, exc.format_message())
         return 2
-    except USER_ERRORS as exc:
-        _error(prog_name, str(exc))
-        return 2
-    except (NotAvailableError, SandboxUnhealthy) as exc:
-        _error(prog_name, str(exc))
-        return 1
-    except VllmServerError as exc:  # one line, then the server's log tail as it was written
-        line, _, tail = str(exc).partition("\n")
-        _error(prog_name, line)
-        if tail:
-            click.echo(tail, err=True)
-        return 1
     except click.exceptions.Abort:
         _error(prog_name, "aborted")
         return 130
     except KeyboardInterrupt:
         _error(prog_name, "interrupted")
         return 130
+    except Exception as exc:
+        code = outcome_code(exc)
+        if code is None:  # a bug: its traceback is what helps
+            raise
+        line, _, tail = str(exc).partition("\n")
+        if tail and _is_vllm_server_error(exc):  # one line, then the server's log tail as it was written
+            _error(prog_name, line)
+            click.echo(tail, err=True)
+        else:
+            _error(prog_name, str(exc))
+        return code
     return result if isinstance(result, int) else 0
+
+
+def outcome_code(exc: BaseException) -> int | None:
+    """2 for a user error (bad input, or a sandbox backend that does not work here), 1 for something declared but
+    unusable here, a sandbox that failed its own check or a vLLM server that would not serve; None for anything else
+    (a bug)."""
+    if isinstance(exc, UserError):
+        return 2
+    if isinstance(exc, NotAvailableError):
+        return 1
+    sandbox = sys.modules.get("azr.sandbox")  # only a command that imported the sandbox can raise its errors
+    if sandbox is not None and isinstance(exc, sandbox.SandboxUnavailable):
+        return 2
+    if sandbox is not None and isinstance(exc, sandbox.SandboxUnhealthy):
+        return 1
+    if _is_vllm_server_error(exc):
+        return 1
+    return None
+
+
+def _is_vllm_server_error(exc: BaseException) -> bool:
+    serving = sys.modules.get("azr.serving.vllm")  # only a command that started a server can raise its errors
+    return serving is not None and isinstance(exc, serving.VllmServerError)
 
 
 def _error(prog_name: str, message: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from azr.cli.app import azr, sandbox_config
-from azr.config import parse_pairs
 
 
 @azr.group()
@@ -28,12 +27,14 @@ def data() -> None:
 def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
     sandbox with the limits training applies, so what passes here passes there."""
+    from azr.config import parse_pairs
     from azr.data import load_tasks, near_duplicates
-    from azr.rewards import limits_from_config, pool_from_config, validate_references
+    from azr.rewards import limits_from_config, pool_from_config, start_pool, validate_references
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
-    tasks = load_tasks(source, mapping)
     cfg = sandbox_config(timeout, memory_mb, workers=workers)
+    start_pool(cfg)  # the workers start while the tasks are read
+    tasks = load_tasks(source, mapping)
     results = validate_references(tasks, pool_from_config(cfg), limits_from_config(cfg))
     failed = [(t, g) for t, g in results if g is not None and not g.passed]
     missing = sum(g is None for _, g in results)

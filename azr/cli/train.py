@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from azr.cli.app import azr, config_options, require_config, setup_logging
-from azr.config import load_config
 
 
 @azr.command()
@@ -17,14 +16,16 @@ from azr.config import load_config
 @click.option("--resume-from", metavar="latest|DIR", help="Continue from the latest checkpoint or a checkpoint DIR.")
 def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
     """Train a policy with GRPO on coding tasks (azr-train)."""
+    from azr.config import load_config
+
     require_config(config_path)
     extra = list(overrides)
     if output_dir is not None:
         extra.append(f"output_dir={output_dir}")
     if max_steps is not None:
         extra.append(f"grpo.max_steps={max_steps}")
-    cfg = load_config(config_path, extra, check_grpo=True)
+    cfg = load_config(config_path, extra)
     setup_logging(cfg.logging.level)
     from azr.training import run_train
 
-    return run_train(cfg, resume_from=resume_from)
+    return run_train(cfg, resume_from=resume_from)  # it checks the recipe whole (check_recipe) before any work

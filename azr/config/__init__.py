@@ -12,8 +12,8 @@ from azr.config.load import (
     dump_yaml,
     load_config,
     save_config,
-    validate_grpo,
 )
+from azr.config.passthrough import validate_grpo
 from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import fields_markdown, parse_pairs
 from azr.config.sections import (

@@ -1,8 +1,8 @@
 """Loading a recipe: read YAML/JSON (or the legacy `azr:` schema), apply `--set a.b=c`, validate, resolve paths.
 
 Relative paths written in a recipe are relative to the recipe's folder; those from `--set` and defaults, to the
-current directory. Nothing here imports torch/transformers/trl at module level; `grpo:` keys are checked against
-TRL's `GRPOConfig` only when the caller asks (`check_grpo=True`), because importing TRL takes seconds.
+current directory. Nothing here imports torch/transformers/trl: `grpo:` and `sft.args` pass through, checked against
+TRL's config classes by `azr.config.passthrough` when `azr.training` builds them (importing TRL takes seconds).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import yaml
 
 from azr.config.adapter import check_adapter
 from azr.config.legacy import check_replaced, normalise_legacy
-from azr.config.sampling import check_sampling
-from azr.config.schema import build, check_passthrough, load_raw, parse_pairs, set_dotted
+from azr.config.schema import build, load_raw, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
 from azr.config.tools import TOOL_NAMES
 from azr.config.vllm import check_vllm_config
@@ -50,9 +49,7 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
 KEEP_LINKS = {"vllm.python"}
 
 
-def load_config(
-    path: str | Path | None = None, overrides: Sequence[str] = (), *, check_grpo: bool = False
-) -> AzrConfig:
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> AzrConfig:
     """Read FILE (YAML or JSON), apply `--set` overrides, validate, resolve paths; raise ConfigError on bad input.
 
     Relative paths written in the file are relative to the file; those from `--set` and defaults, to the CWD.
@@ -71,9 +68,6 @@ def load_config(
     cfg = build(AzrConfig, raw, "")
     _check_cross_fields(cfg)
     _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
-    if check_grpo:
-        validate_grpo(cfg.grpo)
-        validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
     return cfg
 
 
@@ -118,7 +112,6 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
     needs_opponent = {"teacher_assist.enabled": cfg.teacher_assist.enabled, "curriculum.replay": cfg.curriculum.replay}
     for name in (n for n, on in needs_opponent.items() if on and not cfg.self_play.enabled):
         raise ConfigError(f"{name}: needs self_play.enabled: true (it works from the self-play scoreboard)")
-    check_sampling(cfg)
     if cfg.sft.near_misses and not cfg.sft.enabled:
         raise ConfigError("sft.near_misses: needs sft.enabled: true (they are part of the warm start)")
     _check_tools(cfg)
@@ -161,15 +154,6 @@ def _check_tools(cfg: AzrConfig) -> None:
             raise ConfigError(f"tools.web.allow_networks[{i}]: {net!r} is not a network (e.g. 127.0.0.1/32)") from None
     if cfg.tools.web.search_backend == "searxng" and "web_search" in cfg.tools.names and not cfg.tools.web.searxng_url:
         raise ConfigError("tools.web.searxng_url: required when tools.web.search_backend is 'searxng'")
-
-
-def validate_grpo(grpo: dict[str, Any], section: str = "grpo", kind: str = "GRPOConfig") -> None:
-    """Check `grpo:` keys against trl.GRPOConfig (or `sft.args` against SFTConfig); turn numeric strings ('1e-5')
-    into numbers for numeric fields."""
-    if grpo:
-        import trl  # lazy: pulls in torch and transformers
-
-        check_passthrough(grpo, getattr(trl, kind), section, f"trl.{kind}")
 
 
 def dump_yaml(cfg: AzrConfig) -> str:

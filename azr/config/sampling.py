@@ -1,14 +1,13 @@
 """Recipe sections for what enters a generation batch: dynamic sampling (`sampling:`) and the curriculum over tasks,
 with self-play's frontier replay (`curriculum:`). Both drive one group sampler (`azr.training.groups`); the checks
-between their fields and `grpo:` are `check_sampling`'s."""
+between their fields and the trainer's batch are `azr.training.args.check_groups`'s."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from azr.config.schema import field
-from azr.errors import ConfigError
 
 
 @dataclass
@@ -71,28 +70,3 @@ class CurriculumConfig:
     replay_rate: float = field(
         0.25, "Share of a generation batch's prompt groups (rounded down) given to frontier replay.", ge=0, le=1
     )
-
-
-def check_sampling(cfg: Any) -> None:
-    """Cross-field checks of `sampling:` against `grpo:` (an `AzrConfig`), at load time.
-
-    Dynamic sampling keeps or passes over whole prompt groups on each process, so a process's generation batch
-    (per_device_train_batch_size x steps_per_generation rows) must be whole groups of num_generations. The
-    curriculum needs nothing of the kind: it composes every process's rows at once."""
-    if not cfg.sampling.dynamic:
-        return
-    grpo = cfg.grpo
-    try:
-        per_device = int(grpo.get("per_device_train_batch_size", 8))
-        steps = int(grpo.get("steps_per_generation") or grpo.get("gradient_accumulation_steps") or 1)
-        size = int(grpo.get("num_generations", 8))
-    except (TypeError, ValueError):
-        return  # validate_grpo names the field that is not a number
-    if size < 2:
-        raise ConfigError("sampling.dynamic: needs grpo.num_generations >= 2 (a group of one has no difference)")
-    if (per_device * steps) % size:
-        raise ConfigError(
-            "sampling.dynamic: a process's generation batch must be whole prompt groups: "
-            f"grpo.per_device_train_batch_size x steps_per_generation = {per_device} x {steps} is not a multiple of "
-            f"grpo.num_generations = {size}"
-        )

@@ -353,23 +353,3 @@ def _type_name(hint: Any) -> str:
 
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
-
-
-def check_passthrough(values: dict[str, Any], cls: type, section: str, label: str) -> None:
-    """Check a pass-through mapping's keys against dataclass `cls`'s init fields (one-line error with a "did you
-    mean"), and turn numeric strings ('1e-5') into numbers where the field is numeric; `values` is changed in place."""
-    known = {f.name for f in dataclasses.fields(cls) if f.init}
-    try:
-        hints = typing.get_type_hints(cls)
-    except Exception:  # an annotation the library cannot resolve at run time: names are still checked
-        hints = {}
-    for key, value in values.items():
-        if key not in known:
-            raise ConfigError(f"{section}.{key}: not a {label} field{did_you_mean(key, known)}")
-        kinds = set(typing.get_args(hints.get(key)) or (hints.get(key),))
-        number = float if float in kinds else int if int in kinds and bool not in kinds else None
-        if number and isinstance(value, str):
-            try:
-                values[key] = number(value)
-            except ValueError:
-                raise ConfigError(f"{section}.{key}: expected a number, got {value!r}") from None

@@ -52,15 +52,25 @@ def load_tasks(source: str | Path, column_map: Mapping[str, str] | None = None) 
         ref = resources.files("azr.data") / SPLITS[str(source)]
         with resources.as_file(ref) as path:
             return read_jsonl(path, label=f"azr/data/{SPLITS[str(source)]}")
+    path = check_task_source(source)
+    assert path is not None  # the split names were handled above
+    if path.suffix == ".jsonl":
+        return read_jsonl(path, column_map)
+    return _read_with_datasets(path, column_map or {})
+
+
+def check_task_source(source: str | Path) -> Path | None:
+    """The task file `source` names, checked to exist and be of a readable type; None for a shipped split. Reads
+    nothing."""
+    if str(source) in SPLITS:
+        return None
     path = Path(source)
     if not path.is_file():
         hint = f" (shipped splits: {', '.join(SPLITS)})" if not path.suffix else ""
         raise DataError(f"{path}: task file not found{hint}")
-    if path.suffix == ".jsonl":
-        return read_jsonl(path, column_map)
-    if path.suffix in (".json", ".parquet"):
-        return _read_with_datasets(path, column_map or {})
-    raise DataError(f"{path}: unsupported task file type '{path.suffix}' (use .jsonl, .json or .parquet)")
+    if path.suffix not in (".jsonl", ".json", ".parquet"):
+        raise DataError(f"{path}: unsupported task file type '{path.suffix}' (use .jsonl, .json or .parquet)")
+    return path
 
 
 def read_jsonl(path: Path, column_map: Mapping[str, str] | None = None, label: str | None = None) -> list[Task]:

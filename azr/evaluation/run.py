@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +33,7 @@ from azr.evaluation.samples import (
 )
 from azr.logs import atomic_write_json
 from azr.prompts import AnswerFormat, parse_answer
-from azr.rewards import grade_many, limits_from_config, pool_from_config
+from azr.rewards import grade_stream, limits_from_config, pool_from_config, start_pool
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ def run_eval(cfg: EvalConfig) -> int:
     from azr.evaluation.report import build_report, print_report
 
     started = time.monotonic()
+    start_pool(cfg.sandbox)  # workers start while the problems and samples are read
     problems = load_problems(cfg.dataset)
     given = read_samples(Path(cfg.samples), {p.id: p for p in problems}, cfg.dataset) if cfg.samples else None
     if given is None and cfg.sampling.n < max(cfg.ks):
@@ -82,8 +84,7 @@ def run_eval(cfg: EvalConfig) -> int:
             present = {g.problem.id for g in given}
             problems = [p for p in problems if p.id in present]
             todo_given = [g for g in given if (g.problem.id, g.index) not in store.done]
-            for start in range(0, len(todo_given), 512):
-                store.write(grade_items([_given_item(g) for g in todo_given[start : start + 512]], cfg, timings))
+            store.write(graded([_given_item(g) for g in todo_given], cfg, timings))  # each as soon as it is graded
         elif sampler is not None:
             todo = [(p, i) for p in problems for i in range(cfg.sampling.n) if (p.id, i) not in store.done]
             _sample_and_grade(cfg, sampler, todo, store, timings)
@@ -222,7 +223,7 @@ def _sample_and_grade(cfg: EvalConfig, sampler: Any, todo: list, store: SampleSt
         generated = sampler.sample(chunk)
         timings["generation_s"] += time.monotonic() - t0
         items = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(chunk, generated, strict=True)]
-        store.write(grade_items(items, cfg, timings))
+        store.write(graded(items, cfg, timings))
         log.info("eval: %d of %d samples generated and graded", start + len(chunk), len(todo))
 
 
@@ -293,8 +294,9 @@ def program_for(problem: Problem, text: str, mode: str, answer_format: AnswerFor
     return parse_answer(text, answer_format).code
 
 
-def grade_items(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) -> list[dict[str, Any]]:
-    """Records for (problem, index, text or None, mode, request error) items; programs run in parallel."""
+def graded(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) -> Iterator[dict[str, Any]]:
+    """Records for (problem, index, text or None, mode, request error) items, in order, each as soon as it is
+    graded; programs run in parallel."""
     t0 = time.monotonic()
     answered = [item for item in items if item[0].triplet is not None and item[2] is not None]
     verdicts = iter(grade_predictions(answered, cfg.sandbox, cfg.answer_format) if answered else [])
@@ -304,8 +306,7 @@ def grade_items(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) 
     ]
     jobs = [(item[0].task, code) for item, code in zip(items, programs, strict=True) if code is not None]
     pool = pool_from_config(cfg.sandbox) if jobs else None  # only request failures: no sandbox needed
-    grades = iter(grade_many(jobs, pool, limits_from_config(cfg.sandbox)) if jobs else [])
-    records = []
+    grades = grade_stream(jobs, pool, limits_from_config(cfg.sandbox)) if jobs else iter([])
     for (problem, index, text, _, error), code in zip(items, programs, strict=True):
         record = {"task_id": problem.id, "index": index, "passed": False, "status": "no_code", "tests_passed": 0}
         record |= {"tests_total": len(problem.task.tests), "duration_s": 0.0, "completion": text, "reason": ""}
@@ -321,6 +322,5 @@ def grade_items(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) 
             record["reason"] = "; ".join(g.failures)[:300]
         else:
             record["reason"] = "no code in the answer"
-        records.append(record)
+        yield record
     timings["grading_s"] += time.monotonic() - t0
-    return records

@@ -10,10 +10,11 @@ from azr.models.loading import (
     build_model_and_tokenizer,
     count_parameters,
     load_tokenizer,
-    quiet_third_party,
     resolve_dtype,
     sharded_launch,
 )
+from azr.models.noise import quiet_third_party
+from azr.models.source import check_model
 from azr.models.tiny import CHAT_TEMPLATE, build_tiny_model
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "build_model_and_tokenizer",
     "build_peft_config",
     "build_tiny_model",
+    "check_model",
     "count_parameters",
     "export_merged",
     "keep_vectors_fp32",

@@ -16,6 +16,7 @@ from typing import Any
 
 from azr.config import ModelConfig
 from azr.errors import ConfigError
+from azr.models.source import check_loader
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +49,14 @@ def _checked_tokenizer(tokenizer, cfg: ModelConfig):
     return tokenizer
 
 
-def build_model_and_tokenizer(cfg: ModelConfig, max_seq_length: int = 2048) -> tuple[Any, Any]:
-    """Load the policy model (explicit dtype, quantized if asked) and its tokenizer from a hub id or a directory.
+def build_model_and_tokenizer(cfg: ModelConfig, max_seq_length: int = 2048, tokenizer=None) -> tuple[Any, Any]:
+    """Load the policy model (explicit dtype, quantized if asked) and its tokenizer from a hub id or a directory;
+    `tokenizer`, when given, is `load_tokenizer(cfg)` already loaded.
 
     The adapter is not applied here: the trainer gets `build_peft_config(cfg.adapter, model)` as `peft_config` and
     wraps the model itself. `max_seq_length` (prompt plus completion tokens) is used by the unsloth backend only.
     """
-    if cfg.quantization != "none" and not cfg.adapter.enabled:
-        raise ConfigError(
-            f"model.quantization={cfg.quantization}: a quantized base model cannot be fully fine-tuned; "
-            "set model.adapter.kind (lora, ia3, ln_tuning) or model.quantization=none"
-        )
+    check_loader(cfg)
     dtype = resolve_dtype(cfg.dtype)
     if cfg.backend == "unsloth":
         return _load_unsloth(cfg, dtype, max_seq_length)
@@ -70,7 +68,7 @@ def build_model_and_tokenizer(cfg: ModelConfig, max_seq_length: int = 2048) -> t
         kwargs["quantization_config"] = _bnb_config(cfg.quantization, dtype)
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
-    tokenizer = load_tokenizer(cfg)
+    tokenizer = tokenizer or load_tokenizer(cfg)
     model = _from_pretrained(AutoModelForCausalLM, cfg, "", **kwargs)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
@@ -91,11 +89,7 @@ def _keep_4bit_trainable_on_cpu(model) -> None:
 
 
 def _bnb_config(quantization: str, dtype):
-    """The bitsandbytes settings for `model.quantization`; checks first that bitsandbytes can be imported."""
-    try:
-        import bitsandbytes  # noqa: F401  (transformers would otherwise fail deep inside from_pretrained)
-    except ImportError:
-        raise ConfigError(f"model.quantization={quantization}: needs bitsandbytes; pip install 'azr[qlora]'") from None
+    """The bitsandbytes settings for `model.quantization` (`check_loader` has made sure bitsandbytes is there)."""
     from transformers import BitsAndBytesConfig
 
     if quantization == "8bit":
@@ -132,15 +126,8 @@ def sharded_launch() -> str | None:
 
 
 def _load_unsloth(cfg: ModelConfig, dtype, max_seq_length: int) -> tuple[Any, Any]:
-    import torch
+    from unsloth import FastLanguageModel  # `check_loader` has checked for CUDA and unsloth: it imports only there
 
-    # Checked first because unsloth refuses to import at all on a machine without a GPU.
-    if not torch.cuda.is_available():
-        raise ConfigError("model.backend=unsloth: unsloth needs a CUDA GPU and none is visible; use model.backend=hf")
-    try:
-        from unsloth import FastLanguageModel
-    except ImportError:
-        raise ConfigError("model.backend=unsloth: unsloth is not installed; pip install 'azr[unsloth]'") from None
     with _load_errors(cfg, ""):
         model, tokenizer = FastLanguageModel.from_pretrained(
             model_name=cfg.name_or_path,
@@ -179,20 +166,3 @@ def count_parameters(model) -> int:
     if hasattr(model, "num_parameters"):
         return model.num_parameters()
     return sum(p.numel() for p in model.parameters())
-
-
-def quiet_third_party() -> None:
-    """Silence library chatter that buries a run's own output: per-call progress bars for tiny dataset maps and
-    shard writes, a deprecation warning transformers 5 raises on every checkpoint, and bitsandbytes' notice that an
-    optional CPU kernel package is absent (it falls back to its own kernels)."""
-    import warnings
-
-    warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
-    warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.*deprecated.*", category=FutureWarning)
-    for name in ("bitsandbytes.backends.cpu.ops", "bitsandbytes.autograd._functions"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    import datasets
-    from transformers.utils import logging as hf_logging
-
-    datasets.disable_progress_bars()
-    hf_logging.disable_progress_bar()

@@ -2,14 +2,23 @@
 functions and their REWARDS table. The face of the rewards package; it imports no torch, transformers or trl.
 """
 
-from azr.rewards.functions import REWARDS, CodeGrader, SelfPlayReward, build_rewards, selfplay_score
+from azr.rewards.functions import (
+    REWARDS,
+    CodeGrader,
+    SelfPlayReward,
+    build_rewards,
+    check_rewards,
+    selfplay_score,
+)
 from azr.rewards.grading import (
     Grade,
     grade,
     grade_many,
+    grade_stream,
     limits_from_config,
     pool_from_config,
     run_program,
+    start_pool,
     task_limits,
     validate_references,
     verdict_check,
@@ -21,12 +30,15 @@ __all__ = [
     "Grade",
     "SelfPlayReward",
     "build_rewards",
+    "check_rewards",
     "grade",
     "grade_many",
+    "grade_stream",
     "limits_from_config",
     "pool_from_config",
     "run_program",
     "selfplay_score",
+    "start_pool",
     "task_limits",
     "validate_references",
     "verdict_check",

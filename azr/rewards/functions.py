@@ -316,7 +316,13 @@ def build_rewards(
     return funcs, [float(spec.weight) for spec in specs], grader
 
 
-def _instantiate(spec: RewardSpec, grader: CodeGrader, where: str) -> Callable:
+def check_rewards(specs: Sequence[RewardSpec]) -> list[Callable]:
+    """The reward functions `build_rewards` would return, built without a grader (no sandbox starts): every name
+    resolved and every params checked, as one-line ConfigErrors. Not for scoring."""
+    return [_instantiate(spec, None, f"rewards[{i}]") for i, spec in enumerate(specs)]
+
+
+def _instantiate(spec: RewardSpec, grader: CodeGrader | None, where: str) -> Callable:
     target = REWARDS.get(spec.name) or _import(spec.name, where)
     params = dict(spec.params)
     if isinstance(target, type) and issubclass(target, Reward) and target.needs_grader:

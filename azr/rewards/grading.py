@@ -8,15 +8,17 @@ saw every test pass; otherwise `timeout` / `memory` / `crashed` / `error` from h
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from azr.config import SandboxConfig
 from azr.data import Task
-from azr.rewards.harness import TestPlan, build_program, plan_test, read_verdicts
+from azr.rewards.harness import TestPlan, build_program, harness_preload, plan_test, read_verdicts
 from azr.sandbox import Check, ExecResult, Limits, SandboxPool, open_pool, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
@@ -62,9 +64,21 @@ def limits_from_config(cfg: SandboxConfig) -> Limits:
 
 
 def pool_from_config(cfg: SandboxConfig, label: str = "") -> SandboxPool:
-    """The process-wide pool for these sandbox settings (started lazily, closed at exit); `label` names its
-    directory."""
-    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg), label)
+    """The process-wide pool for these sandbox settings, its workers with the harness preloaded (started on first
+    use, or by `start_pool`; closed at exit); `label` names its directory."""
+    memory = worker_memory_mb(cfg)
+    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, memory, harness_preload(), label)
+
+
+def start_pool(cfg: SandboxConfig) -> None:
+    """Start `pool_from_config(cfg)` and its workers in the background, while the caller reads its input; returns
+    at once. A failure here (no backend works) is met again, and reported, where the pool is first used."""
+
+    def start() -> None:
+        with contextlib.suppress(Exception):  # reported by the caller's own pool_from_config, not from this thread
+            pool_from_config(cfg).start()
+
+    threading.Thread(target=start, name="azr-sandbox-start", daemon=True).start()
 
 
 def worker_memory_mb(cfg: SandboxConfig) -> int:
@@ -77,15 +91,37 @@ def grade_many(
     pairs: Sequence[tuple[Task, str]], pool: SandboxPool | None = None, limits: Limits | None = None
 ) -> list[Grade]:
     """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply."""
-    pool = pool or shared_pool()
-    base = limits or Limits()
-    jobs = []
+    jobs = list(_jobs(pairs, limits or Limits()))
+    results = (pool or shared_pool()).map([job[2] for job in jobs], [job[3] for job in jobs])
+    return [_grade(plans, nonce, result) for (plans, nonce, _, _), result in zip(jobs, results, strict=True)]
+
+
+def grade_stream(
+    pairs: Iterable[tuple[Task, str]], pool: SandboxPool | None = None, limits: Limits | None = None
+) -> Iterator[Grade]:
+    """`grade_many` as a stream: each program is queued as soon as it is built (workers start on the first while the
+    rest are planned), and each grade comes, in order, as soon as it and those before it are done."""
+    jobs: list[tuple] = []
+
+    def programs() -> Iterator[tuple[str, Limits]]:
+        for job in _jobs(pairs, limits or Limits()):
+            jobs.append(job)
+            yield job[2], job[3]
+
+    for index, result in enumerate((pool or shared_pool()).imap(programs())):  # every job is built by then
+        plans, nonce = jobs[index][:2]
+        yield _grade(plans, nonce, result)
+
+
+def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits) -> Iterator[tuple[list[TestPlan], str, str, Limits]]:
+    """(plans, nonce, program, limits) per pair: a fresh nonce per program, the task's own limits."""
+    random = b""
     for task, code in pairs:
         plans = [plan_test(t) for t in task.tests]
-        nonce = secrets.token_hex(16)
-        jobs.append((plans, nonce, build_program(code, plans, nonce), task_limits(task, base)))
-    results = pool.map([job[2] for job in jobs], [job[3] for job in jobs])
-    return [_grade(plans, nonce, result) for (plans, nonce, _, _), result in zip(jobs, results, strict=True)]
+        if not random:  # 128 random bits per program, drawn from the OS in batches (a syscall each is slow in VMs)
+            random = secrets.token_bytes(16 * 256)
+        nonce, random = random[:16].hex(), random[16:]
+        yield plans, nonce, build_program(code, plans, nonce), task_limits(task, base)
 
 
 def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits | None = None) -> Grade:

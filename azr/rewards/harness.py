@@ -1,15 +1,16 @@
 """The harness: the program grading runs in the sandbox, how each test is planned, and how verdicts are read.
 
-The harness loads the solution once, then runs every test in its own forked copy of that state, and writes one
-nonce-tagged JSON line per test to descriptor 3. A test is a *value test* when it is one `assert` whose conjuncts
-each compare the solution's own output with a literal (`f(x) == 3`, `3 > obj.m(x)`, `f(x) is None`), or test its
-truth (`f(x)`, `not f(x)`), optionally through list/tuple/sorted/set/frozenset. Only the expressions that produce
-the output enter the sandbox; their values come back as typed plain data and are wrapped and compared here, with
-trusted builtins, so the expected values never reach the program and its dunder methods or shadowed builtins
-cannot bend a comparison. Every other test is a *statement test*, run inside the sandbox; its `assert`s of the same
-shapes (on the solution's output or a name bound to it) are rewritten to report their values, which are compared
-here, and those at the top level must report. Only the rest is decided inside (SPEC_FUNCTIONS.md says what a
-deliberate attack on the harness can still forge there).
+The harness (its sandbox side is `azr.rewards.runner`) loads the solution once, then runs every test in its own
+forked copy of that state, and writes one nonce-tagged JSON line per test to descriptor 3. A test is a *value
+test* when it is one `assert` whose conjuncts each compare the solution's own output with a literal (`f(x) == 3`,
+`3 > obj.m(x)`, `f(x) is None`), or test its truth (`f(x)`, `not f(x)`), optionally through
+list/tuple/sorted/set/frozenset. Only the expressions that produce the output enter the sandbox; their values come
+back as typed plain data and are wrapped and compared here, with trusted builtins, so the expected values never
+reach the program and its dunder methods or shadowed builtins cannot bend a comparison. Every other test is a
+*statement test*, run inside the sandbox; its `assert`s of the same shapes (on the solution's output or a name
+bound to it) are rewritten to report their values, which are compared here, and those at the top level must report.
+Only the rest is decided inside (SPEC_FUNCTIONS.md says what a deliberate attack on the harness can still forge
+there).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, Literal
 
 _OPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
@@ -48,77 +50,28 @@ _WRAPPERS: dict[str, Callable[[Any], Any]] = {
 _BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_HASHED_ITEMS = 10_000
 
-# Runs in the sandbox. Payload: solution source, nonce, and per test either [["expr", "wrap"], ...] to evaluate
-# ("value") or a statement to run ("statement"). Builtins it relies on are bound before the solution runs.
-_HARNESS = r"""
-import json as _json, os as _os, sys as _sys
-_P = _json.loads(__PAYLOAD__)
-_fork, _write, _exit, _wait = _os.fork, _os.write, _os._exit, _os.waitpid
-_dumps, _flush, _list, _iter, _isinstance = _json.dumps, _sys.stdout.flush, list, iter, isinstance
-
-def _report(index, kind, payload):
-    _write(3, (_dumps([_P["nonce"], index, kind, payload]) + "\n").encode())
-
-def _encode(v, depth=0):
-    if depth > 64:
-        raise ValueError("value nested too deeply to compare")
-    if v is None:
-        return ["N"]
-    if _isinstance(v, bool):
-        return ["b", v is True]
-    if _isinstance(v, int):
-        return ["i", int.__format__(v, "x")]
-    if _isinstance(v, float):
-        return ["f", float.__repr__(v)]
-    if _isinstance(v, complex):
-        return ["c", [float.__repr__(complex.real.__get__(v)), float.__repr__(complex.imag.__get__(v))]]
-    if _isinstance(v, str):
-        return ["s", str.__str__(v)]
-    if _isinstance(v, (bytes, bytearray)):
-        return ["y", bytes.hex(bytes(v))]
-    for kind, base in (("l", list), ("t", tuple), ("S", set), ("F", frozenset)):
-        if _isinstance(v, base):
-            return [kind, [_encode(x, depth + 1) for x in base.__iter__(v)]]
-    if _isinstance(v, dict):
-        return ["d", [[_encode(k, depth + 1), _encode(x, depth + 1)] for k, x in dict.items(v)]]
-    raise TypeError("a %s cannot be compared outside the sandbox; return plain data" % type(v).__name__)
-
-def _value(i, expr, wrap):
-    v = eval(compile(expr, "<test %d>" % i, "eval"), _ns)
-    return _encode(_list(_iter(v)) if wrap else v)
-
-_ns = {"__name__": "__main__", "__builtins__": __builtins__}
-try:
-    exec(compile(_P["code"], "<solution>", "exec"), _ns)
-except BaseException as _e:
-    _report(-1, "load_error", ("%s: %s" % (type(_e).__name__, _e))[:500])
-    _exit(0)
-for _i, _t in enumerate(_P["tests"]):
-    try:
-        _flush()
-    except BaseException:
-        pass
-    _pid = _fork()
-    if _pid == 0:
-        try:
-            if _t[0] == "value":
-                _out = ("value", [_value(_i, _e, _w) for _e, _w in _t[1]])
-            else:
-                _seen, _wraps = [], _t[1][1]
-                _ns["__azr_check__"] = lambda k, v: _seen.append([k, _encode(_list(_iter(v)) if _wraps[k] else v)])
-                exec(compile(_t[1][0], "<test %d>" % _i, "exec"), _ns)
-                _out = ("ok", _seen)
-        except BaseException as _e:
-            _out = ("error", ("%s: %s" % (type(_e).__name__, _e))[:500])
-        _report(_i, *_out)
-        try:
-            _flush()
-        except BaseException:
-            pass
-        _exit(0)
-    _wait(_pid, 0)
-_exit(0)
+# The program sent for each solution: the harness's sandbox side (`azr.rewards.runner`), preloaded by the worker as
+# this module or else compiled from its source, given the payload (solution, nonce, what each test sends) as data.
+RUNNER_MODULE = "_azr_harness"
+_PROGRAM = """try:
+    import {module}
+except ImportError:  # a pool that did not preload the harness
+    import types
+    {module} = types.ModuleType("{module}")
+    exec(compile({source!r}, "<harness>", "exec"), {module}.__dict__)
+{module}.run({payload!r})
 """
+
+
+@functools.cache
+def runner_source() -> str:
+    """The source of `azr.rewards.runner`, as the sandbox runs it."""
+    return (resources.files("azr.rewards") / "runner.py").read_text(encoding="utf-8")
+
+
+def harness_preload() -> dict[str, str]:
+    """What a pool preloads into its workers (`open_pool(preload=...)`) so that no program compiles the harness."""
+    return {RUNNER_MODULE: runner_source()}
 
 
 @dataclass(frozen=True)
@@ -217,7 +170,7 @@ def _instrumented(source: str, tree: ast.Module) -> TestPlan:
                 checks.append(check)
             return calls
 
-    rewritten = ast.fix_missing_locations(Rewrite().visit(tree))
+    rewritten = Rewrite().visit(tree)  # only unparsed, never compiled here: new nodes need no line numbers
     if not required:
         return TestPlan("statement", source)
     return TestPlan("statement", source, tuple(checks), ast.unparse(rewritten), tuple(required))
@@ -288,8 +241,8 @@ def _literal(node: ast.expr) -> tuple[bool, Any]:
 
 def build_program(code: str, plans: Sequence[TestPlan], nonce: str) -> str:
     """The harness with its payload: the solution, the nonce and what each test sends; no expected value."""
-    payload = {"code": code, "nonce": nonce, "tests": [[p.kind, p.sent()] for p in plans]}
-    return _HARNESS.replace("__PAYLOAD__", repr(json.dumps(payload)))
+    payload = json.dumps({"code": code, "nonce": nonce, "tests": [[p.kind, p.sent()] for p in plans]})
+    return _PROGRAM.format(module=RUNNER_MODULE, source=runner_source(), payload=payload)
 
 
 def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[str | None]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import inspect
 import threading
+from collections.abc import Mapping
 
 from azr.sandbox.backends import Backend, SandboxUnavailable, SandboxUnhealthy, build_backend, resolve_backend
 from azr.sandbox.doctor import Check, namespace_hints, run_doctor
@@ -56,12 +57,14 @@ def open_pool(
     tmp_size_mb: int = 256,
     max_processes: int = 64,
     max_memory_mb: int | None = None,
+    preload: Mapping[str, str] | None = None,
     label: str = "",
 ) -> SandboxPool:
     """A new pool on `backend` (auto: the strongest that works here); the caller closes it. `max_memory_mb` caps
-    each worker's memory (all of a program's processes and tmpfs pages) where a memory cgroup can be set (root).
-    `label` names the pool's directory (`azr-sandbox-LABEL-*`), e.g. after the training rank that owns it."""
-    return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes, max_memory_mb, label)
+    each worker's memory (all of a program's processes and tmpfs pages) where a memory cgroup can be set (root);
+    `preload` names modules (name -> source, the caller's own code) every worker imports once, at its start; `label`
+    names the pool's directory (`azr-sandbox-LABEL-*`), e.g. after the training rank that owns it."""
+    return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes, max_memory_mb, preload, label)
 
 
 def shared_pool(*settings) -> SandboxPool:
@@ -69,7 +72,7 @@ def shared_pool(*settings) -> SandboxPool:
     rewards and grading use by default."""
     bound = inspect.signature(open_pool).bind(*settings)
     bound.apply_defaults()  # shared_pool() and shared_pool("auto") are the same pool
-    key = tuple(bound.arguments.values())
+    key = tuple(tuple(sorted(v.items())) if isinstance(v, Mapping) else v for v in bound.arguments.values())
     with _shared_lock:
         pool = _shared.get(key)
         if pool is None or pool._closed:

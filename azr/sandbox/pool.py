@@ -24,8 +24,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
-from concurrent.futures import CancelledError, ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 
 from azr.sandbox import cgroups
@@ -59,7 +59,7 @@ class _Worker:
         try:
             self.proc.stdin.write(fork_server.HEADER.pack(len(body)) + body)
             self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: the pool closed the pipe under us
             raise _WorkerLost(f"worker gone: {exc}", hung=False) from exc
 
     def receive(self, timeout_s: float) -> dict:
@@ -113,11 +113,16 @@ class SandboxPool:
         workers: int | None = None,
         max_processes: int = 64,
         max_memory_mb: int | None = None,
+        preload: Mapping[str, str] | None = None,
         label: str = "",
     ):
+        """`preload`: modules (name -> source) each worker runs once at its start, so that every program finds them
+        imported. The caller's own code only: it runs in the worker, outside the per-program limits. `label` names the
+        pool's directory (`azr-sandbox-LABEL-*`)."""
         self.backend = backend
         self.size = workers or os.cpu_count() or 1
         self.max_processes, self.max_memory_mb = max_processes, max_memory_mb
+        self.preload = dict(preload or {})
         self.stats: Counter[str] = Counter()
         self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
         for _ in range(self.size):
@@ -181,17 +186,40 @@ class SandboxPool:
         """Run programs in parallel over the pool's workers, results in input order. A program the pool could not
         run because it was closed meanwhile gets an `error` result."""
         per_program = [limits] * len(codes) if limits is None or isinstance(limits, Limits) else list(limits)
-        try:
-            futures = [self._dispatch.submit(self.run, c, lim) for c, lim in zip(codes, per_program, strict=True)]
-        except RuntimeError:  # the dispatcher was shut down by close()
-            futures = []
-        results = []
-        for i in range(len(codes)):
+        return list(self.imap(zip(codes, per_program, strict=True)))
+
+    def imap(self, jobs: Iterable[tuple[str, Limits | None]]) -> Iterator[ExecResult]:
+        """`map` for (code, limits) pairs that may still be in the making: each is queued as soon as `jobs` yields
+        it, so workers run the first programs while the caller builds the rest; results come in input order, each
+        as soon as it and those before it are done."""
+        futures: list[Future | None] = []
+        for code, limits in jobs:
             try:
-                results.append(futures[i].result())
-            except (CancelledError, RuntimeError, IndexError):
-                results.append(ExecResult("error", backend=self.backend.name, note="the sandbox pool was closed"))
-        return results
+                futures.append(self._dispatch.submit(self.run, code, limits))
+            except RuntimeError:  # the dispatcher was shut down by close()
+                futures.append(None)
+        for future in futures:
+            try:
+                if future is None:
+                    raise RuntimeError("closed")
+                yield future.result()
+            except (CancelledError, RuntimeError):
+                yield ExecResult("error", backend=self.backend.name, note="the sandbox pool was closed")
+
+    def start(self) -> None:
+        """Start every worker now, in the background, rather than on first use; returns at once. A worker that
+        fails to start here is retried on first use, where its error is reported."""
+
+        def start_one() -> None:
+            worker = self._idle.get()
+            if worker is None and not self._closed:
+                with contextlib.suppress(OSError):
+                    worker = self._start()
+            self._idle.put(worker)
+
+        for _ in range(self.size):
+            with contextlib.suppress(RuntimeError):  # closed meanwhile
+                self._dispatch.submit(start_one)
 
     def close(self) -> None:
         """Kill every worker (and so every program) and remove the pool's files."""
@@ -226,6 +254,7 @@ class SandboxPool:
             "parent_pid": os.getpid(),
             # Root without a pids cgroup: RLIMIT_NPROC does not bind, so the worker polls the process count.
             "process_guard": self.max_processes + 2 if "pids" not in self._cgroups and os.geteuid() == 0 else None,
+            "preload": self.preload,
         }
         argv = self.backend.command(json.dumps(settings))
         # Named after this pool's own directory: two pools in one process must never share a cgroup (and its limit).

@@ -4,7 +4,8 @@ Started once per pool slot as `python -I -S -c <this file> <settings-json>`; sta
 under the sandbox's interpreter with no site-packages. It speaks length-prefixed JSON frames on its stdin/stdout,
 forks one child per program, and returns what the child wrote. It never runs program code itself: only children
 do, after `setsid`, rlimits, a fresh working directory, closed descriptors and a fixed environment. After every
-program it kills and reaps everything the program left behind, and wipes the scratch space.
+program it kills and reaps everything the program left behind, and wipes the scratch space. Modules the settings
+preload (the caller's code, never a program's) run once here, at start: every program finds them imported.
 """
 
 import builtins
@@ -20,6 +21,7 @@ import struct
 import sys
 import time
 import traceback
+import types
 
 try:
     import ctypes
@@ -371,6 +373,10 @@ def main():
     builtins.exit = builtins.quit = sys.exit  # normally added by `site`, which -S skips
     for name in WARM_MODULES:
         __import__(name)
+    for name, source in (settings.get("preload") or {}).items():  # the caller's code, run once, shared by forks
+        sys.modules[name] = module = types.ModuleType(name)
+        exec(compile(source, f"<{name}>", "exec"), module.__dict__)
+    compile("pass", "<warm>", "exec")  # the first compile in a process sets the compiler up: no program pays for it
     _STREAMS = _make_streams()
     gc.freeze()  # children then never walk (and so never copy-on-write) the worker's objects in a collection
     proto_in, proto_out = os.dup(0), os.dup(1)

@@ -99,7 +99,7 @@ def blend(base: float, selfplay: float | None, weight: float) -> float:
 
 
 def blend_rewards(
-    funcs: Sequence[Callable], weights: Sequence[float], grader: CodeGrader, weight: float
+    funcs: Sequence[Callable], weights: Sequence[float], grader: CodeGrader | None, weight: float
 ) -> tuple[list[Callable], list[float]]:
     """Reward functions and weights for TRL giving `blend`: the base weights scaled by (1 - w), and the `selfplay`
     reward at weight w (the one already in `funcs`, with its own tie values, or a default one added)."""

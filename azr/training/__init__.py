@@ -1,18 +1,20 @@
-"""Training: `run_train` (SFT warm start, GRPO, the before/after measurement), the trainer, callbacks, run state
-and model card. The face of the training package.
+"""Training: `run_train` (SFT warm start, GRPO, the before/after measurement), the trainer arguments and the checks
+a recipe passes before any slow work, the trainer, callbacks, run state and model card. The face of the training
+package.
 """
 
-from azr.training.run import (
-    check_sandbox,
-    fit_tasks,
+from azr.training.args import (
+    TrainerArgs,
+    build_trainer_args,
     grpo_args,
-    grpo_dataset,
-    grpo_rows,
     on_gpu,
-    run_train,
+    reward_weights,
     sequence_lengths,
+    sft_args,
     template_kwargs,
 )
+from azr.training.preflight import check_recipe
+from azr.training.run import check_sandbox, fit_tasks, grpo_dataset, grpo_rows, run_train
 from azr.training.state import RunState, mean_rate, write_summary
 
 # Heavy (torch, transformers, trl at import): loaded on first use, so importing this package stays cheap.
@@ -22,7 +24,6 @@ _LAZY = {
     "MetricsCallback": "azr.training.callbacks",
     "find_near_misses": "azr.training.sft",
     "run_sft": "azr.training.sft",
-    "sft_args": "azr.training.sft",
     "sft_dataset": "azr.training.sft",
 }
 
@@ -31,6 +32,9 @@ __all__ = [
     "MetricsCallback",
     "RunState",
     "ScoredBatch",
+    "TrainerArgs",
+    "build_trainer_args",
+    "check_recipe",
     "check_sandbox",
     "find_near_misses",
     "fit_tasks",
@@ -39,6 +43,7 @@ __all__ = [
     "grpo_rows",
     "mean_rate",
     "on_gpu",
+    "reward_weights",
     "run_sft",
     "run_train",
     "sequence_lengths",

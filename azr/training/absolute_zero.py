@@ -1,9 +1,10 @@
 """Absolute Zero mode in `azr train`: the recipe checks, the seeds, the warm start's rows, and the GRPO phase in which
 the policy proposes and solves its own tasks.
 
-`run_train` stays the one linear recipe: with `mode: absolute_zero` it calls `check_recipe` before anything is
-written, `warm_start_dataset` in its SFT phase and `absolute_zero_phase` instead of its GRPO phase. Outputs beside
-the usual ones: `absolute_zero/seeds.jsonl` (the validated seeds, computed once, so a resume seeds identically),
+`run_train` stays the one linear recipe. With `mode: absolute_zero`, the recipe check (`azr.training.preflight`)
+calls `check_launch` and `prompt_groups` before anything is written; `run_train` calls `warm_start_dataset` in its
+SFT phase and `absolute_zero_phase` instead of its GRPO phase. Outputs beside the usual ones:
+`absolute_zero/seeds.jsonl` (the validated seeds, computed once, so a resume seeds identically),
 `absolute_zero/{type}.jsonl` (the buffers at the end) and, in each checkpoint, `absolute_zero/` (buffers and the
 rollout's random state) from which a resume continues exactly.
 """
@@ -41,11 +42,9 @@ log = logging.getLogger(__name__)
 FOLDER = "absolute_zero"
 
 
-def check_recipe(cfg: AzrConfig) -> int:
-    """Refuse what this mode cannot do, before anything is written; returns the prompt groups per generation batch
-    (one proposer and one solver share per task type)."""
-    from azr.training.run import grpo_args
-
+def check_launch(cfg: AzrConfig) -> None:
+    """Refuse what this mode cannot do, before the trainer arguments are built (under a launcher, building them
+    starts the distributed set-up) and before anything is written."""
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if world > 1:
         raise NotAvailableError(
@@ -57,12 +56,13 @@ def check_recipe(cfg: AzrConfig) -> int:
     for name, on in {"sampling.dynamic": cfg.sampling.dynamic, "curriculum.enabled": cfg.curriculum.enabled}.items():
         if on:  # the rollout composes its own batches of proposer and solver groups from the buffers
             raise ConfigError(f"{name}: not with mode absolute_zero (its batches are proposer and solver rows)")
-    if cfg.grpo.get("eval_strategy", "no") != "no":
-        raise ConfigError(
-            "grpo.eval_strategy: not with mode absolute_zero (its batches are proposer and solver rows); measure "
-            "the policy with `azr eval --dataset output-prediction` or held-out after the run"
-        )
-    args = grpo_args(cfg, Path(cfg.output_dir), [1.0, 1.0])
+    if cfg.rewards != AzrConfig().rewards:
+        log.warning("rewards: not used with mode absolute_zero (its rewards are set under absolute_zero:)")
+
+
+def prompt_groups(cfg: AzrConfig, args: Any) -> int:
+    """The prompt groups per generation batch of the run's trl.GRPOConfig `args`: a multiple of one proposer and one
+    solver share per task type (ConfigError otherwise)."""
     groups, slots = args.generation_batch_size // args.num_generations, 2 * len(cfg.absolute_zero.types)
     if groups % slots:
         raise ConfigError(
@@ -70,8 +70,6 @@ def check_recipe(cfg: AzrConfig) -> int:
             f" / num_generations {args.num_generations}); mode absolute_zero needs a multiple of {slots}: one proposer "
             "and one solver group per task type in absolute_zero.types"
         )
-    if cfg.rewards != AzrConfig().rewards:
-        log.warning("rewards: not used with mode absolute_zero (its rewards are set under absolute_zero:)")
     return groups
 
 
@@ -147,11 +145,11 @@ def absolute_zero_phase(run: Any, model, tokenizer, tasks: list[Task], policy_di
     from azr.models import build_peft_config
     from azr.training.absolute_zero_trainer import AbsoluteZeroTrainer, CheckSandboxHealth, TrainerGenerator, az_records
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
-    from azr.training.run import finish_grpo, grpo_args
+    from azr.training.run import finish_grpo
 
     cfg, out, az = run.cfg, run.out, run.cfg.absolute_zero
     started = time.monotonic()
-    groups = check_recipe(cfg)
+    groups = prompt_groups(cfg, run.args.grpo)
     validator = build_validator(cfg.sandbox, az)
     buffers = Buffers(az.buffer_size, az.types)
     rollout = Rollout(az, buffers, validator, TrainerGenerator, cfg.seed)
@@ -169,7 +167,7 @@ def absolute_zero_phase(run: Any, model, tokenizer, tasks: list[Task], policy_di
     trainer = AbsoluteZeroTrainer(
         model=model,
         reward_funcs=funcs,
-        args=grpo_args(cfg, out, [1.0] * len(funcs)),
+        args=run.args.grpo,  # reward_weights 1 for each of funcs (azr.training.args.reward_weights)
         train_dataset=Dataset.from_list(slot_rows(az.types, groups)),
         processing_class=tokenizer,
         peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, model),

@@ -11,20 +11,18 @@ from typing import Any
 
 from azr.config import AzrConfig
 from azr.logs import JsonlWriter
+from azr.training.args import TrainerArgs, template_kwargs
 from azr.training.ranks import Ranks
 
 log = logging.getLogger(__name__)
 
 
-def grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
-    """The sampling settings GRPO generates with (TRL's defaults under `grpo:`), so the measured pass rate is that
-    of the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
-    import dataclasses
-
-    from trl import GRPOConfig
-
-    values = {f.name: f.default for f in dataclasses.fields(GRPOConfig)} | cfg.grpo
-    values |= {k: v for k, v in (values.get("generation_kwargs") or {}).items() if k in values}
+def grpo_sampling(grpo) -> dict[str, Any]:
+    """The sampling settings GRPO generates with (its built trl.GRPOConfig `grpo`), so the measured pass rate is
+    that of the distribution being trained. TRL samples with top_k=0 (no cut), where `generate` alone would use 50."""
+    names = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+    values = {name: getattr(grpo, name) for name in names}
+    values |= {k: v for k, v in (grpo.generation_kwargs or {}).items() if k in values}
     return {
         "temperature": float(values["temperature"]),
         "top_p": float(values["top_p"]),
@@ -34,17 +32,18 @@ def grpo_sampling(cfg: AzrConfig) -> dict[str, Any]:
     }
 
 
-def pass_rate_measurer(cfg: AzrConfig, funcs, weights, grader, tokenizer, tasks, lengths, template, ranks: Ranks):
+def pass_rate_measurer(cfg: AzrConfig, args: TrainerArgs, funcs, weights, grader, tokenizer, tasks, ranks: Ranks):
     """`measure(model, phase, metrics)`: the pass rate and mean reward of `logging.pass_rate_samples` completions per
     task, sampled as GRPO samples; logged to `metrics` (None on every rank but the main one) and returned."""
     from azr.evaluation import Sampling, generate_completions, score_completions
 
     sampling = Sampling(
         n=cfg.logging.pass_rate_samples,
-        max_new_tokens=lengths["max_completion_length"],
+        max_new_tokens=args.max_completion_length,
         seed=cfg.seed,
-        **grpo_sampling(cfg),
+        **grpo_sampling(args.grpo),
     )
+    template = template_kwargs(cfg)
 
     def measure(model, phase: str, metrics: JsonlWriter | None) -> dict[str, Any]:
         started = time.monotonic()

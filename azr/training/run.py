@@ -28,25 +28,27 @@ from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
 from azr.sandbox import SandboxUnhealthy
 from azr.serving import Sidecar
-from azr.training.absolute_zero import absolute_zero_phase, check_recipe, warm_start_dataset
+from azr.training.absolute_zero import absolute_zero_phase, warm_start_dataset
+from azr.training.args import TrainerArgs, set_fields, template_kwargs
 from azr.training.passrate import pass_rate_measurer
+from azr.training.preflight import check_recipe
 from azr.training.ranks import MainRounds, Ranks, replica_digests, sandbox_share, start_ranks
 from azr.training.state import Resume, RunState, resolve_resume, write_summary
 
 log = logging.getLogger(__name__)
 
 
-def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
-    """Train as `cfg` says; returns the process exit code."""
-    if cfg.mode == "absolute_zero":
-        check_recipe(cfg)  # what the mode cannot do is refused before anything is written
-    sidecar = Sidecar(cfg, max_model_len=sequence_lengths(cfg)["max_seq_length"])
+def run_train(cfg: AzrConfig, resume_from: str | None = None, args: TrainerArgs | None = None) -> int:
+    """Train as `cfg` says, with the trainer arguments `check_recipe(cfg)` returns (or `args`, built by it before);
+    returns the process exit code."""
+    args = check_recipe(cfg) if args is None else args  # every user error, before anything is written or loaded
+    sidecar = Sidecar(cfg, max_model_len=args.max_seq_length)
     sidecar.check()  # a vllm.mode this machine cannot run is refused before anything is written
     with sidecar:  # its server starts just before the policy loads, and stops however the run ends
-        return _train(cfg, resume_from, sidecar)
+        return _train(cfg, resume_from, args, sidecar)
 
 
-def _train(cfg: AzrConfig, resume_from: str | None, sidecar: Sidecar) -> int:
+def _train(cfg: AzrConfig, resume_from: str | None, args: TrainerArgs, sidecar: Sidecar) -> int:
     started = time.monotonic()
     ranks = start_ranks()
     out = Path(cfg.output_dir)
@@ -73,12 +75,14 @@ def _train(cfg: AzrConfig, resume_from: str | None, sidecar: Sidecar) -> int:
         load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter)  # a bad file is refused before the model loads
     log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in zip(funcs, weights, strict=True)))
 
-    from azr.models import build_model_and_tokenizer, count_parameters, quiet_third_party
+    from azr.models import build_model_and_tokenizer, count_parameters, load_tokenizer, quiet_third_party
 
     quiet_third_party()
-    lengths = sequence_lengths(cfg)
+    tokenizer = load_tokenizer(cfg.model)
+    tasks = fit_tasks(tasks, tokenizer, cfg)  # a recipe that leaves no task says so before the model loads
     sidecar.start(out / "vllm")  # before the policy: on one GPU, vLLM's memory share is taken first
-    model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=lengths["max_seq_length"])
+    set_fields(args.grpo, sidecar.grpo_fields())  # TRL's server mode: the URL and port of the server just started
+    model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=args.max_seq_length, tokenizer=tokenizer)
     log.info(
         "model: %s (%s, %.2f M parameters, dtype %s)",
         cfg.model.name_or_path,
@@ -86,7 +90,6 @@ def _train(cfg: AzrConfig, resume_from: str | None, sidecar: Sidecar) -> int:
         count_parameters(model) / 1e6,
         model.dtype,
     )
-    tasks = fit_tasks(tasks, tokenizer, cfg)
     log.info("data: %d training tasks from %s", len(tasks), cfg.data.train)
 
     if resume.pruned_to is not None and ranks.main:
@@ -103,6 +106,7 @@ def _train(cfg: AzrConfig, resume_from: str | None, sidecar: Sidecar) -> int:
             out,
             state,
             resume,
+            args,
             funcs,
             weights,
             grader,
@@ -120,8 +124,7 @@ def _train(cfg: AzrConfig, resume_from: str | None, sidecar: Sidecar) -> int:
             model, tokenizer = _load_policy(cfg, out / "sft" / "final")
             policy_dir = str(out / "sft" / "final")
         sampled = tasks[: cfg.logging.pass_rate_tasks]
-        template = template_kwargs(cfg)
-        measure = pass_rate_measurer(cfg, funcs, weights, grader, tokenizer, sampled, lengths, template, ranks)
+        measure = pass_rate_measurer(cfg, args, funcs, weights, grader, tokenizer, sampled, ranks)
         if not state.done("eval_before") and sampled:
             state.finish("eval_before", measure(model, "eval_before", run.metrics))
         if not state.done("grpo"):
@@ -135,18 +138,6 @@ def _train(cfg: AzrConfig, resume_from: str | None, sidecar: Sidecar) -> int:
             run.console.show_summary(write_summary(out, state, time.monotonic() - started))
     log.info("done: final %s in %s", "adapter" if cfg.model.adapter.enabled else "model", out / "final")
     return 0
-
-
-def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
-    """The completion budget includes the thinking budget when the policy thinks."""
-    completion = int(cfg.grpo.get("max_completion_length", 256))
-    if cfg.thinking.policy:
-        completion += cfg.thinking.policy_budget_tokens
-    return {"max_completion_length": completion, "max_seq_length": completion + 2048}
-
-
-def template_kwargs(cfg: AzrConfig) -> dict[str, Any]:
-    return {**cfg.grpo.get("chat_template_kwargs", {}), "enable_thinking": cfg.thinking.policy}
 
 
 def fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
@@ -165,12 +156,6 @@ def fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
     return tasks
 
 
-def on_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 @dataclass
 class _Run:
     """What every phase of one run shares: its config, folder, state, rewards and outputs."""
@@ -179,6 +164,7 @@ class _Run:
     out: Path
     state: RunState
     resume: Resume
+    args: TrainerArgs  # built once, before any slow work
     funcs: list
     weights: list[float]
     grader: CodeGrader
@@ -192,13 +178,11 @@ class _Run:
 def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
     from azr.models import build_peft_config
     from azr.training.callbacks import MetricsCallback
-    from azr.training.sft import find_near_misses, near_misses_once, run_sft, sft_args, sft_dataset
+    from azr.training.sft import find_near_misses, near_misses_once, run_sft, sft_dataset
 
     cfg, out = run.cfg, run.out
     started = time.monotonic()
     episodes = bool(cfg.sft.rollouts)
-    gc = cfg.model.gradient_checkpointing
-    args = sft_args(cfg.sft.args, out / "sft", cfg.seed, gc, cpu=not on_gpu(), conversational=episodes)
     callbacks = [MetricsCallback(run.metrics, "sft"), run.console.callback("sft")]
     near_misses = {}
     if cfg.sft.near_misses:
@@ -218,7 +202,7 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
         dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
     peft_config = build_peft_config(cfg.model.adapter, model)
-    run_sft(model, tokenizer, dataset, args, peft_config, callbacks, checkpoint, out / "sft" / "final")
+    run_sft(model, tokenizer, dataset, run.args.sft, peft_config, callbacks, checkpoint, out / "sft" / "final")
     run.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})
 
 
@@ -232,18 +216,19 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     from azr.training.sampling import build_sampling
     from azr.training.trainer import AZRGRPOTrainer
 
-    cfg, out, generations = run.cfg, run.out, run.generations
+    cfg, generations = run.cfg, run.generations
     tools = cfg.tools.enabled
     started = time.monotonic()
     record = MetricsCallback(run.metrics, "grpo")
     # The same observers on every rank (the trainer gathers each batch for them), called on the main one only.
     observers = [lambda batch: generations.put(batch.records())] if cfg.logging.generations else []
-    rows, funcs, weights, arena, sources = grpo_rows(tasks), run.funcs, run.weights, None, []
+    rows, funcs, arena, sources = grpo_rows(tasks), run.funcs, None, []
     checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
     if cfg.self_play.enabled:
         from azr.selfplay import Arena, blend_rewards
 
-        funcs, weights = blend_rewards(funcs, weights, run.grader, cfg.self_play.weight)
+        # The blended weights are already in run.args.grpo.reward_weights (`reward_weights`, at load).
+        funcs, _ = blend_rewards(funcs, run.weights, run.grader, cfg.self_play.weight)
         main_arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint) if run.ranks.main else None
         arena, sources = MainRounds(main_arena, run.ranks), main_arena.sources if main_arena else []
     # One sampler decides which prompt groups enter each batch (data, curriculum, self-play's replay and hints); with
@@ -255,7 +240,7 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
         trainer = AZRGRPOTrainer(
             model=model,
             reward_funcs=funcs,
-            args=grpo_args(cfg, out, weights, run.sidecar.grpo_fields()),
+            args=run.args.grpo,
             train_dataset=grpo_dataset(tasks),
             processing_class=tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
@@ -293,29 +278,6 @@ def finish_grpo(run: _Run, trainer, tokenizer, policy_dir: str, started: float):
         tokenizer.save_pretrained(str(final))
         write_model_card(final, run.cfg, policy_dir, run.state)
     return trainer.model
-
-
-def grpo_args(cfg: AzrConfig, out: Path, weights: list[float], vllm_fields: dict[str, Any] | None = None):
-    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, CPU defaults, and
-    the fields of TRL's vLLM modes (`vllm_fields`, from `azr.serving.Sidecar`)."""
-    from trl import GRPOConfig
-
-    values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
-    if not on_gpu():
-        if values.get("bf16"):
-            log.warning("grpo.bf16: no GPU here, so training runs on the CPU in float32 (bf16=false)")
-        values.update(use_cpu=True, bf16=False)
-    values["max_completion_length"] = sequence_lengths(cfg)["max_completion_length"]
-    values["chat_template_kwargs"] = template_kwargs(cfg)
-    values.setdefault("reward_weights", list(weights))
-    values.update(vllm_fields or {})
-    return GRPOConfig(
-        output_dir=str(out / "checkpoints"),
-        seed=cfg.seed,
-        gradient_checkpointing=cfg.model.gradient_checkpointing,
-        disable_tqdm=True,
-        **values,
-    )
 
 
 def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:

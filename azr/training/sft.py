@@ -89,34 +89,6 @@ def near_misses_once(path: Path, find: Callable[[], dict[str, list[str]]]) -> di
     return found
 
 
-def sft_args(
-    args: dict[str, Any], out: Path, seed: int, gradient_checkpointing: bool, cpu: bool, conversational: bool = False
-):
-    """trl.SFTConfig from `sft.args`, with azr's managed fields and CPU defaults; loss on the completion (reference
-    answers) or on the assistant turns (`conversational`: episodes)."""
-    from trl import SFTConfig
-
-    values: dict[str, Any] = {
-        "logging_steps": 10,
-        "save_strategy": "steps",  # per epoch would mean a save every few steps on small data sets
-        "save_steps": 100,
-        "save_total_limit": 1,
-        "report_to": [],
-        "lr_scheduler_type": "cosine",
-        **({"assistant_only_loss": True, "completion_only_loss": False} if conversational else {}),
-        **({} if conversational else {"completion_only_loss": True}),
-        **({"use_cpu": True, "bf16": False} if cpu else {}),
-        **args,
-    }
-    return SFTConfig(
-        output_dir=str(out / "checkpoints"),
-        seed=seed,
-        gradient_checkpointing=gradient_checkpointing,
-        disable_tqdm=True,
-        **values,
-    )
-
-
 def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from: str | None, final_dir: Path) -> Path:
     """Train, then save the adapter (or the full model) and the tokenizer to `final_dir`; returns it."""
     from transformers import PrinterCallback

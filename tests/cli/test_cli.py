@@ -34,6 +34,7 @@ COMMANDS = [
     ["config", "show"],
     ["absolute-zero"],
     ["absolute-zero", "check"],
+    ["config", "check"],
 ]
 
 
@@ -56,6 +57,47 @@ def test_help_imports_nothing_heavy():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+HEAVY_MODULES = ("torch", "transformers", "trl", "datasets", "peft", "accelerate", "bitsandbytes")
+# Runs `azr ARGS...` and writes, at exit, which heavy modules the command had imported.
+PROBE = """
+import atexit, json, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules))))
+from azr.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "--samples", "SAMPLES", "--dataset", "humaneval", "--output-dir", "OUT"],
+        ["data", "validate", "held-out"],
+        ["sandbox", "run", "--code", "-", "--test", "assert f(1) == 2"],
+        ["sandbox", "doctor"],
+        ["config", "fields"],
+        ["config", "show", "--config", "RECIPE"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]),
+)
+def test_commands_that_need_no_model_import_no_torch_transformers_or_trl(tmp_path, argv):
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"task_id": "HumanEval/0", "completion": "    return False\n"}) + "\n")
+    (tmp_path / "r.yaml").write_text(RECIPE)
+    names = {"SAMPLES": samples, "OUT": tmp_path / "out", "RECIPE": tmp_path / "r.yaml"}
+    argv = [str(names.get(a, a)) for a in argv]
+    probe = PROBE.format(heavy=HEAVY_MODULES)
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "modules.json"), *argv],
+        input="def f(x):\n    return x + 1\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: eval with a wrong sample, doctor on a weak host
+    assert json.loads((tmp_path / "modules.json").read_text()) == []
 
 
 RECIPE = "model: {name_or_path: org/model}\n"

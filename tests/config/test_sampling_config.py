@@ -1,5 +1,5 @@
-"""The `sampling:` and `curriculum:` sections: loading, and the one-line errors that name the field before anything
-slow starts."""
+"""The `sampling:` and `curriculum:` sections: loading, and the one-line errors that name the field. (Their checks
+against the trainer's batch are `azr.training.args.check_groups`', tested in tests/training/test_args.py.)"""
 
 from __future__ import annotations
 
@@ -36,27 +36,8 @@ curriculum: {enabled: true, weighting: ucb, ucb_c: 0.3, rest_steps: 0}
         (["curriculum.window=0"], "curriculum.window: must be > 0"),
         (["curriculum.unseen_weight=0"], "curriculum.unseen_weight: must be > 0"),
         (["curriculum.replay=true"], "curriculum.replay: needs self_play.enabled: true"),
-        (
-            ["sampling.dynamic=true", "grpo.num_generations=1", "grpo.per_device_train_batch_size=4"],
-            "sampling.dynamic: needs grpo.num_generations >= 2 (a group of one has no difference)",
-        ),
-        (
-            ["sampling.dynamic=true", "grpo.num_generations=4", "grpo.per_device_train_batch_size=6"],
-            "sampling.dynamic: a process's generation batch must be whole prompt groups: "
-            "grpo.per_device_train_batch_size x steps_per_generation = 6 x 1 is not a multiple of "
-            "grpo.num_generations = 4",
-        ),
     ],
 )
 def test_bad_values_name_the_field(overrides, message):
     with pytest.raises(ConfigError, match="^" + re.escape(message)):
         load_config(None, MIN + overrides)
-
-
-def test_whole_groups_count_steps_per_generation_and_the_curriculum_needs_none():
-    # 6 rows a step, two steps a generation: 12 rows are three groups of four.
-    grpo = ["grpo.num_generations=4", "grpo.per_device_train_batch_size=6"]
-    load_config(None, [*MIN, *grpo, "sampling.dynamic=true", "grpo.steps_per_generation=2"])
-    load_config(None, [*MIN, *grpo, "sampling.dynamic=true", "grpo.gradient_accumulation_steps=2"])
-    # The curriculum composes every process's rows at once: a group may straddle two processes.
-    assert load_config(None, [*MIN, *grpo, "curriculum.enabled=true"]).curriculum.enabled

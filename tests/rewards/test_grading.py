@@ -13,7 +13,7 @@ import secrets
 import pytest
 
 from azr.data.tasks import Task, load_tasks
-from azr.rewards.grading import grade, grade_many, task_limits, validate_references, verdict_check
+from azr.rewards.grading import grade, grade_many, grade_stream, task_limits, validate_references, verdict_check
 from azr.rewards.harness import TestPlan, ValueCheck, build_program, decode_value, plan_test, read_verdicts
 from azr.sandbox import Limits, open_pool
 
@@ -608,3 +608,26 @@ def test_hashed_containers_from_the_sandbox_are_capped(pool):
 def test_a_task_without_tests_is_never_passed(pool):
     g = grade(Task("empty", "", []), RIGHT, pool, QUICK)
     assert (g.status, g.passed) == ("error", False)
+
+
+# ------------------------------------------------------------------------------------ the preloaded harness
+def test_the_preloaded_harness_gives_the_same_grades_as_the_one_each_program_compiles(pool):
+    """Pools from `pool_from_config` preload the harness into their workers; any other pool's programs compile it
+    themselves. The grades must not depend on which: every trick, crash and partial answer above, on both."""
+    from azr.rewards.harness import harness_preload
+
+    one_test = Task("t-one", "p", ["assert f(1) == 2"])  # its only test runs in the loaded process itself
+    codes = [RIGHT, WRONG, LIES, "def f(x):\n    return x + 1 if x != 2 else 7\n", *FORGERIES.values()]
+    dying = ["import os\n        os._exit(0)", "import ctypes\n        ctypes.string_at(0)", "raise MemoryError"]
+    codes += [f"def f(x):\n    if x in (1, 3):\n        {d}\n    return x + 1\n" for d in dying]
+    pairs = [(task, code) for task in (INC, one_test) for code in codes]
+    with open_pool("bwrap", workers=2, preload=harness_preload()) as preloaded:
+        fast = grade_many(pairs, preloaded, QUICK)
+        streamed = list(grade_stream(pairs, preloaded, QUICK))
+    compiled = grade_many(pairs, pool, QUICK)
+
+    def key(g):
+        return (g.status, g.tests_passed, g.per_test, [f.split(":")[0] for f in g.failures])
+
+    assert [key(g) for g in fast] == [key(g) for g in compiled] == [key(g) for g in streamed]
+    assert {g.status for g in fast} >= {"passed", "failed", "crashed", "memory"}

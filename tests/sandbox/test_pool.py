@@ -1,51 +1,55 @@
-"""The pool's directory: named after its label, removed on close, and, when its process was killed outright, removed
-by the next pool started under the same temp directory; a live pool's directory is never touched."""
+"""The pool's start-up and streaming: modules preloaded into every worker, workers started in the background before
+the first program, and programs queued as they are built with results in order."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
+import time
 
-from azr.sandbox import open_pool
+from azr.sandbox import Limits, open_pool
 
-HOLD = """
-import sys, time
-from azr.sandbox import open_pool
-pool = open_pool("bwrap", workers=1, label=sys.argv[1])
-assert pool.run("print(1)").status == "ok"  # a worker started
-print(pool._home, flush=True)
-time.sleep(600)
-"""
+QUICK = Limits(wall_s=10.0)
 
 
-def _hold(label: str, tmp: Path) -> tuple[subprocess.Popen, Path]:
-    """A process holding an open pool (one worker started) until it is killed; and the pool's directory."""
-    env = {**os.environ, "TMPDIR": str(tmp)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, label], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
-    )
-    return proc, Path(proc.stdout.readline().strip())
+def test_preloaded_modules_are_imported_in_every_program_and_changes_do_not_carry_over():
+    with open_pool("bwrap", workers=1, preload={"shared_mod": "VALUE = [41]\n"}) as pool:
+        changes = "import shared_mod\nshared_mod.VALUE.append(1)\nprint(len(shared_mod.VALUE), shared_mod.VALUE[0] + 1)"
+        first = pool.run(changes, QUICK)
+        again = pool.run("import shared_mod\nprint(len(shared_mod.VALUE))", QUICK)
+    assert (first.status, first.stdout) == ("ok", "2 42\n")
+    assert again.stdout == "1\n"  # each program runs in its own fork: what one changes, the next never sees
 
 
-def test_a_killed_pools_directory_is_removed_by_the_next_pool_and_a_live_ones_kept(tmp_path, monkeypatch):
-    killed, killed_home = _hold("rank1", tmp_path)
-    live, live_home = _hold("rank0", tmp_path)
-    try:
-        assert killed_home.name.startswith("azr-sandbox-rank1-") and killed_home.parent == tmp_path
-        os.killpg(killed.pid, signal.SIGKILL)
-        killed.wait()
-        assert killed_home.is_dir()  # nothing ran to remove it
-        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-        with open_pool("bwrap", workers=1) as pool:
-            assert not killed_home.exists()
-            assert live_home.is_dir() and (live_home / ".owner").is_file()
-            home = pool._home
-            assert home.parent == tmp_path and home.name.startswith("azr-sandbox-")
-        assert not home.exists()
-    finally:
-        os.killpg(live.pid, signal.SIGKILL)
-        live.wait()
+def test_a_pool_without_the_preload_has_no_such_module():
+    with open_pool("bwrap", workers=1) as pool:
+        r = pool.run("import shared_mod", QUICK)
+    assert r.exit_code == 1 and "ModuleNotFoundError" in r.stderr
+
+
+def test_start_brings_every_worker_up_before_the_first_program():
+    with open_pool("bwrap", workers=2) as pool:
+        started = time.monotonic()
+        pool.start()
+        assert time.monotonic() - started < 0.5  # it returns at once
+        deadline = time.monotonic() + 60
+        while pool.stats["spawns"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.stats["spawns"] == 2 and pool.stats["runs"] == 0
+        assert [r.stdout for r in pool.map(["print(1)", "print(2)"], QUICK)] == ["1\n", "2\n"]
+        assert pool.stats["spawns"] == 2  # the programs ran on the workers started in the background
+
+
+def test_imap_runs_programs_while_they_are_still_being_built_and_keeps_their_order():
+    built = []
+    with open_pool("bwrap", workers=2) as pool:
+
+        def jobs():
+            for i in range(6):
+                built.append(time.monotonic())
+                if i == 3:
+                    time.sleep(1.0)  # the caller is slow to build the rest: the first programs run meanwhile
+                yield f"import time\nprint({i}, time.monotonic())", QUICK
+
+        results = list(pool.imap(jobs()))
+    assert [int(r.stdout.split()[0]) for r in results] == list(range(6))
+    ran_first = float(results[0].stdout.split()[1])
+    assert ran_first < built[4]  # program 0 had run before program 4 was built

@@ -34,7 +34,7 @@ def tiny_run(tiny_model_dir, tmp_path_factory) -> Path:
     from azr.training.run import run_train
 
     out = tmp_path_factory.mktemp("az") / "run"
-    cfg = load_config(RECIPE, [f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", *SHORT], check_grpo=True)
+    cfg = load_config(RECIPE, [f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", *SHORT])
     with pytest.MonkeyPatch.context() as env:
         for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
             env.setenv(name, "1")

@@ -10,6 +10,7 @@ Real parts: the tiny model, TRL's trainers, peft, bitsandbytes on the CPU, the b
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import torch
 import yaml
 from transformers import TrainerCallback
 
-from azr.config import AdapterConfig, ModelConfig
+from azr.config import AdapterConfig, ModelConfig, load_config
 from azr.data import load_tasks
 from azr.training.run import grpo_dataset
 
@@ -170,18 +171,16 @@ def test_each_kind_trains_under_grpo_and_only_its_parameters_move(tiny_model_dir
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_each_kind_trains_under_the_sft_warm_start_and_only_its_parameters_move(tiny_model_dir, tmp_path, variant):
     from azr.models import build_model_and_tokenizer, build_peft_config
-    from azr.training.sft import run_sft, sft_args, sft_dataset
+    from azr.training import sft_args
+    from azr.training.sft import run_sft, sft_dataset
 
     adapter = VARIANTS[variant][0]
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir), adapter=adapter))
     dataset = sft_dataset(load_tasks("train")[:8], tokenizer, {"enable_thinking": False})
-    args = sft_args(
-        {"max_steps": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3, "save_strategy": "no"},
-        tmp_path,
-        seed=0,
-        gradient_checkpointing=False,  # its own test in test_train.py; off saves time here
-        cpu=True,
-    )
+    sft = {"max_steps": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3, "save_strategy": "no"}
+    # gradient checkpointing has its own test in test_train.py; off saves time here
+    recipe = load_config(None, [f"output_dir={tmp_path}", "sft.enabled=true", "model.gradient_checkpointing=false"])
+    args = sft_args(dataclasses.replace(recipe, sft=dataclasses.replace(recipe.sft, args=sft)), cpu=True)
     trace = ParameterTrace()
     trace.trainer = None  # run_sft hands the trainer to callbacks that ask for it
     run_sft(model, tokenizer, dataset, args, build_peft_config(adapter, model), [trace], None, tmp_path / "final")

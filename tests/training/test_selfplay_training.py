@@ -133,7 +133,7 @@ def _run(out: Path, model_dir: Path, vllm, *, faults: bool, resume_from: str | N
                 recipe = _recipe(out, model_dir, opponent_url, vllm.model, teacher.url)
                 path = out.parent / f"{out.name}.yaml"
                 path.write_text(yaml.safe_dump(recipe))
-                assert run_train(load_config(path, check_grpo=True), resume_from=resume_from) == 0
+                assert run_train(load_config(path), resume_from=resume_from) == 0
                 seen = {"teacher_requests": len(teacher.received), "proxy_requests": len(proxy.received)}
         finally:
             root.removeHandler(handler)

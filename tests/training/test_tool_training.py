@@ -55,7 +55,9 @@ def test_sft_on_rollouts_trains_on_assistant_tokens_only(rollouts, tiny_model_di
     assert len(dataset) == 3
     user = dataset[0]["messages"][1]
     assert set(user) == {"role", "content"}  # no tool_calls / reasoning_content filled with nulls
-    args = sft_args({"max_steps": 1, "report_to": []}, tmp_path, 0, False, cpu=True, conversational=True)
+    recipe = load_config(None, [f"output_dir={tmp_path}", "sft.enabled=true", f"sft.rollouts={rollouts}"])
+    recipe.sft.args = {"max_steps": 1, "report_to": []}
+    args = sft_args(recipe, cpu=True)  # sft.rollouts: the loss on the assistant turns
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     for row, source in zip(trainer.train_dataset, dataset, strict=True):
@@ -116,7 +118,7 @@ def test_sft_on_rollouts_then_two_grpo_steps_with_tools(tiny_model_dir, tmp_path
         f"learning_rate: 1.0e-5, generation_kwargs: {json.dumps(generation)}}}\noutput_dir: out\n"
     )
     assert run_gen(load_config(recipe, []), tmp_path / "rollouts.jsonl") == 0
-    assert run_train(load_config(recipe, [], check_grpo=True)) == 0
+    assert run_train(load_config(recipe, [])) == 0
     metrics = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     state = json.loads((tmp_path / "out" / "state.json").read_text())
     assert state["phases"]["sft"]["examples"] == 2  # the warm start trained on the two episodes

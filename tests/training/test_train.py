@@ -70,7 +70,7 @@ def _recipe(path: Path, model_dir: Path, out: Path, **sections) -> Path:
 def _train(recipe: Path) -> int:
     from azr.training.run import run_train
 
-    return run_train(load_config(recipe, check_grpo=True))
+    return run_train(load_config(recipe))
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -236,18 +236,18 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
     from azr.models.adapters import build_peft_config
     from azr.models.loading import build_model_and_tokenizer
     from azr.rewards.functions import build_rewards
-    from azr.training.run import grpo_args
+    from azr.training.args import build_trainer_args
     from azr.training.trainer import AZRGRPOTrainer
 
     grpo = {"max_steps": 1, "save_strategy": "no", "gradient_checkpointing_kwargs": {"use_reentrant": True}}
-    cfg = load_config(_recipe(tmp_path / "r.yaml", tiny_model_dir, tmp_path / "run", grpo=grpo), check_grpo=True)
+    cfg = load_config(_recipe(tmp_path / "r.yaml", tiny_model_dir, tmp_path / "run", grpo=grpo))
     assert cfg.model.gradient_checkpointing  # the default
     funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox)
     model, tokenizer = build_model_and_tokenizer(cfg.model)
     trainer = AZRGRPOTrainer(
         model=model,
         reward_funcs=funcs,
-        args=grpo_args(cfg, tmp_path / "run", weights),
+        args=build_trainer_args(cfg, weights).grpo,
         train_dataset=grpo_dataset(load_tasks("train")[:2]),
         processing_class=tokenizer,
         peft_config=build_peft_config(cfg.model.adapter, model),
