@@ -85,7 +85,8 @@ def export_merged(plan: ExportPlan) -> Path:
     from peft import PeftModel
     from transformers import AutoTokenizer
 
-    from azr.models.loading import build_model_and_tokenizer, quiet_third_party
+    from azr.models.loading import build_model_and_tokenizer
+    from azr.models.noise import quiet_third_party
 
     quiet_third_party()
     base, tokenizer = build_model_and_tokenizer(dataclasses.replace(plan.model, dtype="float32"))

@@ -153,9 +153,11 @@ def _from_pretrained(auto_class, cfg: ModelConfig, what: str, **kwargs):
 
 @contextlib.contextmanager
 def _load_errors(cfg: ModelConfig, what: str):
+    from safetensors import SafetensorError  # a damaged weights file
+
     try:
         yield
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, SafetensorError) as exc:
         raise ConfigError(
             f"model.name_or_path: cannot load {what}'{cfg.name_or_path}': {str(exc).splitlines()[0]}"
         ) from None

@@ -256,22 +256,18 @@ def _ints(*values: Any) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
 
 
-def check_groups(cfg: AzrConfig, grpo, world: int | None = None) -> None:
-    """The group sampler (`azr.training.groups`) composes each generation batch over every process's rows at once,
-    and TRL checks that those are whole groups: hinted retries and frontier replay take whole groups of it, and each
-    share must come to at least one group, or the feature never acts. Dynamic sampling keeps or passes over the
-    groups each process generated, so a process's batch must be whole groups. `world` is the number of training
-    processes (default: the launcher's, from the environment)."""
-    from azr.training.ranks import rank_env
-
-    world = rank_env().world if world is None else world
+def check_groups(cfg: AzrConfig, grpo) -> None:
+    """Hinted retries and frontier replay swap whole prompt groups of the generation batch (all processes' rows,
+    composed by the group sampler on the main one: a group may straddle two processes); each share must come to at
+    least one group, or the feature never acts. That the batch holds whole groups is TRL's own check. Dynamic
+    sampling keeps or passes over the groups each process generated, so a process's batch must be whole groups."""
     local = grpo.per_device_train_batch_size * grpo.steps_per_generation
     if cfg.sampling.dynamic and local % grpo.num_generations:
         raise ConfigError(
             f"sampling.dynamic: keeps or passes over whole prompt groups on each process, but each process generates "
             f"{local} completions per batch, not a multiple of grpo.num_generations={grpo.num_generations}"
         )
-    groups = local * world // grpo.num_generations
+    groups = grpo.generation_batch_size // grpo.num_generations
     shares = {
         "teacher_assist.hint_share": (cfg.teacher_assist.enabled, cfg.teacher_assist.hint_share),
         "curriculum.replay_rate": (cfg.curriculum.replay, cfg.curriculum.replay_rate),

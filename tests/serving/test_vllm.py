@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -317,23 +318,26 @@ def test_vllm_runs_in_its_own_process_group_with_its_workers(vllm_server):
 
 
 def test_a_run_that_fails_after_its_server_started_stops_it(stand_in, cli, tiny_model_dir, tmp_path):
-    """azr train in adapter mode against the stand-in: the run fails (a user error) after the server is up and the
-    policy loaded, and the server's whole group is gone when the command returns."""
+    """azr train in adapter mode against the stand-in: the run fails after the server is up, as the policy loads
+    (its weights file is damaged, which no check before the start can see), and the server's whole group is gone
+    when the command returns."""
     stand_in()  # writes the stand-in package and its metadata
+    damaged = tmp_path / "damaged-model"
+    shutil.copytree(tiny_model_dir, damaged)
+    (damaged / "model.safetensors").write_bytes(b"not a safetensors file")
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         json.dumps(
             {
                 "output_dir": str(tmp_path / "out"),
-                "model": {"name_or_path": str(tiny_model_dir), "adapter": {"r": 8}},
-                "data": {"max_solution_tokens": 1},  # no task fits: a ConfigError once the model has loaded
+                "model": {"name_or_path": str(damaged), "adapter": {"r": 8}},
                 "sandbox": {"workers": 1},
                 "vllm": {"mode": "adapter", "python": sys.executable, "env": {"PYTHONPATH": str(tmp_path / "fake")}},
             }
         )
     )
     code, _, err = cli("train", "--config", recipe)
-    assert code == 2 and "no training tasks left" in err, err
+    assert code == 2 and "model.name_or_path: cannot load" in err and "deserializing" in err, err
     server = json.loads((tmp_path / "out" / "vllm" / "server.json").read_text())
     assert server["mode"] == "adapter" and server["url"].startswith("http://127.0.0.1:")
     assert not alive(server["pid"]) and not group_members(server["pid"])

@@ -179,7 +179,8 @@ def test_each_kind_trains_under_the_sft_warm_start_and_only_its_parameters_move(
     dataset = sft_dataset(load_tasks("train")[:8], tokenizer, {"enable_thinking": False})
     sft = {"max_steps": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3, "save_strategy": "no"}
     # gradient checkpointing has its own test in test_train.py; off saves time here
-    recipe = load_config(None, [f"output_dir={tmp_path}", "sft.enabled=true", "model.gradient_checkpointing=false"])
+    fields = [f"model.name_or_path={tiny_model_dir}", "model.gradient_checkpointing=false"]
+    recipe = load_config(None, [*fields, f"output_dir={tmp_path}", "sft.enabled=true"])
     args = sft_args(dataclasses.replace(recipe, sft=dataclasses.replace(recipe.sft, args=sft)), cpu=True)
     trace = ParameterTrace()
     trace.trainer = None  # run_sft hands the trainer to callbacks that ask for it

@@ -190,39 +190,38 @@ def test_hinted_retries_and_replay_that_could_never_act_are_refused(overrides, m
     build_trainer_args(cfg, cpu=True)
 
 
-@dataclasses.dataclass
-class _Split:
-    """Two processes, three rows each, groups of two: the middle group straddles them."""
+def test_a_group_may_straddle_two_processes():
+    """Two processes, one prompt group of four split over them: the group sampler composes the whole generation
+    batch on the main process, so hinted retries and replay still swap that group whole."""
 
-    per_device_train_batch_size: int = 3
-    steps_per_generation: int = 1
-    num_generations: int = 2
+    @dataclasses.dataclass
+    class Split:
+        per_device_train_batch_size: int = 2
+        steps_per_generation: int = 1
+        num_generations: int = 4
+        generation_batch_size: int = 4  # 2 per process x 2 processes
 
-
-def test_replay_and_hints_take_groups_of_every_processs_rows_so_a_group_may_straddle_two():
-    """The group sampler composes the whole batch on the main process: three groups over two processes of three
-    rows each is fine for replay and hints, and a third of it is one group."""
     cfg = _cfg("self_play.enabled=true", "self_play.base_url=http://127.0.0.1:9/v1", "self_play.model=m",
-               "curriculum.replay=true", "curriculum.replay_rate=0.34")  # fmt: skip
-    check_groups(cfg, _Split(), world=2)
-    with pytest.raises(ConfigError, match=r"^curriculum.replay_rate: 0.34 of the 1 prompt group\(s\)"):
-        check_groups(cfg, _Split(), world=1)  # one process, one group (and a half): a third of it is none
-
-
-def test_dynamic_sampling_needs_whole_groups_on_each_process():
-    """Each process keeps or passes over the groups it generated: a group split between two cannot be judged."""
+               "curriculum.replay=true", "curriculum.replay_rate=1.0")  # fmt: skip
+    check_groups(cfg, Split())
+    cfg.curriculum.replay_rate = 0.5
+    with pytest.raises(ConfigError, match=r"^curriculum.replay_rate: 0.5 of the 1 prompt group\(s\)"):
+        check_groups(cfg, Split())
+    # The curriculum composes every process's rows too; dynamic sampling judges each process's own groups.
+    check_groups(_cfg("curriculum.enabled=true"), Split())
     with pytest.raises(
         ConfigError,
         match=r"^sampling.dynamic: keeps or passes over whole prompt groups on each process, but each process "
-        r"generates 3 completions per batch, not a multiple of grpo.num_generations=2",
+        r"generates 2 completions per batch, not a multiple of grpo.num_generations=4",
     ):
-        check_groups(_cfg("sampling.dynamic=true"), _Split(), world=2)
-    check_groups(_cfg("sampling.dynamic=true"), _Split(steps_per_generation=2), world=2)  # 6 rows: three groups
-    check_groups(_cfg("curriculum.enabled=true"), _Split(), world=2)  # the curriculum composes every process's rows
+        check_groups(_cfg("sampling.dynamic=true"), Split())
+    check_groups(_cfg("sampling.dynamic=true"), Split(steps_per_generation=2, generation_batch_size=8))
     # TRL's steps_per_generation follows gradient_accumulation_steps: 6 rows a step, 12 a generation, three groups.
-    grpo = {"num_generations": 4, "per_device_train_batch_size": 6, "gradient_accumulation_steps": 2}
-    cfg = _cfg("sampling.dynamic=true", grpo=grpo)
-    check_groups(cfg, build_trainer_args(cfg, cpu=True).grpo, world=2)
+    cfg = _cfg("sampling.dynamic=true", grpo={"num_generations": 4, "per_device_train_batch_size": 6})
+    with pytest.raises(ConfigError, match=r"a generation batch of 6 completions"):  # TRL's batch check, first
+        build_trainer_args(cfg, cpu=True)
+    cfg.grpo["gradient_accumulation_steps"] = 2
+    check_groups(cfg, build_trainer_args(cfg, cpu=True).grpo)
 
 
 def test_an_unknown_reward_is_refused_without_starting_a_sandbox(monkeypatch):

@@ -361,7 +361,7 @@ def test_azr_train_logs_sampling_and_resumes_the_curriculum_exactly(tiny_model_d
     }
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))
-    assert run_train(load_config(path, check_grpo=True)) == 0
+    assert run_train(load_config(path)) == 0
 
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     grpo = [m for m in metrics if m["phase"] == "grpo"]
@@ -381,6 +381,6 @@ def test_azr_train_logs_sampling_and_resumes_the_curriculum_exactly(tiny_model_d
     shutil.copytree(out, again)
     recipe["output_dir"] = str(again)
     path.write_text(yaml.safe_dump(recipe))
-    assert run_train(load_config(path, check_grpo=True), resume_from=str(again / "checkpoints" / "checkpoint-1")) == 0
+    assert run_train(load_config(path), resume_from=str(again / "checkpoints" / "checkpoint-1")) == 0
     resumed = json.loads((again / "checkpoints" / "checkpoint-2" / "sampling_state.json").read_text())
     assert resumed == saved[2]

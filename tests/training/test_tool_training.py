@@ -55,7 +55,8 @@ def test_sft_on_rollouts_trains_on_assistant_tokens_only(rollouts, tiny_model_di
     assert len(dataset) == 3
     user = dataset[0]["messages"][1]
     assert set(user) == {"role", "content"}  # no tool_calls / reasoning_content filled with nulls
-    recipe = load_config(None, [f"output_dir={tmp_path}", "sft.enabled=true", f"sft.rollouts={rollouts}"])
+    fields = [f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path}", "sft.enabled=true"]
+    recipe = load_config(None, [*fields, f"sft.rollouts={rollouts}"])
     recipe.sft.args = {"max_steps": 1, "report_to": []}
     args = sft_args(recipe, cpu=True)  # sft.rollouts: the loss on the assistant turns
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
@@ -109,7 +110,7 @@ def test_sft_on_rollouts_then_two_grpo_steps_with_tools(tiny_model_dir, tmp_path
     generation = {"sequence_bias": _forced_call_bias(tokenizer, call)}
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
-        f"model: {{name_or_path: '{tiny_model_dir}', lora: {{enabled: false}}, gradient_checkpointing: false}}\n"
+        f"model: {{name_or_path: '{tiny_model_dir}', adapter: {{kind: none}}, gradient_checkpointing: false}}\n"
         "data: {train: train, eval: null, max_tasks: 2, shuffle: false}\n"
         "sandbox: {workers: 1, backend: bwrap}\nlogging: {console: plain, pass_rate_tasks: 0}\n"
         "tools: {enabled: true, names: [python_run]}\ngen: {max_tasks: 2}\n"

@@ -157,12 +157,14 @@ def test_a_sigkilled_trainer_leaves_no_server_behind(tiny_model_dir, tmp_path):
         (["vllm.mode=colocate", "vllm.python=null"], r"vllm\.mode=colocate: TRL's vLLM modes need CUDA GPUs"),
     ],
 )
-def test_a_mode_this_machine_cannot_run_is_refused_before_anything_is_written(cli, tmp_path, overrides, message):
+def test_a_mode_this_machine_cannot_run_is_refused_before_anything_is_written(
+    cli, tiny_model_dir, tmp_path, overrides, message
+):
     import re
 
     out = tmp_path / "out"
     path = tmp_path / "r.yaml"
-    path.write_text(yaml.safe_dump({"model": {"name_or_path": "org/model"}, "vllm": {"mode": "adapter"}}))
+    path.write_text(yaml.safe_dump({"model": {"name_or_path": str(tiny_model_dir)}, "vllm": {"mode": "adapter"}}))
     code, _, err = cli("train", "--config", path, "--output-dir", out, *[a for o in overrides for a in ("--set", o)])
     assert code == 1 and re.search(message, err) and err.count("\n") == 1, err
     assert not out.exists()
