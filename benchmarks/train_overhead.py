@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from azr.config import AzrConfig, load_config
+from tiny_policy import TINY_RECIPE, load_policy, training_tasks, warm_start
 
-TINY_RECIPE = Path(__file__).resolve().parent.parent / "examples" / "tiny.yaml"
+from azr.config import AzrConfig, load_config
 
 
 def _say(message: str) -> None:
@@ -51,43 +51,6 @@ def _config(args: argparse.Namespace) -> AzrConfig:
 
 def _with_steps(cfg: AzrConfig, steps: int) -> AzrConfig:
     return dataclasses.replace(cfg, grpo={**cfg.grpo, "max_steps": steps})
-
-
-def _load(cfg: AzrConfig, folder: str):
-    from azr.models import build_model_and_tokenizer
-
-    return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=folder))
-
-
-def _tasks(cfg: AzrConfig, tokenizer):
-    from azr.data import load_tasks, select_tasks
-    from azr.training import fit_tasks
-
-    tasks = select_tasks(
-        load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
-    )
-    return fit_tasks(tasks, tokenizer, cfg)
-
-
-def _warm_start(cfg: AzrConfig, tmp: Path, grader) -> tuple[str, float, int]:
-    """Build the tiny model and fine-tune it as the recipe's warm start does (reference answers, and its near misses
-    if it asks for them): (policy dir, seconds, rows)."""
-    from transformers import set_seed
-
-    from azr.models import build_tiny_model, quiet_third_party
-    from azr.training import find_near_misses, on_gpu, run_sft, sft_args, sft_dataset, template_kwargs
-
-    started = time.perf_counter()
-    base = build_tiny_model(tmp / "tiny-model", seed=cfg.seed)
-    quiet_third_party()  # build_tiny_model turns transformers' progress bars back on when it is done
-    set_seed(cfg.seed)
-    model, tokenizer = _load(cfg, str(base))
-    tasks = _tasks(cfg, tokenizer)
-    misses = find_near_misses(tasks, grader, cfg.sft.near_misses, cfg.seed) if cfg.sft.near_misses else {}
-    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), misses)
-    args = sft_args(dataclasses.replace(cfg, output_dir=str(tmp)), cpu=not on_gpu())  # checkpoints in tmp/sft
-    final = run_sft(model, tokenizer, dataset, args, None, [], None, tmp / "sft" / "final")
-    return str(final), time.perf_counter() - started, len(dataset)
 
 
 def _grader(cfg: AzrConfig, pool):
@@ -139,8 +102,8 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     from azr.training import grpo_args, grpo_dataset, on_gpu
 
     set_seed(cfg.seed)
-    model, tokenizer = _load(cfg, policy)
-    dataset = grpo_dataset(_tasks(cfg, tokenizer))
+    model, tokenizer = load_policy(cfg, policy)
+    dataset = grpo_dataset(training_tasks(cfg, tokenizer))
     with ExitStack() as stack:
         if arm == "azr":
             # A fresh grader per run: its cache must not carry the previous run's (identical, seeded) completions.
@@ -301,11 +264,11 @@ def main() -> None:
         else:
             epochs = cfg.sft.args.get("num_train_epochs", 3)
             _say(f"warm start: tiny model + {epochs:g} SFT epochs ...")
-            policy, seconds, examples = _warm_start(cfg, tmp, _grader(cfg, pool))
+            policy, seconds, examples = warm_start(cfg, tmp, _grader(cfg, pool))
             warm.update(policy="tiny model + SFT", seconds=seconds, epochs=epochs, examples=examples)
             _say(f"warm start: {seconds:.1f} s")
-        _, tokenizer = _load(cfg, policy)
-        check_sandbox(_tasks(cfg, tokenizer), _grader(cfg, pool))  # starts every worker, untimed
+        _, tokenizer = load_policy(cfg, policy)
+        check_sandbox(training_tasks(cfg, tokenizer), _grader(cfg, pool))  # starts every worker, untimed
         if args.warmup_steps:  # first-run costs (allocator, thread pools, lazy imports) fall on neither arm
             _say(f"warm-up: {args.warmup_steps} plain GRPO step(s), not measured ...")
             _run("plain", _with_steps(cfg, args.warmup_steps), policy, pool, True, tmp / "warm-up")

@@ -14,6 +14,7 @@ from azr.config.load import (
     save_config,
 )
 from azr.config.passthrough import validate_grpo
+from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import fields_markdown, parse_pairs
 from azr.config.sections import (
     AzrConfig,
@@ -25,7 +26,7 @@ from azr.config.sections import (
     SftConfig,
     ThinkingConfig,
 )
-from azr.config.selfplay import CurriculumConfig, EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
+from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
 from azr.config.tools import TOOL_NAMES, GenConfig, PythonToolConfig, ToolsConfig, WebToolConfig
 from azr.config.vllm import VLLM_LORA_RANKS, VllmConfig, check_vllm_config, lora_refusal, served_lora_rank
 from azr.errors import ConfigError
@@ -48,6 +49,7 @@ __all__ = [
     "ModelConfig",
     "PythonToolConfig",
     "RewardSpec",
+    "SamplingConfig",
     "SandboxConfig",
     "SelfPlayConfig",
     "SftConfig",

@@ -12,13 +12,9 @@ from typing import Any, Literal
 
 from azr.config.absolute_zero import AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig
+from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import field
-from azr.config.selfplay import (
-    CurriculumConfig,
-    SelfPlayConfig,
-    TeacherAssistConfig,
-    TeacherConfig,
-)
+from azr.config.selfplay import SelfPlayConfig, TeacherAssistConfig, TeacherConfig
 from azr.config.tools import GenConfig, ToolsConfig
 from azr.config.vllm import VllmConfig
 
@@ -186,7 +182,10 @@ class AzrConfig:
     self_play: SelfPlayConfig = field(factory=SelfPlayConfig, help="Remote opponent on the same tasks.")
     teacher: TeacherConfig = field(factory=TeacherConfig, help="Stronger remote model that gives hints.")
     teacher_assist: TeacherAssistConfig = field(factory=TeacherAssistConfig, help="When and how the teacher helps.")
-    curriculum: CurriculumConfig = field(factory=CurriculumConfig, help="Replay of tasks the policy failed.")
+    sampling: SamplingConfig = field(factory=SamplingConfig, help="Which generated groups train: dynamic sampling.")
+    curriculum: CurriculumConfig = field(
+        factory=CurriculumConfig, help="Which tasks enter a batch: per-task statistics, frontier replay."
+    )
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
     vllm: VllmConfig = field(factory=VllmConfig, help="Generation through vLLM (GRPO, `azr eval --vllm`).")
     tools: ToolsConfig = field(factory=ToolsConfig, help="Tools the model may call (azr gen; GRPO with tools).")

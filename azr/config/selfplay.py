@@ -1,5 +1,5 @@
-"""Recipe sections for remote models: the endpoint fields an opponent and a teacher share, self-play, teacher
-assistance, and frontier replay."""
+"""Recipe sections for remote models: the endpoint fields an opponent and a teacher share, self-play and teacher
+assistance. Frontier replay is part of the curriculum (`azr.config.sampling`)."""
 
 from __future__ import annotations
 
@@ -65,16 +65,4 @@ class TeacherAssistConfig:
     sft_buffer: str = field("teacher_solutions.jsonl", "SFT buffer file for teacher solutions, relative to output_dir.")
     hint_share: float = field(
         0.25, "Most share of a batch's prompt groups (rounded down) replaced by hinted retries, each whole.", ge=0, le=1
-    )
-
-
-@dataclass
-class CurriculumConfig:
-    replay: bool = field(
-        False,
-        "Mix frontier tasks (neither / opponent-only, not solved since) back into training, as whole prompt groups. "
-        "Needs self_play.enabled.",
-    )
-    replay_rate: float = field(
-        0.25, "Share of a generation batch's prompt groups (rounded down) given to frontier replay.", ge=0, le=1
     )

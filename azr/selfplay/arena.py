@@ -1,7 +1,7 @@
-"""The self-play round of each training batch, driven by the trainer's hooks: `start` mixes hinted retries and
-frontier replay into the batch and sends its tasks to the opponent before the policy generates; `finish` sets the
-`opponent_passed` column just before the rewards; `observe` counts the scored batch on the scoreboard and asks the
-teacher about the problems the policy failed.
+"""The self-play round of each training batch, driven by the trainer's hooks: `start` sends the batch's tasks to the
+opponent before the policy generates; `finish` sets the `opponent_passed` column just before the rewards; `observe`
+counts the scored batch on the scoreboard and asks the teacher about the problems the policy failed. Its hinted
+retries and frontier replay are `sources` for the trainer's group sampler, which composes the batches.
 
 Owns this wiring, the run's self-play files (selfplay.jsonl, teacher.jsonl, scoreboard.json, frontier.json) and the
 `selfplay/*` and `teacher/*` metrics. The parts live in selfplay, teacher, scoreboard and replay; nothing here knows
@@ -20,7 +20,7 @@ from azr.logs import atomic_write_json
 from azr.remote import ChatClient
 from azr.rewards import CodeGrader
 from azr.selfplay.opponent import OpponentHandle, SelfPlayManager, opponent_column
-from azr.selfplay.replay import GroupMixer
+from azr.selfplay.replay import FrontierReplay, HintSource
 from azr.selfplay.scoreboard import FRONTIER_OUTCOMES, Scoreboard
 from azr.selfplay.teacher import TeacherAssistant
 
@@ -30,7 +30,7 @@ _USAGE = ("requests", "failures", "retries", "prompt_tokens", "completion_tokens
 
 
 class Arena:
-    """One run's opponent, scoreboard, teacher and group mixer. `rows` are the training dataset's rows (replay
+    """One run's opponent, scoreboard, teacher and replay sources. `rows` are the training dataset's rows (replay
     draws from them); `checkpoint`, the checkpoint folder a resumed run continues from, restores what `save` wrote
     there."""
 
@@ -52,23 +52,29 @@ class Arena:
         if cfg.teacher_assist.enabled:
             self.teacher = TeacherAssistant(cfg, grader, teacher, log_path=self.out / "teacher.jsonl")
             self.teacher_wait_s = cfg.teacher.timeout_s
-        replay = cfg.curriculum.replay
-        self.mixer = GroupMixer(
-            {str(r["task_id"]): r for r in rows},
-            take_hints=self.teacher.queue.take if self.teacher else None,
-            hint_share=cfg.teacher_assist.hint_share,
-            frontier_ids=(lambda: self.board.frontier.task_ids(unsolved_only=True)) if replay else None,
-            replay_rate=cfg.curriculum.replay_rate,
-        )
+        self.hints = HintSource(self.teacher.queue.take, cfg.teacher_assist.hint_share) if self.teacher else None
+        self.replay = None
+        if cfg.curriculum.replay:
+            self.replay = FrontierReplay(
+                {str(r["task_id"]): r for r in rows}, self._unsolved, cfg.curriculum.replay_rate
+            )
         self._handle: OpponentHandle | None = None
         self.wait_s = 0.0  # time `finish` waited for the opponent: what its calls did not overlap
         if checkpoint is not None:
             self._resume(Path(checkpoint))
 
-    def start(self, rows: list[dict[str, Any]], step: int, group_size: int) -> list[dict[str, Any]]:
-        """The batch to generate for (whole groups replaced by hints or replay), its tasks sent to the opponent."""
-        rows = self.mixer.mix(rows, group_size)
-        self._handle = self.manager.submit(rows, step)  # returns at once; the requests run while the policy generates
+    @property
+    def sources(self) -> list[Any]:
+        """Hinted retries, then frontier replay: sources of whole prompt groups for the group sampler, in priority
+        order."""
+        return [s for s in (self.hints, self.replay) if s is not None]
+
+    def _unsolved(self) -> list[str]:
+        return self.board.frontier.task_ids(unsolved_only=True)  # read at each call: a resume replaces the board
+
+    def start(self, rows: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+        """Send the batch's tasks to the opponent; returns at once, the requests run while the policy generates."""
+        self._handle = self.manager.submit(rows, step)
         return rows
 
     def finish(self, rows: list[dict[str, Any]]) -> None:
@@ -96,7 +102,8 @@ class Arena:
         out["selfplay/wait_s"] = round(self.wait_s, 3)
         out["selfplay/win_rate"] = self.board.win_rate()["rate"]
         out["selfplay/frontier_tasks"] = len(self.board.frontier)
-        out |= {f"selfplay/{k}": v for k, v in self.mixer.totals.items()}
+        out["selfplay/hinted_groups"] = self.hints.given if self.hints else 0
+        out["selfplay/replayed_groups"] = self.replay.given if self.replay else 0
         if self.teacher is not None:
             usage = self.teacher.client.usage.snapshot()
             out |= {f"teacher/{k}": usage[k] for k in _USAGE}
@@ -118,7 +125,7 @@ class Arena:
         state: dict[str, Any] = {
             "board": self.board.to_json(),
             "frontier": self.board.frontier.to_json(),
-            "mixer": {"replayed": dict(self.mixer.replayed), "totals": dict(self.mixer.totals)},
+            "sources": self._sources_state(),
             "opponent": {"totals": self.manager.totals, "usage": self.manager.client.usage.snapshot()},
             "wait_s": self.wait_s,
         }
@@ -137,14 +144,26 @@ class Arena:
             self.board = _load_board(self.out)
             return
         self.board = Scoreboard.from_json(state["board"], state["frontier"])
-        self.mixer.replayed.update(state["mixer"]["replayed"])
-        self.mixer.totals.update(state["mixer"]["totals"])
+        sources = state.get("sources") or {}
+        if self.hints is not None:
+            self.hints.given = int(sources.get("hinted_groups", 0))
+        if self.replay is not None:
+            self.replay.given = int(sources.get("replayed_groups", 0))
+            self.replay.replayed.update(sources.get("replayed") or {})
         self.manager.totals.update(state["opponent"]["totals"])
         self.manager.client.usage.carry(state["opponent"]["usage"])
         self.wait_s = float(state.get("wait_s", 0.0))
         if self.teacher is not None and "teacher" in state:
             self.teacher.restore(state["teacher"])
         log.info("self-play: resumed from %s (scoreboard at step %d)", path, self.board.last_step)
+
+    def _sources_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        if self.hints is not None:
+            state["hinted_groups"] = self.hints.given
+        if self.replay is not None:
+            state |= {"replayed_groups": self.replay.given, "replayed": dict(self.replay.replayed)}
+        return state
 
     def close(self) -> None:
         """Stop the background work and write the files one last time; call in a `finally`."""

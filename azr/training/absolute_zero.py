@@ -53,6 +53,9 @@ def check_launch(cfg: AzrConfig) -> None:
         )
     if cfg.sft.near_misses:
         raise ConfigError("sft.near_misses: not used with mode absolute_zero (its warm start teaches seed triplets)")
+    for name, on in {"sampling.dynamic": cfg.sampling.dynamic, "curriculum.enabled": cfg.curriculum.enabled}.items():
+        if on:  # the rollout composes its own batches of proposer and solver groups from the buffers
+            raise ConfigError(f"{name}: not with mode absolute_zero (its batches are proposer and solver rows)")
     if cfg.rewards != AzrConfig().rewards:
         log.warning("rewards: not used with mode absolute_zero (its rewards are set under absolute_zero:)")
 

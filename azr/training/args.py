@@ -5,8 +5,8 @@ thinking switch, reward weights, CPU defaults, the fields of TRL's vLLM modes th
 Building them runs every check TRL and transformers make in their `__post_init__`; a failure becomes a one-line
 `ConfigError` naming the recipe field at fault, found by rebuilding without each of the user's keys. azr's own
 checks for the usual mistakes (too few generations per group, a generation batch that splits groups, hinted retries
-or replay that can never fire, unknown report_to) come first, in plainer words. It does not check paths or the
-model; `azr.training.preflight` does, and starts nothing.
+or replay that can never fire, dynamic sampling over groups split between processes, unknown report_to) come first,
+in plainer words. It does not check paths or the model; `azr.training.preflight` does, and starts nothing.
 """
 
 from __future__ import annotations
@@ -258,8 +258,15 @@ def _ints(*values: Any) -> bool:
 
 def check_groups(cfg: AzrConfig, grpo) -> None:
     """Hinted retries and frontier replay swap whole prompt groups of the generation batch (all processes' rows,
-    mixed on the main one: a group may straddle two processes); each share must come to at least one group, or the
-    feature never acts. That the batch holds whole groups is TRL's own check."""
+    composed by the group sampler on the main one: a group may straddle two processes); each share must come to at
+    least one group, or the feature never acts. That the batch holds whole groups is TRL's own check. Dynamic
+    sampling keeps or passes over the groups each process generated, so a process's batch must be whole groups."""
+    local = grpo.per_device_train_batch_size * grpo.steps_per_generation
+    if cfg.sampling.dynamic and local % grpo.num_generations:
+        raise ConfigError(
+            f"sampling.dynamic: keeps or passes over whole prompt groups on each process, but each process generates "
+            f"{local} completions per batch, not a multiple of grpo.num_generations={grpo.num_generations}"
+        )
     groups = grpo.generation_batch_size // grpo.num_generations
     shares = {
         "teacher_assist.hint_share": (cfg.teacher_assist.enabled, cfg.teacher_assist.hint_share),

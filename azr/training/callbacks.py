@@ -122,14 +122,16 @@ class ConsoleCallback(TrainerCallback):
 
 class SaveBesideCheckpoints(TrainerCallback):
     """Calls `target.save(folder)` after the trainer saves each checkpoint folder, for run state the HF Trainer does
-    not keep (the self-play scoreboard, waiting hints); a resume reads it back from the checkpoint it continues."""
+    not keep (the self-play scoreboard, waiting hints); a resume reads it back from the checkpoint it continues. On
+    the main process only, as the trainer's own state; `every_rank` for a target that keeps a part per process (as
+    the trainer's RNG states), which then decides what each process writes."""
 
-    def __init__(self, target: Any):
-        self.target = target
+    def __init__(self, target: Any, every_rank: bool = False):
+        self.target, self.every_rank = target, every_rank
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        if state.is_world_process_zero and folder.is_dir():  # one writer, as for the trainer's own state
+        if (self.every_rank or state.is_world_process_zero) and folder.is_dir():
             self.target.save(folder)
 
 

@@ -82,6 +82,23 @@ class Ranks:
         real = len(mine)
         return mine + (mine or items[-1:])[-1:] * (size - real), real
 
+    def on_main(self, fn: Callable[[], T], what: str) -> T:
+        """`fn()` on the main process, its result on every rank; an error there stops every rank (naming `what`),
+        not just the main one while the others wait in the broadcast."""
+        if self.world == 1:
+            return fn()
+        result, error = None, None
+        if self.main:
+            try:
+                result = fn()
+            except Exception as exc:
+                log.exception("%s: failed on the main process", what)
+                error = f"{type(exc).__name__}: {exc}"
+        result, error = self.broadcast((result, error))
+        if error is not None:
+            raise RuntimeError(f"{what} failed on the main process: {error}")
+        return result
+
 
 def rank_env() -> Ranks:
     """The ranks as the launcher's environment describes them (torchrun, accelerate and Slurm's srun with
@@ -148,29 +165,26 @@ def sandbox_share(cfg: SandboxConfig, ranks: Ranks) -> SandboxConfig:
 
 class MainRounds:
     """The self-play round (`azr.selfplay.Arena`, on the main process only; None elsewhere) of each generation
-    batch, played once over the rows of every process: the main process mixes the whole batch (hinted retries,
-    frontier replay) and sends its tasks to the opponent, and each process gets its own slice back; the opponent
-    column comes back the same way. One arena: one opponent request per task, one scoreboard, frontier, teacher and
-    set of self-play files, and metrics over the whole batch, whatever the number of processes.
-
-    Groups stay whole without a per-rank condition: TRL's generation batch, in rank order, is whole prompt groups
-    (it checks that the global batch is a multiple of num_generations), and a group replaced whole stays whole
-    where it straddles two ranks, whose slices are contiguous as TRL's gathered rewards are."""
+    round, played once over the rows of every process: the main process sends the whole round's tasks to the
+    opponent, and the opponent column comes back to each process for its own slice. One arena: one opponent request
+    per task, one scoreboard, frontier, teacher and set of self-play files, and metrics over the whole batch,
+    whatever the number of processes. Which groups a round holds (hinted retries and frontier replay among them)
+    the group sampler has decided before, also on the main process (`azr.training.sampling`)."""
 
     def __init__(self, arena: Any, ranks: Ranks):
         self.arena, self.ranks = arena, ranks
         self._rows: list[dict[str, Any]] = []  # the whole batch, on the main process, from start to finish
         self._sizes: list[int] = []  # rows of each rank in this batch
 
-    def start(self, rows: list[dict[str, Any]], step: int, group_size: int) -> list[dict[str, Any]]:
+    def start(self, rows: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
         parts = self.ranks.gather(rows)
         self._sizes = [len(p) for p in parts]
 
-        def mix() -> list[list[dict[str, Any]]]:
-            self._rows = self.arena.start([r for p in parts for r in p], step, group_size)
-            return [self._rows[a:b] for a, b in self._bounds()]
+        def submit() -> None:
+            self._rows = self.arena.start([r for p in parts for r in p], step)
 
-        return self._on_main(mix)[self.ranks.rank]
+        self.ranks.on_main(submit, "self-play round")
+        return rows
 
     def finish(self, rows: list[dict[str, Any]]) -> None:
         def column() -> list[Any]:
@@ -178,7 +192,7 @@ class MainRounds:
             return [r.get("opponent_passed") for r in self._rows]
 
         start, end = self._bounds()[self.ranks.rank]
-        for row, passed in zip(rows, self._on_main(column)[start:end], strict=True):
+        for row, passed in zip(rows, self.ranks.on_main(column, "self-play round")[start:end], strict=True):
             row["opponent_passed"] = passed
 
     def observe(self, batch: Any) -> None:
@@ -199,22 +213,6 @@ class MainRounds:
     def _bounds(self) -> list[tuple[int, int]]:
         ends = list(itertools.accumulate(self._sizes))
         return list(zip([0, *ends[:-1]], ends, strict=True))
-
-    def _on_main(self, fn: Callable[[], T]) -> T:
-        """`fn()` on the main process, its result on every rank; an error there stops every rank, not just one."""
-        if self.ranks.world == 1:
-            return fn()
-        result, error = None, None
-        if self.ranks.main:
-            try:
-                result = fn()
-            except Exception as exc:
-                log.exception("self-play: the round failed on the main process")
-                error = f"{type(exc).__name__}: {exc}"
-        result, error = self.ranks.broadcast((result, error))
-        if error is not None:
-            raise RuntimeError(f"self-play round failed on the main process: {error}")
-        return result
 
 
 def replica_digests(trainer: Any, ranks: Ranks) -> list[str] | None:

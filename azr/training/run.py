@@ -213,6 +213,7 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     from azr.tools import build_toolbox
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
     from azr.training.generation import use_generation_backend
+    from azr.training.sampling import build_sampling
     from azr.training.trainer import AZRGRPOTrainer
 
     cfg, generations = run.cfg, run.generations
@@ -221,15 +222,20 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     record = MetricsCallback(run.metrics, "grpo")
     # The same observers on every rank (the trainer gathers each batch for them), called on the main one only.
     observers = [lambda batch: generations.put(batch.records())] if cfg.logging.generations else []
-    rows, funcs, arena = grpo_rows(tasks), run.funcs, None
+    rows, funcs, arena, sources = grpo_rows(tasks), run.funcs, None, []
+    checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
     if cfg.self_play.enabled:
         from azr.selfplay import Arena, blend_rewards
 
         # The blended weights are already in run.args.grpo.reward_weights (`reward_weights`, at load).
         funcs, _ = blend_rewards(funcs, run.weights, run.grader, cfg.self_play.weight)
-        checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
         main_arena = Arena(cfg, run.grader, rows, checkpoint=checkpoint) if run.ranks.main else None
-        arena = MainRounds(main_arena, run.ranks)
+        arena, sources = MainRounds(main_arena, run.ranks), main_arena.sources if main_arena else []
+    # One sampler decides which prompt groups enter each batch (data, curriculum, self-play's replay and hints); with
+    # several processes it runs on the main one, where the arena and the curriculum's statistics are.
+    sampling = build_sampling(cfg, rows, sources, checkpoint, run.ranks)
+    observers.append(sampling.observe)
+    saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])
     try:
         trainer = AZRGRPOTrainer(
             model=model,
@@ -239,18 +245,19 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
             processing_class=tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
             peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, model),
-            callbacks=[record, run.console.callback("grpo")] + ([SaveBesideCheckpoints(arena)] if arena else []),
+            callbacks=[record, run.console.callback("grpo"), *saved],
             # TRL runs the policy's tool calls and masks their results out of the loss; python_run shares the pool.
             tools=build_toolbox(cfg, run.grader.pool, tokenizer.all_special_tokens).functions() if tools else None,
             grader=run.grader,
             observers=observers,
             rounds=arena,
+            sampling=sampling,
         )
         trainer.remove_callback(PrinterCallback)
         if (backend := run.sidecar.generation(trainer)) is not None:
             use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
         record.trainer = trainer
-        trainer.train(resume_from_checkpoint=run.resume.checkpoint if run.resume.phase == "grpo" else None)
+        trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended

@@ -1,8 +1,9 @@
 """`AZRGRPOTrainer`: TRL's GRPOTrainer with the few changes azr needs, each explained where it is made.
 
 Owns masking completions that could not be graded, timing the reward stage, handing each scored batch to observers
-(the generation log, the scoreboard), and calling a self-play round's hooks (`azr.selfplay.Arena`) around
-generation. It does not generate, compute advantages or the loss differently from TRL, and it knows nothing of
+(the generation log, the scoreboard), calling a self-play round's hooks (`azr.selfplay.Arena`) around generation,
+and handing generation to a `RolloutFilter` (`azr.training.sampling`: the group sampler's prompts, dynamic
+sampling). It does not generate, compute advantages or the loss differently from TRL, and it knows nothing of
 config files.
 """
 
@@ -77,11 +78,15 @@ class AZRGRPOTrainer(GRPOTrainer):
       `sandbox.max_infra_failure_rate` stops with `SandboxUnhealthy` instead of training on noise; on several
       processes the failure counts are summed over them first, so that every rank stops at the same step.
     - `observers` are called on the main process only, with the batch of every process (gathered in rank order,
-      as TRL gathers the rewards), so the generation log and the scoreboard see each completion once.
+      as TRL gathers the rewards), so the generation log, the scoreboard and the curriculum see each completion
+      once.
     - `rounds` (for self-play: an `azr.selfplay.Arena`, or on several processes `azr.training.ranks`' wrapper that
-      plays it on the main process) gets each generation batch before the policy generates (it may replace whole
-      prompt groups and starts the opponent on the tasks), sets its columns just before the rewards, observes each
-      scored batch, and adds its metrics to every log.
+      plays it on the main process) gets each round's rows before the policy generates (it starts the opponent on
+      the tasks), sets its columns just before the rewards, observes each scored batch, and adds its metrics to
+      every log.
+    - `sampling` (an `azr.training.sampling.RolloutFilter`) builds each generation batch in training: which prompt
+      groups are generated (the group sampler), and with dynamic sampling which generated groups are trained. It
+      calls `_score_round` once per round, and adds its metrics to every log.
     """
 
     def __init__(
@@ -91,12 +96,15 @@ class AZRGRPOTrainer(GRPOTrainer):
         mask_reward: str | None = "tests_reward",
         observers: Sequence[Callable[[ScoredBatch], None]] = (),
         rounds: Any = None,
+        sampling: Any = None,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         keep_vectors_fp32(self.model)  # TRL cast them to bfloat16 on a quantized base; the optimizer comes later
         self.grader = grader
         self.rounds = rounds
+        self.sampling = sampling
+        self.round_rewards: torch.Tensor | None = None  # the last round's rewards, every process's rows
         self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
         self._mask_col = self.reward_func_names.index(mask_reward) if mask_reward in self.reward_func_names else None
@@ -110,10 +118,18 @@ class AZRGRPOTrainer(GRPOTrainer):
         return sampler
 
     def _generate_and_score_completions(self, inputs):
+        if self.sampling is not None and self.model.training:
+            return self.sampling.fill(self, list(inputs))
+        return self._score_round(list(inputs))[0]
+
+    def _score_round(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], torch.Tensor]:
+        """One round of TRL's generation and scoring for `rows`: its output, and the rewards of every process's rows
+        in rank order (rows, reward functions; NaN where not graded)."""
         if self.rounds is not None and self.model.training:
             # Before generating, so that the opponent answers while the policy generates and its own code is graded.
-            inputs = self.rounds.start(list(inputs), self.state.global_step + 1, self.num_generations)
-        return super()._generate_and_score_completions(inputs)
+            rows = self.rounds.start(rows, self.state.global_step + 1)
+        output = super()._generate_and_score_completions(rows)
+        return output, self.round_rewards
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         if self.rounds is not None:
@@ -123,6 +139,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         if self._mask_col is not None:
             rewards[torch.isnan(rewards[:, self._mask_col])] = torch.nan
         self.reward_seconds += time.perf_counter() - started
+        self.round_rewards = rewards.detach()  # every process's rows, in rank order (TRL gathered them)
         if self.observers:  # the same list on every process (a collective follows)
             batch = self._scored_batch(inputs, prompts, completions, rewards)
             if self.accelerator.is_main_process:
@@ -154,8 +171,9 @@ class AZRGRPOTrainer(GRPOTrainer):
         return summed.tolist()
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if self.rounds is not None and "train_runtime" not in logs:
-            logs = {**logs, **self.rounds.metrics()}
+        if "train_runtime" not in logs:
+            for part in (self.rounds, self.sampling):
+                logs = {**logs, **part.metrics()} if part is not None else logs
         super().log(logs, start_time)
 
 

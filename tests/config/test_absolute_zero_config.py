@@ -46,6 +46,8 @@ def test_bad_values_name_the_field(write, text, message):
         (["grpo.per_device_train_batch_size=16", "grpo.num_generations=4"], ConfigError, "needs a multiple of 6"),
         (["sft.enabled=true", "sft.near_misses=2"], ConfigError, "sft.near_misses: not used with mode absolute_zero"),
         (["grpo.eval_strategy=steps"], ConfigError, "grpo.eval_strategy: needs evaluation through the trainer"),
+        (["sampling.dynamic=true"], ConfigError, "sampling.dynamic: not with mode absolute_zero"),
+        (["curriculum.enabled=true"], ConfigError, "curriculum.enabled: not with mode absolute_zero"),
     ],
 )
 def test_what_the_mode_cannot_do_is_refused_before_anything_is_written(tmp_path, write, overrides, error, message):

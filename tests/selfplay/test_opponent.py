@@ -201,7 +201,7 @@ def test_the_arena_waits_at_most_max_wait_s_and_masks_the_late_tasks(grader, tmp
     with StubServer(delay_s=1.0) as stub:
         cfg = dataclasses.replace(config(stub.url, max_wait_s=0.05), output_dir=str(tmp_path))
         arena = Arena(cfg, grader, rows(TASKS[:2]), opponent=client_for(stub.url))
-        batch = arena.start(rows(TASKS[:2]), step=1, group_size=2)
+        batch = arena.start(rows(TASKS[:2]), step=1)
         arena.finish(batch)
         arena.close()
     assert [r["opponent_passed"] for r in batch] == [None] * 4  # masked: unavailable, never a loss

@@ -226,8 +226,8 @@ def test_the_self_play_state_saved_with_a_checkpoint_comes_back_whole(grader, st
     first = arena()
     waiting = {**rows[0], "hint": "check x = 0", "source": "hint"}
     first.teacher.queue.put(waiting)
-    first.mixer.replayed["t1"] += 3
-    first.mixer.totals["replayed_groups"] += 3
+    first.replay.replayed["t1"] += 3
+    first.replay.given += 3
     first.board.record(1, [{**rows[1], "opponent_passed": True}] * 2, [False, False])  # opponent_only: frontier
     first.manager.totals["batches"] += 1
     first.manager.client.usage._add(requests=5, prompt_tokens=50)
@@ -240,7 +240,7 @@ def test_the_self_play_state_saved_with_a_checkpoint_comes_back_whole(grader, st
     back = arena(str(tmp_path / "checkpoint-1"))
     try:
         assert back.teacher.queue.rows() == [waiting]
-        assert back.mixer.replayed == {"t1": 3} and back.mixer.totals["replayed_groups"] == 3
+        assert back.replay.replayed == {"t1": 3} and back.replay.given == 3
         assert back.board.to_json() == board and back.board.frontier.to_json() == frontier
         assert back.board.frontier.task_ids(unsolved_only=True) == ["t1"]
         assert back.manager.totals["batches"] == 1

@@ -191,8 +191,8 @@ def test_hinted_retries_and_replay_that_could_never_act_are_refused(overrides, m
 
 
 def test_a_group_may_straddle_two_processes():
-    """Two processes, one prompt group of four split over them: the main process mixes the whole generation batch
-    (azr.training.ranks.MainRounds), so hinted retries and replay still swap that group whole."""
+    """Two processes, one prompt group of four split over them: the group sampler composes the whole generation
+    batch on the main process, so hinted retries and replay still swap that group whole."""
 
     @dataclasses.dataclass
     class Split:
@@ -207,6 +207,21 @@ def test_a_group_may_straddle_two_processes():
     cfg.curriculum.replay_rate = 0.5
     with pytest.raises(ConfigError, match=r"^curriculum.replay_rate: 0.5 of the 1 prompt group\(s\)"):
         check_groups(cfg, Split())
+    # The curriculum composes every process's rows too; dynamic sampling judges each process's own groups.
+    check_groups(_cfg("curriculum.enabled=true"), Split())
+    with pytest.raises(
+        ConfigError,
+        match=r"^sampling.dynamic: keeps or passes over whole prompt groups on each process, but each process "
+        r"generates 2 completions per batch, not a multiple of grpo.num_generations=4",
+    ):
+        check_groups(_cfg("sampling.dynamic=true"), Split())
+    check_groups(_cfg("sampling.dynamic=true"), Split(steps_per_generation=2, generation_batch_size=8))
+    # TRL's steps_per_generation follows gradient_accumulation_steps: 6 rows a step, 12 a generation, three groups.
+    cfg = _cfg("sampling.dynamic=true", grpo={"num_generations": 4, "per_device_train_batch_size": 6})
+    with pytest.raises(ConfigError, match=r"a generation batch of 6 completions"):  # TRL's batch check, first
+        build_trainer_args(cfg, cpu=True)
+    cfg.grpo["gradient_accumulation_steps"] = 2
+    check_groups(cfg, build_trainer_args(cfg, cpu=True).grpo)
 
 
 def test_an_unknown_reward_is_refused_without_starting_a_sandbox(monkeypatch):

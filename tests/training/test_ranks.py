@@ -302,3 +302,62 @@ def test_two_process_selfplay_killed_then_resumed_plays_each_round_once(tiny_mod
     assert all(r["selfplay/requests"] > 0 and "selfplay/frontier_tasks" in r for r in grpo)
     for path in out.rglob("*"):
         assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.slow
+def test_two_process_dynamic_sampling_and_curriculum_compose_on_the_main_process_and_resume_exactly(
+    tiny_model_dir, tmp_path
+):
+    """Dynamic sampling with the curriculum on two ranks: one group sampler on the main process composes each round
+    over both ranks' rows (the first round's six groups, three per rank, are six different tasks), the counts in
+    sampling_state.json are both ranks' (two groups a rank a step trained), the curriculum counts every graded
+    completion of every rank and round, each rank saves its own waiting groups, and a run resumed from checkpoint-1
+    ends at checkpoint-2 with the state of the run that was not interrupted."""
+    import shutil
+
+    import torch
+
+    sections = {
+        "data": {"max_tasks": 8},
+        "grpo": {"max_steps": 2, "save_steps": 1},  # per rank: two groups of two a step
+        "logging": {"pass_rate_tasks": 0},
+        "sampling": {"dynamic": True, "oversample": 1.5, "max_attempts": 2, "carry_over": 1},
+        "curriculum": {"enabled": True},
+    }
+    out = tmp_path / "run"
+    _run(_recipe(tmp_path, tiny_model_dir, out, **sections), tmp_path / "run.log")
+    records = _jsonl(out / "metrics.jsonl")
+    grpo = [r for r in records if r["phase"] == "grpo"]
+    assert [r["step"] for r in grpo] == [1, 2]
+    assert all("sampling/kept_share" in r and "sampling/carried_over" in r for r in grpo)
+    digests = json.loads((out / "state.json").read_text())["phases"]["grpo"]["weights_sha256"]
+    assert len(digests) == 2 and digests[0] == digests[1]
+
+    generations = _generations(out)
+    first_round = [r["task_id"] for r in generations if r["step"] == 1][: 2 * 3 * 2]  # 2 ranks x 3 groups x 2
+    assert len(set(first_round[::2])) == 6, first_round  # one draw over both ranks: no task twice
+    checkpoint = {s: out / "checkpoints" / f"checkpoint-{s}" for s in (1, 2)}
+    saved = {s: json.loads((folder / "sampling_state.json").read_text()) for s, folder in checkpoint.items()}
+    assert saved[1]["totals"]["trained"] == 4 and saved[2]["totals"]["trained"] == 8  # both ranks' groups
+    graded = sum(r["status"] != "error" for r in generations if r["step"] == 1)
+    assert sum(t["attempts"] for t in saved[1]["groups"]["curriculum"].values()) == graded
+    for s, folder in checkpoint.items():
+        assert not (folder / "sampling_carry.pt").exists()  # one file per rank
+        waiting = [torch.load(p, weights_only=True) for p in sorted(folder.glob("sampling_carry_*.pt"))]
+        assert sum(map(len, waiting)) == saved[s]["waiting"] > 0
+
+    again = tmp_path / "again"
+    shutil.copytree(out, again)
+    recipe = _recipe(tmp_path, tiny_model_dir, again, **sections)
+    log = _run(recipe, tmp_path / "resumed.log", "--resume-from", str(again / "checkpoints" / "checkpoint-1"))
+    assert "resume: grpo from step 1" in log
+    resumed = again / "checkpoints" / "checkpoint-2"
+    assert json.loads((resumed / "sampling_state.json").read_text()) == saved[2]
+    names = sorted(p.name for p in checkpoint[2].glob("sampling_carry_*.pt"))  # a rank with none waiting has none
+    assert sorted(p.name for p in resumed.glob("sampling_carry_*.pt")) == names
+    for name in names:
+        before = torch.load(checkpoint[2] / name, weights_only=True)
+        after = torch.load(resumed / name, weights_only=True)
+        assert [g["task_id"] for g in after] == [g["task_id"] for g in before]
+        for b, a in zip(before, after, strict=True):
+            assert all(torch.equal(b["tensors"][k], a["tensors"][k]) for k in b["tensors"])

@@ -25,7 +25,8 @@ from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, StubServer
 from azr.config import load_config
 from azr.prompts import HINT_MARKER
 from azr.rewards.functions import FormatReward
-from azr.selfplay.replay import GroupMixer, whole_groups
+from azr.selfplay.replay import FrontierReplay, HintSource
+from azr.training.groups import GroupSampler, whole_groups
 
 KEY = "sk-fake-arena-KEY-5a5a5a5a5a5a5a5a"
 HINT = "TEACHER-HINT-7f3a: check the smallest inputs first, then the general case."
@@ -326,33 +327,35 @@ def _batch(task_ids: list[str], size: int = 2) -> list[dict]:
             for t in task_ids for _ in range(size)]  # fmt: skip
 
 
+def _sampler(rows: dict, *sources) -> GroupSampler:
+    """The one group sampler with self-play's sources, as training builds it (no curriculum: TRL's order)."""
+    return GroupSampler(rows, sources=sources)
+
+
 def test_groups_are_replaced_whole_with_the_batchs_own_keys():
     hints = [{"prompt": "hinted a", "task_id": "a", "tests": ["assert 1"], "hint": "h", "opponent_passed": True}]
     rows = {t: r for r in _batch(["x", "y", "z"], 1) for t in [r["task_id"]]}
-    mixer = GroupMixer(
-        rows,
-        take_hints=lambda n: [hints.pop(0) for _ in range(min(n, len(hints)))],
-        hint_share=0.25,
-        frontier_ids=lambda: ["b", "x", "y"],
-        replay_rate=0.25,
-    )
+    hinted = HintSource(lambda n: [hints.pop(0) for _ in range(min(n, len(hints)))], 0.25)
+    replay = FrontierReplay(rows, lambda: ["b", "x", "y"], 0.25)
+    sampler = _sampler(rows, hinted, replay)
     batch = _batch(["a", "b", "c", "d"])
-    mixed = mixer.mix(batch, 2)
+    mixed = sampler.compose(batch, 2, step=1)
     assert batch == _batch(["a", "b", "c", "d"])  # the input is left as it was
     assert [r["task_id"] for r in mixed] == ["a", "a", "b", "b", "x", "x", "a", "a"]
     assert [r["source"] for r in mixed[4:]] == ["replay", "replay", "hint", "hint"]
     assert all(set(r) == set(batch[0]) for r in mixed)  # no stale opponent_passed, nothing missing
     assert mixed[6]["hint"] == "h" and mixed[6] is not mixed[7]
     # Replay: frontier tasks already in the batch are skipped, the least replayed go first.
-    assert [r["task_id"] for r in mixer.mix(_batch(["c", "d", "e", "f"]), 2)][6:] == ["y", "y"]
-    assert mixer.totals == {"hinted_groups": 1, "replayed_groups": 2, "unaligned_batches": 0}
+    assert [r["task_id"] for r in sampler.compose(_batch(["c", "d", "e", "f"]), 2, step=2)][6:] == ["y", "y"]
+    assert (hinted.given, replay.given, sampler.totals["unaligned_batches"]) == (1, 2, 0)
 
 
 def test_nothing_is_replaced_when_the_batch_is_not_whole_groups():
-    mixer = GroupMixer({"x": _batch(["x"], 1)[0]}, frontier_ids=lambda: ["x"], replay_rate=1.0)
+    rows = {"x": _batch(["x"], 1)[0]}
+    sampler = _sampler(rows, FrontierReplay(rows, lambda: ["x"], 1.0))
     split = _batch(["a", "b"])[1:]  # a group cut by a process boundary
-    assert whole_groups(split, 2) == [] and mixer.mix(split, 2) == split
-    assert mixer.totals["unaligned_batches"] == 1
-    assert int(0.25 * 3) == 0 and mixer.mix(_batch(["a", "b", "c"]), 2) != _batch(["a", "b", "c"])  # rate 1.0: all
-    small = GroupMixer({"x": _batch(["x"], 1)[0]}, frontier_ids=lambda: ["x"], replay_rate=0.25)
-    assert small.mix(_batch(["a", "b", "c"]), 2) == _batch(["a", "b", "c"])  # 0.25 of 3 groups rounds down to none
+    assert whole_groups(split, 2) == [] and sampler.compose(split, 2, step=1) == split
+    assert sampler.totals["unaligned_batches"] == 1
+    assert int(0.25 * 3) == 0 and sampler.compose(_batch(["a", "b", "c"]), 2, step=1) != _batch(["a", "b", "c"])
+    small = _sampler(rows, FrontierReplay(rows, lambda: ["x"], 0.25))
+    assert small.compose(_batch(["a", "b", "c"]), 2, step=1) == _batch(["a", "b", "c"])  # 0.25 of 3 rounds to none

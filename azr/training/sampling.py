@@ -1,0 +1,361 @@
+"""Dynamic sampling (DAPO) of TRL's generation batches: every generated group that can teach is trained.
+
+`RolloutFilter.fill` builds one generation batch, the one TRL's `_prepare_inputs` then shuffles and splits into
+`steps_per_generation` slices. It asks the group sampler for prompt groups, has the trainer generate and score them
+(one round: TRL's own `_generate_and_score_completions`), keeps the groups whose rewards differ, and repeats with
+`ceil(sampling.oversample x missing)` new groups, at most `sampling.max_attempts` rounds, until the batch is full.
+Kept groups beyond a full batch wait for the next batches (`sampling.carry_over`); after the last round a batch still
+short is topped up with groups that showed no difference. So a batch always has the rows TRL expects, and
+`steps_per_generation`, gradient accumulation and `num_items_in_batch` (recounted over the rows trained) agree with
+it. With `sampling.dynamic` off it runs one round and only counts.
+
+Owns the keep decision, the carry-over pool, joining rounds' tensors and the `sampling/*` metrics. It never changes
+a reward or an advantage: a kept group's advantages are those TRL computed in its own round (with the default
+per-group scaling they depend on the group alone). A carried group's completions come from the policy before the
+last update: its `old_per_token_logps` are taken when it is generated, so the clipped ratio corrects for the lag.
+Text prompts only: a multimodal batch has tensors that are not per row, and is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from azr.config import AzrConfig, SamplingConfig
+from azr.logs import atomic_write_json
+from azr.training.curriculum import Curriculum
+from azr.training.groups import GroupSampler, GroupSource
+from azr.training.ranks import Ranks
+
+log = logging.getLogger(__name__)
+STATE_FILE = "sampling_state.json"  # beside each checkpoint's trainer_state.json
+CARRY_FILE = "sampling_carry{}.pt"  # each process's waiting groups: "" with one process, else "_<rank>"
+# What TRL 1.16's `_generate_and_score_completions` returns for text prompts (tests/training/test_sampling.py pins it)
+LEFT_PADDED = {"prompt_ids", "prompt_mask"}
+RIGHT_PADDED = {
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+    "importance_sampling_ratio",
+}
+KNOWN = LEFT_PADDED | RIGHT_PADDED | {"advantages", "num_items_in_batch"}
+
+
+def group_signal(rewards: torch.Tensor, weights: torch.Tensor, size: int) -> list[bool]:
+    """For each run of `size` rows: whether its rewards differ. `rewards` is (rows, reward functions), NaN where a
+    reward does not apply; a row NaN throughout was not graded and never counts, so a group needs two graded rows
+    whose weighted rewards are not all equal (a standard deviation not close to 0, as TRL's frac_reward_zero_std)."""
+    total = (rewards.float() * weights.to(rewards.device).float()).nansum(dim=1)
+    graded = ~torch.isnan(rewards).all(dim=1)
+    out = []
+    for start in range(0, rewards.shape[0] - size + 1, size):
+        values = total[start : start + size][graded[start : start + size]]
+        out.append(values.numel() >= 2 and not torch.isclose(values.std(), torch.zeros(())).item())
+    return out
+
+
+@dataclass
+class Group:
+    """One prompt group of a round: its rows of TRL's per-row tensors, its task, whether its rewards differ, and the
+    generation batch it was generated for."""
+
+    tensors: dict[str, torch.Tensor]
+    task_id: str
+    signal: bool
+    born: int
+
+
+def split_groups(output: dict[str, Any], rows: list[dict[str, Any]], signal: list[bool], born: int) -> list[Group]:
+    """A round's output (TRL's dict), its input rows and the signal of each group, as groups."""
+    unknown = sorted(k for k, v in output.items() if k not in KNOWN and v is not None)
+    if unknown:
+        raise NotImplementedError(
+            f"sampling.dynamic: TRL's batch holds {unknown}, which cannot be split by prompt group (text prompts only)"
+        )
+    size = len(rows) // len(signal)
+    per_row = {k: v for k, v in output.items() if k in KNOWN - {"num_items_in_batch"} and v is not None}
+    return [
+        Group(
+            {k: v[i * size : (i + 1) * size] for k, v in per_row.items()}, str(rows[i * size].get("task_id")), s, born
+        )
+        for i, s in enumerate(signal)
+    ]
+
+
+def join_groups(groups: list[Group], pad_id: int, multiple: int | None, device: Any, trim: bool = True) -> dict:
+    """One batch of `groups`' rows, padded as TRL pads (prompts on the left, completions on the right); with `trim`,
+    columns no row uses are cut (keeping widths a multiple of `multiple`), so the batch is what TRL would have built
+    from these rows in one round."""
+    out: dict[str, torch.Tensor] = {}
+    for key in groups[0].tensors:
+        parts = [g.tensors[key].to(device) for g in groups]
+        if parts[0].dim() == 1:
+            out[key] = torch.cat(parts)
+            continue
+        width = max(p.shape[1] for p in parts)
+        value = pad_id if key.endswith("_ids") else 1 if key == "tool_mask" else 0
+        pad = [(width - p.shape[1], 0) if key in LEFT_PADDED else (0, width - p.shape[1]) for p in parts]
+        out[key] = torch.cat([F.pad(p, side, value=value) for p, side in zip(parts, pad, strict=True)])
+    if trim:
+        _trim(out, multiple)
+    return out
+
+
+def _trim(batch: dict[str, torch.Tensor], multiple: int | None) -> None:
+    def rounded(used: int, width: int) -> int:
+        return min(width, math.ceil(used / multiple) * multiple) if multiple else used
+
+    prompt_width = batch["prompt_mask"].shape[1]
+    used = batch["prompt_mask"].any(dim=0).nonzero()
+    keep = rounded(prompt_width - int(used[0]) if len(used) else 0, prompt_width)
+    for key in LEFT_PADDED & batch.keys():
+        batch[key] = batch[key][:, prompt_width - keep :]
+    width = batch["completion_mask"].shape[1]
+    used = batch["completion_mask"].any(dim=0).nonzero()
+    keep = max(rounded(int(used[-1]) + 1 if len(used) else 0, width), 1)
+    for key in RIGHT_PADDED & batch.keys():
+        if batch[key].shape[1] == width:  # a sequence-level importance ratio is (rows, 1)
+            batch[key] = batch[key][:, :keep]
+
+
+def policy_logps(trainer: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Per-token log-probabilities of `batch`'s completions under the trainer's policy now, without gradients: what TRL
+    itself computes as `old_per_token_logps` when generation and update steps are misaligned."""
+    from trl.models.utils import disable_gradient_checkpointing
+
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs):
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model,
+            ids,
+            mask,
+            batch["completion_ids"].size(1),
+            batch_size=trainer.args.per_device_train_batch_size,
+        )
+    return logps
+
+
+def build_sampling(
+    cfg: AzrConfig,
+    rows: list[dict[str, Any]],
+    sources: Sequence[GroupSource] = (),
+    checkpoint: str | None = None,
+    ranks: Ranks | None = None,
+) -> RolloutFilter:
+    """The run's rollout filter over its group sampler: the training rows by task, the curriculum when
+    `curriculum.enabled`, and `sources` of extra groups (self-play's, on the main process); restored from
+    `checkpoint` on a resume."""
+    by_task = {str(r["task_id"]): r for r in rows}
+    curriculum = Curriculum(cfg.curriculum, list(by_task)) if cfg.curriculum.enabled else None
+    groups = GroupSampler(by_task, curriculum=curriculum, sources=sources, seed=cfg.seed)
+    # Decided from the config, the same on every process (only the main one holds the sources).
+    sourced = cfg.self_play.enabled and (cfg.curriculum.replay or cfg.teacher_assist.enabled)
+    return RolloutFilter(cfg.sampling, groups, checkpoint, ranks, composes=cfg.curriculum.enabled or sourced)
+
+
+class RolloutFilter:
+    """Fills each generation batch from rounds of the trainer's generation (see the module docstring). `checkpoint`,
+    the folder a resumed run continues from, restores what `save` wrote there.
+
+    With several processes (`ranks`), the group sampler runs on the main process over every process's rows, as the
+    curriculum's statistics and self-play's sources live there (the trainer's observers see every process's rows on
+    the main process only): each process gets its slice of the composed round. Each process keeps the groups it
+    generated and its own carry-over pool (saved per process); the counts are summed over the processes."""
+
+    def __init__(
+        self,
+        cfg: SamplingConfig,
+        groups: GroupSampler,
+        checkpoint: str | None = None,
+        ranks: Ranks | None = None,
+        composes: bool = True,
+    ):
+        self.cfg, self.groups, self.ranks = cfg, groups, ranks or Ranks()
+        self.composes = composes  # False: the dataloader's batch is generated as it is, unless dynamic sampling asks
+        self.pool: list[Group] = []  # kept groups waiting for a later batch, oldest first
+        self.waiting = 0  # groups waiting, every process's
+        self.batches = 0  # generation batches filled
+        self.totals: Counter[str] = Counter()
+        self._window: Counter[str] = Counter()  # the same counts since the last log
+        if checkpoint is not None:
+            self._resume(Path(checkpoint))
+
+    def fill(self, trainer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """The generation batch for the dataloader's `rows`: TRL's output dict over the same number of rows."""
+        size, step = trainer.num_generations, trainer.state.global_step + 1
+        self.batches += 1
+        if not self.cfg.dynamic:
+            output, rewards = trainer._score_round(self._compose(rows, size, step))
+            # The whole round's rewards (every process's, in rank order) are whole groups even when a process's
+            # rows are not: every process counts the same.
+            signal = group_signal(rewards, trainer.reward_weights, size) if len(rewards) % size == 0 else []
+            self._count(generated=len(signal), kept=sum(signal), trained=len(signal), useful=sum(signal), rounds=1)
+            return output
+        if len(rows) % size:
+            raise ValueError(f"sampling.dynamic: {len(rows)} rows on this process are not whole groups of {size}")
+        need, device = len(rows) // size, trainer.accelerator.device
+        counts: Counter[str] = Counter()
+        kept, spare, seen, generated, rounds = self._carried(counts), [], set(), 0, 0
+        carried_in = len(kept)
+        while rounds < self.cfg.max_attempts:
+            missing = _global_max(trainer, need - len(kept))  # every process runs the same rounds
+            if missing <= 0:
+                break
+            n = math.ceil(self.cfg.oversample * missing)
+            batch = self._compose(rows, size, step, attempt=rounds, groups=n, exclude=seen)
+            output, rewards = trainer._score_round(batch)
+            mine = rewards[self.ranks.rank * len(batch) : (self.ranks.rank + 1) * len(batch)]
+            for group in split_groups(output, batch, group_signal(mine, trainer.reward_weights, size), self.batches):
+                (kept if group.signal else spare).append(group)
+                seen.add(group.task_id)
+            generated, rounds = generated + n, rounds + 1
+        trained, surplus = kept[:need], kept[need:] if self.cfg.carry_over else []
+        short = need - len(trained)
+        trained += spare[len(spare) - short :] if short else []  # the newest of the groups without a difference
+        self._add_old_logps(trainer, trained, surplus, device)
+        self.pool = [_detached(g) for g in surplus]
+        batch = join_groups(trained, trainer.processing_class.pad_token_id, trainer.pad_to_multiple_of, device)
+        mask = batch["completion_mask"] * batch["tool_mask"] if "tool_mask" in batch else batch["completion_mask"]
+        batch["num_items_in_batch"] = trainer.accelerator.gather(mask.sum()).sum()
+        counts.update(
+            generated=generated,
+            kept=len(kept) - carried_in,
+            trained=need,
+            useful=need - short,
+            carried_in=min(carried_in, need),
+            short=short,
+            dropped=max(len(kept) - need - len(surplus), 0),
+            waiting=len(self.pool),
+        )
+        summed = dict(zip(counts, self.ranks.total(*counts.values()), strict=True))  # one collective a batch
+        self.waiting = int(summed.pop("waiting"))
+        self._count(rounds=rounds, **{k: int(v) for k, v in summed.items()})
+        if short:
+            log.info("sampling: step %d tops up %d of %d groups after %d rounds", step, short, need, rounds)
+        return batch
+
+    def _compose(self, rows: list[dict[str, Any]], size: int, step: int, **draw: Any) -> list[dict[str, Any]]:
+        """This process's rows of the round the group sampler composes on the main process over every process's
+        `rows` (in rank order, as TRL gathers them); with `groups` in `draw`, that many groups per process."""
+        if self.ranks.world == 1 or (draw.get("groups") is None and not self.composes):
+            return self.groups.compose(rows, size, step, **draw)
+        world, rank = self.ranks.world, self.ranks.rank
+        parts = self.ranks.gather((rows, sorted(draw.get("exclude", ()))))
+        if draw.get("groups") is not None:
+            draw["groups"] *= world
+        draw["exclude"] = {t for _, seen in parts for t in seen}
+
+        def compose() -> list[dict[str, Any]]:
+            return self.groups.compose([r for p, _ in parts for r in p], size, step, **draw)
+
+        whole = self.ranks.on_main(compose, "the group sampler")
+        # The dataloader's slices as they were; or, when asked for `groups` each, equal slices of whole groups.
+        sizes = [len(p) for p, _ in parts] if draw.get("groups") is None else [len(whole) // world] * world
+        start = sum(sizes[:rank])
+        return whole[start : start + sizes[rank]]
+
+    def observe(self, batch: Any) -> None:
+        """Trainer observer of each `ScoredBatch` (every round's): the curriculum's statistics."""
+        if self.groups.curriculum is not None:
+            self.groups.curriculum.observe(batch)
+
+    def _carried(self, counts: Counter[str]) -> list[Group]:
+        """The pool's groups still young enough to train, oldest first; the rest are dropped and counted."""
+        young = [g for g in self.pool if self.batches - g.born <= self.cfg.carry_over]
+        counts.update(dropped=len(self.pool) - len(young))
+        self.pool = []
+        return young
+
+    def _add_old_logps(self, trainer: Any, trained: list[Group], surplus: list[Group], device: Any) -> None:
+        """Carried groups need the log-probs of the policy that generated them; so do the fresh groups trained beside
+        one (TRL's loss takes old log-probs for the whole batch or for none). TRL has taken them already when its
+        generation and updates are misaligned; else they are computed here, in one pass, before any update."""
+        mixed = any("old_per_token_logps" in g.tensors for g in trained)
+        lacking = [g for g in (trained if mixed else []) + surplus if "old_per_token_logps" not in g.tensors]
+        if not lacking:
+            return
+        pad_id = trainer.processing_class.pad_token_id
+        logps = policy_logps(trainer, join_groups(lacking, pad_id, None, device, trim=False))
+        start = 0
+        for group in lacking:
+            rows, width = group.tensors["completion_ids"].shape
+            group.tensors["old_per_token_logps"] = logps[start : start + rows, :width]
+            start += rows
+
+    def _count(self, **counts: int) -> None:
+        self.totals.update(counts)
+        self._window.update(counts)
+
+    def metrics(self) -> dict[str, float]:
+        """`sampling/*` for the trainer's log, over the batches filled since the last call: the share of generated
+        groups kept, generated groups per trained group, the share of trained groups with no difference, and the
+        groups carried over (waiting now), carried in, topped up (`short`) and dropped (beyond a full batch with
+        carry-over off, or waited too long)."""
+        w, self._window = self._window, Counter()
+        out: dict[str, float] = {"sampling/carried_over": self.waiting}
+        if w["generated"]:
+            out["sampling/kept_share"] = round(w["kept"] / w["generated"], 4)
+        if w["trained"]:
+            out["sampling/generated_per_trained"] = round(w["generated"] / w["trained"], 4)
+            out["sampling/zero_variance_share"] = round(1 - w["useful"] / w["trained"], 4)
+        for key, name in (("carried_in", "carried_in"), ("short", "short_groups"), ("dropped", "dropped_groups")):
+            out[f"sampling/{name}"] = w[key]
+        out["sampling/rounds"] = w["rounds"]
+        out["sampling/unaligned_batches"] = self.groups.totals["unaligned_batches"]
+        return out
+
+    # ------------------------------------------------------------------------------------------------ state
+    def save(self, folder: Path) -> None:
+        """What a resume from this checkpoint needs to continue exactly, called on every process: the counts and the
+        curriculum's statistics (`sampling_state.json`, atomic, by the main process) and each process's groups
+        waiting to be trained (`sampling_carry.pt`, or `sampling_carry_<rank>.pt` with several processes)."""
+        carry = Path(folder) / self._carry_file()
+        if self.pool:
+            torch.save([{"tensors": g.tensors, "task_id": g.task_id, "born": g.born} for g in self.pool], carry)
+        else:
+            carry.unlink(missing_ok=True)
+        if self.ranks.main:
+            state = {"batches": self.batches, "totals": dict(self.totals), "waiting": self.waiting}
+            atomic_write_json(Path(folder) / STATE_FILE, state | {"groups": self.groups.to_json()})
+
+    def _carry_file(self) -> str:
+        return CARRY_FILE.format(f"_{self.ranks.rank}" if self.ranks.world > 1 else "")
+
+    def _resume(self, checkpoint: Path) -> None:
+        path = checkpoint / STATE_FILE
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            log.warning("sampling: no readable %s (%s); the curriculum starts afresh", path, exc)
+            return
+        self.batches, self.waiting = int(state["batches"]), int(state.get("waiting", 0))
+        self.totals.update(state["totals"])
+        self.groups.restore(state["groups"])
+        if (checkpoint / self._carry_file()).exists():
+            saved = torch.load(checkpoint / self._carry_file(), map_location="cpu", weights_only=True)
+            self.pool = [Group(g["tensors"], g["task_id"], True, g["born"]) for g in saved]
+        log.info("sampling: resumed from %s (%d groups waiting)", path, len(self.pool))
+
+
+def _detached(group: Group) -> Group:
+    """A group to keep past this batch: its own copy of its rows (not a view holding the whole round's tensors)."""
+    return Group({k: v.detach().clone() for k, v in group.tensors.items()}, group.task_id, group.signal, group.born)
+
+
+def _global_max(trainer: Any, value: int) -> int:
+    """The largest `value` over the processes (a collective: every process calls it the same number of times)."""
+    gathered = trainer.accelerator.gather(torch.tensor([value], device=trainer.accelerator.device))
+    return int(gathered.max())
