@@ -236,7 +236,7 @@ def test_the_slurm_renderer_refuses_bad_settings_in_one_line(tmp_path):
 # ---------------------------------------------------------------------------------------------- container
 def test_the_container_recipe_builds_with_bootstrap_and_runs_with_what_the_doctor_asks_for():
     dockerfile = (DEPLOY / "Dockerfile").read_text()
-    assert "deploy/bootstrap.sh --venv /opt/azr/.venv --no-gpu --skip-doctor" in dockerfile
+    assert 'deploy/bootstrap.sh --venv "$AZR_HOME/.venv" --no-gpu --skip-doctor' in dockerfile
     assert re.search(r"^USER azr$", dockerfile, re.M)  # bwrap needs no privileges of its own
     flags = set(re.findall(r"--security-opt ([\w=]+)", dockerfile))
     assert flags == {"seccomp=unconfined", "systempaths=unconfined", "apparmor=unconfined", "unmask=ALL"}
