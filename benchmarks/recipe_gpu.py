@@ -26,32 +26,11 @@ import threading
 import time
 from pathlib import Path
 
-# Qwen2.5-Coder-7B/1.5B (Instruct) shapes, as published in their config.json.
+from recipe_memory import ARCHS  # the published shapes, one table for both GPU benchmarks
+
 SHAPES = {
-    "qwen2.5-coder-7b": dict(
-        hidden_size=3584,
-        intermediate_size=18944,
-        num_hidden_layers=28,
-        num_attention_heads=28,
-        num_key_value_heads=4,
-        vocab_size=152064,
-        max_position_embeddings=32768,
-        rope_theta=1_000_000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=False,
-    ),
-    "qwen2.5-coder-1.5b": dict(
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        vocab_size=151936,
-        max_position_embeddings=32768,
-        rope_theta=1_000_000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-    ),
+    "qwen2.5-coder-7b": ARCHS["Qwen/Qwen2.5-Coder-7B-Instruct"],
+    "qwen2.5-coder-1.5b": ARCHS["Qwen/Qwen2.5-Coder-1.5B-Instruct"],
 }
 # What a measurement changes in a recipe; everything else runs as shipped.
 MEASURE = [
@@ -72,14 +51,13 @@ def _say(message: str) -> None:
 def build_random_model(shape: str, out: Path) -> Path:
     """A random-init Qwen2 causal LM of `shape` in bfloat16 with the tiny model's tokenizer, saved to `out`."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
     from azr.models import build_tiny_model
 
     tokenizer_dir = build_tiny_model(out / "tokenizer-source")  # the tokenizer and chat template azr tests with
     config = json.loads((tokenizer_dir / "config.json").read_text())
-    qwen = Qwen2Config(
-        **SHAPES[shape],
+    qwen = SHAPES[shape].qwen2_config(
         bos_token_id=None,
         eos_token_id=config["eos_token_id"],
         pad_token_id=config["pad_token_id"],

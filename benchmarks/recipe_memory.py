@@ -78,6 +78,24 @@ class Arch:
     def kv_bytes_per_token(self) -> int:
         return self.layers * 2 * self.kv_heads * self.head_dim * 2  # K and V, bf16
 
+    def qwen2_config(self, **extra):
+        """transformers' Qwen2Config of this shape (random weights of it need no download); `extra` adds fields."""
+        from transformers import Qwen2Config
+
+        return Qwen2Config(
+            vocab_size=self.vocab,
+            hidden_size=self.hidden,
+            intermediate_size=self.intermediate,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            tie_word_embeddings=self.tied,
+            max_position_embeddings=32768,
+            rope_theta=1_000_000.0,
+            rms_norm_eps=1e-6,
+            **extra,
+        )
+
 
 ARCHS = {
     "Qwen/Qwen2.5-Coder-1.5B-Instruct": Arch(1536, 8960, 28, 12, 2, 128, 151936, tied=True),
@@ -162,22 +180,13 @@ def measure(recipe: Path) -> dict[str, float]:
     random weights of its architecture."""
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig, Qwen2Config
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     cfg = load_config(recipe)
     arch, grpo = ARCHS[cfg.model.name_or_path], cfg.grpo
     micro, spg = int(grpo["per_device_train_batch_size"]), int(grpo["steps_per_generation"])
     completion = int(grpo["max_completion_length"])
-    config = Qwen2Config(
-        vocab_size=arch.vocab,
-        hidden_size=arch.hidden,
-        intermediate_size=arch.intermediate,
-        num_hidden_layers=arch.layers,
-        num_attention_heads=arch.heads,
-        num_key_value_heads=arch.kv_heads,
-        tie_word_embeddings=arch.tied,
-        max_position_embeddings=32768,
-    )
+    config = arch.qwen2_config()
     with tempfile.TemporaryDirectory() as folder:
         with torch.device("cuda"):
             model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
