@@ -86,7 +86,6 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: i
         grpo_rows,
         on_gpu,
         sequence_lengths,
-        template_kwargs,
     )
     from azr.training.sampling import build_sampling
 
@@ -120,7 +119,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: i
         seed=cfg.seed,
     )
     started = time.perf_counter()
-    completions = generate_completions(trainer.model, tokenizer, tasks, measure, template_kwargs(cfg))
+    completions = generate_completions(trainer.model, tokenizer, tasks, measure, cfg.template_kwargs())
     scored = score_completions(funcs, weights, grader, tasks, completions)
     return {
         "arm": arm,

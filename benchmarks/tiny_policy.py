@@ -38,7 +38,7 @@ def warm_start(cfg: AzrConfig, tmp: Path, grader) -> tuple[str, float, int]:
     from transformers import set_seed
 
     from azr.models import build_tiny_model, quiet_third_party
-    from azr.training import find_near_misses, on_gpu, run_sft, sft_args, sft_dataset, template_kwargs
+    from azr.training import find_near_misses, on_gpu, run_sft, sft_args, sft_dataset
 
     started = time.perf_counter()
     base = build_tiny_model(tmp / "tiny-model", seed=cfg.seed)
@@ -47,7 +47,7 @@ def warm_start(cfg: AzrConfig, tmp: Path, grader) -> tuple[str, float, int]:
     model, tokenizer = load_policy(cfg, str(base))
     tasks = training_tasks(cfg, tokenizer)
     misses = find_near_misses(tasks, grader, cfg.sft.near_misses, cfg.seed) if cfg.sft.near_misses else {}
-    dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), misses)
+    dataset = sft_dataset(tasks, tokenizer, cfg.template_kwargs(), misses)
     args = sft_args(dataclasses.replace(cfg, output_dir=str(tmp)), cpu=not on_gpu())  # checkpoints in tmp/sft
     final = run_sft(model, tokenizer, dataset, args, None, [], None, tmp / "sft" / "final")
     return str(final), time.perf_counter() - started, len(dataset)

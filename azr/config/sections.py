@@ -194,3 +194,8 @@ class AzrConfig:
     absolute_zero: AbsoluteZeroConfig = field(
         factory=AbsoluteZeroConfig, help="The propose/solve mode (mode: absolute_zero)."
     )
+
+    def template_kwargs(self) -> dict[str, Any]:
+        """The chat template's arguments for the policy's prompts: grpo.chat_template_kwargs with the thinking
+        switch; the same in training, the pass-rate measure, evaluation and azr gen."""
+        return {**self.grpo.get("chat_template_kwargs", {}), "enable_thinking": self.thinking.policy}

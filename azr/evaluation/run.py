@@ -168,9 +168,7 @@ def eval_config_from_flags(
         if endpoint
         else None
     )
-    template_kwargs = {}
-    if recipe:
-        template_kwargs = {**recipe.grpo.get("chat_template_kwargs", {}), "enable_thinking": recipe.thinking.policy}
+    template_kwargs = recipe.template_kwargs() if recipe else {}
     # --vllm, or a recipe that generates through vLLM: its vllm: section says how to start the server
     sidecar = (recipe.vllm if recipe else VllmConfig()) if vllm or (recipe and recipe.vllm.mode != "off") else None
     return EvalConfig(

@@ -81,15 +81,11 @@ def gen_settings(cfg: AzrConfig, kind: str) -> dict[str, Any]:
         "max_tokens": gen.max_tokens,
         "max_new_tokens": gen.max_new_tokens,
         "seed": cfg.seed,
-        "chat_template_kwargs": _template_kwargs(cfg),
+        "chat_template_kwargs": cfg.template_kwargs(),
         "answer_format": cfg.answer_format,
         "tools": list(cfg.tools.names),
     }
     return {"model": model, "sampling": sampling}
-
-
-def _template_kwargs(cfg: AzrConfig) -> dict[str, Any]:
-    return {**cfg.grpo.get("chat_template_kwargs", {}), "enable_thinking": cfg.thinking.policy}
 
 
 def build_policy(cfg: AzrConfig, kind: str, stack: ExitStack) -> Any:
@@ -135,7 +131,7 @@ def _local_policy(cfg: AzrConfig, sampling: Sampling) -> LocalPolicy:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, adapter)
-    return LocalPolicy(model, tokenizer, sampling, _template_kwargs(cfg), cfg.model.name_or_path)
+    return LocalPolicy(model, tokenizer, sampling, cfg.template_kwargs(), cfg.model.name_or_path)
 
 
 def episode_seed(seed: int, task_id: str, sample: int) -> int:

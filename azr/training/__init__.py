@@ -11,7 +11,6 @@ from azr.training.args import (
     reward_weights,
     sequence_lengths,
     sft_args,
-    template_kwargs,
 )
 from azr.training.preflight import check_recipe
 from azr.training.run import check_sandbox, fit_tasks, grpo_dataset, grpo_rows, run_train
@@ -49,7 +48,6 @@ __all__ = [
     "sequence_lengths",
     "sft_args",
     "sft_dataset",
-    "template_kwargs",
     "write_summary",
 ]
 

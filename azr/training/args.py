@@ -92,10 +92,6 @@ def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
     return {"max_completion_length": completion, "max_seq_length": completion + 2048}
 
 
-def template_kwargs(cfg: AzrConfig) -> dict[str, Any]:
-    return {**cfg.grpo.get("chat_template_kwargs", {}), "enable_thinking": cfg.thinking.policy}
-
-
 def grpo_args(cfg: AzrConfig, weights: Sequence[float], cpu: bool):
     """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, CPU defaults, and the
     fields of TRL's vLLM modes for `vllm.mode` server and colocate (the server's URL and port filled in later by
@@ -114,7 +110,7 @@ def grpo_args(cfg: AzrConfig, weights: Sequence[float], cpu: bool):
                 log.warning("grpo.%s: no GPU here, so training runs on the CPU in float32 (%s=false)", half, half)
         values.update(use_cpu=True, bf16=False, fp16=False)
     values["max_completion_length"] = sequence_lengths(cfg)["max_completion_length"]
-    values["chat_template_kwargs"] = template_kwargs(cfg)
+    values["chat_template_kwargs"] = cfg.template_kwargs()
     if values.get("reward_weights") is None:
         values["reward_weights"] = list(weights)
     if len(values["reward_weights"]) != len(weights):

@@ -11,7 +11,7 @@ from typing import Any
 
 from azr.config import AzrConfig
 from azr.logs import JsonlWriter
-from azr.training.args import TrainerArgs, template_kwargs
+from azr.training.args import TrainerArgs
 from azr.training.ranks import Ranks
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def pass_rate_measurer(cfg: AzrConfig, args: TrainerArgs, funcs, weights, grader
         seed=cfg.seed,
         **grpo_sampling(args.grpo),
     )
-    template = template_kwargs(cfg)
+    template = cfg.template_kwargs()
 
     def measure(model, phase: str, metrics: JsonlWriter | None) -> dict[str, Any]:
         started = time.monotonic()

@@ -29,7 +29,7 @@ from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_re
 from azr.sandbox import SandboxUnhealthy
 from azr.serving import Sidecar
 from azr.training.absolute_zero import absolute_zero_phase, warm_start_dataset
-from azr.training.args import TrainerArgs, set_fields, template_kwargs
+from azr.training.args import TrainerArgs, set_fields
 from azr.training.passrate import pass_rate_measurer
 from azr.training.preflight import check_recipe
 from azr.training.ranks import MainRounds, Ranks, replica_digests, sandbox_share, start_ranks
@@ -192,14 +192,14 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
         near_misses = run.ranks.broadcast(near_misses)  # every rank trains on the same rows
         log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
     if cfg.mode == "absolute_zero":  # the warm start teaches both roles on seed triplets
-        dataset = warm_start_dataset(cfg, out, tasks, tokenizer, template_kwargs(cfg))
+        dataset = warm_start_dataset(cfg, out, tasks, tokenizer, cfg.template_kwargs())
     elif episodes:
         from azr.tools import load_rollouts
         from azr.training.sft import rollout_dataset
 
         dataset = rollout_dataset(load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter))
     else:
-        dataset = sft_dataset(tasks, tokenizer, template_kwargs(cfg), near_misses)
+        dataset = sft_dataset(tasks, tokenizer, cfg.template_kwargs(), near_misses)
     checkpoint = run.resume.checkpoint if run.resume.phase == "sft" else None
     peft_config = build_peft_config(cfg.model.adapter, model)
     run_sft(model, tokenizer, dataset, run.args.sft, peft_config, callbacks, checkpoint, out / "sft" / "final")
