@@ -142,8 +142,12 @@ def sft_args(cfg: AzrConfig, cpu: bool):
         "save_total_limit": 1,
         "report_to": [],
         "lr_scheduler_type": "cosine",
-        **({"assistant_only_loss": True, "completion_only_loss": False} if cfg.sft.rollouts else {}),
-        **({} if cfg.sft.rollouts else {"completion_only_loss": True}),
+        # the loss on the assistant turns of recorded episodes, or on the completion after a task's prompt
+        **(
+            {"assistant_only_loss": True, "completion_only_loss": False}
+            if cfg.sft.rollouts
+            else {"completion_only_loss": True}
+        ),
         **cfg.sft.args,
     }
     if cpu:
