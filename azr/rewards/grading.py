@@ -18,7 +18,14 @@ from typing import Any, Literal
 
 from azr.config import SandboxConfig
 from azr.data import Task
-from azr.rewards.harness import TestPlan, build_program, harness_preload, plan_test, read_verdicts
+from azr.rewards.harness import (
+    TestPlan,
+    build_program,
+    harness_preload,
+    plan_test,
+    preloads_harness,
+    read_verdicts,
+)
 from azr.sandbox import Check, ExecResult, Limits, SandboxPool, open_pool, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
@@ -91,8 +98,9 @@ def grade_many(
     pairs: Sequence[tuple[Task, str]], pool: SandboxPool | None = None, limits: Limits | None = None
 ) -> list[Grade]:
     """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply."""
-    jobs = list(_jobs(pairs, limits or Limits()))
-    results = (pool or shared_pool()).map([job[2] for job in jobs], [job[3] for job in jobs])
+    pool = pool or shared_pool()
+    jobs = list(_jobs(pairs, limits or Limits(), preloads_harness(pool.preload)))
+    results = pool.map([job[2] for job in jobs], [job[3] for job in jobs])
     return [_grade(plans, nonce, result) for (plans, nonce, _, _), result in zip(jobs, results, strict=True)]
 
 
@@ -102,18 +110,21 @@ def grade_stream(
     """`grade_many` as a stream: each program is queued as soon as it is built (workers start on the first while the
     rest are planned), and each grade comes, in order, as soon as it and those before it are done."""
     jobs: list[tuple] = []
+    pool = pool or shared_pool()
 
     def programs() -> Iterator[tuple[str, Limits]]:
-        for job in _jobs(pairs, limits or Limits()):
+        for job in _jobs(pairs, limits or Limits(), preloads_harness(pool.preload)):
             jobs.append(job)
             yield job[2], job[3]
 
-    for index, result in enumerate((pool or shared_pool()).imap(programs())):  # every job is built by then
+    for index, result in enumerate(pool.imap(programs())):  # every job is built by then
         plans, nonce = jobs[index][:2]
         yield _grade(plans, nonce, result)
 
 
-def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits) -> Iterator[tuple[list[TestPlan], str, str, Limits]]:
+def _jobs(
+    pairs: Iterable[tuple[Task, str]], base: Limits, preloaded: bool
+) -> Iterator[tuple[list[TestPlan], str, str, Limits]]:
     """(plans, nonce, program, limits) per pair: a fresh nonce per program, the task's own limits."""
     random = b""
     for task, code in pairs:
@@ -121,7 +132,7 @@ def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits) -> Iterator[tuple[lis
         if not random:  # 128 random bits per program, drawn from the OS in batches (a syscall each is slow in VMs)
             random = secrets.token_bytes(16 * 256)
         nonce, random = random[:16].hex(), random[16:]
-        yield plans, nonce, build_program(code, plans, nonce), task_limits(task, base)
+        yield plans, nonce, build_program(code, plans, nonce, preloaded), task_limits(task, base)
 
 
 def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits | None = None) -> Grade:

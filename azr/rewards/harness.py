@@ -20,7 +20,7 @@ import builtins
 import functools
 import json
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
@@ -59,6 +59,9 @@ except ImportError:  # a pool that did not preload the harness
     import types
     {module} = types.ModuleType("{module}")
     exec(compile({source!r}, "<harness>", "exec"), {module}.__dict__)
+{module}.run({payload!r})
+"""
+_PRELOADED_PROGRAM = """import {module}
 {module}.run({payload!r})
 """
 
@@ -239,10 +242,19 @@ def _literal(node: ast.expr) -> tuple[bool, Any]:
         return False, None
 
 
-def build_program(code: str, plans: Sequence[TestPlan], nonce: str) -> str:
-    """The harness with its payload: the solution, the nonce and what each test sends; no expected value."""
+def build_program(code: str, plans: Sequence[TestPlan], nonce: str, preloaded: bool = False) -> str:
+    """The harness with its payload: the solution, the nonce and what each test sends; no expected value.
+    `preloaded`: for a pool whose workers preload `harness_preload()`, the program leaves out the harness's source
+    (about 5 KB that every program would otherwise carry through the pipe and compile)."""
     payload = json.dumps({"code": code, "nonce": nonce, "tests": [[p.kind, p.sent()] for p in plans]})
+    if preloaded:
+        return _PRELOADED_PROGRAM.format(module=RUNNER_MODULE, payload=payload)
     return _PROGRAM.format(module=RUNNER_MODULE, source=runner_source(), payload=payload)
+
+
+def preloads_harness(pool_preload: Mapping[str, str]) -> bool:
+    """Whether a pool's `preload` holds this harness (so its programs may leave the source out)."""
+    return pool_preload.get(RUNNER_MODULE) == runner_source()
 
 
 def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[str | None]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 ExecStatus = Literal["ok", "timeout", "memory", "crashed", "error"]
@@ -32,9 +32,20 @@ class Limits:
                 raise ValueError(f"Limits.{name} must be a finite positive number, got {value!r}")
 
     def to_wire(self) -> dict:
-        wire = asdict(self)
-        wire["cpu_s"] = self.cpu_s or self.wall_s
-        return wire
+        """What the worker needs: the wall limit and output caps it enforces, and the (resource, soft, hard) rlimits
+        the child sets on itself, worked out here so that the child does no arithmetic of its own."""
+        cpu = max(1, math.ceil(self.cpu_s or self.wall_s))
+        memory, file_size = self.memory_mb << 20, self.file_size_mb << 20
+        rlimits = [
+            ("RLIMIT_CORE", 0, 0),
+            ("RLIMIT_CPU", cpu, cpu + 1),  # the soft limit sends SIGXCPU (a timeout), the hard one SIGKILL
+            ("RLIMIT_AS", memory, memory),
+            ("RLIMIT_FSIZE", file_size, file_size),
+            ("RLIMIT_NOFILE", self.open_files, self.open_files),
+            ("RLIMIT_NPROC", self.processes, self.processes),
+        ]
+        return {"wall_s": self.wall_s, "output_bytes": self.output_bytes, "report_bytes": self.report_bytes,
+                "rlimits": rlimits}  # fmt: skip
 
 
 @dataclass

@@ -72,6 +72,7 @@ class FailingPool:
 
     def __init__(self, real=None, marker: str | None = None):
         self.real, self.marker = real, marker
+        self.preload = real.preload if real else {}  # what its programs may count on: the real pool's
         self.stats = {"runs": 0}
 
     def run(self, code, limits=None):

@@ -631,3 +631,18 @@ def test_the_preloaded_harness_gives_the_same_grades_as_the_one_each_program_com
 
     assert [key(g) for g in fast] == [key(g) for g in compiled] == [key(g) for g in streamed]
     assert {g.status for g in fast} >= {"passed", "failed", "crashed", "memory"}
+
+
+def test_programs_for_a_preloading_pool_leave_the_harness_source_out(pool):
+    """A pool that preloads this harness gets programs without its source (what else each would carry through the
+    pipe and compile); any other pool, the self-contained program."""
+    from azr.rewards.harness import harness_preload, preloads_harness, runner_source
+
+    plans = [plan_test("assert f(1) == 2")]
+    short, whole = (build_program(RIGHT, plans, "n" * 32, preloaded) for preloaded in (True, False))
+    assert "def run(payload)" not in short and len(short) < len(whole) - len(runner_source()) // 2
+    assert preloads_harness(harness_preload()) and not preloads_harness(pool.preload)
+    assert not preloads_harness({"_azr_harness": "def run(payload):\n    pass\n"})  # another harness: not ours
+    with open_pool("bwrap", workers=1, preload=harness_preload()) as preloaded:
+        result = preloaded.run(short, QUICK)
+    assert read_verdicts(result.report, "n" * 32, plans) == [None]
