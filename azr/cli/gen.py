@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from azr.cli.app import azr, config_options, require_config, setup_logging
-from azr.config import load_config
 
 
 @azr.command()
@@ -17,6 +16,8 @@ from azr.config import load_config
 @click.option("--vllm", is_flag=True, help="Start a vLLM server on model: (tool calling on) and generate with it.")
 def gen(config_path, overrides, out, resume, vllm) -> int:
     """Collect tool-using episodes (python_run, web_search, web_fetch), each graded, for SFT (azr-gen)."""
+    from azr.config import load_config
+
     require_config(config_path)
     cfg = load_config(config_path, overrides)
     setup_logging(cfg.logging.level)

@@ -8,8 +8,7 @@ from pathlib import Path
 import click
 
 from azr.cli.app import azr, setup_logging
-from azr.config import TOOL_NAMES, load_config
-from azr.errors import ConfigError
+from azr.errors import ConfigError, did_you_mean
 
 
 @azr.group()
@@ -18,7 +17,7 @@ def tool() -> None:
 
 
 @tool.command("call")
-@click.argument("name", type=click.Choice(TOOL_NAMES))
+@click.argument("name")  # checked against the config's TOOL_NAMES inside: `azr --help` imports no config
 @click.option(
     "--args", "arguments", required=True, metavar="JSON", help='The arguments, e.g. \'{"code": "print(1)"}\'.'
 )
@@ -26,7 +25,14 @@ def tool() -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a config field (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as one JSON object.")
 def tool_call(name, arguments, config_path, overrides, as_json) -> int:
-    """Call one tool; exit 0 when it succeeded, 1 when it failed or was refused, 2 for bad input."""
+    """Call the tool NAME (python_run, web_search or web_fetch); exit 0 when it succeeded, 1 when it failed or was
+    refused, 2 for bad input."""
+    from azr.config import TOOL_NAMES, load_config
+
+    if name not in TOOL_NAMES:
+        raise ConfigError(
+            f"NAME: unknown tool {name!r}{did_you_mean(name, TOOL_NAMES)}; one of {', '.join(TOOL_NAMES)}"
+        )
     try:
         parsed = json.loads(arguments)
     except ValueError as exc:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from azr.config import SandboxConfig, ToolsConfig
+from azr.config import TOOL_NAMES, SandboxConfig, ToolsConfig
 from azr.sandbox import open_pool
 from azr.tools import SCHEMAS, SPECS, Toolbox, neutralise
 
@@ -125,7 +125,9 @@ def test_tool_call_cli(cli, tmp_path, write):
     code, _, err = cli("tool", "call", "python_run", "--args", "{nope")
     assert code == 2 and "--args: not valid JSON" in err
     code, _, err = cli("tool", "call", "shell", "--args", "{}")
-    assert code == 2 and "shell" in err
+    assert code == 2 and "NAME: unknown tool 'shell'" in err and all(name in err for name in TOOL_NAMES)
+    code, out, _ = cli("tool", "call", "--help")
+    assert code == 0 and all(name in " ".join(out.split()) for name in TOOL_NAMES)  # the help names every tool
     recipe = write("r.yaml", "model: {name_or_path: x}\ntools: {python: {timeout_s: 0.5}}\n")
     code, out, _ = cli("tool", "call", "python_run", "--args", '{"code": "while True: pass"}', "--config", recipe)
     assert code == 1 and out.startswith("timeout")
