@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from azr.config.adapter import check_adapter
 from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, load_raw, parse_pairs, set_dotted
@@ -158,6 +156,8 @@ def _check_tools(cfg: AzrConfig) -> None:
 
 def dump_yaml(cfg: AzrConfig) -> str:
     """The resolved config as YAML, in schema order (what `save_config` writes and `azr config show` prints)."""
+    import yaml  # here, not at module level: see schema._loader
+
     return yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -18,8 +19,6 @@ import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from azr.errors import ConfigError, did_you_mean, show
 
@@ -30,47 +29,66 @@ class Raw(str):
     """A value typed on the command line, parsed only once its target type is known."""
 
 
-class _Loader(yaml.SafeLoader):
+class YamlSyntaxError(ValueError):
+    """A YAML text that does not parse: the parser's `problem` and the 1-based `line`, where it knows them."""
+
+    def __init__(self, problem: str | None, line: int | None, summary: str):
+        super().__init__(summary)
+        self.problem, self.line = problem, line
+
+
+@functools.cache
+def _loader() -> type:
     """YAML 1.2 core schema: `1e-5` is a float; `010` is ten; `no`, `1:30` and `2024-01-01` stay strings (PyYAML's
-    YAML 1.1 rules read them as False, 90 and a date). Duplicate keys are errors, not a silent last-one-wins."""
+    YAML 1.1 rules read them as False, 90 and a date). Duplicate keys are errors, not a silent last-one-wins. Built
+    on first use: PyYAML's import is most of the config's, and commands that read no YAML never pay for it."""
+    import yaml
 
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
 
+    def construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+        text = loader.construct_scalar(node)
+        if text.startswith(("0o", "0x")):
+            return int(text[2:], 8 if text[1] == "o" else 16)
+        return int(text, 10)
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in ("bool", "int", "float", "timestamp")]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-for _tag, _pattern in (
-    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-    (
-        "float",
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
-    ),
-):
-    _Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list("-+0123456789.tTfF"))
-
-
-def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
-    text = loader.construct_scalar(node)
-    if text.startswith(("0o", "0x")):
-        return int(text[2:], 8 if text[1] == "o" else 16)
-    return int(text, 10)
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    kept = ("bool", "int", "float", "timestamp")
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in kept]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    for tag, pattern in (
+        ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$"),
+        ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+        (
+            "float",
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        ),
+    ):
+        Loader.add_implicit_resolver(f"tag:yaml.org,2002:{tag}", re.compile(pattern), list("-+0123456789.tTfF"))
+    Loader.add_constructor("tag:yaml.org,2002:int", construct_int)
+    return Loader
 
 
 def yaml_load(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: no arbitrary objects
+    """`text` parsed by the core-schema loader (a SafeLoader: no arbitrary objects); YamlSyntaxError if it does not
+    parse."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_loader())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        raise YamlSyntaxError(getattr(exc, "problem", None), line, str(exc).splitlines()[0]) from None
 
 
 def field(
@@ -102,11 +120,9 @@ def load_raw(path: Path) -> dict[str, Any]:
         data = json.loads(text) if path.suffix == ".json" else yaml_load(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    except YamlSyntaxError as exc:
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {exc.problem or exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -287,11 +303,9 @@ def _parse_raw(value: Raw, where: str) -> Any:
     text = str(value)
     try:
         return yaml_load(text) if text.strip() else ""
-    except yaml.YAMLError as exc:
+    except YamlSyntaxError as exc:
         if text.lstrip().startswith(("[", "{")):  # meant as a list or mapping: say so rather than keep a string
-            raise ConfigError(
-                f"{where}: cannot parse {text!r}: {getattr(exc, 'problem', None) or 'bad syntax'}"
-            ) from None
+            raise ConfigError(f"{where}: cannot parse {text!r}: {exc.problem or 'bad syntax'}") from None
         return text
 
 

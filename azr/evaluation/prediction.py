@@ -12,7 +12,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from azr.absolute_zero import Judge, Rules, read_numbered, solver_messages, triplet_from_line
 from azr.config import SandboxConfig
 from azr.data import Problem, Task
 from azr.errors import DataError
@@ -29,6 +28,8 @@ def is_prediction_set(dataset: str) -> bool:
 def load_prediction_problems(dataset: str) -> list[Problem]:
     """Problems from the shipped set, or from the triplet file after `output-prediction:`; every line needs an
     output."""
+    from azr.absolute_zero import read_numbered, solver_messages  # the mode's package only where its set is asked for
+
     path_text = dataset.partition(":")[2]
     if path_text:
         numbered = read_numbered(Path(path_text))
@@ -61,6 +62,8 @@ def grade_predictions(
     """(passed, status, reason) per (problem, index, text, mode, error) item whose text is not None: `passed` when
     the judge finds the answer's literal equal to the output; `no_code` when the answer is not a literal in the
     format; `error` when the sandbox failed (retried on the next run)."""
+    from azr.absolute_zero import Judge, Rules, triplet_from_line
+
     judge = Judge(pool_from_config(sandbox), limits_from_config(sandbox), Rules(), 1, answer_format)
     jobs: list[Any] = [("deduction", triplet_from_line(p.triplet, p.id), text) for p, _, text, _, _ in items]
     statuses = {"correct": "passed", "wrong": "failed", "format": "no_code", "error": "error"}

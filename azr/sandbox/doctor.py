@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ class Check:
 def _planted() -> Iterator[dict[str, str]]:
     """A listener on host loopback, a fake key in our environment, and marker files in the host's temp dir, home
     and working directory (removed afterwards; a place we cannot write to is reported as not checked)."""
+    import socket  # here: the doctor is the sandbox's only user of sockets, and commands import this module
+
     secret = "sk-doctor-" + os.urandom(8).hex()
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
