@@ -30,11 +30,11 @@ except (ImportError, OSError):  # no ctypes: lose PDEATHSIG/subreaper/dumpable h
     _LIBC = None
 
 # Imported once by the worker so that each forked child finds them warm: the usual imports of a coding task.
-# Not `random`: it maps libcrypto (via hashlib), and every fork would pay for copying those page tables.
+# Not `random`: it maps libcrypto (via hashlib), and every fork would pay for copying those page tables. Not
+# `dataclasses` (no task or HumanEval solution imports it): with `inspect` it was two thirds of a worker's start.
 WARM_MODULES = (
     "bisect",
     "collections",
-    "dataclasses",
     "functools",
     "heapq",
     "itertools",
@@ -101,6 +101,8 @@ class Worker:
         # kill(-1) is a fast "everything but me and init" only inside a pid namespace of our own.
         own = pid_namespace()
         self.private_pids = own is not None and own != settings["host_pidns"]
+        # Where a program can write: the scratch space, and /dev/shm inside a namespace (ours alone there).
+        self.places = [self.scratch] + (["/dev/shm"] if self.private_pids and os.path.isdir("/dev/shm") else [])
         # Where nothing else bounds process counts (root without a pids cgroup), count them ourselves: inside our own
         # pid namespace /proc lists only the sandbox's processes.
         self.process_guard = settings.get("process_guard") if self.private_pids else None
@@ -115,7 +117,7 @@ class Worker:
 
     def run(self, request):
         self.count += 1
-        for place in self._places():  # a program may have changed their modes; the next one still gets them
+        for place in self.places:  # a program may have changed their modes; the next one still gets them
             os.chmod(place, 0o700)
         tag = f"{self.count}-{os.urandom(4).hex()}"  # unguessable: nothing can be planted for the next program
         run_dir = os.path.join(self.scratch, f"run-{tag}")
@@ -222,14 +224,10 @@ class Worker:
                             kill(child, signal.SIGKILL)
                 time.sleep(0.0005)
 
-    def _places(self):
-        """Where a program can write: the scratch space, and /dev/shm inside a namespace (ours alone there)."""
-        return [self.scratch] + (["/dev/shm"] if self.private_pids and os.path.isdir("/dev/shm") else [])
-
     def _wipe(self):
         """Remove everything the program could leave for the next one: files in every writable place and, inside
         our own namespaces, System V IPC objects (they would otherwise hold memory for as long as the worker)."""
-        for place in self._places():
+        for place in self.places:
             try:
                 os.chmod(place, 0o700)
                 names = os.listdir(place)
@@ -242,25 +240,33 @@ class Worker:
                 except OSError:
                     self.dirty = True
         if self.private_pids and _LIBC is not None:
-            removers = {
-                "shm": lambda ident: _LIBC.shmctl(ident, _IPC_RMID, None),
-                "sem": lambda ident: _LIBC.semctl(ident, 0, _IPC_RMID),
-                "msg": lambda ident: _LIBC.msgctl(ident, _IPC_RMID, None),
-            }
-            for kind, remove in removers.items():
+            for kind in ("shm", "sem", "msg"):
                 for ident in _ipc_ids(kind):
-                    if remove(ident) != 0:
+                    if _remove_ipc(kind, ident) != 0:
                         self.dirty = True
 
 
+def _remove_ipc(kind, ident):
+    if kind == "sem":
+        return _LIBC.semctl(ident, 0, _IPC_RMID)
+    return (_LIBC.shmctl if kind == "shm" else _LIBC.msgctl)(ident, _IPC_RMID, None)
+
+
 def _ipc_ids(kind):
-    """Identifiers of the System V IPC objects of one kind in our IPC namespace."""
+    """Identifiers of the System V IPC objects of one kind in our IPC namespace. Raw reads: this runs after every
+    program, and Python's io stack cost more than the reads themselves."""
+    chunks = []
     try:
-        with open(f"/proc/sysvipc/{kind}") as f:
-            rows = f.read().splitlines()[1:]
+        fd = os.open(f"/proc/sysvipc/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
     except OSError:
         return []
-    return [int(row.split()[1]) for row in rows if len(row.split()) > 1]
+    rows = (row.split() for row in b"".join(chunks).split(b"\n")[1:])
+    return [int(fields[1]) for fields in rows if len(fields) > 1]
 
 
 def remove_tree(path):
