@@ -139,6 +139,8 @@ def _instrumented(source: str, tree: ast.Module) -> TestPlan:
     """A statement test, with every `assert` whose conjuncts are all value checks (on the solution's output or a
     name bound to it) turned into reports compared here. Checks at the top level must report, so a forged
     completion without the values fails; a test with no such check stays a plain statement test."""
+    if not any(isinstance(node, ast.Assert) for node in tree.body):  # none at the top level: nothing can report
+        return TestPlan("statement", source)  # (HumanEval's `def check(...)` + call: the rewrite was its 0.3 ms)
     checks: list[ValueCheck] = []
     required: list[int] = []
     objects = frozenset(  # names the test binds to objects it constructs: their comparisons stay inside
