@@ -1,13 +1,15 @@
 """Every rollout counts (goals: with dynamic sampling <= 5% of trained groups without a difference, and wall time per
 trained group with a difference <= 0.8x TRL's plain sampling), side by side on the tiny demo.
 
-The same warm-started tiny policy (examples/tiny.yaml's warm start, built here unless --model is given) trains
-under GRPO for the same wall time in three arms: TRL's plain sampling (every generated group is trained), dynamic
-sampling (`sampling.dynamic`), and dynamic sampling with the curriculum (`curriculum.enabled`). All three run
-azr's trainer with the recipe's rewards graded in the sandbox; the plain arm only counts. A group "without a
-difference" is one whose graded completions all scored the same: zero advantage, no gradient. Each arm stops at the
-first generation-batch boundary past its time budget (or at the recipe's max_steps), then samples the train tasks
-at GRPO's own temperature to give the train pass rate at the end.
+The policy is the tiny demo's once training is under way: examples/tiny.yaml's warm start (built here unless --model
+is given), then the recipe's own GRPO run with plain sampling (`--burn-in-steps`, by default the recipe's max_steps:
+what `make demo` trains). From that policy, GRPO goes on for the same wall time in three arms: TRL's plain sampling
+(every generated group is trained), dynamic sampling (`sampling.dynamic`), and dynamic sampling with the curriculum
+(`curriculum.enabled`). All run azr's trainer with the recipe's rewards graded in the sandbox; the plain arm only
+counts. A group "without a difference" is one whose graded completions all scored the same: zero advantage, no
+gradient. Each arm stops at the first generation-batch boundary past its time budget (the recipe's max_steps does
+not apply to the arms), then samples the train tasks at GRPO's own temperature to give the train pass rate at the
+end. `--burn-in-steps 0` measures from the warm start instead, where the policy still fails much of the time.
 
 Figures per arm: steps, groups generated and trained, the share of trained groups without a difference, wall time
 per trained group with one, and the sampled train pass rate. Dynamic sampling trains what plain sampling trains and
@@ -16,7 +18,7 @@ times plain's: the 0.8 goal needs plain sampling to waste more than a fifth of i
 floor. The last line is
 `rollouts: zero-variance share plain P, dynamic D; wall per useful group dynamic/plain R`.
 
-Usage: python benchmarks/rollouts.py [--model DIR] [--seconds S] [--samples N] [--json]
+Usage: python benchmarks/rollouts.py [--model DIR] [--burn-in-steps N] [--seconds S] [--samples N] [--json]
 """
 
 from __future__ import annotations
@@ -73,23 +75,15 @@ def _budget(seconds: float):
     return Budget()
 
 
-def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: int, out: Path) -> dict[str, Any]:
-    """One arm from the policy on disk: its wall time, its sampler's counts, and the train pass rate at the end."""
+def _trainer(arm: str, cfg: AzrConfig, policy: str, pool, max_steps: int, callbacks: list, out: Path):
+    """azr's GRPO trainer for one arm, from the policy on disk: (trainer, sampling, rewards, tasks, tokenizer)."""
     from transformers import PrinterCallback, set_seed
 
-    from azr.evaluation import Sampling, generate_completions, score_completions
     from azr.rewards import build_rewards
-    from azr.training import (
-        AZRGRPOTrainer,
-        grpo_args,
-        grpo_dataset,
-        grpo_rows,
-        on_gpu,
-        sequence_lengths,
-    )
+    from azr.training import AZRGRPOTrainer, grpo_args, grpo_dataset, grpo_rows, on_gpu
     from azr.training.sampling import build_sampling
 
-    cfg = _arm_config(cfg, arm)
+    cfg = dataclasses.replace(_arm_config(cfg, arm), grpo={**cfg.grpo, "max_steps": max_steps})
     set_seed(cfg.seed)
     model, tokenizer = load_policy(cfg, policy)
     tasks = training_tasks(cfg, tokenizer)
@@ -102,12 +96,35 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: i
         args=grpo_args(dataclasses.replace(cfg, output_dir=str(out)), weights, cpu=not on_gpu()),
         train_dataset=grpo_dataset(tasks),
         processing_class=tokenizer,
-        callbacks=[_budget(seconds)],
+        callbacks=callbacks,
         grader=grader,
         observers=[sampling.observe],
         sampling=sampling,
     )
     trainer.remove_callback(PrinterCallback)
+    return trainer, sampling, (funcs, weights, grader), tasks, tokenizer
+
+
+def _burn_in(cfg: AzrConfig, policy: str, pool, steps: int, out: Path) -> tuple[str, float]:
+    """The recipe's GRPO run with plain sampling for `steps` steps (what `make demo` trains after its warm start),
+    saved as the arms' policy: (policy dir, seconds)."""
+    started = time.perf_counter()
+    trainer, *_, tokenizer = _trainer("plain", cfg, policy, pool, steps, [], out)
+    trainer.train()
+    trainer.save_model(str(out / "final"))
+    tokenizer.save_pretrained(str(out / "final"))
+    return str(out / "final"), time.perf_counter() - started
+
+
+def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: int, out: Path) -> dict[str, Any]:
+    """One arm from the policy on disk: its wall time, its sampler's counts, and the train pass rate at the end."""
+    from azr.evaluation import Sampling, generate_completions, score_completions
+    from azr.training import sequence_lengths
+
+    # The time budget ends every arm, never the recipe's step count.
+    trainer, sampling, (funcs, weights, grader), tasks, tokenizer = _trainer(
+        arm, cfg, policy, pool, 1_000_000, [_budget(seconds)], out
+    )
     started = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - started
@@ -145,6 +162,9 @@ def _print_table(report: dict[str, Any]) -> None:
         print(f"policy: {warm['policy']} (given)")
     else:
         print(f"policy: tiny model + SFT warm start ({warm['examples']} answers): {warm['seconds']:.1f} s")
+    burn_in = report["burn_in"]
+    if burn_in["steps"]:
+        print(f"then plain GRPO, the recipe's run: {burn_in['steps']} steps, {burn_in['seconds']:.1f} s")
     s = report["settings"]
     print(
         f"{s['seconds']:g} s of GRPO per arm; {s['groups_per_batch']} groups of {s['num_generations']} per generation "
@@ -182,7 +202,12 @@ def _load() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="an already warm-started full model (e.g. runs/tiny/sft/final); skips SFT")
-    parser.add_argument("--seconds", type=float, default=120.0, help="GRPO wall time per arm")
+    parser.add_argument(
+        "--burn-in-steps",
+        type=int,
+        help="plain GRPO steps before the arms (default: the recipe's max_steps, as `make demo`; 0: none)",
+    )
+    parser.add_argument("--seconds", type=float, default=90.0, help="GRPO wall time per arm")
     parser.add_argument("--samples", type=int, default=16, help="completions per task for the pass rate at the end")
     parser.add_argument("--arms", default="plain,dynamic,curriculum", help="comma-separated, from " + ",".join(ARMS))
     parser.add_argument("--config", default=str(TINY_RECIPE), help="recipe for model, data, grpo and sft settings")
@@ -218,6 +243,11 @@ def main() -> None:
             _say(f"warm start: {seconds:.1f} s")
         _, tokenizer = load_policy(cfg, policy)
         check_sandbox(training_tasks(cfg, tokenizer), grader)  # starts every worker, untimed
+        burn_in = {"steps": int(cfg.grpo.get("max_steps", 0)) if args.burn_in_steps is None else args.burn_in_steps}
+        if burn_in["steps"] > 0:
+            _say(f"burn-in: plain GRPO, {burn_in['steps']} steps ...")
+            policy, burn_in["seconds"] = _burn_in(cfg, policy, pool, burn_in["steps"], tmp / "burn-in")
+            _say(f"burn-in: {burn_in['seconds']:.1f} s")
         runs = []
         for i, arm in enumerate(arms):
             _say(f"arm {i + 1}/{len(arms)}: {arm}, {args.seconds:g} s ...")
@@ -243,6 +273,7 @@ def main() -> None:
             "load_end": _load(),
         },
         "warm_start": warm,
+        "burn_in": burn_in,
         "runs": runs,
         "wall_per_useful_ratio": by_arm["dynamic"]["wall_per_useful_group"] / by_arm["plain"]["wall_per_useful_group"],
     }
