@@ -60,9 +60,9 @@ def _loader() -> type:
             return int(text[2:], 8 if text[1] == "o" else 16)
         return int(text, 10)
 
-    kept = ("bool", "int", "float", "timestamp")
+    replaced = ("bool", "int", "float", "timestamp")  # PyYAML's YAML 1.1 resolvers for these go
     Loader.yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in kept]
+        first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in replaced]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
     for tag, pattern in (
