@@ -56,6 +56,8 @@ class Grade:
 
 def task_limits(task: Task, base: Limits) -> Limits:
     """`base`, with the task's own timeout and memory where it sets them."""
+    if not task.timeout_s and not task.memory_mb:  # the usual case, once per program: no new Limits to validate
+        return base
     return dataclasses.replace(base, wall_s=task.timeout_s or base.wall_s, memory_mb=task.memory_mb or base.memory_mb)
 
 
@@ -99,7 +101,7 @@ def grade_many(
 ) -> list[Grade]:
     """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply."""
     pool = pool or shared_pool()
-    jobs = list(_jobs(pairs, limits or Limits(), preloads_harness(pool.preload)))
+    jobs = list(_jobs(pairs, limits or Limits(), pool))
     results = pool.map([job[2] for job in jobs], [job[3] for job in jobs])
     return [_grade(plans, nonce, result) for (plans, nonce, _, _), result in zip(jobs, results, strict=True)]
 
@@ -113,7 +115,7 @@ def grade_stream(
     pool = pool or shared_pool()
 
     def programs() -> Iterator[tuple[str, Limits]]:
-        for job in _jobs(pairs, limits or Limits(), preloads_harness(pool.preload)):
+        for job in _jobs(pairs, limits or Limits(), pool):
             jobs.append(job)
             yield job[2], job[3]
 
@@ -123,9 +125,10 @@ def grade_stream(
 
 
 def _jobs(
-    pairs: Iterable[tuple[Task, str]], base: Limits, preloaded: bool
+    pairs: Iterable[tuple[Task, str]], base: Limits, pool: SandboxPool
 ) -> Iterator[tuple[list[TestPlan], str, str, Limits]]:
-    """(plans, nonce, program, limits) per pair: a fresh nonce per program, the task's own limits."""
+    """(plans, nonce, program, limits) per pair for `pool`: a fresh nonce per program, the task's own limits."""
+    preloaded = preloads_harness(pool.preload)
     random = b""
     for task, code in pairs:
         plans = [plan_test(t) for t in task.tests]

@@ -44,8 +44,8 @@ class Limits:
             ("RLIMIT_NOFILE", self.open_files, self.open_files),
             ("RLIMIT_NPROC", self.processes, self.processes),
         ]
-        return {"wall_s": self.wall_s, "output_bytes": self.output_bytes, "report_bytes": self.report_bytes,
-                "rlimits": rlimits}  # fmt: skip
+        caps = {"wall_s": self.wall_s, "output_bytes": self.output_bytes, "report_bytes": self.report_bytes}
+        return {**caps, "rlimits": rlimits}
 
 
 @dataclass
