@@ -80,8 +80,8 @@ def _trainer(arm: str, cfg: AzrConfig, policy: str, pool, max_steps: int, callba
     from transformers import PrinterCallback, set_seed
 
     from azr.rewards import build_rewards
+    from azr.rollouts import build_sampling
     from azr.training import AZRGRPOTrainer, grpo_args, grpo_dataset, grpo_rows, on_gpu
-    from azr.training.sampling import build_sampling
 
     cfg = dataclasses.replace(_arm_config(cfg, arm), grpo={**cfg.grpo, "max_steps": max_steps})
     set_seed(cfg.seed)

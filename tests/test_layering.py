@@ -1,9 +1,9 @@
 """The house rules of azr/: packages import one way, through each other's faces, and the light ones stay light.
 
 `ALLOWED` is the table of edges between packages (a package may always import its own modules). Read it as
-"these are the packages this one may use": sandbox <- rewards <- training <- cli; remote <- selfplay / evaluation /
-tools; models <- training / evaluation / tools; tools <- training; rewards <- absolute_zero <- training / evaluation /
-cli. Nothing imports cli.
+"these are the packages this one may use": sandbox <- rewards <- training <- cli; rollouts <- training; remote <-
+selfplay / evaluation / tools; models <- training / evaluation / tools; tools <- training; rewards <- absolute_zero <-
+training / evaluation / cli. Nothing imports cli.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "models": {"config", "data"},
     "remote": set(),
     "serving": {"config"},
+    "rollouts": {"config"},
     "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "selfplay": {"data", "remote", "rewards"},
     "absolute_zero": {"config", "data", "rewards", "sandbox"},
@@ -40,6 +41,7 @@ ALLOWED: dict[str, set[str]] = {
         "evaluation",
         "models",
         "rewards",
+        "rollouts",
         "sandbox",
         "selfplay",
         "serving",

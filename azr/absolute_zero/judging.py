@@ -10,15 +10,15 @@ proposer's learnability samples and the solver's rows that share an answer run o
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from azr.absolute_zero.triplets import TaskType, Triplet, split_pairs
-from azr.absolute_zero.validation import SANDBOX_ERROR, HealthCounter, Rules, harness_limits, run_payloads
+from azr.absolute_zero.validation import SANDBOX_ERROR, Rules, harness_limits, run_payloads
 from azr.config import AbsoluteZeroConfig, SandboxConfig
 from azr.prompts import AnswerFormat, parse_answer
-from azr.rewards import limits_from_config, pool_from_config
+from azr.rewards import InfraFailures, limits_from_config, pool_from_config
 from azr.sandbox import Limits, SandboxPool
 
 Verdict = Literal["correct", "wrong", "format", "error"]
@@ -50,7 +50,7 @@ class Judge:
     ):
         self.pool, self.rules, self.shown, self.answer_format = pool, rules, induction_shown, answer_format
         self.limits = harness_limits(limits, rules)
-        self.health = HealthCounter(max_rate)
+        self.health = InfraFailures(max_rate)
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple, Outcome] = OrderedDict()
 
@@ -70,8 +70,8 @@ class Judge:
         unread = Outcome("format", "no answer in the asked format")
         return [unread if k[3] is None else fresh.get(k) or self._cache[k] for k in keys]
 
-    def check(self) -> None:
-        self.health.check()
+    def check(self, total: Callable[[int, int], list[float]] | None = None) -> None:
+        self.health.check(total)
 
     def _payload(self, kind: TaskType, triplet: Triplet, code: str) -> dict[str, Any]:
         fields: dict[str, Any] = {"type": kind, "answer": code}

@@ -15,15 +15,15 @@ import dataclasses
 import json
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from azr.absolute_zero.triplets import Triplet
 from azr.config import DEFAULT_IMPORTS, AbsoluteZeroConfig, SandboxConfig
-from azr.rewards import limits_from_config, pool_from_config
-from azr.sandbox import ExecResult, Limits, SandboxPool, SandboxUnhealthy
+from azr.rewards import InfraFailures, limits_from_config, pool_from_config
+from azr.sandbox import ExecResult, Limits, SandboxPool
 
 log = logging.getLogger(__name__)
 
@@ -86,38 +86,18 @@ class Verdict:
         return self.reason == SANDBOX_ERROR
 
 
-class HealthCounter:
-    """Infrastructure failures per batch of sandbox runs; `check` raises once a batch passed the limit."""
-
-    def __init__(self, max_rate: float):
-        self.max_rate, self.runs, self.errors, self.stop_reason = max_rate, 0, 0, ""
-
-    def account(self, results: Sequence[ExecResult]) -> None:
-        errors = sum(r.status == "error" for r in results)
-        self.runs += len(results)
-        self.errors += errors
-        if errors:
-            log.warning("absolute_zero: %d of %d sandbox runs failed for infrastructure reasons", errors, len(results))
-        if results and errors / len(results) > self.max_rate:
-            self.stop_reason = (
-                f"{errors} of {len(results)} sandbox runs in one batch failed for infrastructure reasons "
-                f"(limit sandbox.max_infra_failure_rate={self.max_rate:g})"
-            )
-
-    def check(self) -> None:
-        if self.stop_reason:
-            raise SandboxUnhealthy(self.stop_reason)
-
-
 def run_payloads(
-    payloads: Sequence[dict[str, Any]], pool: SandboxPool, limits: Limits, health: HealthCounter
+    payloads: Sequence[dict[str, Any]], pool: SandboxPool, limits: Limits, health: InfraFailures
 ) -> list[dict[str, Any] | str]:
     """The harness's report for each payload, or how the sandbox run ended instead ('timeout', 'memory',
     'error' for the program; SANDBOX_ERROR for the sandbox's own failure)."""
     nonces = [secrets.token_hex(16) for _ in payloads]
     codes = [harness_program({**p, "nonce": n}) for p, n in zip(payloads, nonces, strict=True)]
     results = pool.map(codes, limits) if codes else []
-    health.account(results)
+    errors = sum(r.status == "error" for r in results)
+    if errors:
+        log.warning("absolute_zero: %d of %d sandbox runs failed for infrastructure reasons", errors, len(results))
+    health.account(errors, len(results))
     return [_report(result, nonce) for result, nonce in zip(results, nonces, strict=True)]
 
 
@@ -160,7 +140,7 @@ class Validator:
     def __init__(self, pool: SandboxPool, limits: Limits, rules: Rules, max_rate: float):
         self.pool, self.rules = pool, rules
         self.limits = harness_limits(limits, rules, runs=2)
-        self.health = HealthCounter(max_rate)
+        self.health = InfraFailures(max_rate)
 
     def validate(self, triplets: Sequence[Triplet]) -> list[Verdict]:
         """A verdict per triplet. Given outputs (a checked file) must match what the program returns."""
@@ -176,8 +156,8 @@ class Validator:
         reports = run_payloads(payloads, self.pool, self.limits, self.health)
         return [_verdict(t, r) for t, r in zip(triplets, reports, strict=True)]
 
-    def check(self) -> None:
-        self.health.check()
+    def check(self, total: Callable[[int, int], list[float]] | None = None) -> None:
+        self.health.check(total)
 
 
 def _verdict(triplet: Triplet, report: dict[str, Any] | str) -> Verdict:

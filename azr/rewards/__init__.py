@@ -23,11 +23,13 @@ from azr.rewards.grading import (
     validate_references,
     verdict_check,
 )
+from azr.rewards.health import InfraFailures
 
 __all__ = [
     "REWARDS",
     "CodeGrader",
     "Grade",
+    "InfraFailures",
     "SelfPlayReward",
     "build_rewards",
     "check_rewards",

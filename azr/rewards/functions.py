@@ -22,7 +22,8 @@ from azr.data import Task
 from azr.errors import ConfigError
 from azr.prompts import Answer, AnswerFormat, completion_text, parse_answer
 from azr.rewards.grading import Grade, grade_many, limits_from_config, pool_from_config
-from azr.sandbox import Limits, SandboxPool, SandboxUnhealthy
+from azr.rewards.health import InfraFailures
+from azr.sandbox import Limits, SandboxPool
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +64,11 @@ class CodeGrader:
         cache_size: int = 4096,
     ):
         self.pool, self.limits, self.answer_format = pool, limits, answer_format
-        self.max_infra_failure_rate = max_infra_failure_rate
+        self.health = InfraFailures(max_infra_failure_rate)
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple, Outcome] = OrderedDict()
         self._last_keys: list[tuple] = []
         self.last_details: list[dict[str, Any]] = []
-        self.runs = self.infra_errors = 0
-        self._unchecked = (0, 0)  # (infrastructure errors, runs) graded since the last `check`
-        self.stop_reason = ""  # set by `check` once the failure rate passed the limit
 
     def grade_answers(self, jobs: Sequence[tuple[Task, str]]) -> list[tuple[str | None, Grade | None]]:
         """A remote model's answers (opponent, teacher): each text's code (None: nothing runnable) and its grade
@@ -118,29 +116,14 @@ class CodeGrader:
 
     def _account(self, grades: list[Grade]) -> None:
         errors = sum(g.status == "error" for g in grades)
-        self.runs += len(grades)
-        self.infra_errors += errors
-        self._unchecked = (self._unchecked[0] + errors, self._unchecked[1] + len(grades))
+        self.health.account(errors, len(grades))
         if errors:
             reasons = {g.failures[-1] if g.failures else "unknown" for g in grades if g.status == "error"}
             log.warning("sandbox infrastructure failures: %d of %d runs (%s)", errors, len(grades), "; ".join(reasons))
 
-    def check(self, total: Callable[[int, int], tuple[float, float]] | None = None) -> None:
-        """Raise SandboxUnhealthy once the runs graded since the last check (one training step's batch) failed for
-        infrastructure reasons past the limit: the caller stops the run. With several processes, `total` sums
-        (errors, runs) over them: each grades its own rows, and all must stop together, or a healthy rank would
-        wait forever for the others in its next collective."""
-        errors, runs = self._unchecked
-        self._unchecked = (0, 0)
-        if total is not None:
-            errors, runs = (int(n) for n in total(errors, runs))
-        if runs and errors / runs > self.max_infra_failure_rate:
-            self.stop_reason = (
-                f"{errors} of {runs} sandbox runs in one batch failed for infrastructure reasons "
-                f"(limit sandbox.max_infra_failure_rate={self.max_infra_failure_rate:g})"
-            )
-        if self.stop_reason:
-            raise SandboxUnhealthy(self.stop_reason)
+    def check(self, total: Callable[[int, int], list[float]] | None = None) -> None:
+        """SandboxUnhealthy once the runs graded since the last check failed past the limit (`InfraFailures`)."""
+        self.health.check(total)
 
 
 def _tests_cell(cell: Any, row: int) -> list[str]:

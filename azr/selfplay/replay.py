@@ -1,7 +1,7 @@
 """Self-play's sources of extra prompt groups for the training batches: hinted retries (the teacher's hints) and
 frontier replay (tasks the policy failed and has not solved since).
 
-Each is a source for the one group sampler (`azr.training.groups.GroupSampler`), which decides where and how many of
+Each is a source for the one group sampler (`azr.rollouts.GroupSampler`), which decides where and how many of
 their groups enter a batch, each whole; a source only says which rows it would give and counts what it gave. Neither
 touches completions or rewards, calls a model or runs code.
 """

@@ -143,7 +143,7 @@ def absolute_zero_phase(run: Any, model, tokenizer, tasks: list[Task], policy_di
     from transformers import PrinterCallback
 
     from azr.models import build_peft_config
-    from azr.training.absolute_zero_trainer import AbsoluteZeroTrainer, CheckSandboxHealth, TrainerGenerator, az_records
+    from azr.training.absolute_zero_trainer import AbsoluteZeroTrainer, TrainerGenerator, az_records
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
     from azr.training.run import finish_grpo
 
@@ -175,9 +175,9 @@ def absolute_zero_phase(run: Any, model, tokenizer, tasks: list[Task], policy_di
             record,
             run.console.callback("grpo"),
             SaveBesideCheckpoints(state),
-            CheckSandboxHealth(validator, judge),
         ],
         grader=None,
+        health=[validator, judge],
         observers=observers,
         rollout=rollout,
         baseline=az.baseline,

@@ -4,7 +4,7 @@ generation-log records.
 The rollout (`azr.absolute_zero.Rollout`) is TRL's public `rollout_func` hook: TRL hands it a generation batch of
 slot rows and trains on the prompt and completion ids it returns, merging its other columns into the rows the
 rewards read. It generates through `TrainerGenerator`, which calls the trainer's own tokenisation and generation
-(`_tokenize_prompts`, `_generate_single_turn`: private TRL methods whose contract tests/training pins), so every
+(through `azr.rollouts.TrainerBatches`, whose use of TRL's private methods tests/rollouts pins), so every
 sample, the proposer's learnability samples included, is drawn at the training temperature by the same backend
 (transformers or vLLM) as the rows TRL trains on. Advantages are TRL's own with `baseline: group`; with
 `type_role` they are recomputed from the same rewards, normalised per (task type, role) over the batch.
@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 from accelerate.utils import gather_object
-from transformers import TrainerCallback
 from trl.trainer.utils import nanstd
 
 from azr.absolute_zero import Generation
+from azr.rollouts import TrainerBatches
 from azr.training.trainer import AZRGRPOTrainer, ScoredBatch
 
 
@@ -34,10 +34,7 @@ class TrainerGenerator:
 
     def __call__(self, conversations: list[list[dict[str, str]]], n: int) -> Generation:
         prompts = [c for c in conversations for _ in range(n)]  # TRL's contract: each prompt n times, in a row
-        prompt_ids, _, fields = self.trainer._tokenize_prompts(prompts)
-        completion_ids, logprobs = self.trainer._generate_single_turn(prompt_ids, None, fields, n)
-        texts = self.trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
-        return Generation([list(p) for p in prompt_ids], [list(c) for c in completion_ids], logprobs, list(texts))
+        return Generation(*TrainerBatches(self.trainer).generate(prompts, n))
 
 
 def type_role_advantages(rewards: torch.Tensor, keys: Sequence[str], scale: bool) -> torch.Tensor:
@@ -91,17 +88,6 @@ class AbsoluteZeroTrainer(AZRGRPOTrainer):
         if "train_runtime" not in logs:
             logs = {**logs, **self.rollout.metrics()}
         super().log(logs, start_time)
-
-
-class CheckSandboxHealth(TrainerCallback):
-    """Stop at the end of a step whose validation or judging passed the infrastructure failure limit."""
-
-    def __init__(self, *checked: Any):
-        self.checked = checked
-
-    def on_step_end(self, args, state, control, **kwargs):
-        for item in self.checked:
-            item.check()
 
 
 def az_records(batch: ScoredBatch, rewards: Sequence[Any]) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """Trainer callbacks for a run's outputs: `metrics.jsonl`, the rich progress bar, the final summary table, and
-extra state saved beside each checkpoint.
+extra state saved beside each checkpoint, and the stop on an unhealthy sandbox.
 
 Owns the names of the metrics azr writes (one JSON object per logging step, TRL's own keys kept beside them) and
 what the console shows. It computes nothing the trainers do not already measure, except rates over wall time.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,20 @@ class SaveBesideCheckpoints(TrainerCallback):
         folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if (self.every_rank or state.is_world_process_zero) and folder.is_dir():
             self.target.save(folder)
+
+
+class SandboxHealth(TrainerCallback):
+    """Stop at the end of the step whose sandbox runs failed for infrastructure reasons past the limit: calls
+    `check(total)` of each of `checked` (the rewards' code grader; Absolute Zero's validator and judge, each counting
+    with `azr.rewards.InfraFailures`), which raises SandboxUnhealthy. `total` sums (errors, runs) over the
+    processes first, so that every rank stops at the same step."""
+
+    def __init__(self, checked: Sequence[Any], total: Callable[..., list[float]] | None = None):
+        self.checked, self.total = list(checked), total
+
+    def on_step_end(self, args, state, control, **kwargs):
+        for item in self.checked:
+            item.check(self.total)
 
 
 def make_progress(console: Console) -> Progress:

@@ -26,13 +26,14 @@ from azr.errors import ConfigError
 from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
+from azr.rollouts import MainRounds
 from azr.sandbox import SandboxUnhealthy
 from azr.serving import Sidecar
 from azr.training.absolute_zero import absolute_zero_phase, warm_start_dataset
 from azr.training.args import TrainerArgs, set_fields
 from azr.training.passrate import pass_rate_measurer
 from azr.training.preflight import check_recipe
-from azr.training.ranks import MainRounds, Ranks, replica_digests, sandbox_share, start_ranks
+from azr.training.ranks import Ranks, replica_digests, sandbox_share, start_ranks
 from azr.training.state import Resume, RunState, resolve_resume, write_summary
 
 log = logging.getLogger(__name__)
@@ -210,10 +211,10 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
     from transformers import PrinterCallback
 
     from azr.models import build_peft_config
+    from azr.rollouts import build_sampling
     from azr.tools import build_toolbox
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
     from azr.training.generation import use_generation_backend
-    from azr.training.sampling import build_sampling
     from azr.training.trainer import AZRGRPOTrainer
 
     cfg, generations = run.cfg, run.generations

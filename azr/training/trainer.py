@@ -2,9 +2,9 @@
 
 Owns masking completions that could not be graded, timing the reward stage, handing each scored batch to observers
 (the generation log, the scoreboard), calling a self-play round's hooks (`azr.selfplay.Arena`) around generation,
-and handing generation to a `RolloutFilter` (`azr.training.sampling`: the group sampler's prompts, dynamic
-sampling). It does not generate, compute advantages or the loss differently from TRL, and it knows nothing of
-config files.
+and handing generation to a `RolloutFilter` (`azr.rollouts`: the group sampler's prompts, dynamic sampling),
+which sees the trainer only through `azr.rollouts.TrainerBatches`. It does not generate, compute advantages or the
+loss differently from TRL, and it knows nothing of config files.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from typing import Any
 
 import torch
 from accelerate.utils import gather_object
-from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from azr.models import keep_vectors_fp32
 from azr.prompts import completion_text, last_user_message
 from azr.rewards import CodeGrader
+from azr.rollouts import TrainerBatches
+from azr.training.callbacks import SandboxHealth
 
 
 @dataclass
@@ -74,19 +75,20 @@ class AZRGRPOTrainer(GRPOTrainer):
       of its group's baseline in TRL. It also times the reward stage, and passes the scored batch to observers.
     - The prompt order of each epoch depends on the seed and the epoch only: TRL's sampler draws every epoch's
       shuffle from one generator, which a resumed run restarts, so it would replay the first epoch's order.
-    - `grader` is checked after every step by a callback, so a run whose infrastructure failure rate passes
+    - `grader` (and `health`: more counters, such as Absolute Zero's validator and judge) is checked after every
+      step by `azr.training.callbacks.SandboxHealth`, so a run whose infrastructure failure rate passes
       `sandbox.max_infra_failure_rate` stops with `SandboxUnhealthy` instead of training on noise; on several
       processes the failure counts are summed over them first, so that every rank stops at the same step.
     - `observers` are called on the main process only, with the batch of every process (gathered in rank order,
       as TRL gathers the rewards), so the generation log, the scoreboard and the curriculum see each completion
       once.
-    - `rounds` (for self-play: an `azr.selfplay.Arena`, or on several processes `azr.training.ranks`' wrapper that
+    - `rounds` (for self-play: an `azr.selfplay.Arena`, or on several processes `azr.rollouts.MainRounds`, which
       plays it on the main process) gets each round's rows before the policy generates (it starts the opponent on
       the tasks), sets its columns just before the rewards, observes each scored batch, and adds its metrics to
       every log.
-    - `sampling` (an `azr.training.sampling.RolloutFilter`) builds each generation batch in training: which prompt
-      groups are generated (the group sampler), and with dynamic sampling which generated groups are trained. It
-      calls `_score_round` once per round, and adds its metrics to every log.
+    - `sampling` (an `azr.rollouts.RolloutFilter`) builds each generation batch in training: which prompt groups
+      are generated (the group sampler), and with dynamic sampling which generated groups are trained. It sees the
+      trainer through `azr.rollouts.TrainerBatches` (one `_score_round` per round), and adds its metrics to every log.
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         observers: Sequence[Callable[[ScoredBatch], None]] = (),
         rounds: Any = None,
         sampling: Any = None,
+        health: Sequence[Any] = (),
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
@@ -108,8 +111,9 @@ class AZRGRPOTrainer(GRPOTrainer):
         self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
         self._mask_col = self.reward_func_names.index(mask_reward) if mask_reward in self.reward_func_names else None
-        if grader is not None:
-            self.add_callback(_GraderHealth(grader, self._summed_over_processes))
+        checked = ([grader] if grader is not None else []) + list(health)
+        if checked:
+            self.add_callback(SandboxHealth(checked, self._summed_over_processes))
 
     def _get_train_sampler(self, dataset=None):
         sampler = super()._get_train_sampler(dataset)
@@ -119,7 +123,7 @@ class AZRGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         if self.sampling is not None and self.model.training:
-            return self.sampling.fill(self, list(inputs))
+            return self.sampling.fill(TrainerBatches(self), list(inputs))
         return self._score_round(list(inputs))[0]
 
     def _score_round(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], torch.Tensor]:
@@ -183,17 +187,6 @@ class _EpochSampler(RepeatSampler):
     def set_epoch(self, epoch: int) -> None:
         if self.shuffle:
             self.generator.manual_seed((self.seed or 0) + epoch)
-
-
-class _GraderHealth(TrainerCallback):
-    """Raise the grader's SandboxUnhealthy at the end of the step whose batch passed the failure-rate limit, on
-    every process at once: `total` sums the (errors, runs) counts over the processes."""
-
-    def __init__(self, grader: CodeGrader, total: Callable[..., list[float]]):
-        self.grader, self.total = grader, total
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.grader.check(self.total)
 
 
 def _finite(value: float) -> float | None:

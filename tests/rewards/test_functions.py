@@ -234,7 +234,7 @@ def test_infra_failure_scores_none_and_is_counted():
     completions = [answer(GOOD), answer(WRONG), answer(PARTIAL)]
     assert call(funcs[0], completions) == [None, None, None]
     assert call(funcs[1], completions) == [None, None, None]
-    assert grader.infra_errors == 3
+    assert grader.health.errors == 3
 
 
 def test_infra_failure_rate_above_limit_stops_the_run():
@@ -269,8 +269,8 @@ def test_infra_failure_rate_below_limit_does_not_stop(pool):
     (tests,), _, grader = rewards(flaky, max_infra_failure_rate=0.5)
     completions = [answer(GOOD + "  # INFRA"), answer(GOOD), answer(WRONG), answer(PARTIAL)]
     assert call(tests, completions) == [None, 1.0, 0.0, pytest.approx(2 / 3)]
-    assert grader.infra_errors == 1
-    assert grader.stop_reason == ""
+    assert grader.health.errors == 1
+    assert grader.health.stop_reason == ""
     grader.check()
 
 
@@ -288,7 +288,7 @@ def test_infra_failure_is_retried_in_a_later_batch_not_served_from_the_cache(poo
     assert call(funcs[0], batch) == [None] and call(funcs[1], batch) == [None]  # same batch: no second run
     assert flaky.stats["runs"] == 1
     assert call(funcs[0], [*batch, answer(WRONG)]) == [1.0, 0.0]  # the next batch runs it again
-    assert grader.infra_errors == 1
+    assert grader.health.errors == 1
 
 
 @pytest.mark.parametrize("cell", ["assert f(1) == 2", [], [""], None, [1, 2]])
@@ -402,6 +402,6 @@ def test_hostile_batch_scores_every_completion_and_the_next_batch_is_clean(pool)
     codes = [*HOSTILE.values(), GOOD, "def f(x):\n    return 1 + x"]
     scores = call(tests, [answer(code) for code in codes], timeout_s=[1.5] * len(codes))
     assert dict(zip(names, scores, strict=True)) == {name: 0.0 for name in HOSTILE} | {"good 1": 1.0, "good 2": 1.0}
-    assert grader.infra_errors == 0 and grader.stop_reason == ""
+    assert grader.health.errors == 0 and grader.health.stop_reason == ""
     after = [answer(f"def f(x):\n    return x + 1  # after {i}") for i in range(4)]
     assert call(tests, after) == [1.0] * 4

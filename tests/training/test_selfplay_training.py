@@ -25,8 +25,8 @@ from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, StubServer
 from azr.config import load_config
 from azr.prompts import HINT_MARKER
 from azr.rewards.functions import FormatReward
+from azr.rollouts.groups import GroupSampler, whole_groups
 from azr.selfplay.replay import FrontierReplay, HintSource
-from azr.training.groups import GroupSampler, whole_groups
 
 KEY = "sk-fake-arena-KEY-5a5a5a5a5a5a5a5a"
 HINT = "TEACHER-HINT-7f3a: check the smallest inputs first, then the general case."

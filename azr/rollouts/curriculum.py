@@ -4,7 +4,7 @@ Owns counting each task's graded completions (attempts, passes, the pass rate ov
 run of groups that passed whole, the last step seen), and turning them into weights: learnability p(1 - p) of the
 recent pass rate, or that plus an upper-confidence bonus for tasks drawn rarely; a fixed weight for a task never
 graded; a floor for the rest; and a rest, at weight 0, for a task solved every time. It draws task ids with those
-weights; the group sampler (`azr.training.groups`) turns them into rows. Nothing here knows TRL or touches a reward.
+weights; the group sampler (`azr.rollouts.groups`) turns them into rows. Nothing here knows TRL or touches a reward.
 
 A hinted retry is not counted: its prompt carries the teacher's hint, so its pass rate is not the task's own.
 """

@@ -1,9 +1,10 @@
 """Dynamic sampling (DAPO) of TRL's generation batches: every generated group that can teach is trained.
 
 `RolloutFilter.fill` builds one generation batch, the one TRL's `_prepare_inputs` then shuffles and splits into
-`steps_per_generation` slices. It asks the group sampler for prompt groups, has the trainer generate and score them
-(one round: TRL's own `_generate_and_score_completions`), keeps the groups whose rewards differ, and repeats with
-`ceil(sampling.oversample x missing)` new groups, at most `sampling.max_attempts` rounds, until the batch is full.
+`steps_per_generation` slices. It asks the group sampler for prompt groups, has TRL generate and score them (one
+round, through `azr.rollouts.trl_batch.TrainerBatches`, the filter's only view of the trainer), keeps the groups
+whose rewards differ, and repeats with `ceil(sampling.oversample x missing)` new groups, at most
+`sampling.max_attempts` rounds, until the batch is full.
 Kept groups beyond a full batch wait for the next batches (`sampling.carry_over`); after the last round a batch still
 short is topped up with groups that showed no difference. So a batch always has the rows TRL expects, and
 `steps_per_generation`, gradient accumulation and `num_items_in_batch` (recounted over the rows trained) agree with
@@ -23,129 +24,22 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from azr.config import AzrConfig, SamplingConfig
 from azr.logs import atomic_write_json
-from azr.training.curriculum import Curriculum
-from azr.training.groups import GroupSampler, GroupSource
-from azr.training.ranks import Ranks
+from azr.rollouts.curriculum import Curriculum
+from azr.rollouts.groups import GroupSampler, GroupSource
+from azr.rollouts.processes import OneProcess, Processes
+from azr.rollouts.tensors import Group, detached, group_signal, join_groups, split_groups
+from azr.rollouts.trl_batch import TrainerBatches
 
 log = logging.getLogger(__name__)
 STATE_FILE = "sampling_state.json"  # beside each checkpoint's trainer_state.json
 CARRY_FILE = "sampling_carry{}.pt"  # each process's waiting groups: "" with one process, else "_<rank>"
-# What TRL 1.16's `_generate_and_score_completions` returns for text prompts (tests/training/test_sampling.py pins it)
-LEFT_PADDED = {"prompt_ids", "prompt_mask"}
-RIGHT_PADDED = {
-    "completion_ids",
-    "completion_mask",
-    "tool_mask",
-    "old_per_token_logps",
-    "ref_per_token_logps",
-    "sampling_per_token_logps",
-    "importance_sampling_ratio",
-}
-KNOWN = LEFT_PADDED | RIGHT_PADDED | {"advantages", "num_items_in_batch"}
-
-
-def group_signal(rewards: torch.Tensor, weights: torch.Tensor, size: int) -> list[bool]:
-    """For each run of `size` rows: whether its rewards differ. `rewards` is (rows, reward functions), NaN where a
-    reward does not apply; a row NaN throughout was not graded and never counts, so a group needs two graded rows
-    whose weighted rewards are not all equal (a standard deviation not close to 0, as TRL's frac_reward_zero_std)."""
-    total = (rewards.float() * weights.to(rewards.device).float()).nansum(dim=1)
-    graded = ~torch.isnan(rewards).all(dim=1)
-    out = []
-    for start in range(0, rewards.shape[0] - size + 1, size):
-        values = total[start : start + size][graded[start : start + size]]
-        out.append(values.numel() >= 2 and not torch.isclose(values.std(), torch.zeros(())).item())
-    return out
-
-
-@dataclass
-class Group:
-    """One prompt group of a round: its rows of TRL's per-row tensors, its task, whether its rewards differ, and the
-    generation batch it was generated for."""
-
-    tensors: dict[str, torch.Tensor]
-    task_id: str
-    signal: bool
-    born: int
-
-
-def split_groups(output: dict[str, Any], rows: list[dict[str, Any]], signal: list[bool], born: int) -> list[Group]:
-    """A round's output (TRL's dict), its input rows and the signal of each group, as groups."""
-    unknown = sorted(k for k, v in output.items() if k not in KNOWN and v is not None)
-    if unknown:
-        raise NotImplementedError(
-            f"sampling.dynamic: TRL's batch holds {unknown}, which cannot be split by prompt group (text prompts only)"
-        )
-    size = len(rows) // len(signal)
-    per_row = {k: v for k, v in output.items() if k in KNOWN - {"num_items_in_batch"} and v is not None}
-    return [
-        Group(
-            {k: v[i * size : (i + 1) * size] for k, v in per_row.items()}, str(rows[i * size].get("task_id")), s, born
-        )
-        for i, s in enumerate(signal)
-    ]
-
-
-def join_groups(groups: list[Group], pad_id: int, multiple: int | None, device: Any, trim: bool = True) -> dict:
-    """One batch of `groups`' rows, padded as TRL pads (prompts on the left, completions on the right); with `trim`,
-    columns no row uses are cut (keeping widths a multiple of `multiple`), so the batch is what TRL would have built
-    from these rows in one round."""
-    out: dict[str, torch.Tensor] = {}
-    for key in groups[0].tensors:
-        parts = [g.tensors[key].to(device) for g in groups]
-        if parts[0].dim() == 1:
-            out[key] = torch.cat(parts)
-            continue
-        width = max(p.shape[1] for p in parts)
-        value = pad_id if key.endswith("_ids") else 1 if key == "tool_mask" else 0
-        pad = [(width - p.shape[1], 0) if key in LEFT_PADDED else (0, width - p.shape[1]) for p in parts]
-        out[key] = torch.cat([F.pad(p, side, value=value) for p, side in zip(parts, pad, strict=True)])
-    if trim:
-        _trim(out, multiple)
-    return out
-
-
-def _trim(batch: dict[str, torch.Tensor], multiple: int | None) -> None:
-    def rounded(used: int, width: int) -> int:
-        return min(width, math.ceil(used / multiple) * multiple) if multiple else used
-
-    prompt_width = batch["prompt_mask"].shape[1]
-    used = batch["prompt_mask"].any(dim=0).nonzero()
-    keep = rounded(prompt_width - int(used[0]) if len(used) else 0, prompt_width)
-    for key in LEFT_PADDED & batch.keys():
-        batch[key] = batch[key][:, prompt_width - keep :]
-    width = batch["completion_mask"].shape[1]
-    used = batch["completion_mask"].any(dim=0).nonzero()
-    keep = max(rounded(int(used[-1]) + 1 if len(used) else 0, width), 1)
-    for key in RIGHT_PADDED & batch.keys():
-        if batch[key].shape[1] == width:  # a sequence-level importance ratio is (rows, 1)
-            batch[key] = batch[key][:, :keep]
-
-
-def policy_logps(trainer: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Per-token log-probabilities of `batch`'s completions under the trainer's policy now, without gradients: what TRL
-    itself computes as `old_per_token_logps` when generation and update steps are misaligned."""
-    from trl.models.utils import disable_gradient_checkpointing
-
-    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-    with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs):
-        logps, _, _ = trainer._get_per_token_logps_and_entropies(
-            trainer.model,
-            ids,
-            mask,
-            batch["completion_ids"].size(1),
-            batch_size=trainer.args.per_device_train_batch_size,
-        )
-    return logps
 
 
 def build_sampling(
@@ -153,7 +47,7 @@ def build_sampling(
     rows: list[dict[str, Any]],
     sources: Sequence[GroupSource] = (),
     checkpoint: str | None = None,
-    ranks: Ranks | None = None,
+    ranks: Processes | None = None,
 ) -> RolloutFilter:
     """The run's rollout filter over its group sampler: the training rows by task, the curriculum when
     `curriculum.enabled`, and `sources` of extra groups (self-play's, on the main process); restored from
@@ -180,10 +74,10 @@ class RolloutFilter:
         cfg: SamplingConfig,
         groups: GroupSampler,
         checkpoint: str | None = None,
-        ranks: Ranks | None = None,
+        ranks: Processes | None = None,
         composes: bool = True,
     ):
-        self.cfg, self.groups, self.ranks = cfg, groups, ranks or Ranks()
+        self.cfg, self.groups, self.ranks = cfg, groups, ranks or OneProcess()
         self.composes = composes  # False: the dataloader's batch is generated as it is, unless dynamic sampling asks
         self.pool: list[Group] = []  # kept groups waiting for a later batch, oldest first
         self.waiting = 0  # groups waiting, every process's
@@ -193,43 +87,42 @@ class RolloutFilter:
         if checkpoint is not None:
             self._resume(Path(checkpoint))
 
-    def fill(self, trainer: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def fill(self, trl: TrainerBatches, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """The generation batch for the dataloader's `rows`: TRL's output dict over the same number of rows."""
-        size, step = trainer.num_generations, trainer.state.global_step + 1
+        size, step = trl.group_size, trl.step
         self.batches += 1
         if not self.cfg.dynamic:
-            output, rewards = trainer._score_round(self._compose(rows, size, step))
+            output, rewards = trl.score_round(self._compose(rows, size, step))
             # The whole round's rewards (every process's, in rank order) are whole groups even when a process's
             # rows are not: every process counts the same.
-            signal = group_signal(rewards, trainer.reward_weights, size) if len(rewards) % size == 0 else []
+            signal = group_signal(rewards, trl.reward_weights, size) if len(rewards) % size == 0 else []
             self._count(generated=len(signal), kept=sum(signal), trained=len(signal), useful=sum(signal), rounds=1)
             return output
         if len(rows) % size:
             raise ValueError(f"sampling.dynamic: {len(rows)} rows on this process are not whole groups of {size}")
-        need, device = len(rows) // size, trainer.accelerator.device
+        need, device = len(rows) // size, trl.device
         counts: Counter[str] = Counter()
         kept, spare, seen, generated, rounds = self._carried(counts), [], set(), 0, 0
         carried_in = len(kept)
         while rounds < self.cfg.max_attempts:
-            missing = _global_max(trainer, need - len(kept))  # every process runs the same rounds
+            missing = trl.global_max(need - len(kept))  # every process runs the same rounds
             if missing <= 0:
                 break
             n = math.ceil(self.cfg.oversample * missing)
             batch = self._compose(rows, size, step, attempt=rounds, groups=n, exclude=seen)
-            output, rewards = trainer._score_round(batch)
+            output, rewards = trl.score_round(batch)
             mine = rewards[self.ranks.rank * len(batch) : (self.ranks.rank + 1) * len(batch)]
-            for group in split_groups(output, batch, group_signal(mine, trainer.reward_weights, size), self.batches):
+            for group in split_groups(output, batch, group_signal(mine, trl.reward_weights, size), self.batches):
                 (kept if group.signal else spare).append(group)
                 seen.add(group.task_id)
             generated, rounds = generated + n, rounds + 1
         trained, surplus = kept[:need], kept[need:] if self.cfg.carry_over else []
         short = need - len(trained)
         trained += spare[len(spare) - short :] if short else []  # the newest of the groups without a difference
-        self._add_old_logps(trainer, trained, surplus, device)
-        self.pool = [_detached(g) for g in surplus]
-        batch = join_groups(trained, trainer.processing_class.pad_token_id, trainer.pad_to_multiple_of, device)
-        mask = batch["completion_mask"] * batch["tool_mask"] if "tool_mask" in batch else batch["completion_mask"]
-        batch["num_items_in_batch"] = trainer.accelerator.gather(mask.sum()).sum()
+        self._add_old_logps(trl, trained, surplus, device)
+        self.pool = [detached(g) for g in surplus]
+        batch = join_groups(trained, trl.pad_id, trl.pad_multiple, device)
+        batch["num_items_in_batch"] = trl.items_in_batch(batch)
         counts.update(
             generated=generated,
             kept=len(kept) - carried_in,
@@ -279,7 +172,7 @@ class RolloutFilter:
         self.pool = []
         return young
 
-    def _add_old_logps(self, trainer: Any, trained: list[Group], surplus: list[Group], device: Any) -> None:
+    def _add_old_logps(self, trl: TrainerBatches, trained: list[Group], surplus: list[Group], device: Any) -> None:
         """Carried groups need the log-probs of the policy that generated them; so do the fresh groups trained beside
         one (TRL's loss takes old log-probs for the whole batch or for none). TRL has taken them already when its
         generation and updates are misaligned; else they are computed here, in one pass, before any update."""
@@ -287,8 +180,7 @@ class RolloutFilter:
         lacking = [g for g in (trained if mixed else []) + surplus if "old_per_token_logps" not in g.tensors]
         if not lacking:
             return
-        pad_id = trainer.processing_class.pad_token_id
-        logps = policy_logps(trainer, join_groups(lacking, pad_id, None, device, trim=False))
+        logps = trl.policy_logps(join_groups(lacking, trl.pad_id, None, device, trim=False))
         start = 0
         for group in lacking:
             rows, width = group.tensors["completion_ids"].shape
@@ -348,14 +240,3 @@ class RolloutFilter:
             saved = torch.load(checkpoint / self._carry_file(), map_location="cpu", weights_only=True)
             self.pool = [Group(g["tensors"], g["task_id"], True, g["born"]) for g in saved]
         log.info("sampling: resumed from %s (%d groups waiting)", path, len(self.pool))
-
-
-def _detached(group: Group) -> Group:
-    """A group to keep past this batch: its own copy of its rows (not a view holding the whole round's tensors)."""
-    return Group({k: v.detach().clone() for k, v in group.tensors.items()}, group.task_id, group.signal, group.born)
-
-
-def _global_max(trainer: Any, value: int) -> int:
-    """The largest `value` over the processes (a collective: every process calls it the same number of times)."""
-    gathered = trainer.accelerator.gather(torch.tensor([value], device=trainer.accelerator.device))
-    return int(gathered.max())

@@ -5,8 +5,8 @@ test_selfplay_training.py."""
 from __future__ import annotations
 
 from azr.config import CurriculumConfig
-from azr.training.curriculum import Curriculum
-from azr.training.groups import GroupSampler
+from azr.rollouts.curriculum import Curriculum
+from azr.rollouts.groups import GroupSampler
 
 IDS = ["a", "b", "c", "d"]
 

@@ -5,7 +5,7 @@ A batch's groups come from the data, then from the extra sources (self-play's fr
 dataloader's batch), with further tasks drawn at random when more groups are asked for than the batch holds
 (dynamic sampling over-samples); or, with the curriculum on, tasks drawn by its weights. Every random draw is seeded
 by (seed, step, attempt), so a resumed run draws what the uninterrupted one would have. With several processes it
-composes every process's rows at once, on the main process (`azr.training.sampling`).
+composes every process's rows at once, on the main process (`azr.rollouts.dynamic`).
 
 A group is `size` rows of one prompt, so GRPO's per-group baseline compares completions of one prompt, and every row
 takes the batch's own keys (TRL builds the reward columns from the first row's keys). Owns choosing and shaping
@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
-from azr.training.curriculum import Curriculum
+from azr.rollouts.curriculum import Curriculum
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,9 @@ import pytest
 import torch
 
 from azr.config import SamplingConfig
-from azr.training.sampling import KNOWN, RolloutFilter, group_signal, join_groups, policy_logps, split_groups
+from azr.rollouts.dynamic import RolloutFilter
+from azr.rollouts.tensors import group_signal, join_groups, split_groups
+from azr.rollouts.trl_batch import KNOWN, TrainerBatches
 
 NAN = math.nan
 G = 4  # completions per prompt in the scripted rounds
@@ -95,7 +97,7 @@ class ScriptedRounds:
 
 
 def _fill(sampler: RolloutFilter, trainer: ScriptedRounds, groups: int = 2) -> dict:
-    batch = sampler.fill(trainer, [{"task_id": "x", "prompt": "x"}] * (groups * G))
+    batch = sampler.fill(TrainerBatches(trainer), [{"task_id": "x", "prompt": "x"}] * (groups * G))
     trainer.version += 1  # the update this batch trains
     trainer.state.global_step += 1
     return batch
@@ -246,8 +248,8 @@ def tiny_trainer(tiny_model_dir, tmp_path):
     from azr.config import ModelConfig
     from azr.data import load_tasks
     from azr.models.loading import build_model_and_tokenizer
+    from azr.rollouts import GroupSampler
     from azr.training import grpo_dataset, grpo_rows
-    from azr.training.groups import GroupSampler
     from azr.training.trainer import AZRGRPOTrainer
 
     tasks = load_tasks("train")[:6]
@@ -299,7 +301,7 @@ def test_trls_generation_contract_that_dynamic_sampling_relies_on(tiny_trainer):
     # steps_per_generation 2 > gradient_accumulation_steps 1: TRL took the old log-probs itself, at generation.
     old = output["old_per_token_logps"]
     mask = output["completion_mask"].bool()
-    assert torch.allclose(policy_logps(trainer, output)[mask], old[mask], atol=1e-5)
+    assert torch.allclose(TrainerBatches(trainer).policy_logps(output)[mask], old[mask], atol=1e-5)
 
 
 def test_a_dynamically_sampled_run_trains_only_groups_that_differ(tiny_trainer):

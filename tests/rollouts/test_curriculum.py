@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from azr.config import CurriculumConfig, SamplingConfig
-from azr.training.curriculum import Curriculum
-from azr.training.groups import GroupSampler
-from azr.training.sampling import Group, RolloutFilter
+from azr.rollouts.curriculum import Curriculum
+from azr.rollouts.dynamic import RolloutFilter
+from azr.rollouts.groups import GroupSampler
+from azr.rollouts.tensors import Group
 
 IDS = ["a", "b", "c", "d"]
 

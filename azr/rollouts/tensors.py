@@ -1,0 +1,99 @@
+"""A generation batch as prompt groups: which groups' rewards differ, splitting TRL's per-row tensors into groups,
+and joining groups back into one batch padded as TRL pads it (prompts on the left, completions on the right).
+
+Owns the tensor shapes only; which groups to keep is `azr.rollouts.dynamic`'s decision, and which keys TRL's batch
+holds is `azr.rollouts.trl_batch`'s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from azr.rollouts.trl_batch import KNOWN, LEFT_PADDED, RIGHT_PADDED
+
+
+def group_signal(rewards: torch.Tensor, weights: torch.Tensor, size: int) -> list[bool]:
+    """For each run of `size` rows: whether its rewards differ. `rewards` is (rows, reward functions), NaN where a
+    reward does not apply; a row NaN throughout was not graded and never counts, so a group needs two graded rows
+    whose weighted rewards are not all equal (a standard deviation not close to 0, as TRL's frac_reward_zero_std)."""
+    total = (rewards.float() * weights.to(rewards.device).float()).nansum(dim=1)
+    graded = ~torch.isnan(rewards).all(dim=1)
+    out = []
+    for start in range(0, rewards.shape[0] - size + 1, size):
+        values = total[start : start + size][graded[start : start + size]]
+        out.append(values.numel() >= 2 and not torch.isclose(values.std(), torch.zeros(())).item())
+    return out
+
+
+@dataclass
+class Group:
+    """One prompt group of a round: its rows of TRL's per-row tensors, its task, whether its rewards differ, and the
+    generation batch it was generated for."""
+
+    tensors: dict[str, torch.Tensor]
+    task_id: str
+    signal: bool
+    born: int
+
+
+def split_groups(output: dict[str, Any], rows: list[dict[str, Any]], signal: list[bool], born: int) -> list[Group]:
+    """A round's output (TRL's dict), its input rows and the signal of each group, as groups."""
+    unknown = sorted(k for k, v in output.items() if k not in KNOWN and v is not None)
+    if unknown:
+        raise NotImplementedError(
+            f"sampling.dynamic: TRL's batch holds {unknown}, which cannot be split by prompt group (text prompts only)"
+        )
+    size = len(rows) // len(signal)
+    per_row = {k: v for k, v in output.items() if k in KNOWN - {"num_items_in_batch"} and v is not None}
+    return [
+        Group(
+            {k: v[i * size : (i + 1) * size] for k, v in per_row.items()}, str(rows[i * size].get("task_id")), s, born
+        )
+        for i, s in enumerate(signal)
+    ]
+
+
+def join_groups(groups: list[Group], pad_id: int, multiple: int | None, device: Any, trim: bool = True) -> dict:
+    """One batch of `groups`' rows, padded as TRL pads (prompts on the left, completions on the right); with `trim`,
+    columns no row uses are cut (keeping widths a multiple of `multiple`), so the batch is what TRL would have built
+    from these rows in one round."""
+    out: dict[str, torch.Tensor] = {}
+    for key in groups[0].tensors:
+        parts = [g.tensors[key].to(device) for g in groups]
+        if parts[0].dim() == 1:
+            out[key] = torch.cat(parts)
+            continue
+        width = max(p.shape[1] for p in parts)
+        value = pad_id if key.endswith("_ids") else 1 if key == "tool_mask" else 0
+        pad = [(width - p.shape[1], 0) if key in LEFT_PADDED else (0, width - p.shape[1]) for p in parts]
+        out[key] = torch.cat([F.pad(p, side, value=value) for p, side in zip(parts, pad, strict=True)])
+    if trim:
+        _trim(out, multiple)
+    return out
+
+
+def _trim(batch: dict[str, torch.Tensor], multiple: int | None) -> None:
+    def rounded(used: int, width: int) -> int:
+        return min(width, math.ceil(used / multiple) * multiple) if multiple else used
+
+    prompt_width = batch["prompt_mask"].shape[1]
+    used = batch["prompt_mask"].any(dim=0).nonzero()
+    keep = rounded(prompt_width - int(used[0]) if len(used) else 0, prompt_width)
+    for key in LEFT_PADDED & batch.keys():
+        batch[key] = batch[key][:, prompt_width - keep :]
+    width = batch["completion_mask"].shape[1]
+    used = batch["completion_mask"].any(dim=0).nonzero()
+    keep = max(rounded(int(used[-1]) + 1 if len(used) else 0, width), 1)
+    for key in RIGHT_PADDED & batch.keys():
+        if batch[key].shape[1] == width:  # a sequence-level importance ratio is (rows, 1)
+            batch[key] = batch[key][:, :keep]
+
+
+def detached(group: Group) -> Group:
+    """A group to keep past this batch: its own copy of its rows (not a view holding the whole round's tensors)."""
+    return Group({k: v.detach().clone() for k, v in group.tensors.items()}, group.task_id, group.signal, group.born)

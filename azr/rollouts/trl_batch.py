@@ -1,0 +1,109 @@
+"""The one place where batch composition meets TRL's private batch API (TRL 1.16): the keys of the generation batch
+TRL's `_generate_and_score_completions` returns and how each is padded, and `TrainerBatches`, the narrow view of a
+GRPOTrainer that the rollout filter and Absolute Zero's generator use instead of the trainer itself.
+
+Every call of a private TRL method from batch composition goes through here (`_get_per_token_logps_and_entropies`,
+`_tokenize_prompts`, `_generate_single_turn`; the round itself is `AZRGRPOTrainer._score_round`, azr's own wrapper
+of `_generate_and_score_completions`). tests/rollouts/test_trl_batch.py pins that contract against the installed
+TRL. It owns no decision about which groups are trained, nor any reward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+# What TRL 1.16's `_generate_and_score_completions` returns for text prompts, by how it pads each key.
+LEFT_PADDED = {"prompt_ids", "prompt_mask"}
+RIGHT_PADDED = {
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+    "importance_sampling_ratio",
+}
+KNOWN = LEFT_PADDED | RIGHT_PADDED | {"advantages", "num_items_in_batch"}
+
+
+class TrainerBatches:
+    """What batch composition needs of an `AZRGRPOTrainer` (or any object with the same few attributes): one
+    scored round of generation, the group size, the step being trained, reward weights, padding, the policy's
+    log-probabilities, and the two collectives the filter adds to TRL's own."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+
+    # -------------------------------------------------------------------------------------------- the batch
+    @property
+    def group_size(self) -> int:
+        return self.trainer.num_generations
+
+    @property
+    def step(self) -> int:
+        """The optimizer step the batch being built trains."""
+        return self.trainer.state.global_step + 1
+
+    @property
+    def reward_weights(self) -> torch.Tensor:
+        return self.trainer.reward_weights
+
+    @property
+    def device(self) -> Any:
+        return self.trainer.accelerator.device
+
+    @property
+    def pad_id(self) -> int:
+        return self.trainer.processing_class.pad_token_id
+
+    @property
+    def pad_multiple(self) -> int | None:
+        return self.trainer.pad_to_multiple_of
+
+    def score_round(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], torch.Tensor]:
+        """TRL's generation and scoring of `rows`: its output dict (keys in KNOWN for text prompts), and the rewards
+        of every process's rows in rank order (rows, reward functions; NaN where not graded)."""
+        return self.trainer._score_round(rows)
+
+    def policy_logps(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Per-token log-probabilities of `batch`'s completions under the policy now, without gradients: what TRL
+        itself computes as `old_per_token_logps` when generation and update steps are misaligned."""
+        from trl.models.utils import disable_gradient_checkpointing
+
+        trainer = self.trainer
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs):
+            logps, _, _ = trainer._get_per_token_logps_and_entropies(
+                trainer.model,
+                ids,
+                mask,
+                batch["completion_ids"].size(1),
+                batch_size=trainer.args.per_device_train_batch_size,
+            )
+        return logps
+
+    # ------------------------------------------------------------------------------------------ collectives
+    def global_max(self, value: int) -> int:
+        """The largest `value` over the processes (a collective: every process calls it the same number of times)."""
+        accelerator = self.trainer.accelerator
+        return int(accelerator.gather(torch.tensor([value], device=accelerator.device)).max())
+
+    def items_in_batch(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """TRL's `num_items_in_batch` for `batch`: the completion tokens trained (tool results masked out), summed
+        over the processes."""
+        mask = batch["completion_mask"] * batch["tool_mask"] if "tool_mask" in batch else batch["completion_mask"]
+        return self.trainer.accelerator.gather(mask.sum()).sum()
+
+    # ------------------------------------------------------------------------------ generation outside a round
+    def generate(self, prompts: list[Any], n: int) -> tuple[list[list[int]], list[list[int]], Any, list[str]]:
+        """One completion per row of `prompts` (each conversation repeated `n` times in a row, TRL's contract),
+        through the trainer's own tokenisation and generation at GRPO's sampling settings: prompt ids, completion
+        ids, their sampling log-probabilities, and the decoded completions."""
+        trainer = self.trainer
+        prompt_ids, _, fields = trainer._tokenize_prompts(prompts)
+        completion_ids, logprobs = trainer._generate_single_turn(prompt_ids, None, fields, n)
+        texts = trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+        return [list(p) for p in prompt_ids], [list(c) for c in completion_ids], logprobs, list(texts)

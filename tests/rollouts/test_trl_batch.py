@@ -1,0 +1,71 @@
+"""The contract between batch composition and the installed TRL, pinned without a model: the private methods
+`azr.rollouts.trl_batch` calls (and the ones `AZRGRPOTrainer` overrides) exist with the parameters it passes, and
+every tensor key TRL's `_generate_and_score_completions` may put in its output is one the adapter classifies (text
+prompts) or one that marks a multimodal batch, which dynamic sampling refuses. The same contract is exercised on
+the tiny model in tests/rollouts/test_dynamic.py and tests/training/test_absolute_zero_trainer.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+
+trl = pytest.importorskip("trl")
+
+from azr.rollouts.trl_batch import KNOWN, LEFT_PADDED, RIGHT_PADDED  # noqa: E402
+
+# The keys TRL adds only for image prompts: not per-row-splittable, refused by `split_groups`.
+MULTIMODAL = {
+    "pixel_values",
+    "image_grid_thw",
+    "image_position_ids",
+    "image_sizes",
+    "num_images",
+    "num_tiles",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "token_type_ids",
+    "mm_token_type_ids",
+}
+
+
+def _params(name: str) -> list[str]:
+    return list(inspect.signature(getattr(trl.GRPOTrainer, name)).parameters)
+
+
+@pytest.mark.parametrize(
+    ("method", "leading"),
+    [
+        # called by TrainerBatches
+        ("_get_per_token_logps_and_entropies", ["self", "model", "input_ids", "attention_mask", "logits_to_keep"]),
+        ("_tokenize_prompts", ["self", "prompts"]),
+        ("_generate_single_turn", ["self", "prompt_ids", "images", "multimodal_fields", "num_generations"]),
+        # overridden by AZRGRPOTrainer (its `_score_round` calls the first through `super()`)
+        ("_generate_and_score_completions", ["self", "inputs"]),
+        ("_calculate_rewards", ["self", "inputs", "prompts", "completions", "completion_ids_list"]),
+        ("_get_train_sampler", ["self", "dataset"]),
+        ("_prepare_inputs", ["self", "generation_batch"]),
+    ],
+)
+def test_the_private_methods_used_exist_with_the_parameters_passed(method, leading):
+    assert _params(method)[: len(leading)] == leading
+    if method == "_get_per_token_logps_and_entropies":
+        assert "batch_size" in _params(method)  # passed by keyword
+
+
+def test_every_key_trls_batch_may_hold_is_known_or_multimodal():
+    source = inspect.getsource(trl.GRPOTrainer._generate_and_score_completions)
+    assigned = set(re.findall(r'output\["(\w+)"\]', source))
+    returned = set(re.findall(r'"(\w+)": ', source[source.rfind("output = {") :].split("}")[0]))
+    assert {"prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages"} <= returned
+    assert (assigned | returned) - KNOWN <= MULTIMODAL, (assigned | returned) - KNOWN - MULTIMODAL
+    assert LEFT_PADDED.isdisjoint(RIGHT_PADDED)
+
+
+def test_the_trainer_attributes_the_adapter_reads_exist():
+    """Set in GRPOTrainer.__init__: checked in its source, as building one needs a model."""
+    source = inspect.getsource(trl.GRPOTrainer.__init__)
+    for name in ("num_generations", "reward_weights", "pad_to_multiple_of"):
+        assert re.search(rf"self\.{name}\s*=", source), name
