@@ -1,6 +1,6 @@
-"""Training: `run_train` (SFT warm start, GRPO, the before/after measurement), the trainer arguments and the checks
-a recipe passes before any slow work, the trainer, callbacks, run state and model card. The face of the training
-package.
+"""Training: `run_train` (the linear recipe over a `RunContext`: SFT warm start, GRPO or Absolute Zero's GRPO, the
+before/after measurement), the trainer arguments and the checks a recipe passes before any slow work, the trainer,
+callbacks, run state and model card. The face of the training package.
 """
 
 from azr.training.args import (
@@ -12,8 +12,11 @@ from azr.training.args import (
     sequence_lengths,
     sft_args,
 )
+from azr.training.context import RunContext, check_sandbox, fit_tasks
+from azr.training.grpo import grpo_dataset, grpo_rows
 from azr.training.preflight import check_recipe
-from azr.training.run import check_sandbox, fit_tasks, grpo_dataset, grpo_rows, run_train
+from azr.training.ranks import Ranks
+from azr.training.run import run_train
 from azr.training.state import RunState, mean_rate, write_summary
 
 # Heavy (torch, transformers, trl at import): loaded on first use, so importing this package stays cheap.
@@ -29,6 +32,8 @@ _LAZY = {
 __all__ = [
     "AZRGRPOTrainer",
     "MetricsCallback",
+    "Ranks",
+    "RunContext",
     "RunState",
     "ScoredBatch",
     "TrainerArgs",

@@ -2,8 +2,8 @@
 the policy proposes and solves its own tasks.
 
 `run_train` stays the one linear recipe. With `mode: absolute_zero`, the recipe check (`azr.training.preflight`)
-calls `check_launch` and `prompt_groups` before anything is written; `run_train` calls `warm_start_dataset` in its
-SFT phase and `absolute_zero_phase` instead of its GRPO phase. Outputs beside the usual ones:
+calls `check_launch` and `prompt_groups` before anything is written; the SFT phase calls `warm_start_dataset`, and
+`run_train` runs `absolute_zero_phase` instead of the GRPO phase. Outputs beside the usual ones:
 `absolute_zero/seeds.jsonl` (the validated seeds, computed once, so a resume seeds identically),
 `absolute_zero/{type}.jsonl` (the buffers at the end) and, in each checkpoint, `absolute_zero/` (buffers and the
 rollout's random state) from which a resume continues exactly.
@@ -37,6 +37,8 @@ from azr.config import AzrConfig
 from azr.data import Task
 from azr.errors import ConfigError, NotAvailableError
 from azr.logs import atomic_write_json
+from azr.training.context import RunContext
+from azr.training.grpo import finish_grpo
 
 log = logging.getLogger(__name__)
 FOLDER = "absolute_zero"
@@ -137,56 +139,49 @@ class AbsoluteZeroState:
         self.rollout.load_state(json.loads((source / "rollout.json").read_text()))
 
 
-def absolute_zero_phase(run: Any, model, tokenizer, tasks: list[Task], policy_dir: str):
-    """GRPO on proposer and solver rows (the counterpart of run_train's GRPO phase); returns the trained model."""
+def absolute_zero_phase(ctx: RunContext):
+    """GRPO on proposer and solver rows (the counterpart of `azr.training.grpo.grpo_phase`); returns the model."""
     from datasets import Dataset
-    from transformers import PrinterCallback
 
     from azr.models import build_peft_config
     from azr.training.absolute_zero_trainer import AbsoluteZeroTrainer, TrainerGenerator, az_records
-    from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
-    from azr.training.run import finish_grpo
+    from azr.training.callbacks import SaveBesideCheckpoints
 
-    cfg, out, az = run.cfg, run.out, run.cfg.absolute_zero
+    cfg, out, az = ctx.cfg, ctx.out, ctx.cfg.absolute_zero
     started = time.monotonic()
-    groups = prompt_groups(cfg, run.args.grpo)
+    groups = prompt_groups(cfg, ctx.args.grpo)
     validator = build_validator(cfg.sandbox, az)
     buffers = Buffers(az.buffer_size, az.types)
     rollout = Rollout(az, buffers, validator, TrainerGenerator, cfg.seed)
     state = AbsoluteZeroState(buffers, rollout)
-    checkpoint = run.resume.checkpoint if run.resume.phase == "grpo" else None
+    checkpoint = ctx.checkpoint("grpo")
     if checkpoint:
         state.load(Path(checkpoint))
     else:
-        fill_buffers(buffers, seeds_once(cfg, out, tasks, validator), random.Random(cfg.seed))
+        fill_buffers(buffers, seeds_once(cfg, out, ctx.tasks, validator), random.Random(cfg.seed))
     log.info("absolute_zero: buffers %s", ", ".join(f"{k} {n}" for k, n in buffers.sizes().items()))
     judge = build_judge(cfg.sandbox, az, cfg.answer_format)
     funcs = build_az_rewards(judge, az)
-    record = MetricsCallback(run.metrics, "grpo")
-    observers = [lambda batch: run.generations.put(az_records(batch, funcs))] if run.generations is not None else []
+    generations = ctx.generations
+    observers = [lambda batch: generations.put(az_records(batch, funcs))] if generations is not None else []
     trainer = AbsoluteZeroTrainer(
-        model=model,
+        model=ctx.model,
         reward_funcs=funcs,
-        args=run.args.grpo,  # reward_weights 1 for each of funcs (azr.training.args.reward_weights)
+        args=ctx.args.grpo,  # reward_weights 1 for each of funcs (RunRewards.trained_weights)
         train_dataset=Dataset.from_list(slot_rows(az.types, groups)),
-        processing_class=tokenizer,
-        peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, model),
-        callbacks=[
-            record,
-            run.console.callback("grpo"),
-            SaveBesideCheckpoints(state),
-        ],
+        processing_class=ctx.tokenizer,
+        peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, ctx.model),
+        callbacks=ctx.callbacks("grpo", SaveBesideCheckpoints(state)),
         grader=None,
         health=[validator, judge],
         observers=observers,
         rollout=rollout,
         baseline=az.baseline,
     )
-    trainer.remove_callback(PrinterCallback)
-    record.trainer = trainer
+    ctx.bind(trainer)
     for n in range(0 if checkpoint else az.seed_rounds):  # a resumed run has its buffers
         valid = rollout.seed_round(TrainerGenerator(trainer), trainer.num_generations)
         log.info("absolute_zero: seeding round %d: valid proposals %s, buffers %s", n + 1, valid, buffers.sizes())
     trainer.train(resume_from_checkpoint=checkpoint)
     buffers.save(out / FOLDER)
-    return finish_grpo(run, trainer, tokenizer, policy_dir, started)
+    return finish_grpo(ctx, trainer, started)

@@ -1,6 +1,7 @@
-"""Trainer arguments from a recipe: the `trl.GRPOConfig` and `trl.SFTConfig` a run trains with, built once, before
-any slow work, with azr's managed fields (output folders, seed, activation checkpointing, completion length,
-thinking switch, reward weights, CPU defaults, the fields of TRL's vLLM modes that `vllm.mode` sets).
+"""Trainer arguments from a recipe: the `trl.GRPOConfig` and `trl.SFTConfig` a run trains with, built once the run
+knows everything they depend on (the vLLM server's address included), with azr's managed fields (output folders,
+seed, activation checkpointing, completion length, thinking switch, reward weights, CPU defaults, the fields of
+TRL's vLLM modes that `vllm.mode` sets).
 
 Building them runs every check TRL and transformers make in their `__post_init__`; a failure becomes a one-line
 `ConfigError` naming the recipe field at fault, found by rebuilding without each of the user's keys. azr's own
@@ -40,24 +41,24 @@ class TrainerArgs:
     max_seq_length: int
 
 
-def build_trainer_args(cfg: AzrConfig, weights: Sequence[float] | None = None, cpu: bool | None = None) -> TrainerArgs:
+def build_trainer_args(
+    cfg: AzrConfig,
+    weights: Sequence[float] | None = None,
+    cpu: bool | None = None,
+    vllm_fields: dict[str, Any] | None = None,
+) -> TrainerArgs:
     """The run's trainer arguments; `weights` are the reward weights TRL gets (default: `reward_weights(cfg)`),
-    `cpu` whether it trains on the CPU (default: no GPU visible). Raises ConfigError naming the field at fault."""
+    `cpu` whether it trains on the CPU (default: no GPU visible), `vllm_fields` the GRPOConfig fields of TRL's vLLM
+    modes for the server the run started (`Sidecar.grpo_fields`; default: those of `vllm.mode` without a server, as
+    the recipe check builds them). Raises ConfigError naming the field at fault."""
     if cpu is None:
         cpu = not on_gpu()
     weights = reward_weights(cfg) if weights is None else list(weights)
-    grpo = grpo_args(cfg, weights, cpu)
+    grpo = grpo_args(cfg, weights, cpu, vllm_fields)
     check_groups(cfg, grpo)
     sft = sft_args(cfg, cpu) if cfg.sft.enabled else None
     lengths = sequence_lengths(cfg)
     return TrainerArgs(grpo, sft, lengths["max_completion_length"], lengths["max_seq_length"])
-
-
-def set_fields(args: Any, values: dict[str, Any]) -> None:
-    """Fill in fields known only once the run has started (the URL and group port of the vLLM server it launched),
-    on trainer arguments already built and checked with placeholders for them."""
-    for name, value in values.items():
-        setattr(args, name, value)
 
 
 def on_gpu() -> bool:
@@ -92,10 +93,10 @@ def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
     return {"max_completion_length": completion, "max_seq_length": completion + 2048}
 
 
-def grpo_args(cfg: AzrConfig, weights: Sequence[float], cpu: bool):
+def grpo_args(cfg: AzrConfig, weights: Sequence[float], cpu: bool, vllm_fields: dict[str, Any] | None = None):
     """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, CPU defaults, and the
-    fields of TRL's vLLM modes for `vllm.mode` server and colocate (the server's URL and port filled in later by
-    `set_fields`)."""
+    fields of TRL's vLLM modes for `vllm.mode` server and colocate (`vllm_fields`: those of the server the run
+    started; by default without a server, as the recipe check builds them)."""
     from trl import GRPOConfig
 
     from azr.serving import grpo_fields
@@ -120,7 +121,9 @@ def grpo_args(cfg: AzrConfig, weights: Sequence[float], cpu: bool):
         )
     managed = {"output_dir": str(Path(cfg.output_dir) / "checkpoints"), "seed": cfg.seed, "disable_tqdm": True}
     managed[_checkpointing_field(GRPOConfig)] = cfg.model.gradient_checkpointing
-    managed |= grpo_fields(cfg, None, 0, sequence_lengths(cfg)["max_seq_length"])
+    if vllm_fields is None:
+        vllm_fields = grpo_fields(cfg, None, 0, sequence_lengths(cfg)["max_seq_length"])
+    managed |= vllm_fields
     args = trl_config(GRPOConfig, "grpo", cfg.grpo, {**values, **managed})
     _check_trainer_use(args, "grpo")
     if cfg.vllm.mode == "off":  # otherwise the sidecar checks the vLLM it needs, and says where it looked

@@ -5,16 +5,18 @@ Owns the datasets and the phase's outputs under `output_dir/sft/`. Reference ans
 prompt rendered exactly as GRPO will render it, each completion a strict-format answer ending in EOS) with loss on
 the completion only. Episodes are multi-turn conversations with loss on the assistant turns only (TRL's
 `assistant_only_loss`, through the chat template's generation markers): prompts and tool results are never trained,
-each assistant turn's end token is. It does not decide whether the phase runs or is skipped on resume;
-`train.run_train` does.
+each assistant turn's end token is. `sft_phase` runs it on a run's context; whether it runs or is skipped on resume
+`azr.training.run` decides.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from typing import Any
 from azr.data import Task
 from azr.logs import atomic_write_json
 from azr.prompts import chat_messages, reference_answer
+from azr.training.context import RunContext
 from azr.training.mutants import sample_candidates
 
 log = logging.getLogger(__name__)
@@ -115,3 +118,41 @@ def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from
     if trainer.args.should_save:
         tokenizer.save_pretrained(str(final_dir))
     return final_dir
+
+
+def sft_phase(ctx: RunContext) -> None:
+    """The warm start on `ctx`'s policy: reference answers (with near misses when `sft.near_misses`), recorded
+    episodes (`sft.rollouts`), or in Absolute Zero mode its seed triplets; saved to `sft/final` and recorded."""
+    from azr.models import build_peft_config
+
+    cfg, out = ctx.cfg, ctx.out
+    started = time.monotonic()
+    near_misses = {}
+    if cfg.sft.near_misses:
+        find = functools.partial(find_near_misses, ctx.tasks, ctx.rewards.grader, cfg.sft.near_misses, cfg.seed)
+        if ctx.ranks.main:
+            near_misses = near_misses_once(out / "sft" / "near_misses.json", find)
+        near_misses = ctx.ranks.broadcast(near_misses)  # every rank trains on the same rows
+        log.info("sft: %d near misses that fail the tests added", sum(map(len, near_misses.values())))
+    if cfg.mode == "absolute_zero":  # the warm start teaches both roles on seed triplets
+        from azr.training.absolute_zero import warm_start_dataset
+
+        dataset = warm_start_dataset(cfg, out, ctx.tasks, ctx.tokenizer, cfg.template_kwargs())
+    elif cfg.sft.rollouts:
+        from azr.tools import load_rollouts
+
+        dataset = rollout_dataset(load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter))
+    else:
+        dataset = sft_dataset(ctx.tasks, ctx.tokenizer, cfg.template_kwargs(), near_misses)
+    peft_config = build_peft_config(cfg.model.adapter, ctx.model)
+    run_sft(
+        ctx.model,
+        ctx.tokenizer,
+        dataset,
+        ctx.args.sft,
+        peft_config,
+        ctx.callbacks("sft"),
+        ctx.checkpoint("sft"),
+        out / "sft" / "final",
+    )
+    ctx.state.finish("sft", {"seconds": round(time.monotonic() - started, 1), "examples": len(dataset)})

@@ -2,7 +2,8 @@
 
 A phase is recorded only once it has finished, atomically, so a crash leaves the record of the phases before it.
 Checkpoints count only when complete: the HF Trainer writes `trainer_state.json` last, so a folder without a
-readable one was cut short while saving and is passed over.
+readable one was cut short while saving and is passed over. A resumed run's logs are pruned back to its checkpoint
+(`prune_logs`), so that no record is written twice.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from azr.config import AzrConfig
 from azr.errors import ConfigError
-from azr.logs import atomic_write_json, read_jsonl_records
+from azr.logs import atomic_write_json, generation_files, prune_jsonl, read_jsonl_records
 
 log = logging.getLogger(__name__)
 
@@ -162,3 +164,26 @@ def mean_rate(rows: list[dict[str, Any]]) -> float | None:
         previous = r["step"]
     seconds = sum(dt for _, dt in spans)
     return sum(rate * dt for rate, dt in spans) / seconds if seconds > 0 else None
+
+
+def prune_logs(cfg: AzrConfig, out: Path, state: RunState, resume: Resume) -> None:
+    """Drop records a resumed run will write again: those of unfinished phases past the checkpoint's step."""
+
+    def keep(record: dict[str, Any]) -> bool:
+        phase = record.get("phase")
+        if state.done(phase):
+            return True
+        # A phase that restarts from scratch (no checkpoint) writes all its records again.
+        resumed = phase == resume.phase and resume.checkpoint is not None
+        return resumed and isinstance(record.get("step"), int) and record["step"] <= resume.pruned_to
+
+    def kept_grpo(record: dict[str, Any]) -> bool:
+        return state.done("grpo") or record.get("step", 0) <= (resume.pruned_to if resume.phase == "grpo" else 0)
+
+    dropped = prune_jsonl(out / "metrics.jsonl", keep)
+    # GRPO's per-batch logs: the generations, and with self-play the opponent's and the teacher's records.
+    grpo_logs = [*generation_files(out / "generations"), out / "selfplay.jsonl"]
+    grpo_logs += [out / "teacher.jsonl", out / cfg.teacher_assist.sft_buffer]
+    for path in grpo_logs:
+        dropped += prune_jsonl(path, kept_grpo)
+    log.info("resume: %s from step %d; %d log records past it removed", resume.phase, resume.pruned_to, dropped)

@@ -21,7 +21,7 @@ from transformers import TrainerCallback
 
 from azr.config import AdapterConfig, ModelConfig, load_config
 from azr.data import load_tasks
-from azr.training.run import grpo_dataset
+from azr.training import grpo_dataset
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:.*(is_)?gradient_checkpointing.*:FutureWarning"),

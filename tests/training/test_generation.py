@@ -12,7 +12,7 @@ import math
 import pytest
 
 from azr.data.tasks import load_tasks
-from azr.training.run import grpo_dataset
+from azr.training import grpo_dataset
 
 
 class FakeBackend:

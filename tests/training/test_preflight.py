@@ -27,7 +27,7 @@ def model_dir(tmp_path) -> Path:
 def nothing_slow(monkeypatch):
     """Fail the test if `azr train` gets as far as the sandbox, the tokenizer or the model."""
     import azr.models
-    import azr.training.run
+    import azr.training.context
 
     def reached(what):
         def fail(*args, **kwargs):
@@ -35,7 +35,7 @@ def nothing_slow(monkeypatch):
 
         return fail
 
-    monkeypatch.setattr(azr.training.run, "build_rewards", reached("the sandbox"))
+    monkeypatch.setattr(azr.training.context, "build_rewards", reached("the sandbox"))
     monkeypatch.setattr(azr.models, "load_tokenizer", reached("the tokenizer"))
     monkeypatch.setattr(azr.models, "build_model_and_tokenizer", reached("the model"))
 

@@ -23,7 +23,7 @@ from azr.prompts import chat_messages, reference_answer
 from azr.rewards.functions import CodeGrader, FormatReward
 from azr.rewards.grading import Grade, limits_from_config, pool_from_config
 from azr.sandbox import SandboxUnhealthy
-from azr.training.run import grpo_dataset
+from azr.training import grpo_dataset
 from azr.training.state import checkpoints
 
 GRPO_KEYS = {

@@ -1,0 +1,213 @@
+"""The run context of `azr train`: what every phase of one run shares, built once, in the order each part needs the
+ones before it. The sidecar checked and entered; the ranks joined; the run folder, its state and the resume point;
+the tasks; the reward functions and their weights (one call, self-play blended in once); the sandbox checked on
+reference solutions; the tokenizer; the vLLM server started; the trainer arguments built once, after the server's
+address is known; the policy loaded; the logs opened.
+
+Owns the order of that set-up and the callbacks every phase's trainer gets (`RunContext.callbacks`, the one place a
+new callback is attached). It runs no phase; `azr.training.run` runs them, each from its own module.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from azr.config import AzrConfig, SandboxConfig, save_config
+from azr.data import Task, load_tasks, select_tasks
+from azr.errors import ConfigError
+from azr.logs import GenerationLog, JsonlWriter
+from azr.prompts import reference_answer
+from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
+from azr.sandbox import SandboxUnhealthy
+from azr.serving import Sidecar
+from azr.training.args import TrainerArgs, build_trainer_args, sequence_lengths
+from azr.training.ranks import Ranks, sandbox_share, start_ranks
+from azr.training.state import Resume, RunState, prune_logs, resolve_resume
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunRewards:
+    """The run's rewards, from one `build_rewards` call. `funcs`/`weights` are the recipe's (what the pass rate
+    before and after GRPO measures); `trained_funcs`/`trained_weights` are what GRPO trains with: the recipe's,
+    blended with self-play's reward when `self_play.enabled` (here, once). In Absolute Zero mode the trained rewards
+    are its own two (propose, solve, weight 1 each), built by its phase around its judge: `trained_funcs` is empty."""
+
+    funcs: list[Callable]
+    weights: list[float]
+    grader: CodeGrader
+    trained_funcs: list[Callable]
+    trained_weights: list[float]
+
+
+def build_run_rewards(cfg: AzrConfig, sandbox: SandboxConfig, pool: Any = None) -> RunRewards:
+    funcs, weights, grader = build_rewards(cfg.rewards, sandbox, pool, answer_format=cfg.answer_format)
+    trained_funcs, trained_weights = list(funcs), list(weights)
+    if cfg.mode == "absolute_zero":
+        trained_funcs, trained_weights = [], [1.0, 1.0]
+    elif cfg.self_play.enabled:
+        from azr.selfplay import blend_rewards
+
+        trained_funcs, trained_weights = blend_rewards(funcs, weights, grader, cfg.self_play.weight)
+    return RunRewards(list(funcs), list(weights), grader, trained_funcs, trained_weights)
+
+
+@dataclass
+class RunContext:
+    """One run, as its phases see it. `model`/`tokenizer`/`policy_dir` are the policy the next phase starts from
+    (the SFT warm start replaces them); `metrics` and `generations` are None on every rank but the main one."""
+
+    cfg: AzrConfig
+    out: Path
+    ranks: Ranks
+    state: RunState
+    resume: Resume
+    tasks: list[Task]
+    rewards: RunRewards
+    sidecar: Sidecar
+    args: TrainerArgs
+    model: Any
+    tokenizer: Any
+    policy_dir: str
+    metrics: JsonlWriter | None
+    generations: GenerationLog | None
+    console: Any  # azr.training.callbacks.RunConsole (imported lazily: it needs transformers)
+
+    def checkpoint(self, phase: str) -> str | None:
+        """The checkpoint `phase` resumes from, if the run resumes inside it."""
+        return self.resume.checkpoint if self.resume.phase == phase else None
+
+    def callbacks(self, phase: str, *extra: Any) -> list[Any]:
+        """Every TrainerCallback a phase's trainer gets, in one place: metrics.jsonl, the console, then `extra`
+        (the phase's own: state saved beside checkpoints). A callback every GRPO run gets, such as the held-out
+        evaluation every `eval.every_steps` (azr.evaluation), is attached here for phase 'grpo'."""
+        from azr.training.callbacks import MetricsCallback
+
+        return [MetricsCallback(self.metrics, phase), self.console.callback(phase), *extra]
+
+    def bind(self, trainer: Any) -> None:
+        """After the trainer is built: its own console printer removed (the console callback replaces it), and the
+        metrics callback told whose reward-stage time to read."""
+        from transformers import PrinterCallback
+
+        from azr.training.callbacks import MetricsCallback
+
+        trainer.remove_callback(PrinterCallback)
+        for callback in trainer.callback_handler.callbacks:
+            if isinstance(callback, MetricsCallback):
+                callback.trainer = trainer
+
+
+def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunContext:
+    """Set up the run `cfg` describes (see the module docstring); what must be closed is entered into `stack`.
+    The recipe is checked already (`azr.training.preflight.check_recipe`)."""
+    sidecar = Sidecar(cfg, max_model_len=sequence_lengths(cfg)["max_seq_length"])
+    sidecar.check()  # a vllm.mode this machine cannot run is refused before anything is written
+    stack.enter_context(sidecar)  # its server starts just before the policy loads, and stops however the run ends
+    ranks = start_ranks()
+    out = Path(cfg.output_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"output_dir: cannot create {out}: {exc.strerror}") from None
+    state = RunState.load(out, writes=ranks.main)
+    resume = resolve_resume(out, state, resume_from, sft=cfg.sft.enabled)
+    ranks.wait()  # every rank has read the run as it was before the main process writes to it
+    if ranks.main:
+        save_config(cfg, out / "config.yaml")
+
+    tasks = select_tasks(
+        load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
+    )
+    sandbox = sandbox_share(cfg.sandbox, ranks)
+    pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
+    rewards = build_run_rewards(cfg, sandbox, pool)
+    check_sandbox(tasks, rewards.grader)
+    if cfg.sft.enabled and cfg.sft.rollouts and not state.done("sft"):
+        from azr.tools import load_rollouts
+
+        load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter)  # a bad file is refused before the model loads
+    shown = zip(rewards.funcs, rewards.weights, strict=True)
+    log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in shown))
+
+    from azr.models import build_model_and_tokenizer, count_parameters, load_tokenizer, quiet_third_party
+
+    quiet_third_party()
+    tokenizer = load_tokenizer(cfg.model)
+    tasks = fit_tasks(tasks, tokenizer, cfg)  # a recipe that leaves no task says so before the model loads
+    sidecar.start(out / "vllm")  # before the policy: on one GPU, vLLM's memory share is taken first
+    # Built once, now that everything they depend on is known (TRL's server mode: the URL of the server just started)
+    args = build_trainer_args(cfg, rewards.trained_weights, vllm_fields=sidecar.grpo_fields())
+    model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=args.max_seq_length, tokenizer=tokenizer)
+    log.info(
+        "model: %s (%s, %.2f M parameters, dtype %s)",
+        cfg.model.name_or_path,
+        type(model).__name__,
+        count_parameters(model) / 1e6,
+        model.dtype,
+    )
+    log.info("data: %d training tasks from %s", len(tasks), cfg.data.train)
+
+    if resume.pruned_to is not None and ranks.main:
+        prune_logs(cfg, out, state, resume)
+    from azr.training.callbacks import RunConsole
+
+    generations = None
+    if cfg.logging.generations and ranks.main:
+        generations = GenerationLog(out / "generations", int(cfg.logging.generations_max_mb * 2**20))
+        stack.callback(generations.close)
+    return RunContext(
+        cfg,
+        out,
+        ranks,
+        state,
+        resume,
+        tasks,
+        rewards,
+        sidecar,
+        args,
+        model,
+        tokenizer,
+        policy_dir=cfg.model.name_or_path,
+        metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")) if ranks.main else None,
+        generations=generations,
+        console=RunConsole(cfg.logging.console if ranks.main else "plain", stack),
+    )
+
+
+def fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:
+    limit = cfg.data.max_solution_tokens
+    if limit is not None:
+        fits = [
+            t
+            for t in tasks
+            if t.solution and len(tokenizer(reference_answer(t.solution, t.entry_point))["input_ids"]) < limit
+        ]
+        log.info("data.max_solution_tokens=%d keeps %d of %d tasks", limit, len(fits), len(tasks))
+        tasks = fits
+    tasks = tasks[: cfg.data.max_tasks] if cfg.data.max_tasks else tasks
+    if not tasks:
+        raise ConfigError("data: no training tasks left after data.max_solution_tokens / data.max_tasks")
+    return tasks
+
+
+def check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> None:
+    """Fail before the model loads if the sandbox cannot grade known-good reference solutions."""
+    checked = [(t, g) for t, g in validate_references(tasks[:sample], grader.pool, grader.limits) if g is not None]
+    errors = [g.failures[-1] for _, g in checked if g.status == "error"]
+    if errors:
+        raise SandboxUnhealthy(f"the sandbox failed on {len(errors)} of {len(checked)} reference runs: {errors[0]}")
+    passed = sum(g.passed for _, g in checked)
+    log.info(
+        "sandbox: %s backend, %d workers; %d/%d reference solutions pass",
+        grader.pool.backend.name,
+        grader.pool.size,
+        passed,
+        len(checked),
+    )

@@ -1,0 +1,108 @@
+"""The GRPO phase of `azr train`: the training rows, the batch composition (`azr.rollouts`: group sampler,
+curriculum, dynamic sampling, self-play rounds), `AZRGRPOTrainer` over the run's rewards, and the final policy
+saved with its model card. `finish_grpo` is shared with Absolute Zero's GRPO phase.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from azr.data import Task
+from azr.prompts import chat_messages
+from azr.rollouts import MainRounds
+from azr.training.context import RunContext
+from azr.training.ranks import replica_digests
+
+
+def grpo_phase(ctx: RunContext):
+    """GRPO on the run's tasks from `ctx`'s policy; returns the trained model."""
+    from azr.models import build_peft_config
+    from azr.rollouts import build_sampling
+    from azr.tools import build_toolbox
+    from azr.training.callbacks import SaveBesideCheckpoints
+    from azr.training.generation import use_generation_backend
+    from azr.training.trainer import AZRGRPOTrainer
+
+    cfg, generations, grader = ctx.cfg, ctx.generations, ctx.rewards.grader
+    started = time.monotonic()
+    # The same observers on every rank (the trainer gathers each batch for them), called on the main one only.
+    observers = [lambda batch: generations.put(batch.records())] if cfg.logging.generations else []
+    rows, arena, sources = grpo_rows(ctx.tasks), None, []
+    checkpoint = ctx.checkpoint("grpo")
+    if cfg.self_play.enabled:
+        from azr.selfplay import Arena
+
+        main_arena = Arena(cfg, grader, rows, checkpoint=checkpoint) if ctx.ranks.main else None
+        arena, sources = MainRounds(main_arena, ctx.ranks), main_arena.sources if main_arena else []
+    # One sampler decides which prompt groups enter each batch (data, curriculum, self-play's replay and hints); with
+    # several processes it runs on the main one, where the arena and the curriculum's statistics are.
+    sampling = build_sampling(cfg, rows, sources, checkpoint, ctx.ranks)
+    observers.append(sampling.observe)
+    saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])
+    try:
+        trainer = AZRGRPOTrainer(
+            model=ctx.model,
+            reward_funcs=ctx.rewards.trained_funcs,
+            args=ctx.args.grpo,
+            train_dataset=grpo_dataset(ctx.tasks),
+            processing_class=ctx.tokenizer,
+            # A policy that comes out of the SFT phase already carries its (trainable) adapter.
+            peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, ctx.model),
+            callbacks=ctx.callbacks("grpo", *saved),
+            # TRL runs the policy's tool calls and masks their results out of the loss; python_run shares the pool.
+            tools=build_toolbox(cfg, grader.pool, ctx.tokenizer.all_special_tokens).functions()
+            if cfg.tools.enabled
+            else None,
+            grader=grader,
+            observers=observers,
+            rounds=arena,
+            sampling=sampling,
+        )
+        ctx.bind(trainer)
+        if (backend := ctx.sidecar.generation(trainer)) is not None:
+            use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
+        trainer.train(resume_from_checkpoint=checkpoint)
+    finally:
+        if arena is not None:
+            arena.close()  # scoreboard.json and frontier.json written however training ended
+    return finish_grpo(ctx, trainer, started)
+
+
+def finish_grpo(ctx: RunContext, trainer, started: float):
+    """Save the trained policy to `final/` with its model card and record the phase; returns the model."""
+    final = ctx.out / "final"
+    trainer.save_model(str(final))  # on every rank: a sharded model is gathered to the main one, which writes
+    info = {"seconds": round(time.monotonic() - started, 1), "steps": trainer.state.global_step}
+    if digests := replica_digests(trainer, ctx.ranks):
+        info["weights_sha256"] = digests  # one per rank: data-parallel replicas that must be equal
+    ctx.state.finish("grpo", info)
+    if ctx.ranks.main:
+        from azr.training.modelcard import write_model_card
+
+        ctx.tokenizer.save_pretrained(str(final))
+        write_model_card(final, ctx.cfg, ctx.policy_dir, ctx.state)
+    return trainer.model
+
+
+def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:
+    """Conversational prompts plus the columns the rewards read. Hinted retries and replayed tasks enter the batch
+    as rows with these same keys (`hint` holds the teacher's hint; `source` says where a row came from)."""
+    return [
+        {
+            "prompt": chat_messages(t.prompt),
+            "task_id": t.id,
+            "tests": t.tests,
+            "timeout_s": t.timeout_s,
+            "memory_mb": t.memory_mb,
+            "hint": "",
+            "source": "data",
+        }
+        for t in tasks
+    ]
+
+
+def grpo_dataset(tasks: list[Task]):
+    from datasets import Dataset
+
+    return Dataset.from_list(grpo_rows(tasks))
