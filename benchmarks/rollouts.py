@@ -79,9 +79,10 @@ def _trainer(arm: str, cfg: AzrConfig, policy: str, pool, max_steps: int, callba
     """azr's GRPO trainer for one arm, from the policy on disk: (trainer, sampling, rewards, tasks, tokenizer)."""
     from transformers import PrinterCallback, set_seed
 
+    from azr.config import grpo_args
     from azr.rewards import build_rewards
     from azr.rollouts import build_sampling
-    from azr.training import AZRGRPOTrainer, grpo_args, grpo_dataset, grpo_rows, on_gpu
+    from azr.training import AZRGRPOTrainer, grpo_dataset, grpo_rows, on_gpu
 
     cfg = dataclasses.replace(_arm_config(cfg, arm), grpo={**cfg.grpo, "max_steps": max_steps})
     set_seed(cfg.seed)
@@ -118,8 +119,8 @@ def _burn_in(cfg: AzrConfig, policy: str, pool, steps: int, out: Path) -> tuple[
 
 def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: int, out: Path) -> dict[str, Any]:
     """One arm from the policy on disk: its wall time, its sampler's counts, and the train pass rate at the end."""
+    from azr.config import sequence_lengths
     from azr.evaluation import Sampling, generate_completions, score_completions
-    from azr.training import sequence_lengths
 
     # The time budget ends every arm, never the recipe's step count.
     trainer, sampling, (funcs, weights, grader), tasks, tokenizer = _trainer(

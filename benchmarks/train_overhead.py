@@ -98,8 +98,9 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     from transformers import PrinterCallback, set_seed
     from trl import GRPOTrainer
 
+    from azr.config import grpo_args
     from azr.rewards import build_rewards
-    from azr.training import grpo_args, grpo_dataset, on_gpu
+    from azr.training import grpo_dataset, on_gpu
 
     set_seed(cfg.seed)
     model, tokenizer = load_policy(cfg, policy)
@@ -248,9 +249,10 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
 
+    from azr.config import sequence_lengths
     from azr.models import quiet_third_party
     from azr.rewards import pool_from_config
-    from azr.training import check_sandbox, sequence_lengths
+    from azr.training import check_sandbox
 
     quiet_third_party()
     cfg = _config(args)

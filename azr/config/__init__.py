@@ -1,4 +1,5 @@
-"""Recipes: the section dataclasses, loading with `--set` overrides and validation, and saving the resolved form.
+"""Recipes: the section dataclasses, loading with `--set` overrides and validation, saving the resolved form, and the
+whole-recipe check of a training run (`check_recipe`: rules across sections, TRL's trainer arguments).
 
 The face of the config package: other packages import from here only. Nothing in it imports torch, transformers or
 trl at module level.
@@ -14,6 +15,7 @@ from azr.config.load import (
     save_config,
 )
 from azr.config.passthrough import validate_grpo
+from azr.config.recipe import check_recipe, prompt_groups
 from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import fields_markdown, parse_pairs
 from azr.config.sections import (
@@ -28,6 +30,7 @@ from azr.config.sections import (
 )
 from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
 from azr.config.tools import TOOL_NAMES, GenConfig, PythonToolConfig, ToolsConfig, WebToolConfig
+from azr.config.trainer_args import check_groups, check_grpo_inputs, grpo_args, sequence_lengths, sft_args
 from azr.config.vllm import VLLM_LORA_RANKS, VllmConfig, check_vllm_config, lora_refusal, served_lora_rank
 from azr.errors import ConfigError
 
@@ -59,14 +62,21 @@ __all__ = [
     "ToolsConfig",
     "VllmConfig",
     "WebToolConfig",
+    "check_groups",
+    "check_grpo_inputs",
+    "check_recipe",
     "check_vllm_config",
     "dump_yaml",
     "fields_markdown",
+    "grpo_args",
     "load_config",
     "lora_refusal",
     "parse_pairs",
+    "prompt_groups",
     "save_config",
+    "sequence_lengths",
     "served_lora_rank",
+    "sft_args",
     "validate_grpo",
     "vllm_lora_problem",
 ]

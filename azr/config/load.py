@@ -2,7 +2,8 @@
 
 Relative paths written in a recipe are relative to the recipe's folder; those from `--set` and defaults, to the
 current directory. Nothing here imports torch/transformers/trl: `grpo:` and `sft.args` pass through, checked against
-TRL's config classes by `azr.config.passthrough` when `azr.training` builds them (importing TRL takes seconds).
+TRL's config classes by `azr.config.recipe.check_recipe`, the whole-recipe check a training run starts with
+(importing TRL takes seconds).
 """
 
 from __future__ import annotations

@@ -52,8 +52,7 @@ def grpo_args(
     `warn`: deprecation warnings naming a user key are logged as warnings (else, once checked, to the debug log)."""
     from trl import GRPOConfig
 
-    validate_grpo(cfg.grpo)  # names and scalar types first: what follows reads these values
-    _check_managed_inputs(cfg.grpo)
+    check_grpo_inputs(cfg)
     _check_grpo_values(cfg.grpo)
     values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
     if cpu:
@@ -173,8 +172,14 @@ def _plain(reason: str, cls: type) -> str:
     return reason[:400]
 
 
+def check_grpo_inputs(cfg: AzrConfig) -> None:
+    """`grpo:`'s names and scalar types (numeric strings become numbers), then the values azr itself computes with
+    (TRL would take other forms of them): what `sequence_lengths` and the rest read."""
+    validate_grpo(cfg.grpo)
+    _check_managed_inputs(cfg.grpo)
+
+
 def _check_managed_inputs(grpo: dict[str, Any]) -> None:
-    """The `grpo:` values azr itself computes with (TRL would take other forms of them)."""
     length = grpo.get("max_completion_length", 256)
     if not _ints(length):
         raise ConfigError(f"grpo.max_completion_length: expected a positive integer, got {show(length)}")

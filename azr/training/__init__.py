@@ -3,15 +3,7 @@ before/after measurement), the trainer arguments and the checks a recipe passes 
 callbacks, run state and model card. The face of the training package.
 """
 
-from azr.training.args import (
-    TrainerArgs,
-    build_trainer_args,
-    grpo_args,
-    on_gpu,
-    reward_weights,
-    sequence_lengths,
-    sft_args,
-)
+from azr.training.args import TrainerArgs, build_trainer_args, on_gpu, reward_weights
 from azr.training.context import RunContext, check_sandbox, fit_tasks
 from azr.training.grpo import grpo_dataset, grpo_rows
 from azr.training.preflight import check_recipe
@@ -42,7 +34,6 @@ __all__ = [
     "check_sandbox",
     "find_near_misses",
     "fit_tasks",
-    "grpo_args",
     "grpo_dataset",
     "grpo_rows",
     "mean_rate",
@@ -50,8 +41,6 @@ __all__ = [
     "reward_weights",
     "run_sft",
     "run_train",
-    "sequence_lengths",
-    "sft_args",
     "sft_dataset",
     "write_summary",
 ]

@@ -1,9 +1,10 @@
-"""Absolute Zero mode in `azr train`: the recipe checks, the seeds, the warm start's rows, and the GRPO phase in which
+"""Absolute Zero mode in `azr train`: the seeds, the warm start's rows, and the GRPO phase in which
 the policy proposes and solves its own tasks.
 
-`run_train` stays the one linear recipe. With `mode: absolute_zero`, the recipe check (`azr.training.preflight`)
-calls `check_launch` and `prompt_groups` before anything is written; the SFT phase calls `warm_start_dataset`, and
-`run_train` runs `absolute_zero_phase` instead of the GRPO phase. Outputs beside the usual ones:
+`run_train` stays the one linear recipe. With `mode: absolute_zero`, the recipe check (`azr.config.recipe`)
+refuses what the mode cannot do and checks its batch shape before anything is written; the SFT phase calls
+`warm_start_dataset`, and `run_train` runs `absolute_zero_phase` instead of the GRPO phase. Outputs beside the usual
+ones:
 `absolute_zero/seeds.jsonl` (the validated seeds, computed once, so a resume seeds identically),
 `absolute_zero/{type}.jsonl` (the buffers at the end) and, in each checkpoint, `absolute_zero/` (buffers and the
 rollout's random state) from which a resume continues exactly.
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import time
 from pathlib import Path
@@ -33,46 +33,15 @@ from azr.absolute_zero import (
     warm_start_pairs,
     write_triplets,
 )
-from azr.config import AzrConfig
+from azr.config import AzrConfig, prompt_groups
 from azr.data import Task
-from azr.errors import ConfigError, NotAvailableError
+from azr.errors import ConfigError
 from azr.logs import atomic_write_json
 from azr.training.context import RunContext
 from azr.training.grpo import finish_grpo
 
 log = logging.getLogger(__name__)
 FOLDER = "absolute_zero"
-
-
-def check_launch(cfg: AzrConfig) -> None:
-    """Refuse what this mode cannot do, before the trainer arguments are built (under a launcher, building them
-    starts the distributed set-up) and before anything is written."""
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    if world > 1:
-        raise NotAvailableError(
-            f"mode absolute_zero: runs in one training process in this version (WORLD_SIZE={world}); its buffers "
-            "and rollout are per process. Launch it without multiple ranks (vLLM server mode can still generate)."
-        )
-    if cfg.sft.near_misses:
-        raise ConfigError("sft.near_misses: not used with mode absolute_zero (its warm start teaches seed triplets)")
-    for name, on in {"sampling.dynamic": cfg.sampling.dynamic, "curriculum.enabled": cfg.curriculum.enabled}.items():
-        if on:  # the rollout composes its own batches of proposer and solver groups from the buffers
-            raise ConfigError(f"{name}: not with mode absolute_zero (its batches are proposer and solver rows)")
-    if cfg.rewards != AzrConfig().rewards:
-        log.warning("rewards: not used with mode absolute_zero (its rewards are set under absolute_zero:)")
-
-
-def prompt_groups(cfg: AzrConfig, args: Any) -> int:
-    """The prompt groups per generation batch of the run's trl.GRPOConfig `args`: a multiple of one proposer and one
-    solver share per task type (ConfigError otherwise)."""
-    groups, slots = args.generation_batch_size // args.num_generations, 2 * len(cfg.absolute_zero.types)
-    if groups % slots:
-        raise ConfigError(
-            f"grpo: a generation batch holds {groups} prompt groups (generation_batch_size {args.generation_batch_size}"
-            f" / num_generations {args.num_generations}); mode absolute_zero needs a multiple of {slots}: one proposer "
-            "and one solver group per task type in absolute_zero.types"
-        )
-    return groups
 
 
 def seeds_once(cfg: AzrConfig, out: Path, tasks: list[Task], validator: Any) -> list[Any]:

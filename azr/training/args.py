@@ -1,33 +1,19 @@
-"""Trainer arguments from a recipe: the `trl.GRPOConfig` and `trl.SFTConfig` a run trains with, built once the run
-knows everything they depend on (the vLLM server's address included), with azr's managed fields (output folders,
-seed, activation checkpointing, completion length, thinking switch, reward weights, CPU defaults, the fields of
-TRL's vLLM modes that `vllm.mode` sets).
+"""The trainer arguments a run trains with: `TrainerArgs` (the `trl.GRPOConfig` and `trl.SFTConfig` and the token
+budgets they were built with), built by `build_trainer_args` from a recipe whose rules `azr.config` has checked
+(`azr.config.recipe`). A run builds them once, in its context, after its vLLM server has started (TRL's server mode
+needs the server's address); the recipe check builds them with the server's fields left empty.
 
-Building them runs every check TRL and transformers make in their `__post_init__`; a failure becomes a one-line
-`ConfigError` naming the recipe field at fault, found by rebuilding without each of the user's keys. azr's own
-checks for the usual mistakes (too few generations per group, a generation batch that splits groups, hinted retries
-or replay that can never fire, dynamic sampling over groups split between processes, unknown report_to) come first,
-in plainer words. It does not check paths or the model; `azr.training.preflight` does, and starts nothing.
+The reward weights TRL gets are the recipe's, blended with self-play's when it is on (`reward_weights`, which checks
+every reward name and its params without starting a sandbox); in Absolute Zero mode, 1 for each of its own two.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-import os
-import re
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from azr.config import AzrConfig, validate_grpo
-from azr.errors import ConfigError, did_you_mean, show
-
-log = logging.getLogger(__name__)
-# The keys that decide whether a generation batch holds whole groups: an error names those the user set.
-BATCH_FIELDS = ("num_generations", "per_device_train_batch_size", "generation_batch_size", "steps_per_generation")
+from azr.config import AzrConfig, check_groups, check_grpo_inputs, grpo_args, sequence_lengths, sft_args
 
 
 @dataclass
@@ -46,19 +32,34 @@ def build_trainer_args(
     weights: Sequence[float] | None = None,
     cpu: bool | None = None,
     vllm_fields: dict[str, Any] | None = None,
+    warn: bool = True,
 ) -> TrainerArgs:
     """The run's trainer arguments; `weights` are the reward weights TRL gets (default: `reward_weights(cfg)`),
     `cpu` whether it trains on the CPU (default: no GPU visible), `vllm_fields` the GRPOConfig fields of TRL's vLLM
     modes for the server the run started (`Sidecar.grpo_fields`; default: those of `vllm.mode` without a server, as
-    the recipe check builds them). Raises ConfigError naming the field at fault."""
-    if cpu is None:
-        cpu = not on_gpu()
+    the recipe check builds them); `warn` False once the recipe check has reported the deprecations. Raises
+    ConfigError naming the field at fault."""
+    cpu = not on_gpu() if cpu is None else cpu
     weights = reward_weights(cfg) if weights is None else list(weights)
-    grpo = grpo_args(cfg, weights, cpu, vllm_fields)
+    vllm_fields = vllm_placeholders(cfg) if vllm_fields is None else vllm_fields
+    grpo = grpo_args(cfg, weights, cpu, vllm_fields, warn)
     check_groups(cfg, grpo)
-    sft = sft_args(cfg, cpu) if cfg.sft.enabled else None
+    sft = sft_args(cfg, cpu, warn) if cfg.sft.enabled else None
+    return trainer_args(cfg, grpo, sft)
+
+
+def trainer_args(cfg: AzrConfig, grpo: Any, sft: Any | None) -> TrainerArgs:
     lengths = sequence_lengths(cfg)
     return TrainerArgs(grpo, sft, lengths["max_completion_length"], lengths["max_seq_length"])
+
+
+def vllm_placeholders(cfg: AzrConfig) -> dict[str, Any]:
+    """The GRPOConfig fields of `vllm.mode` before its server runs (no address yet): what the recipe check builds."""
+    from azr.serving import grpo_fields
+
+    check_grpo_inputs(cfg)  # the lengths below read grpo.max_completion_length
+
+    return grpo_fields(cfg, None, 0, sequence_lengths(cfg)["max_seq_length"])
 
 
 def on_gpu() -> bool:
@@ -83,239 +84,3 @@ def reward_weights(cfg: AzrConfig) -> list[float]:
 
         funcs, weights = blend_rewards(funcs, weights, None, cfg.self_play.weight)
     return weights
-
-
-def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
-    """The completion budget includes the thinking budget when the policy thinks."""
-    completion = int(cfg.grpo.get("max_completion_length", 256))
-    if cfg.thinking.policy:
-        completion += cfg.thinking.policy_budget_tokens
-    return {"max_completion_length": completion, "max_seq_length": completion + 2048}
-
-
-def grpo_args(cfg: AzrConfig, weights: Sequence[float], cpu: bool, vllm_fields: dict[str, Any] | None = None):
-    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, CPU defaults, and the
-    fields of TRL's vLLM modes for `vllm.mode` server and colocate (`vllm_fields`: those of the server the run
-    started; by default without a server, as the recipe check builds them)."""
-    from trl import GRPOConfig
-
-    from azr.serving import grpo_fields
-
-    validate_grpo(cfg.grpo)  # names and scalar types first: what follows reads these values
-    _check_managed_inputs(cfg.grpo)
-    _check_grpo_values(cfg.grpo)
-    values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
-    if cpu:
-        for half in ("bf16", "fp16"):
-            if values.get(half):
-                log.warning("grpo.%s: no GPU here, so training runs on the CPU in float32 (%s=false)", half, half)
-        values.update(use_cpu=True, bf16=False, fp16=False)
-    values["max_completion_length"] = sequence_lengths(cfg)["max_completion_length"]
-    values["chat_template_kwargs"] = cfg.template_kwargs()
-    if values.get("reward_weights") is None:
-        values["reward_weights"] = list(weights)
-    if len(values["reward_weights"]) != len(weights):
-        raise ConfigError(
-            f"grpo.reward_weights: {len(values['reward_weights'])} weights for {len(weights)} reward functions "
-            f"(the rewards: list{', with self_play adding its own' if cfg.self_play.enabled else ''})"
-        )
-    managed = {"output_dir": str(Path(cfg.output_dir) / "checkpoints"), "seed": cfg.seed, "disable_tqdm": True}
-    managed[_checkpointing_field(GRPOConfig)] = cfg.model.gradient_checkpointing
-    if vllm_fields is None:
-        vllm_fields = grpo_fields(cfg, None, 0, sequence_lengths(cfg)["max_seq_length"])
-    managed |= vllm_fields
-    args = trl_config(GRPOConfig, "grpo", cfg.grpo, {**values, **managed})
-    _check_trainer_use(args, "grpo")
-    if cfg.vllm.mode == "off":  # otherwise the sidecar checks the vLLM it needs, and says where it looked
-        _check_vllm(args)
-    return args
-
-
-def sft_args(cfg: AzrConfig, cpu: bool):
-    """trl.SFTConfig from `sft.args`, with azr's managed fields and CPU defaults; the warm start's folder is
-    `output_dir/sft`. The loss is on the completion (reference answers), or on the assistant turns when it learns
-    recorded episodes (`sft.rollouts`)."""
-    from trl import SFTConfig
-
-    validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
-    values: dict[str, Any] = {
-        "logging_steps": 10,
-        "save_strategy": "steps",  # per epoch would mean a save every few steps on small data sets
-        "save_steps": 100,
-        "save_total_limit": 1,
-        "report_to": [],
-        "lr_scheduler_type": "cosine",
-        # the loss on the assistant turns of recorded episodes, or on the completion after a task's prompt
-        **(
-            {"assistant_only_loss": True, "completion_only_loss": False}
-            if cfg.sft.rollouts
-            else {"completion_only_loss": True}
-        ),
-        **cfg.sft.args,
-    }
-    if cpu:
-        values.update(use_cpu=True, bf16=False, fp16=False)  # mixed precision needs a GPU
-    managed = {"output_dir": str(Path(cfg.output_dir) / "sft" / "checkpoints"), "seed": cfg.seed}
-    managed |= {"disable_tqdm": True, _checkpointing_field(SFTConfig): cfg.model.gradient_checkpointing}
-    args = trl_config(SFTConfig, "sft.args", cfg.sft.args, {**values, **managed})
-    _check_trainer_use(args, "sft.args")
-    return args
-
-
-def _checkpointing_field(cls: type) -> str:
-    """transformers 5 renamed gradient_checkpointing; the old name still works but warns on every build."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
-
-
-def trl_config(cls: type, section: str, user: dict[str, Any], values: dict[str, Any]):
-    """`cls(**values)`, with what it raises turned into a one-line ConfigError naming the culprit among the user's
-    keys (`user`, the recipe's `section`): the keys without which it builds, else those its message names. An error
-    no user key is part of is not the user's to fix, and propagates as it is."""
-    try:
-        return _quietly(cls, values, section, user)
-    except Exception as exc:  # whatever the library raises: judged below by whether a user key causes it
-        reason = _first_line(exc)
-        culprits = [key for key in user if _builds(cls, {k: v for k, v in values.items() if k != key})]
-        culprits = culprits or [key for key in user if re.search(rf"\b{re.escape(key)}\b", reason)]
-        if not culprits and not isinstance(exc, (ValueError, TypeError)):
-            raise
-        where = ", ".join(f"{section}.{key}" for key in culprits) or section
-        raise ConfigError(f"{where}: {_plain(reason, cls)}") from None
-
-
-def _quietly(cls: type, values: dict[str, Any], section: str, user: dict[str, Any]):
-    """Build, turning the deprecation warnings it raises into one azr warning per user key they name (the rest, the
-    library's own business, go to the debug log)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        built = cls(**values)
-    for warning in caught:
-        text = str(warning.message).splitlines()[0]
-        named = [key for key in user if re.search(rf"`?\b{re.escape(key)}\b`?", text)]
-        if named and issubclass(warning.category, (DeprecationWarning, FutureWarning)):
-            log.warning("%s.%s: %s", section, named[0], text)
-        else:
-            log.debug("%s: %s: %s", cls.__name__, warning.category.__name__, text)
-    return built
-
-
-def _builds(cls: type, values: dict[str, Any]) -> bool:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            cls(**values)
-        except Exception:  # any failure: this key alone is not the culprit
-            return False
-    return True
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split("\n\n")[0].split())
-
-
-def _plain(reason: str, cls: type) -> str:
-    """Python's wording for a bad keyword is about `__init__`; say it in the recipe's terms."""
-    found = re.search(r"unexpected keyword argument '(\w+)'", reason)
-    if found:
-        known = [f.name for f in dataclasses.fields(cls) if f.init]
-        return f"not a trl.{cls.__name__} field{did_you_mean(found.group(1), known)}"
-    return reason[:400]
-
-
-def _check_managed_inputs(grpo: dict[str, Any]) -> None:
-    """The `grpo:` values azr itself computes with (TRL would take other forms of them)."""
-    length = grpo.get("max_completion_length", 256)
-    if not _ints(length):
-        raise ConfigError(f"grpo.max_completion_length: expected a positive integer, got {show(length)}")
-    if not isinstance(grpo.get("chat_template_kwargs", {}), dict):
-        raise ConfigError(f"grpo.chat_template_kwargs: expected a mapping, got {show(grpo['chat_template_kwargs'])}")
-
-
-def _check_grpo_values(grpo: dict[str, Any]) -> None:
-    """The usual GRPO batch mistakes, named in the recipe's terms before TRL words them in its own."""
-    from trl import GRPOConfig
-
-    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig) if f.init}
-    value = {**defaults, **grpo}.get
-    n = value("num_generations")
-    if isinstance(n, int) and n < 2:
-        raise ConfigError(f"grpo.num_generations: GRPO needs at least 2 generations per prompt, got {n}")
-    if grpo.get("generation_batch_size") is not None and grpo.get("steps_per_generation") is not None:
-        raise ConfigError("grpo.generation_batch_size: set it or grpo.steps_per_generation, not both")
-    per_device, processes = value("per_device_train_batch_size"), int(os.environ.get("WORLD_SIZE", "1"))
-    steps = value("steps_per_generation") or value("gradient_accumulation_steps")
-    batch = value("generation_batch_size") or (per_device * processes * steps if _ints(per_device, steps) else None)
-    if _ints(n, batch) and n >= 2 and batch % n:
-        named = ", ".join(f"grpo.{key}" for key in BATCH_FIELDS if key in grpo) or "grpo.num_generations"
-        raise ConfigError(
-            f"{named}: a generation batch of {batch} completions (per_device_train_batch_size x processes x "
-            f"steps_per_generation) does not hold whole groups of num_generations={n}; make it a multiple of {n}"
-        )
-
-
-def _ints(*values: Any) -> bool:
-    return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
-
-
-def check_groups(cfg: AzrConfig, grpo) -> None:
-    """Hinted retries and frontier replay swap whole prompt groups of the generation batch (all processes' rows,
-    composed by the group sampler on the main one: a group may straddle two processes); each share must come to at
-    least one group, or the feature never acts. That the batch holds whole groups is TRL's own check. Dynamic
-    sampling keeps or passes over the groups each process generated, so a process's batch must be whole groups."""
-    local = grpo.per_device_train_batch_size * grpo.steps_per_generation
-    if cfg.sampling.dynamic and local % grpo.num_generations:
-        raise ConfigError(
-            f"sampling.dynamic: keeps or passes over whole prompt groups on each process, but each process generates "
-            f"{local} completions per batch, not a multiple of grpo.num_generations={grpo.num_generations}"
-        )
-    groups = grpo.generation_batch_size // grpo.num_generations
-    shares = {
-        "teacher_assist.hint_share": (cfg.teacher_assist.enabled, cfg.teacher_assist.hint_share),
-        "curriculum.replay_rate": (cfg.curriculum.replay, cfg.curriculum.replay_rate),
-    }
-    for name, (on, share) in shares.items():
-        if on and share > 0 and int(share * groups) == 0:
-            raise ConfigError(
-                f"{name}: {share:g} of the {groups} prompt group(s) in a generation batch rounds down to none, so "
-                f"it would never act; raise it to at least {1 / groups:.3g} or generate more groups per batch"
-            )
-
-
-def _check_trainer_use(args, section: str) -> None:
-    """What the trainer itself would refuse only once the model has loaded: evaluation settings (azr gives its
-    trainers no eval dataset; the run's own measurement is `logging.pass_rate_tasks`), and report targets."""
-    evaluating = {
-        "eval_strategy": str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no",
-        "save_strategy": str(getattr(args.save_strategy, "value", args.save_strategy)) == "best",
-        "load_best_model_at_end": args.load_best_model_at_end,
-    }
-    for name, asks in evaluating.items():
-        if asks:
-            raise ConfigError(
-                f"{section}.{name}: needs evaluation through the trainer, which azr does not do (it gives the "
-                "trainer no eval dataset; logging.pass_rate_tasks measures the policy before and after)"
-            )
-    from transformers.integrations.integration_utils import (
-        INTEGRATION_TO_CALLBACK,
-        get_available_reporting_integrations,
-    )
-
-    targets = args.report_to or []
-    available = get_available_reporting_integrations() if targets else []
-    for name in targets:
-        if not isinstance(name, str) or name not in INTEGRATION_TO_CALLBACK:
-            close = did_you_mean(name, INTEGRATION_TO_CALLBACK) if isinstance(name, str) else ""
-            raise ConfigError(f"{section}.report_to: unknown target {show(name)}{close} (or 'none')")
-        if name not in available:
-            raise ConfigError(f"{section}.report_to: '{name}' is not installed here; pip install {name}")
-
-
-def _check_vllm(args) -> None:
-    import importlib.util
-
-    if args.use_vllm and importlib.util.find_spec("vllm") is None:
-        raise ConfigError(
-            "grpo.use_vllm: TRL's vLLM generation needs the vllm package in this environment; pip install vllm"
-        )

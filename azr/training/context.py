@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from azr.config import AzrConfig, SandboxConfig, save_config
+from azr.config import AzrConfig, SandboxConfig, save_config, sequence_lengths
 from azr.data import Task, load_tasks, select_tasks
 from azr.errors import ConfigError
 from azr.logs import GenerationLog, JsonlWriter
@@ -25,7 +25,7 @@ from azr.prompts import reference_answer
 from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
 from azr.sandbox import SandboxUnhealthy
 from azr.serving import Sidecar
-from azr.training.args import TrainerArgs, build_trainer_args, sequence_lengths
+from azr.training.args import TrainerArgs, build_trainer_args
 from azr.training.ranks import Ranks, sandbox_share, start_ranks
 from azr.training.state import Resume, RunState, prune_logs, resolve_resume
 
@@ -106,7 +106,7 @@ class RunContext:
 
 def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunContext:
     """Set up the run `cfg` describes (see the module docstring); what must be closed is entered into `stack`.
-    The recipe is checked already (`azr.training.preflight.check_recipe`)."""
+    The recipe is checked already (`azr.training.check_recipe`), so building TRL's arguments raises nothing new."""
     sidecar = Sidecar(cfg, max_model_len=sequence_lengths(cfg)["max_seq_length"])
     sidecar.check()  # a vllm.mode this machine cannot run is refused before anything is written
     stack.enter_context(sidecar)  # its server starts just before the policy loads, and stops however the run ends
@@ -143,7 +143,7 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
     tasks = fit_tasks(tasks, tokenizer, cfg)  # a recipe that leaves no task says so before the model loads
     sidecar.start(out / "vllm")  # before the policy: on one GPU, vLLM's memory share is taken first
     # Built once, now that everything they depend on is known (TRL's server mode: the URL of the server just started)
-    args = build_trainer_args(cfg, rewards.trained_weights, vllm_fields=sidecar.grpo_fields())
+    args = build_trainer_args(cfg, rewards.trained_weights, vllm_fields=sidecar.grpo_fields(), warn=False)
     model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=args.max_seq_length, tokenizer=tokenizer)
     log.info(
         "model: %s (%s, %.2f M parameters, dtype %s)",
