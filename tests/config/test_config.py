@@ -252,8 +252,8 @@ def test_bool_fields_take_0_and_1():
     assert load_config(None, [*MIN, "data.shuffle=0"]).data.shuffle is False
 
 
-def test_readme_config_table_is_generated_from_the_help_strings():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- config-table:start -->\n(.*?)\n<!-- config-table:end -->", readme, re.S)
-    assert block, "README.md lacks the config table markers"
+def test_the_docs_config_table_is_generated_from_the_help_strings():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "config.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- config-table:start -->\n(.*?)\n<!-- config-table:end -->", doc, re.S)
+    assert block, "docs/config.md lacks the config table markers"
     assert block.group(1).strip() == fields_markdown(AzrConfig).strip(), "regenerate it with `azr config fields`"
