@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,8 +154,57 @@ def az_pool():
     pool.close()
 
 
+# Session fixtures that start a server: a test that uses one is slow whatever its own marks say.
+SERVER_FIXTURES = {"vllm_server"}
+_running: list[pytest.Item] = []  # the test being set up, run or torn down
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+def _refuse_unless_slow(what: str, original, applies=lambda *args, **kwargs: True):
+    """Wrap `original` so that a test not marked `slow` (or a fixture it sets up) that calls it fails, naming
+    itself: the fast path (`make test-fast`, -m "not slow") never trains a model or starts a vLLM server."""
+
+    def guarded(*args, **kwargs):
+        item = _running[-1] if _running else None
+        if item is not None and item.get_closest_marker("slow") is None and applies(*args, **kwargs):
+            pytest.fail(f"{item.nodeid} {what}: mark it @pytest.mark.slow (or use a fixture that does not)")
+        return original(*args, **kwargs)
+
+    return guarded
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _slow_work_is_marked_slow():
+    """Training (transformers' Trainer.train, which TRL's trainers run) and starting a real vLLM server (from
+    another interpreter: this one has no vLLM, so a server on it is a stand-in) are refused to any test not marked
+    `slow`. Training in a subprocess (`azr train` as a command, torchrun) is marked by hand."""
+    from transformers import Trainer
+
+    from azr.serving import VllmServer
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(Trainer, "train", _refuse_unless_slow("trains a model", Trainer.train))
+    real = lambda server: Path(server.python).resolve() != Path(sys.executable).resolve()  # noqa: E731
+    patch.setattr(VllmServer, "start", _refuse_unless_slow("starts a vLLM server", VllmServer.start, real))
+    yield
+    patch.undo()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `network` need the internet, which CI has not: they skip, saying so, unless AZR_NETWORK_TESTS=1."""
+    """A test that uses a server fixture is marked `slow`. Tests marked `network` need the internet, which CI has
+    not: they skip, saying so, unless AZR_NETWORK_TESTS=1."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     if os.environ.get("AZR_NETWORK_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="needs the internet; set AZR_NETWORK_TESTS=1 to run it")
