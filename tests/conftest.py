@@ -161,6 +161,7 @@ _running: list[pytest.Item] = []  # the test being set up, run or torn down
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    _guard_training()
     _running.append(item)
     try:
         return (yield)
@@ -178,24 +179,33 @@ def _refuse_unless_slow(what: str, original, applies=lambda *args, **kwargs: Tru
             pytest.fail(f"{item.nodeid} {what}: mark it @pytest.mark.slow (or use a fixture that does not)")
         return original(*args, **kwargs)
 
+    guarded._azr_guard = True
     return guarded
+
+
+_patch = pytest.MonkeyPatch()
+
+
+def _guard_training() -> None:
+    """Refuse training (transformers' Trainer.train, which TRL's trainers run) to tests not marked `slow`, once
+    its trainer is loaded (test modules that train import it when they are collected): a run of a few light tests
+    never pays for importing it."""
+    module = sys.modules.get("transformers.trainer")  # loaded with TRL or any trainer
+    if module is not None and not getattr(module.Trainer.train, "_azr_guard", False):
+        _patch.setattr(module.Trainer, "train", _refuse_unless_slow("trains a model", module.Trainer.train))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _slow_work_is_marked_slow():
-    """Training (transformers' Trainer.train, which TRL's trainers run) and starting a real vLLM server (from
-    another interpreter: this one has no vLLM, so a server on it is a stand-in) are refused to any test not marked
-    `slow`. Training in a subprocess (`azr train` as a command, torchrun) is marked by hand."""
-    from transformers import Trainer
-
+    """Starting a real vLLM server (from another interpreter: this one has no vLLM, so a server on it is a
+    stand-in) is refused to any test not marked `slow`, as training is (`_guard_training`). Training in a
+    subprocess (`azr train` as a command, torchrun) is marked by hand."""
     from azr.serving import VllmServer
 
-    patch = pytest.MonkeyPatch()
-    patch.setattr(Trainer, "train", _refuse_unless_slow("trains a model", Trainer.train))
     real = lambda server: Path(server.python).resolve() != Path(sys.executable).resolve()  # noqa: E731
-    patch.setattr(VllmServer, "start", _refuse_unless_slow("starts a vLLM server", VllmServer.start, real))
+    _patch.setattr(VllmServer, "start", _refuse_unless_slow("starts a vLLM server", VllmServer.start, real))
     yield
-    patch.undo()
+    _patch.undo()
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by mark
