@@ -202,7 +202,7 @@ def _slow_work_is_marked_slow():
     subprocess (`azr train` as a command, torchrun) is marked by hand."""
     from azr.serving import VllmServer
 
-    real = lambda server: Path(server.python).resolve() != Path(sys.executable).resolve()  # noqa: E731
+    real = lambda s: Path(s.python).is_file() and Path(s.python).resolve() != Path(sys.executable).resolve()  # noqa: E731
     _patch.setattr(VllmServer, "start", _refuse_unless_slow("starts a vLLM server", VllmServer.start, real))
     yield
     _patch.undo()
