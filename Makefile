@@ -10,7 +10,7 @@ TORCH_INDEX ?=
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
 	$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: install demo test lint format clean vllm-env shellcheck
+.PHONY: install demo test test-fast lint format clean vllm-env shellcheck
 
 install: $(STAMP)
 
@@ -48,6 +48,10 @@ shellcheck:
 test: lint vllm-env shellcheck
 	vllm_python="$$($(BIN)/python scripts/vllm_cpu_env.py)" && \
 	AZR_REQUIRE_VLLM=1 AZR_VLLM_PYTHON="$$vllm_python" $(BIN)/pytest $(PYTEST_ARGS)
+
+# The fast path: ruff, then every test not marked slow: no model training, no vLLM server (no vLLM venv needed).
+test-fast: lint
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 
 format: install
 	$(BIN)/ruff format .

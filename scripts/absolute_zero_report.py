@@ -2,7 +2,7 @@
 valid ones, and the solver's verdicts, per task type. Run: python scripts/absolute_zero_report.py RUN_DIR [--json]
 
 Reads `RUN_DIR/generations/*.jsonl` (one record per trained row: its role, type, the proposal's reason and solve
-rate, the answer's verdict) and prints one table per figure; the README's tiny-run figures come from it.
+rate, the answer's verdict) and prints one table per figure; docs/absolute-zero.md's tiny-run figures come from it.
 """
 
 from __future__ import annotations

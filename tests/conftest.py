@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,8 +154,67 @@ def az_pool():
     pool.close()
 
 
+# Session fixtures that start a server: a test that uses one is slow whatever its own marks say.
+SERVER_FIXTURES = {"vllm_server"}
+_running: list[pytest.Item] = []  # the test being set up, run or torn down
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _guard_training()
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+def _refuse_unless_slow(what: str, original, applies=lambda *args, **kwargs: True):
+    """Wrap `original` so that a test not marked `slow` (or a fixture it sets up) that calls it fails, naming
+    itself: the fast path (`make test-fast`, -m "not slow") never trains a model or starts a vLLM server."""
+
+    def guarded(*args, **kwargs):
+        item = _running[-1] if _running else None
+        if item is not None and item.get_closest_marker("slow") is None and applies(*args, **kwargs):
+            pytest.fail(f"{item.nodeid} {what}: mark it @pytest.mark.slow (or use a fixture that does not)")
+        return original(*args, **kwargs)
+
+    guarded._azr_guard = True
+    return guarded
+
+
+_patch = pytest.MonkeyPatch()
+
+
+def _guard_training() -> None:
+    """Refuse training (transformers' Trainer.train, which TRL's trainers run) to tests not marked `slow`, once
+    its trainer is loaded (test modules that train import it when they are collected): a run of a few light tests
+    never pays for importing it."""
+    module = sys.modules.get("transformers.trainer")  # loaded with TRL or any trainer
+    if module is not None and not getattr(module.Trainer.train, "_azr_guard", False):
+        _patch.setattr(module.Trainer, "train", _refuse_unless_slow("trains a model", module.Trainer.train))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _slow_work_is_marked_slow():
+    """Starting a real vLLM server (from another interpreter: this one has no vLLM, so a server on it is a
+    stand-in) is refused to any test not marked `slow`, as training is (`_guard_training`). Training in a
+    subprocess (`azr train` as a command, torchrun) is marked by hand."""
+    from azr.serving import VllmServer
+
+    real = lambda s: Path(s.python).is_file() and Path(s.python).resolve() != Path(sys.executable).resolve()  # noqa: E731
+    _patch.setattr(VllmServer, "start", _refuse_unless_slow("starts a vLLM server", VllmServer.start, real))
+    yield
+    _patch.undo()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `network` need the internet, which CI has not: they skip, saying so, unless AZR_NETWORK_TESTS=1."""
+    """A test that uses a server fixture is marked `slow`. Tests marked `network` need the internet, which CI has
+    not: they skip, saying so, unless AZR_NETWORK_TESTS=1."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     if os.environ.get("AZR_NETWORK_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="needs the internet; set AZR_NETWORK_TESTS=1 to run it")

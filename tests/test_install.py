@@ -16,6 +16,9 @@ from azr.data.tasks import load_tasks
 REPO = Path(__file__).resolve().parent.parent
 
 
+pytestmark = pytest.mark.slow  # a real `pip install .` into a fresh venv, with an isolated build from PyPI
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("install")

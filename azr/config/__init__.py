@@ -7,6 +7,7 @@ trl at module level.
 
 from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
+from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
     PATH_FIELDS,
@@ -47,6 +48,7 @@ __all__ = [
     "CurriculumConfig",
     "DataConfig",
     "EndpointConfig",
+    "EvalCommandConfig",
     "GenConfig",
     "LoggingConfig",
     "ModelConfig",
@@ -67,6 +69,8 @@ __all__ = [
     "check_recipe",
     "check_vllm_config",
     "dump_yaml",
+    "eval_command_config",
+    "eval_flag_help",
     "fields_markdown",
     "grpo_args",
     "load_config",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import ipaddress
+import logging
 import os
 import typing
 from collections.abc import Sequence
@@ -46,6 +47,19 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "gen.tasks": lambda value, base: value not in SPLITS,
 }
 KEEP_LINKS = {"vllm.python"}
+# Sections that `enabled: false` switches off: no rule reads their other settings (a recipe may keep them, and
+# `--set sft.enabled=false` alone turns the warm start off), and the debug log names those that are set. Listed
+# beside each, the fields that are switches of their own and stay in force. `tools.enabled` only switches GRPO
+# with tools (azr gen always uses tools:), and gen.endpoint is chosen by gen.policy: neither is a section switch.
+SWITCHED_SECTIONS: dict[str, tuple[str, ...]] = {
+    "sft": (),
+    "self_play": (),
+    "teacher": (),
+    "teacher_assist": (),
+    "curriculum": ("replay", "replay_rate"),
+}
+NOT_SECTION_SWITCHES = {"tools", "gen.endpoint"}
+log = logging.getLogger(__name__)
 
 
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> AzrConfig:
@@ -65,6 +79,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         from_cli.add(dotted)
     check_replaced(raw)
     cfg = build(AzrConfig, raw, "")
+    _note_ignored(cfg)
     _check_cross_fields(cfg)
     _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
     return cfg
@@ -97,6 +112,29 @@ def _unset_paths(raw: dict[str, Any]) -> set[str]:
     return {key for key in PATH_FIELDS if not given(key)}
 
 
+def ignored_settings(cfg: AzrConfig) -> dict[str, list[str]]:
+    """Per switched-off section, the settings given that differ from the defaults: none of them is used."""
+    ignored = {}
+    for name, own_switches in SWITCHED_SECTIONS.items():
+        section = getattr(cfg, name)
+        if section.enabled:
+            continue
+        default = type(section)()
+        changed = [
+            f.name
+            for f in dataclasses.fields(section)
+            if f.name not in ("enabled", *own_switches) and getattr(section, f.name) != getattr(default, f.name)
+        ]
+        if changed:
+            ignored[name] = changed
+    return ignored
+
+
+def _note_ignored(cfg: AzrConfig) -> None:
+    for name, fields in ignored_settings(cfg).items():
+        log.debug("%s.enabled is false: %s ignored", name, ", ".join(f"{name}.{f}" for f in fields))
+
+
 def _check_cross_fields(cfg: AzrConfig) -> None:
     if not cfg.model.name_or_path and cfg.gen.policy != "endpoint":
         raise ConfigError("model.name_or_path: required (a hub id or a local model directory)")
@@ -111,15 +149,14 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
     needs_opponent = {"teacher_assist.enabled": cfg.teacher_assist.enabled, "curriculum.replay": cfg.curriculum.replay}
     for name in (n for n, on in needs_opponent.items() if on and not cfg.self_play.enabled):
         raise ConfigError(f"{name}: needs self_play.enabled: true (it works from the self-play scoreboard)")
-    if cfg.sft.near_misses and not cfg.sft.enabled:
-        raise ConfigError("sft.near_misses: needs sft.enabled: true (they are part of the warm start)")
     _check_tools(cfg)
     if not cfg.rewards:
         raise ConfigError("rewards: at least one reward is required")
     for i, spec in enumerate(cfg.rewards):
         if not spec.name:
             raise ConfigError(f"rewards[{i}].name: required")
-    for section, values in (("grpo", cfg.grpo), ("sft.args", cfg.sft.args)):
+    trainer_sections = (("grpo", cfg.grpo), ("sft.args", cfg.sft.args if cfg.sft.enabled else {}))
+    for section, values in trainer_sections:
         for key, owner in MANAGED_TRAINER_FIELDS.items():
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
@@ -134,7 +171,7 @@ def _check_tools(cfg: AzrConfig) -> None:
         raise ConfigError("tools.names: a tool is listed twice")
     if cfg.tools.enabled and not cfg.tools.names:
         raise ConfigError("tools.names: empty, but tools.enabled is true")
-    if cfg.sft.rollouts and cfg.sft.near_misses:
+    if cfg.sft.enabled and cfg.sft.rollouts and cfg.sft.near_misses:
         raise ConfigError(
             "sft.near_misses: near misses vary reference answers; sft.rollouts trains on episodes instead"
         )

@@ -337,7 +337,7 @@ def iter_fields(cls: type, where: str) -> Iterator[tuple[str, str, str, str]]:
 
 
 def fields_markdown(cls: type) -> str:
-    """Every leaf field of `cls` as a Markdown table: `azr config fields` and the README's config table."""
+    """Every leaf field of `cls` as a Markdown table: `azr config fields` and docs/config.md's table."""
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|")

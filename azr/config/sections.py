@@ -1,7 +1,7 @@
 """The recipe's sections: one dataclass per section, each field with its default, bounds and `help` string.
 
-A field's `help` is its only documentation: `azr config fields`, `--help` and the README's table are generated from
-it. Reading files, overrides and cross-field checks are `azr.config.load`'s; generic coercion is
+A field's `help` is its only documentation: `azr config fields`, `--help` and docs/config.md's table are generated
+from it. Reading files, overrides and cross-field checks are `azr.config.load`'s; generic coercion is
 `azr.config.schema`'s.
 """
 

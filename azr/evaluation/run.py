@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from azr.config import ModelConfig, SandboxConfig, VllmConfig, load_config
+from azr.config import ModelConfig, SandboxConfig, VllmConfig, eval_command_config, load_config
 from azr.data import SPLITS, Problem, load_humaneval, load_tasks, program_from_answer
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling, generate_completions
@@ -99,91 +99,69 @@ def run_eval(cfg: EvalConfig) -> int:
     return 1 if report["counts"]["not_graded"] else 0
 
 
-def eval_config_from_flags(
-    *,
-    config_path,
-    overrides,
-    model_path,
-    adapter,
-    quantization,
-    endpoint,
-    endpoint_model,
-    api,
-    api_key_env,
-    concurrency,
-    timeout,
-    max_retries,
-    dataset,
-    samples,
-    ks,
-    num_samples,
-    temperature,
-    top_p,
-    seed,
-    max_new_tokens,
-    batch_size,
-    answer_format,
-    workers,
-    output_dir,
-    vllm=False,
-) -> EvalConfig:
-    """`azr eval`'s flags as an EvalConfig; a recipe (--config) gives the model, sandbox, answer format, seed and
-    chat-template switches. Contradictory flags are one-line ConfigErrors."""
-    sources = [s for s in (config_path, model_path, endpoint) if s is not None]
-    if len(sources) > 1 or (not sources and samples is None):
+def eval_config_from_flags(*, config_path=None, overrides=(), **flags: Any) -> EvalConfig:
+    """`azr eval`'s flags (the fields of `EvalCommandConfig`, built and checked by the schema) as an EvalConfig; a
+    recipe (--config) gives the model, sandbox, answer format, seed and chat-template switches. Contradictory
+    flags are one-line ConfigErrors."""
+    opt = eval_command_config(flags)
+    sources = [x for x in (config_path, opt.model_path, opt.endpoint) if x is not None]
+    if len(sources) > 1 or (not sources and opt.samples is None):
         raise ConfigError("eval: give exactly one of --config, --model or --endpoint (none with --samples)")
-    if samples is not None and (model_path or endpoint):
+    if opt.samples is not None and (opt.model_path or opt.endpoint):
         raise ConfigError("--samples: scores given completions; leave out --model and --endpoint")
-    if endpoint and not endpoint_model:
+    if opt.endpoint and not opt.endpoint_model:
         raise ConfigError("--endpoint-model: required with --endpoint")
-    if (adapter or quantization) and not (model_path or config_path):
-        raise ConfigError(f"--{'adapter' if adapter else 'quantization'}: needs --model or --config (a local model)")
-    if vllm and not (model_path or config_path):
+    if (opt.adapter or opt.quantization) and not (opt.model_path or config_path):
+        raise ConfigError(
+            f"--{'adapter' if opt.adapter else 'quantization'}: needs --model or --config (a local model)"
+        )
+    if opt.vllm and not (opt.model_path or config_path):
         raise ConfigError("--vllm: serves a local model; give --model or --config")
     if overrides and not config_path:
         raise ConfigError("--set: needs --config")
-    if samples is not None and num_samples is not None:
+    if opt.samples is not None and opt.num_samples is not None:
         raise ConfigError("-n: not used with --samples (the file gives the samples)")
-    if not dataset:
+    if not opt.dataset:
         raise ConfigError("--dataset: required (held-out, humaneval, output-prediction or a task file)")
-    k_values = parse_ks(ks)
+    k_values = parse_ks(opt.ks)
     recipe = load_config(config_path, overrides) if config_path else None
-    model = recipe.model if recipe else ModelConfig(name_or_path=model_path) if model_path else None
-    if model is not None and quantization:
-        model.quantization = quantization
+    model = recipe.model if recipe else ModelConfig(name_or_path=opt.model_path) if opt.model_path else None
+    if model is not None and opt.quantization:
+        model.quantization = opt.quantization
     sandbox = recipe.sandbox if recipe else SandboxConfig()
-    sandbox.workers = workers or sandbox.workers
-    if seed is None:
-        seed = recipe.seed if recipe else 0
+    sandbox.workers = opt.workers or sandbox.workers
+    seed = opt.seed if opt.seed is not None else recipe.seed if recipe else 0
     sampling = Sampling(
-        n=num_samples or max(k_values),
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        batch_size=batch_size,
+        n=opt.num_samples or max(k_values),
+        max_new_tokens=opt.max_new_tokens,
+        temperature=opt.temperature,
+        top_p=opt.top_p,
+        batch_size=opt.batch_size,
         seed=seed,
     )
     spec = (
-        EndpointSpec(endpoint, endpoint_model, api, api_key_env, concurrency, timeout, max_retries)
-        if endpoint
+        EndpointSpec(
+            opt.endpoint, opt.endpoint_model, opt.api, opt.api_key_env, opt.concurrency, opt.timeout, opt.max_retries
+        )
+        if opt.endpoint
         else None
     )
     template_kwargs = recipe.template_kwargs() if recipe else {}
     # --vllm, or a recipe that generates through vLLM: its vllm: section says how to start the server
-    sidecar = (recipe.vllm if recipe else VllmConfig()) if vllm or (recipe and recipe.vllm.mode != "off") else None
+    sidecar = (recipe.vllm if recipe else VllmConfig()) if opt.vllm or (recipe and recipe.vllm.mode != "off") else None
     return EvalConfig(
-        dataset=dataset,
+        dataset=opt.dataset,
         ks=k_values,
         sampling=sampling,
         model=model,
-        adapter=str(adapter) if adapter else None,
+        adapter=str(opt.adapter) if opt.adapter else None,
         endpoint=spec,
-        samples=samples,
-        output_dir=output_dir,
-        answer_format=answer_format or (recipe.answer_format if recipe else "relaxed"),
+        samples=Path(opt.samples) if opt.samples else None,
+        output_dir=Path(opt.output_dir) if opt.output_dir else None,
+        answer_format=opt.answer_format or (recipe.answer_format if recipe else "relaxed"),
         sandbox=sandbox,
         template_kwargs=template_kwargs,
-        vllm=sidecar if samples is None else None,
+        vllm=sidecar if opt.samples is None else None,
     )
 
 

@@ -20,6 +20,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from azr.config import EndpointConfig
 from azr.errors import ConfigError
 from azr.remote.resilience import CircuitBreaker, Secret, redact, retry_after
 from azr.remote.usage import Usage, UsageTotals, usage_from
@@ -100,8 +101,8 @@ class ChatClient:
         self._loops_lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, cfg: Any) -> ChatClient:
-        """From an `azr.config.EndpointConfig` (or any object with its fields)."""
+    def from_config(cls, cfg: EndpointConfig) -> ChatClient:
+        """From an endpoint section of the recipe (`self_play`, `teacher`, `gen.endpoint`)."""
         names = ("api_key_env", "timeout_s", "max_retries", "concurrency", "extra_body", "reasoning_effort")
         prices = (cfg.price_in_per_mtok, cfg.price_out_per_mtok)
         kwargs = {name: getattr(cfg, name) for name in names}
@@ -334,7 +335,7 @@ class ResponsesClient(ChatClient):
         return text, "stop" if finish == "completed" else finish, usage_from(data.get("usage")), {}
 
 
-def build_client(cfg: Any) -> ChatClient:
+def build_client(cfg: EndpointConfig) -> ChatClient:
     """The client for an `EndpointConfig`, by its `api` ("chat" or "responses")."""
     kinds = {"chat": ChatClient, "responses": ResponsesClient}
     if cfg.api not in kinds:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from azr.config import AzrConfig
 from azr.logs import atomic_write_json
 from azr.remote import ChatClient
 from azr.rewards import CodeGrader
@@ -36,7 +37,7 @@ class Arena:
 
     def __init__(
         self,
-        cfg: Any,
+        cfg: AzrConfig,
         grader: CodeGrader,
         rows: list[dict[str, Any]],
         *,

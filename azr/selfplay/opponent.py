@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from azr.config import AzrConfig
 from azr.data import Task
 from azr.logs import JsonlWriter
 from azr.prompts import chat_messages, last_user_message
@@ -73,7 +74,7 @@ def opponent_messages(question: str) -> list[dict[str, str]]:
     return chat_messages(question)
 
 
-def opponent_params(cfg: Any) -> dict[str, Any]:
+def opponent_params(cfg: AzrConfig) -> dict[str, Any]:
     """Sampling for the opponent's requests. No `stop`: any stop sequence risks cutting the 'Final answer:' line the
     strict format needs. The budget adds `thinking.opponent_budget_tokens` for a reasoning model's thoughts."""
     play = cfg.self_play
@@ -117,7 +118,9 @@ class SelfPlayManager:
     """Sends each batch's unique tasks to the opponent in a background thread (concurrently, bounded by the client's
     `concurrency`) and grades the answers there, so the caller scores its own completions meanwhile."""
 
-    def __init__(self, cfg: Any, grader: CodeGrader, client: ChatClient | None = None, *, log_path: Path | None = None):
+    def __init__(
+        self, cfg: AzrConfig, grader: CodeGrader, client: ChatClient | None = None, *, log_path: Path | None = None
+    ):
         """`cfg` is the run's `AzrConfig` (its `self_play` and `thinking` sections); `log_path` gets one JSONL
         record of outcomes and usage per batch."""
         play = cfg.self_play

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from azr.config import AzrConfig
 from azr.data import Task
 from azr.logs import JsonlWriter
 from azr.prompts import chat_messages, hint_request_messages, hinted_messages, strip_thinking
@@ -70,7 +71,7 @@ def sanitise_hint(text: str, max_chars: int) -> tuple[str, dict[str, int]]:
     return hint, dict(removed)
 
 
-def teacher_params(cfg: Any) -> dict[str, Any]:
+def teacher_params(cfg: AzrConfig) -> dict[str, Any]:
     """Sampling for the teacher's requests: its budget plus `thinking.teacher_budget_tokens`, and no stop sequence."""
     t = cfg.teacher
     return {
@@ -123,7 +124,7 @@ class TeacherAssistant:
 
     def __init__(
         self,
-        cfg: Any,
+        cfg: AzrConfig,
         grader: CodeGrader,
         client: ChatClient | None = None,
         *,

@@ -16,6 +16,7 @@ import zlib
 from typing import Any
 from urllib.parse import urljoin
 
+from azr.config import WebToolConfig
 from azr.tools.guard import AddressGuard, Refused, Unresolvable
 from azr.tools.result import ToolResult
 
@@ -32,7 +33,7 @@ class FetchError(Exception):
 class WebFetcher:
     """`fetch(url)` -> ToolResult, never raising. Settings from `tools.web` (`WebToolConfig`)."""
 
-    def __init__(self, cfg: Any, guard: AddressGuard):
+    def __init__(self, cfg: WebToolConfig, guard: AddressGuard):
         self.cfg, self.guard = cfg, guard
 
     def fetch(self, url: str) -> ToolResult:

@@ -9,8 +9,8 @@ nothing, it refuses unless `tools.python.allow_process_backend` is set.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
+from azr.config import SandboxConfig, ToolsConfig
 from azr.rewards import limits_from_config, pool_from_config
 from azr.sandbox import ExecResult, SandboxPool
 from azr.tools.result import ToolResult
@@ -19,7 +19,7 @@ from azr.tools.result import ToolResult
 class PythonRunner:
     """`run(code)` -> ToolResult; the pool is the run's shared one unless given."""
 
-    def __init__(self, cfg: Any, sandbox: Any, pool: SandboxPool | None = None):
+    def __init__(self, cfg: ToolsConfig, sandbox: SandboxConfig, pool: SandboxPool | None = None):
         self.allow_process = cfg.python.allow_process_backend
         self._pool, self._sandbox = pool, sandbox
         limits = limits_from_config(sandbox)

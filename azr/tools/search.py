@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from azr.config import WebToolConfig
 from azr.tools.result import ToolResult
 
 _NO_RESULTS = "no results found"
@@ -21,7 +22,7 @@ _NO_RESULTS = "no results found"
 class WebSearcher:
     """`search(query)` -> ToolResult, never raising. Settings from `tools.web` (`WebToolConfig`)."""
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: WebToolConfig):
         self.cfg = cfg
 
     def search(self, query: str) -> ToolResult:

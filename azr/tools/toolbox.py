@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from azr.config import AzrConfig, SandboxConfig, ToolsConfig
 from azr.sandbox import SandboxPool
 from azr.tools.fetch import WebFetcher
 from azr.tools.guard import AddressGuard, Resolver, system_resolver
@@ -107,8 +108,8 @@ class Toolbox:
 
     def __init__(
         self,
-        cfg: Any,
-        sandbox: Any,
+        cfg: ToolsConfig,
+        sandbox: SandboxConfig,
         *,
         pool: SandboxPool | None = None,
         resolver: Resolver = system_resolver,
@@ -222,7 +223,7 @@ def secrets_from_env(names: Sequence[str | None]) -> list[str]:
     return [os.environ[n] for n in names if n and os.environ.get(n)]
 
 
-def build_toolbox(cfg: Any, pool: SandboxPool | None = None, control_tokens: Iterable[str] = ()) -> Toolbox:
+def build_toolbox(cfg: AzrConfig, pool: SandboxPool | None = None, control_tokens: Iterable[str] = ()) -> Toolbox:
     """The toolbox of a recipe (`tools:`, `sandbox:`), stripping the keys its endpoints name from every output."""
     keys = secrets_from_env([cfg.gen.endpoint.api_key_env, cfg.self_play.api_key_env, cfg.teacher.api_key_env])
     return Toolbox(cfg.tools, cfg.sandbox, pool=pool, control_tokens=control_tokens, secrets=keys)

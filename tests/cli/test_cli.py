@@ -235,6 +235,7 @@ def test_tiny_model_command(cli, tmp_path):
     assert code == 0 and (tmp_path / "tiny" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_train_runs_from_the_cli_and_saves_the_resolved_config(cli, tiny_model_dir, write, tmp_path):
     grpo = "{num_generations: 2, per_device_train_batch_size: 2, max_completion_length: 16}"
     recipe = write(

@@ -92,8 +92,6 @@ def test_cross_field_checks():
         load_config(None, [*MIN, "self_play.enabled=true"])
     with pytest.raises(ConfigError, match=r"^teacher_assist\.enabled: needs teacher\.enabled"):
         load_config(None, [*MIN, "teacher_assist.enabled=true"])
-    with pytest.raises(ConfigError, match=r"^sft\.near_misses: needs sft\.enabled: true"):
-        load_config(None, [*MIN, "sft.near_misses=2"])
     assert load_config(None, [*MIN, "sft.enabled=true", "sft.near_misses=2"]).sft.near_misses == 2
     with pytest.raises(ConfigError, match=r"^rewards: at least one reward"):
         load_config(None, [*MIN, "rewards=[]"])
@@ -252,8 +250,29 @@ def test_bool_fields_take_0_and_1():
     assert load_config(None, [*MIN, "data.shuffle=0"]).data.shuffle is False
 
 
-def test_readme_config_table_is_generated_from_the_help_strings():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- config-table:start -->\n(.*?)\n<!-- config-table:end -->", readme, re.S)
-    assert block, "README.md lacks the config table markers"
+def test_the_docs_config_table_is_generated_from_the_help_strings():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "config.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- config-table:start -->\n(.*?)\n<!-- config-table:end -->", doc, re.S)
+    assert block, "docs/config.md lacks the config table markers"
     assert block.group(1).strip() == fields_markdown(AzrConfig).strip(), "regenerate it with `azr config fields`"
+
+
+def test_a_disabled_sections_settings_are_ignored_with_a_debug_note(caplog):
+    """`--set sft.enabled=false` alone turns the demo's warm start off: its near misses, episodes file and trainer
+    arguments are not refused, and the debug log names what is ignored."""
+    tiny = Path(__file__).resolve().parents[2] / "examples" / "tiny.yaml"
+    with caplog.at_level(logging.DEBUG, logger="azr.config.load"):
+        cfg = load_config(tiny, ["sft.enabled=false"])
+    assert not cfg.sft.enabled and cfg.sft.near_misses == 2
+    assert "sft.enabled is false: sft.args, sft.near_misses ignored" in caplog.text
+    off = ["sft.near_misses=2", "sft.rollouts=r.jsonl", "sft.args={output_dir: x}", "teacher.model=m"]
+    assert load_config(None, [*MIN, *off]).sft.rollouts.endswith("r.jsonl")
+    with pytest.raises(ConfigError, match=r"^sft\.near_misses: near misses vary"):
+        load_config(None, [*MIN, "sft.enabled=true", "sft.near_misses=2", "sft.rollouts=r.jsonl"])
+
+
+def test_every_section_with_an_enabled_field_is_switched_or_said_not_to_be():
+    from azr.config.load import NOT_SECTION_SWITCHES, SWITCHED_SECTIONS
+
+    with_switch = {name.rsplit(".", 1)[0] for name, *_ in iter_fields(AzrConfig, "") if name.endswith(".enabled")}
+    assert with_switch == set(SWITCHED_SECTIONS) | NOT_SECTION_SWITCHES

@@ -65,6 +65,7 @@ def test_loader_errors_are_config_errors(tmp_path):
 
 
 # peft still calls the transformers names that 5.x renamed to activation_checkpointing_*; not ours to fix.
+@pytest.mark.slow  # an optimizer step on a 4-bit base
 @pytest.mark.filterwarnings("ignore:`(gradient_checkpointing_enable|is_gradient_checkpointing)` is deprecated")
 @pytest.mark.parametrize("quantization", ["4bit", "8bit"])
 def test_quantized_base_trains_only_the_lora_weights_on_cpu(tiny_model_dir, quantization):

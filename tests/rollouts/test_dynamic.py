@@ -304,6 +304,7 @@ def test_trls_generation_contract_that_dynamic_sampling_relies_on(tiny_trainer):
     assert torch.allclose(TrainerBatches(trainer).policy_logps(output)[mask], old[mask], atol=1e-5)
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_a_dynamically_sampled_run_trains_only_groups_that_differ(tiny_trainer):
     trainer, sampler, _ = tiny_trainer
     trained = []
@@ -328,6 +329,7 @@ def test_a_dynamically_sampled_run_trains_only_groups_that_differ(tiny_trainer):
 
 
 # ------------------------------------------------------------------------------------------ azr train, resumed
+@pytest.mark.slow  # trains the tiny model
 def test_azr_train_logs_sampling_and_resumes_the_curriculum_exactly(tiny_model_dir, tmp_path, monkeypatch):
     """`azr train` with dynamic sampling and the curriculum: sampling/* in metrics.jsonl, the curriculum's
     statistics beside each checkpoint (counting every graded completion of every round), and a run resumed from

@@ -19,6 +19,7 @@ from conftest import VLLM_CPU_ARGS, VLLM_CPU_ENV, require_vllm_python
 from azr.config import load_config
 from azr.serving import LoraSync, VllmServerError, adapter_server, group_members
 
+pytestmark = pytest.mark.slow  # every test here talks to the real vLLM server the module starts
 TEMPERATURE = 0.7  # not 1: the server's logprobs must be the processed (temperature-scaled) ones TRL compares
 # float32 on both sides; what is left is summation order in vLLM's CPU kernels versus torch's (TRL measured at
 # most 1e-6 per token in the adapter-mode training test and the benchmark).

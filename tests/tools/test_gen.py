@@ -90,6 +90,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+@pytest.mark.slow  # minutes: azr gen on the tiny model, killed and resumed
 def test_tiny_model_gen_over_8_tasks_survives_a_sigkill(write, tmp_path, tiny_model_dir):
     """The acceptance run: the tiny model over 8 tasks, killed with SIGKILL after its second episode, then resumed."""
     path = recipe(write, str(tiny_model_dir), max_tasks=8, max_turns=2, max_new_tokens=16, concurrency=2)

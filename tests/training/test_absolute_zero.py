@@ -46,6 +46,7 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_the_tiny_recipe_runs_end_to_end_with_the_modes_logs(tiny_run):
     out = tiny_run
     assert json.loads((out / "state.json").read_text())["phases"].keys() == {"sft", "grpo"}
@@ -69,6 +70,7 @@ def test_the_tiny_recipe_runs_end_to_end_with_the_modes_logs(tiny_run):
     assert (out / "final" / "model.safetensors").exists()
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_a_resume_continues_exactly(tiny_run, tmp_path):
     """Resuming from checkpoint 1 redoes step 2 exactly: the same buffers and the same generations."""
     from azr.config import load_config

@@ -145,6 +145,7 @@ def _peft_files(folder: Path, variant: str) -> None:
         assert any(family.split(".")[0] in k for k in tensors), (family, sorted(tensors)[:5])
 
 
+@pytest.mark.slow  # trains the tiny model
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_each_kind_trains_under_grpo_and_only_its_parameters_move(tiny_model_dir, tmp_path, variant):
     from azr.models import build_model_and_tokenizer, build_peft_config
@@ -168,6 +169,7 @@ def test_each_kind_trains_under_grpo_and_only_its_parameters_move(tiny_model_dir
     _peft_files(tmp_path / "final", variant)
 
 
+@pytest.mark.slow  # trains the tiny model
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_each_kind_trains_under_the_sft_warm_start_and_only_its_parameters_move(tiny_model_dir, tmp_path, variant):
     from azr.config import sft_args
@@ -280,6 +282,7 @@ def test_each_kind_saves_resumes_describes_itself_and_loads_in_eval(cli, tiny_mo
 
 
 # --------------------------------------------------------------------------------------------- 4-bit base
+@pytest.mark.slow  # trains the tiny model
 @pytest.mark.parametrize("kind", ["ia3", "ln_tuning"])
 def test_on_a_4bit_base_ia3_scales_and_norms_move_only_in_float32(tiny_model_dir, tmp_path, kind):
     """The measurement behind `keep_vectors_fp32`: TRL casts trainable parameters of a quantized model to bfloat16,
@@ -314,6 +317,7 @@ def test_on_a_4bit_base_ia3_scales_and_norms_move_only_in_float32(tiny_model_dir
     assert dtypes == {torch.float32} and count == len(vectors)
 
 
+@pytest.mark.slow  # an optimizer step on the tiny model
 def test_norms_kept_in_float32_hand_the_next_layer_its_own_dtype(tiny_model_dir, tmp_path):
     """On a bfloat16 base (a GPU's default) the trained norm copies are held in float32; their output is cast back,
     so the bfloat16 layers after them still run (without autocast), and the norms move."""

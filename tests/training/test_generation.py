@@ -90,6 +90,7 @@ def run(tiny_model_dir, tmp_path_factory):
     return backend, [entry for entry in logs if "loss" in entry], tokenizer
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_trl_syncs_once_per_step_and_asks_for_groups_of_token_id_prompts(run):
     backend, _, tokenizer = run
     assert backend.syncs == [0, 1]  # before the first batch, then after each optimizer step
@@ -102,6 +103,7 @@ def test_trl_syncs_once_per_step_and_asks_for_groups_of_token_id_prompts(run):
         assert text.startswith("<|im_start|>") and text.endswith("<|im_start|>assistant\n")  # the chat template
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_trl_corrects_with_the_logprobs_the_backend_returns(run):
     backend, logs, _ = run
     assert len(logs) == 2

@@ -311,6 +311,7 @@ def test_a_selfplay_run_resumed_from_a_checkpoint_counts_and_logs_each_batch_onc
     assert len([r for r in after if r["step"] > 2]) == resumed["teacher_requests"]
 
 
+@pytest.mark.slow  # trains the tiny model against the vLLM server (its runs' fixtures)
 @pytest.mark.parametrize("run", ["happy", "faulty"])
 def test_the_api_key_is_in_no_output_file_and_no_log(run, request):
     result = request.getfixturevalue(run)

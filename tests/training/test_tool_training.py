@@ -43,6 +43,7 @@ def _expected_mask(tokenizer, text: str) -> list[int]:
     return [int(any(a <= s and e <= b for a, b in spans)) for s, e in offsets]
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_sft_on_rollouts_trains_on_assistant_tokens_only(rollouts, tiny_model_dir, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer

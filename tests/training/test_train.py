@@ -118,6 +118,7 @@ def lora_run(tiny_model_dir, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_lora_run_writes_config_state_and_metrics(lora_run):
     config = yaml.safe_load((lora_run / "config.yaml").read_text())
     assert config["output_dir"] == str(lora_run) and config["model"]["adapter"]["r"] == 4
@@ -135,6 +136,7 @@ def test_lora_run_writes_config_state_and_metrics(lora_run):
         assert record["step"] == 0 and record["completions"] == 2 * 2 and 0 <= record["pass_rate"] <= 1
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_lora_run_logs_every_generation(lora_run):
     files = sorted((lora_run / "generations").iterdir())
     assert [p.name for p in files] == ["generations-00000.jsonl"]
@@ -148,6 +150,7 @@ def test_lora_run_logs_every_generation(lora_run):
         assert isinstance(record["per_test"], list) and isinstance(record["reason"], str)
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_lora_run_saves_checkpoint_adapter_card_and_summary(lora_run):
     checkpoint = lora_run / "checkpoints" / "checkpoint-2"
     assert json.loads((checkpoint / "trainer_state.json").read_text())["global_step"] == 2
@@ -168,6 +171,7 @@ def test_lora_run_saves_checkpoint_adapter_card_and_summary(lora_run):
     assert summary["eval_before"]["completions"] == summary["eval_after"]["completions"] == 4
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_a_new_run_into_a_finished_run_is_refused_in_one_line(cli, lora_run, tiny_model_dir, tmp_path):
     before = {
         p: p.read_bytes() for p in (lora_run / "metrics.jsonl", lora_run / "state.json", lora_run / "config.yaml")
@@ -179,6 +183,7 @@ def test_a_new_run_into_a_finished_run_is_refused_in_one_line(cli, lora_run, tin
     assert {p: p.read_bytes() for p in before} == before  # not even config.yaml was rewritten
 
 
+@pytest.mark.slow  # trains the tiny model
 def test_resume_from_a_folder_that_is_not_a_checkpoint_of_this_run_is_refused(cli, lora_run, tiny_model_dir, tmp_path):
     elsewhere = tmp_path / "other" / "checkpoints" / "checkpoint-2"  # a complete checkpoint, of another run
     elsewhere.mkdir(parents=True)
@@ -227,6 +232,7 @@ def test_qlora_on_cpu_trains_and_its_adapter_loads_on_a_4bit_base(tiny_model_dir
 
 
 # -------------------------------------------------------------------------------------- gradient checkpointing
+@pytest.mark.slow  # trains the tiny model
 def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_model_dir, tmp_path):
     """Frozen embeddings give checkpointed blocks inputs without grad: unless the trainer makes the embedding output
     require grad, reentrant checkpointing returns activations without a graph and LoRA gets no gradient (the
@@ -391,6 +397,7 @@ def test_an_unhealthy_sandbox_stops_training_at_the_end_of_the_step(small_traine
 
 
 # -------------------------------------------------------------------------------------------- SFT warm start
+@pytest.mark.slow  # trains the tiny model
 def test_sft_warm_start_then_grpo_and_a_finished_run_resumes_to_nothing(cli, tiny_model_dir, tmp_path):
     out = tmp_path / "run"
     sft = {"enabled": True, "args": {"num_train_epochs": 2, "per_device_train_batch_size": 4, "logging_steps": 1}}

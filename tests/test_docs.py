@@ -1,0 +1,89 @@
+"""The documentation's links: every relative link in README.md, docs/*.md and the other Markdown pages of the
+repository names a file that exists, and every `#anchor` names a heading of its page (GitHub's slugs)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PAGES = [
+    REPO / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    REPO / "SPEC_FUNCTIONS.md",
+    REPO / "examples" / "README.md",
+    REPO / "deploy" / "README.md",
+]
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _prose(path: Path) -> list[str]:
+    """The page's lines outside fenced code blocks, with inline code removed."""
+    lines, fenced = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(re.sub(r"`[^`]*`", "", line))
+    return lines
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's heading slugs: lower case, punctuation dropped (backticks' text kept), spaces as hyphens; a repeated
+    heading gets -1, -2, ..."""
+    seen: dict[str, int] = {}
+    text, fenced = path.read_text(encoding="utf-8").splitlines(), False
+    for line in text:
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        match = re.match(r"^#{1,6} (.*)", line)
+        if fenced or not match:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", match.group(1).strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        if count:
+            seen[f"{slug}-{count}"] = 1
+    return set(seen)
+
+
+def _links(path: Path) -> list[str]:
+    return [target for line in _prose(path) for target in LINK.findall(line)]
+
+
+def test_the_pages_exist_and_link_somewhere():
+    assert (REPO / "docs" / "README.md").is_file()
+    assert all(page.is_file() for page in PAGES)
+    assert len(_links(REPO / "README.md")) >= 15  # the docs map, at least
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_resolves(page):
+    broken = []
+    for target in _links(page):
+        if re.match(r"^[a-z][a-z+.-]*:", target):  # https:, mailto:
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(f"{target}: no heading with that anchor")
+    assert not broken, broken
+
+
+def test_the_readme_is_a_front_door():
+    """At most ~300 lines, the two set-up commands at the top, and a map of docs/."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300
+    assert readme.index("make demo") < readme.index("make test") < readme.index("## GPU quick start")
+    assert "(docs/README.md)" in readme
+
+
+def test_every_page_of_docs_is_on_its_index():
+    """docs/README.md lists every page beside it: a new page gets a row there."""
+    listed = set(re.findall(r"\]\(([\w.-]+\.md)\)", (REPO / "docs" / "README.md").read_text(encoding="utf-8")))
+    assert {p.name for p in (REPO / "docs").glob("*.md")} - {"README.md"} <= listed
