@@ -18,10 +18,11 @@ from typing import Any
 
 from azr.config.adapter import check_adapter
 from azr.config.legacy import check_replaced, normalise_legacy
-from azr.config.schema import build, load_raw, parse_pairs, set_dotted
+from azr.config.schema import build, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
 from azr.config.tools import TOOL_NAMES
 from azr.config.vllm import check_vllm_config
+from azr.config.yaml_io import load_raw
 from azr.data import SPLITS
 from azr.errors import ConfigError, did_you_mean
 from azr.logs import atomic_write_text
@@ -156,7 +157,7 @@ def _check_tools(cfg: AzrConfig) -> None:
 
 def dump_yaml(cfg: AzrConfig) -> str:
     """The resolved config as YAML, in schema order (what `save_config` writes and `azr config show` prints)."""
-    import yaml  # here, not at module level: see schema._loader
+    import yaml  # here, not at module level: see yaml_io._loader
 
     return yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True)
 
