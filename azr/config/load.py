@@ -21,6 +21,7 @@ from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
 from azr.config.tools import TOOL_NAMES
+from azr.config.trl_contract import check_trl_contract
 from azr.config.vllm import check_vllm_config
 from azr.config.yaml_io import load_raw
 from azr.data import SPLITS
@@ -123,6 +124,7 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
         for key, owner in MANAGED_TRAINER_FIELDS.items():
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
+    check_trl_contract(cfg.grpo, cfg.model.adapter.kind)
     check_vllm_config(cfg)
 
 
