@@ -1,12 +1,14 @@
 """Bounded reads of what a user hands azr: a file, a stream or a device read up to a limit, never to the end of it.
 
 A limit is a number of bytes with a name; its refusal names the file, the limit and how to raise it (an environment
-variable, or the field that sets it). Nothing here parses: callers decode and parse what comes back.
+variable, or the field that sets it). Nothing here parses but `json_depth`, the scan
+that keeps a deeply nested JSON text away from the recursive parser.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import BinaryIO
 
@@ -44,3 +46,21 @@ def read_bounded_text(path: Path, limit: int, what: str, raise_with: str) -> str
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"{what}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{\]}]')
+
+
+def json_depth(text: str | bytes) -> int:
+    """How deep the brackets of a JSON text nest, strings skipped: a linear scan, where json.loads would recurse
+    (and fail with RecursionError on 100,000 levels)."""
+    data = text.encode() if isinstance(text, str) else text
+    depth = deepest = 0
+    for match in _JSON_TOKEN.finditer(data):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return deepest

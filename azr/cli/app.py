@@ -18,7 +18,12 @@ from azr.errors import ConfigError, NotAvailableError, UserError
 
 
 def setup_logging(level: str = "info") -> None:
+    """Log to stderr at `level`, every line through the one redaction (`azr.secrets`): the HTTP client's request
+    lines name the endpoint's URL, which may carry a key."""
+    from azr.secrets import redact_logs
+
     logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    redact_logs()
 
 
 def config_options(fn):
@@ -119,5 +124,7 @@ def _is_vllm_server_error(exc: BaseException) -> bool:
 
 
 def _error(prog_name: str, message: str) -> None:
-    line = " ".join(message.split())  # always one line
+    from azr.secrets import redact
+
+    line = " ".join(redact(message).split())  # always one line, never a key
     click.echo(f"{prog_name}: error: {line}", err=True)

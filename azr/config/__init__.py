@@ -26,7 +26,7 @@ from azr.config.sections import (
     SftConfig,
     ThinkingConfig,
 )
-from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
+from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig, check_base_url
 from azr.config.tools import TOOL_NAMES, GenConfig, PythonToolConfig, ToolsConfig, WebToolConfig
 from azr.config.vllm import VLLM_LORA_RANKS, VllmConfig, check_vllm_config, lora_refusal, served_lora_rank
 from azr.errors import ConfigError
@@ -59,6 +59,7 @@ __all__ = [
     "ToolsConfig",
     "VllmConfig",
     "WebToolConfig",
+    "check_base_url",
     "check_vllm_config",
     "dump_yaml",
     "fields_markdown",

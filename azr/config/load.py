@@ -20,6 +20,7 @@ from azr.config.adapter import check_adapter
 from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
+from azr.config.selfplay import check_base_url
 from azr.config.tools import TOOL_NAMES
 from azr.config.trl_contract import check_trl_contract
 from azr.config.vllm import check_vllm_config
@@ -107,6 +108,9 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
         for required in ("base_url", "model"):
             if endpoint.enabled and not getattr(endpoint, required):
                 raise ConfigError(f"{name}.{required}: required when {name}.enabled is true")
+    for name, endpoint in (("self_play", cfg.self_play), ("teacher", cfg.teacher), ("gen.endpoint", cfg.gen.endpoint)):
+        if endpoint.base_url:
+            check_base_url(endpoint.base_url, f"{name}.base_url")
     if cfg.teacher_assist.enabled and not cfg.teacher.enabled:
         raise ConfigError("teacher_assist.enabled: needs teacher.enabled: true")
     needs_opponent = {"teacher_assist.enabled": cfg.teacher_assist.enabled, "curriculum.replay": cfg.curriculum.replay}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.errors import ConfigError
-from azr.inputs import env_limit, read_bounded_text
+from azr.inputs import env_limit, json_depth, read_bounded_text
 
 # Recipes are a few kilobytes and a handful of levels deep; the limits leave room for large `extra_body` schemas.
 MAX_BYTES = ("AZR_MAX_RECIPE_BYTES", 1 << 20)
@@ -156,22 +156,9 @@ def json_load(text: str) -> Any:
             out[key] = value
         return out
 
-    if _json_depth(text) > max_depth:
+    if json_depth(text) > max_depth:
         raise ValueError(f"nested more than {max_depth} levels deep (the limit; {MAX_DEPTH[0]}=N raises it)")
     return json.loads(text, object_pairs_hook=no_duplicates)
-
-
-def _json_depth(text: str) -> int:
-    """How deep the brackets of a JSON text nest, strings skipped (a scan: json.loads would recurse)."""
-    depth = deepest = 0
-    for match in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]', text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif token in "]}":
-            depth -= 1
-    return deepest
 
 
 def load_raw(path: Path) -> dict[str, Any]:

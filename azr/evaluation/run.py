@@ -34,6 +34,7 @@ from azr.evaluation.samples import (
 from azr.logs import atomic_write_json
 from azr.prompts import AnswerFormat, parse_answer
 from azr.rewards import grade_stream, limits_from_config, pool_from_config, start_pool
+from azr.secrets import public_url
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +260,8 @@ def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
     names = ("n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "seed")
     settings["sampling"] = {name: getattr(s, name) for name in names}
     if cfg.endpoint is not None:
-        settings["endpoint"] = {k: getattr(cfg.endpoint, k) for k in ("base_url", "model", "api")}
+        settings["endpoint"] = {k: getattr(cfg.endpoint, k) for k in ("model", "api")}
+        settings["endpoint"]["base_url"] = public_url(cfg.endpoint.base_url)  # stored without its credentials
     elif cfg.model is not None:
         settings["model"] = {
             **{
