@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from azr.cli.app import azr, sandbox_config
+from azr.cli.app import FiniteFloat, azr, sandbox_config
 
 
 @azr.group()
@@ -18,7 +18,7 @@ def data() -> None:
 @click.option("--workers", type=click.IntRange(min=1), help="Programs run in parallel (default: CPU cores).")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(),
     help="Seconds per task that sets none [default: sandbox.timeout_s].",
 )
 @click.option(

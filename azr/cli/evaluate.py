@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import azr, config_options, setup_logging
+from azr.cli.app import FiniteFloat, azr, config_options, setup_logging
 
 
 @azr.command("eval")
@@ -31,7 +31,7 @@ from azr.cli.app import azr, config_options, setup_logging
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Requests in flight.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(),
     default=120.0,
     show_default=True,
     help="Seconds per endpoint request.",

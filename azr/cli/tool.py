@@ -39,8 +39,7 @@ def tool_call(name, arguments, config_path, overrides, as_json) -> int:
         raise ConfigError(f"--args: not valid JSON: {exc}") from None
     if not isinstance(parsed, dict):
         raise ConfigError(f"--args: expected a JSON object, got {type(parsed).__name__}")
-    overrides = list(overrides) if config_path else ["model.name_or_path=none", *overrides]
-    cfg = load_config(config_path, overrides)
+    cfg = load_config(config_path, overrides, needs_model=False)  # a tool call needs no model
     setup_logging("warning")
     from azr.tools import build_toolbox
 

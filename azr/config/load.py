@@ -50,10 +50,11 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
 KEEP_LINKS = {"vllm.python"}
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> AzrConfig:
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), needs_model: bool = True) -> AzrConfig:
     """Read FILE (YAML or JSON), apply `--set` overrides, validate, resolve paths; raise ConfigError on bad input.
 
     Relative paths written in the file are relative to the file; those from `--set` and defaults, to the CWD.
+    `needs_model=False` is for commands that use no model (`azr tool call`): a recipe may then name none.
     """
     raw: dict[str, Any] = {}
     file_base = Path.cwd()
@@ -67,7 +68,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         from_cli.add(dotted)
     check_replaced(raw)
     cfg = build(AzrConfig, raw, "")
-    _check_cross_fields(cfg)
+    _check_cross_fields(cfg, needs_model)
     _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
     return cfg
 
@@ -99,8 +100,8 @@ def _unset_paths(raw: dict[str, Any]) -> set[str]:
     return {key for key in PATH_FIELDS if not given(key)}
 
 
-def _check_cross_fields(cfg: AzrConfig) -> None:
-    if not cfg.model.name_or_path and cfg.gen.policy != "endpoint":
+def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
+    if needs_model and not cfg.model.name_or_path and cfg.gen.policy != "endpoint":
         raise ConfigError("model.name_or_path: required (a hub id or a local model directory)")
     check_adapter(cfg.model.adapter, cfg.model.quantization)
     for name in ("self_play", "teacher"):

@@ -145,8 +145,20 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a mapping, got {show(value)}")
         return {str(k): coerce(v, args[1], f"{where}.{k}") for k, v in value.items()}
     if hint is Any:
-        return value
+        return _resolve_raw(value, where)
     return _coerce_scalar(value, hint, where)
+
+
+def _resolve_raw(value: Any, where: str) -> Any:
+    """Free-form data (`grpo:`, `extra_body`) with the command-line strings inside it parsed: `--set grpo.a.b=1`
+    makes `{a: {b: 1}}`, not a mapping holding an unparsed `Raw`."""
+    if isinstance(value, Raw):
+        return _resolve_raw(_parse_raw(value, where), where)
+    if isinstance(value, dict):
+        return {k: _resolve_raw(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve_raw(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
 
 
 def _coerce_union(value: Any, args: tuple, where: str) -> Any:

@@ -35,6 +35,9 @@ class ExportPlan:
     base_from: str  # where the base's settings came from
 
 
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")  # the names peft saves and loads
+
+
 def plan_export(adapter: str | Path, out: str | Path, dtype: str = "bfloat16", base: str | None = None) -> ExportPlan:
     """Check the export's arguments (one-line ConfigErrors, before anything heavy loads) and find the base model."""
     adapter, out = Path(adapter).expanduser(), Path(out).expanduser()
@@ -46,6 +49,8 @@ def plan_export(adapter: str | Path, out: str | Path, dtype: str = "bfloat16", b
         raise ConfigError(f"--adapter {adapter}: not a peft adapter directory (no adapter_config.json)") from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--adapter {adapter}: cannot read adapter_config.json: {exc}") from None
+    if not any((adapter / name).is_file() for name in ADAPTER_WEIGHTS):
+        raise ConfigError(f"--adapter {adapter}: no adapter weights ({' or '.join(ADAPTER_WEIGHTS)}) in it")
     kind = peft_cfg.get("peft_type") if isinstance(peft_cfg, dict) else None
     if kind not in MERGEABLE:
         raise ConfigError(f"--adapter {adapter}: peft type {kind!r} is not one azr merges ({', '.join(MERGEABLE)})")
