@@ -85,6 +85,17 @@ def _read_exactly(fd, n):
     return b"".join(chunks)
 
 
+_EXITED = (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED)
+
+
+def _reap(pid):
+    """The wait status of `pid`'s end, once it has been killed: a traced child reports its stops first."""
+    while True:
+        _, wait_status = os.waitpid(pid, 0)
+        if os.WIFEXITED(wait_status) or os.WIFSIGNALED(wait_status):
+            return wait_status
+
+
 def _read_capped(fd, cap):
     """(text, truncated): the first `cap` bytes the child wrote to `fd`, decoded leniently."""
     data = os.pread(fd, cap + 1, 0)
@@ -143,7 +154,7 @@ class Worker:
             finished = self._wait_exit(pid, started + limits["wall_s"])
             # The child is still unreaped, so its pid (and process group id) cannot have been reused yet.
             self._kill_group(pid)
-            _, wait_status = os.waitpid(pid, 0)
+            wait_status = _reap(pid)
             duration = time.monotonic() - started
             self._reap_leftovers()
             cap = limits["output_bytes"]
@@ -186,7 +197,10 @@ class Worker:
             pidfd = None
         try:
             while True:
-                if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                # A traced child's stops are reported here too (the worker is its tracer after PTRACE_TRACEME):
+                # only an exit ends the wait, so a program that stops itself runs into its wall clock.
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if info is not None and info.si_code in _EXITED:
                     return True
                 left = deadline - time.monotonic()
                 if left <= 0:
