@@ -153,6 +153,7 @@ def _is_vllm_server_error(exc: BaseException) -> bool:
 
 def _error(prog_name: str, message: str) -> None:
     from azr.secrets import redact
+    from azr.terminal import printable
 
-    line = " ".join(redact(message).split())  # always one line, never a key
+    line = printable(" ".join(redact(message).split()))  # always one line, never a key, no control characters
     click.echo(f"{prog_name}: error: {line}", err=True)

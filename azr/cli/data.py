@@ -30,6 +30,7 @@ def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
     from azr.config import parse_pairs
     from azr.data import load_tasks, near_duplicates
     from azr.rewards import limits_from_config, pool_from_config, start_pool, validate_references
+    from azr.terminal import printable
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
     cfg = sandbox_config(timeout, memory_mb, workers=workers)
@@ -39,12 +40,10 @@ def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
     failed = [(t, g) for t, g in results if g is not None and not g.passed]
     missing = sum(g is None for _, g in results)
     for task, grade in failed:
-        click.echo(
-            f"FAIL {task.id}: {grade.status}, {grade.tests_passed}/{grade.tests_total} tests passed; "
-            f"{'; '.join(grade.failures)[:400]}"
-        )
+        line = f"FAIL {task.id}: {grade.status}, {grade.tests_passed}/{grade.tests_total} tests passed; "
+        click.echo(printable(line + "; ".join(grade.failures)[:400]))  # a row's text cannot rewrite its FAIL line
     for a, b, score in near_duplicates(tasks):
-        click.echo(f"WARN near-duplicate prompts: {a.id} ~ {b.id} (similarity {score:.2f})")
+        click.echo(printable(f"WARN near-duplicate prompts: {a.id} ~ {b.id} (similarity {score:.2f})"))
     click.echo(
         f"{source}: {len(tasks)} tasks, {len(tasks) - missing - len(failed)} passed, {len(failed)} failed, "
         f"{missing} without a reference solution"

@@ -30,6 +30,7 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
     import json
 
     from azr.rewards import run_program
+    from azr.terminal import printable
 
     code = read_text(code_path, "--code")
     all_tests = list(tests)
@@ -45,7 +46,7 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
         click.echo(f"{outcome['status']}{tests_line} in {outcome['duration_s']:.3f} s ({outcome['backend']})")
         for name in ("stdout", "stderr"):
             if outcome[name]:
-                click.echo(f"--- {name}\n{outcome[name].rstrip()}")
+                click.echo(f"--- {name}\n{printable(outcome[name].rstrip(), lines=True)}")
     return 0 if outcome["passed"] else 1
 
 

@@ -41,6 +41,7 @@ def tool_call(name, arguments, config_path, overrides, as_json) -> int:
         raise ConfigError(f"--args: expected a JSON object, got {type(parsed).__name__}")
     cfg = load_config(config_path, overrides, needs_model=False)  # a tool call needs no model
     setup_logging("warning")
+    from azr.terminal import printable
     from azr.tools import build_toolbox
 
     cfg.tools.names = list(TOOL_NAMES)  # any tool may be called from here, whatever the recipe offers a model
@@ -50,5 +51,5 @@ def tool_call(name, arguments, config_path, overrides, as_json) -> int:
         click.echo(json.dumps({"name": name, **result.to_dict(), "duration_s": event.duration_s}, ensure_ascii=False))
     else:
         click.echo(f"{result.status} ({event.duration_s:.2f} s)")
-        click.echo(result.content)
+        click.echo(printable(result.content, lines=True))
     return 0 if result.ok else 1

@@ -420,3 +420,23 @@ def test_tool_call_takes_a_recipe_that_names_no_model(cli, write):
     code, out, err = cli("tool", "call", "web_fetch", "--args", '{"url": "http://127.0.0.1:1/"}', "--config", recipe)
     assert "model.name_or_path" not in err
     assert code == 1 and out.startswith("refused") and "port 1 is not allowed" in out
+
+
+def test_data_validate_escapes_control_characters_in_a_rows_error(cli, write):
+    """A row whose exception message holds an escape sequence and a carriage return cannot rewrite its FAIL line."""
+    row = {
+        "id": "evil\x1b[2K",
+        "prompt": "p",
+        "solution": "def f():\n    raise ValueError('\\x1b[2K\\rPASS all good')\n",
+        "tests": ["f()"],
+    }
+    code, out, _ = cli("data", "validate", write("evil.jsonl", json.dumps(row) + "\n"), "--timeout", "5")
+    assert code == 1
+    fail = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert len(fail) == 1 and "\x1b" not in out and "\r" not in out
+    assert "evil\\x1b[2K" in fail[0] and "\\x1b[2K\\rPASS all good" in fail[0]
+
+
+def test_sandbox_run_shows_a_programs_output_with_control_characters_escaped(cli, write):
+    code, out, _ = cli("sandbox", "run", "--code", write("p.py", "print('ok\\x1b]0;pwned\\x07\\rFAKE')"))
+    assert code == 0 and "\x1b" not in out and "\\x1b]0;pwned\\x07\\rFAKE" in out
