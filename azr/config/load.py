@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import ipaddress
+import logging
 import os
 import typing
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ from azr.config.yaml_io import load_raw
 from azr.data import SPLITS
 from azr.errors import ConfigError, did_you_mean
 from azr.logs import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 # Trainer fields that azr sets from its own fields, so each has one source of truth.
 MANAGED_TRAINER_FIELDS = {
@@ -155,11 +158,51 @@ def _check_tools(cfg: AzrConfig) -> None:
             raise ConfigError(f"tools.web.allow_ports[{i}]: {port} is not a port number")
     for i, net in enumerate(cfg.tools.web.allow_networks):
         try:
-            ipaddress.ip_network(net, strict=False)
+            network = ipaddress.ip_network(net, strict=False)
         except ValueError:
             raise ConfigError(f"tools.web.allow_networks[{i}]: {net!r} is not a network (e.g. 127.0.0.1/32)") from None
+        _check_allowed_network(network, f"tools.web.allow_networks[{i}]")
     if cfg.tools.web.search_backend == "searxng" and "web_search" in cfg.tools.names and not cfg.tools.web.searxng_url:
         raise ConfigError("tools.web.searxng_url: required when tools.web.search_backend is 'searxng'")
+
+
+# Whole ranges the web_fetch address guard refuses (azr.tools.guard has the full table; these are the large ones a
+# too-wide allow_networks entry swallows).
+GUARDED_BLOCKS = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::1/128",
+        "::ffff:0:0/96",
+        "fc00::/7",
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
+
+
+def _check_allowed_network(network: ipaddress.IPv4Network | ipaddress.IPv6Network, where: str) -> None:
+    """Refused: a network wider than a whole guarded range (0.0.0.0/0, ::/0, 0.0.0.0/1, 8.0.0.0/4...): public
+    addresses need no allowing, so its only effect is to switch the address guard off for every range it swallows,
+    which no recipe has a reason to do (a warning would scroll past in a long run). A network that is exactly one
+    whole guarded range (10.0.0.0/8) is allowed with a warning; a few addresses (127.0.0.1/32) silently."""
+    swallowed = [b for b in GUARDED_BLOCKS if b.version == network.version and b.subnet_of(network)]  # type: ignore[arg-type]
+    if any(b != network for b in swallowed):
+        ranges = ", ".join(map(str, swallowed[:4])) + (", ..." if len(swallowed) > 4 else "")
+        raise ConfigError(
+            f"{where}: {network} swallows whole guarded ranges ({ranges}) and would switch web_fetch's address guard "
+            "off; list only the addresses a test needs, e.g. 127.0.0.1/32"
+        )
+    if any(b.num_addresses > 1 for b in swallowed):  # ::1/128 is one address, not a range
+        log.warning("%s: %s lets web_fetch reach all of a guarded range (for tests only)", where, network)
 
 
 def dump_yaml(cfg: AzrConfig) -> str:
