@@ -28,7 +28,7 @@ def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
     sandbox with the limits training applies, so what passes here passes there."""
     from azr.config import parse_pairs
-    from azr.data import load_tasks, near_duplicates
+    from azr.data import check_task_limits, load_tasks, near_duplicates
     from azr.rewards import limits_from_config, pool_from_config, start_pool, validate_references
     from azr.terminal import printable
 
@@ -36,6 +36,7 @@ def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
     cfg = sandbox_config(timeout, memory_mb, workers=workers)
     start_pool(cfg)  # the workers start while the tasks are read
     tasks = load_tasks(source, mapping)
+    check_task_limits(tasks, cfg.max_task_timeout_s, cfg.max_task_memory_mb, str(source))
     results = validate_references(tasks, pool_from_config(cfg), limits_from_config(cfg))
     failed = [(t, g) for t, g in results if g is not None and not g.passed]
     missing = sum(g is None for _, g in results)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import ModelConfig, SandboxConfig, VllmConfig, load_config
-from azr.data import SPLITS, Problem, load_humaneval, load_tasks, program_from_answer
+from azr.data import SPLITS, Problem, check_task_limits, load_humaneval, load_tasks, program_from_answer
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling, generate_completions
 from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
@@ -66,6 +66,8 @@ def run_eval(cfg: EvalConfig) -> int:
     started = time.monotonic()
     start_pool(cfg.sandbox)  # workers start while the problems and samples are read
     problems = load_problems(cfg.dataset)
+    tasks = [p.task for p in problems]
+    check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(cfg.dataset))
     given = read_samples(Path(cfg.samples), {p.id: p for p in problems}, cfg.dataset) if cfg.samples else None
     if given is None and cfg.sampling.n < max(cfg.ks):
         raise ConfigError(f"-n {cfg.sampling.n}: must be at least the largest k ({max(cfg.ks)})")

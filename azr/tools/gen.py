@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import AzrConfig
-from azr.data import Task, load_tasks
+from azr.data import Task, check_task_limits, load_tasks
 from azr.errors import ConfigError
 from azr.logs import JsonlWriter, read_jsonl_records
 from azr.prompts import chat_messages
@@ -69,6 +69,7 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
 def gen_tasks(cfg: AzrConfig) -> list[Task]:
     source = cfg.gen.tasks or cfg.data.train
     tasks = load_tasks(source, cfg.data.column_map)
+    check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(source))
     return tasks[: cfg.gen.max_tasks] if cfg.gen.max_tasks else tasks
 
 

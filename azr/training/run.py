@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import AzrConfig, save_config
-from azr.data import Task, load_tasks, select_tasks
+from azr.data import Task, check_task_limits, load_tasks, select_tasks
 from azr.errors import ConfigError
 from azr.logs import GenerationLog, JsonlWriter, generation_files, prune_jsonl
 from azr.prompts import chat_messages, reference_answer
@@ -65,6 +65,7 @@ def _train(cfg: AzrConfig, resume_from: str | None, args: TrainerArgs, sidecar: 
     tasks = select_tasks(
         load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
     )
+    check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(cfg.data.train))
     sandbox = sandbox_share(cfg.sandbox, ranks)
     pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
     funcs, weights, grader = build_rewards(cfg.rewards, sandbox, pool, answer_format=cfg.answer_format)
