@@ -85,17 +85,6 @@ def _read_exactly(fd, n):
     return b"".join(chunks)
 
 
-_EXITED = (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED)
-
-
-def _reap(pid):
-    """The wait status of `pid`'s end, once it has been killed: a traced child reports its stops first."""
-    while True:
-        _, wait_status = os.waitpid(pid, 0)
-        if os.WIFEXITED(wait_status) or os.WIFSIGNALED(wait_status):
-            return wait_status
-
-
 def _read_capped(fd, cap):
     """(text, truncated): the first `cap` bytes the child wrote to `fd`, decoded leniently."""
     data = os.pread(fd, cap + 1, 0)
@@ -154,7 +143,7 @@ class Worker:
             finished = self._wait_exit(pid, started + limits["wall_s"])
             # The child is still unreaped, so its pid (and process group id) cannot have been reused yet.
             self._kill_group(pid)
-            wait_status = _reap(pid)
+            wait_status = next(s for s in iter(lambda: os.waitpid(pid, 0)[1], None) if not os.WIFSTOPPED(s))
             duration = time.monotonic() - started
             self._reap_leftovers()
             cap = limits["output_bytes"]
@@ -190,17 +179,15 @@ class Worker:
         }
 
     def _wait_exit(self, pid, deadline):
-        """True when the child exits before `deadline` (left unreaped); False at the wall limit."""
+        """True when the child exits before `deadline` (left unreaped; a traced stop is no exit); False at the limit."""
         try:
             pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             pidfd = None
         try:
             while True:
-                # A traced child's stops are reported here too (the worker is its tracer after PTRACE_TRACEME):
-                # only an exit ends the wait, so a program that stops itself runs into its wall clock.
                 info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                if info is not None and info.si_code in _EXITED:
+                if info is not None and info.si_code in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
                     return True
                 left = deadline - time.monotonic()
                 if left <= 0:
