@@ -84,7 +84,10 @@ def read_text(path: Path | str, flag: str) -> str:
     how = f"the limit for a file given on the command line; {MAX_INPUT_BYTES[0]}=N raises it"
     try:
         if str(path) == "-":
-            return read_stream(sys.stdin.buffer, limit, what, how).decode("utf-8", errors="replace")
+            text = read_stream(sys.stdin.buffer, limit, what, how) if hasattr(sys.stdin, "buffer") else None
+            return (
+                text.decode("utf-8", errors="replace") if text is not None else read_stream(sys.stdin, limit, what, how)
+            )
         return read_bounded_text(Path(path), limit, what, how)
     except OSError as exc:
         raise click.BadParameter(f"cannot read {path}: {exc.strerror or exc}", param_hint=flag) from None
