@@ -49,8 +49,6 @@ def plan_export(adapter: str | Path, out: str | Path, dtype: str = "bfloat16", b
         raise ConfigError(f"--adapter {adapter}: not a peft adapter directory (no adapter_config.json)") from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--adapter {adapter}: cannot read adapter_config.json: {exc}") from None
-    if not any((adapter / name).is_file() for name in ADAPTER_WEIGHTS):
-        raise ConfigError(f"--adapter {adapter}: no adapter weights ({' or '.join(ADAPTER_WEIGHTS)}) in it")
     kind = peft_cfg.get("peft_type") if isinstance(peft_cfg, dict) else None
     if kind not in MERGEABLE:
         raise ConfigError(f"--adapter {adapter}: peft type {kind!r} is not one azr merges ({', '.join(MERGEABLE)})")
@@ -58,6 +56,8 @@ def plan_export(adapter: str | Path, out: str | Path, dtype: str = "bfloat16", b
         raise ConfigError(f"--dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out}: already exists and is not an empty folder; choose a new one")
+    if not any((adapter / name).is_file() for name in ADAPTER_WEIGHTS):
+        raise ConfigError(f"--adapter {adapter}: no adapter weights ({' or '.join(ADAPTER_WEIGHTS)}) in it")
     model, base_from = _base_model(adapter, peft_cfg, base)
     return ExportPlan(adapter.resolve(), out.resolve(), dtype, model, peft_cfg, base_from)
 
