@@ -1,7 +1,8 @@
 """Files a run writes as it goes: atomic whole-file writes, append-and-flush JSONL, and the generation log.
 
 A crash at any moment leaves either the old or the new version of an atomically written file, and a JSONL file
-whose complete lines all parse (a torn last line is dropped on the next open). `prune_jsonl` rewrites a log
+whose complete lines all parse (a torn last line is dropped on the next open). Every writer here applies
+`azr.secrets.redact`, so no key reaches a file whatever record carries it. `prune_jsonl` rewrites a log
 atomically without the records a resumed run will write again. The generation log writes from a background thread
 through a bounded queue into size-rotated files, and drains on close (called on exit and after a crash).
 """
@@ -19,12 +20,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from azr.secrets import redact
+
 log = logging.getLogger(__name__)
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
-    """Write `text` to `path` through a temp file in the same directory and an atomic rename."""
-    path = Path(path)
+    """Write `text` to `path` through a temp file in the same directory and an atomic rename; secrets redacted."""
+    path, text = Path(path), redact(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -56,7 +59,7 @@ class JsonlWriter:
         self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close() / __exit__)
 
     def write(self, record: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._fh.write(redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n")
         self._fh.flush()
 
     @property

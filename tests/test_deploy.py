@@ -205,7 +205,7 @@ def test_the_slurm_script_for_two_training_nodes_and_one_vllm_node(tmp_path):
     # Node 0 serves the model on all its GPUs, with the weight-transfer engine TRL's server mode syncs through.
     assert "--nodes=1 --ntasks=1 --nodelist=gpu-a01 --gpus-per-node=8" in server
     assert "VLLM_HOST_IP=gpu-a01" in server and "VLLM_SERVER_DEV_MODE=1" in server
-    assert "vllm serve Qwen/Qwen2.5-Coder-7B-Instruct --host 0.0.0.0 --port 8000" in server
+    assert "vllm serve Qwen/Qwen2.5-Coder-7B-Instruct --host gpu-a01 --port 8000" in server  # not 0.0.0.0
     assert '--data-parallel-size 8 --weight-transfer-config {"backend": "nccl"}' in server
     # Nodes 1 and 2 train: one launcher each, 16 ranks, rank 0 on gpu-a02, each node's own VLLM_HOST_IP.
     assert "--nodes=2 --ntasks-per-node=1 --relative=1 --gpus-per-node=8 --kill-on-bad-exit=1" in trainers
@@ -220,6 +220,25 @@ def test_the_slurm_script_for_two_training_nodes_and_one_vllm_node(tmp_path):
     (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'gpu-a01\\n'\n")
     wrong = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=30)
     assert wrong.returncode == 2 and "expected 3 nodes, the allocation has 1" in wrong.stderr
+
+
+def test_the_slurm_dry_run_works_outside_slurm_and_the_server_key_is_made_per_job_and_never_printed(tmp_path):
+    """`DRY_RUN=1 bash job.sbatch` as the README says, on a machine without Slurm; the server's key is generated
+    per job into the job's environment (which srun passes on), never on a command line, so never in the log."""
+    done = _render(tmp_path, "--train-nodes", "1", "--model", "m")
+    script = tmp_path / "job.sbatch"
+    script.write_text(done.stdout)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    probe = script.read_text() + '\nprintf "key:%s\\n" "${#VLLM_API_KEY}" >&2\nenv | grep -c "^VLLM_API_KEY=" >&2\n'
+    (tmp_path / "probe.sbatch").write_text(probe)
+    for _ in range(2):
+        ran = subprocess.run(["bash", str(tmp_path / "probe.sbatch")], capture_output=True, text=True,
+                             env={**env, "DRY_RUN": "1"}, timeout=30)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert "key:64" in ran.stderr and ran.stderr.strip().endswith("1")  # 32 random bytes, exported
+        assert "--host 0.0.0.0" not in ran.stdout and "api-key" not in ran.stdout and "node0" in ran.stdout
+    outside = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=30)
+    assert outside.returncode == 2 and "not inside a Slurm allocation" in outside.stderr
 
 
 def test_the_slurm_renderer_refuses_bad_settings_in_one_line(tmp_path):

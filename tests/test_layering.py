@@ -20,18 +20,21 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "azr"
 HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm", "unsloth", "bitsandbytes"}
-SHARED = {"errors", "logs", "prompts"}  # top-level modules every concern may use
+SHARED = {"errors", "inputs", "logs", "prompts", "secrets", "terminal"}  # top-level modules every concern may use
 # package (or shared module) -> the packages it may import, directly or lazily
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
+    "inputs": set(),
     "logs": set(),
     "prompts": set(),
+    "secrets": set(),
+    "terminal": set(),
     "config": {"data"},
     "data": set(),
     "sandbox": set(),
     "rewards": {"config", "data", "sandbox"},
     "models": {"config", "data"},
-    "remote": set(),
+    "remote": {"config"},
     "serving": {"config"},
     "rollouts": {"config"},
     "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "sandbox", "serving"},
@@ -75,7 +78,10 @@ for _unit_name, _allowed in ALLOWED.items():
 # `azr eval --samples` start in a fraction of a second.
 LIGHT = {
     "errors",
+    "inputs",
     "logs",
+    "secrets",
+    "terminal",
     "prompts",
     "config",
     "data",

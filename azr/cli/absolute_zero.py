@@ -26,9 +26,10 @@ def check(path, as_json, config_path, workers) -> int:
     invalid, 2 for a malformed file."""
     from azr.absolute_zero import check_file
     from azr.config import AbsoluteZeroConfig, SandboxConfig, load_config
+    from azr.terminal import printable
 
     setup_logging("warning")
-    recipe = load_config(config_path) if config_path else None
+    recipe = load_config(config_path, needs_model=False) if config_path else None
     sandbox = recipe.sandbox if recipe else SandboxConfig()
     sandbox.workers = workers or sandbox.workers
     verdicts = check_file(path, sandbox, recipe.absolute_zero if recipe else AbsoluteZeroConfig())
@@ -37,9 +38,9 @@ def check(path, as_json, config_path, workers) -> int:
             click.echo(json.dumps(v.to_json()))
         elif v.valid:
             outputs = ", ".join(v.outputs or ())
-            click.echo(f"line {v.line}: valid (output {outputs[:120]})")
+            click.echo(printable(f"line {v.line}: valid (output {outputs[:120]})"))
         else:
-            click.echo(f"line {v.line}: invalid: {v.reason}: {v.detail}"[:400])
+            click.echo(printable(f"line {v.line}: invalid: {v.reason}: {v.detail}"[:400]))
     invalid = sum(not v.valid for v in verdicts)
     if not as_json:
         click.echo(f"{path}: {len(verdicts)} triplets, {len(verdicts) - invalid} valid, {invalid} invalid")

@@ -18,7 +18,12 @@ from azr.errors import ConfigError, NotAvailableError, UserError
 
 
 def setup_logging(level: str = "info") -> None:
+    """Log to stderr at `level`, every line through the one redaction (`azr.secrets`): the HTTP client's request
+    lines name the endpoint's URL, which may carry a key."""
+    from azr.secrets import redact_logs
+
     logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    redact_logs()
 
 
 def config_options(fn):
@@ -33,6 +38,23 @@ def config_options(fn):
     return click.option(
         "--config", "config_path", type=click.Path(path_type=Path), metavar="FILE", help="Recipe in YAML or JSON."
     )(fn)
+
+
+class FiniteFloat(click.ParamType):
+    """A finite number greater than 0 (click's FloatRange takes nan and inf, which no limit can be)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"expected a number, got {value!r}", param, ctx)
+        if not math.isfinite(number) or number <= 0:
+            self.fail(f"expected a finite number > 0, got {value!r}", param, ctx)
+        return number
 
 
 def require_config(config_path: Path | None) -> None:
@@ -50,11 +72,25 @@ def sandbox_config(timeout: float | None, memory_mb: int | None, **fields):
     return cfg
 
 
-def read_text(path: Path, flag: str) -> str:
+MAX_INPUT_BYTES = ("AZR_MAX_INPUT_BYTES", 4 << 20)  # a program or a tests file given on the command line
+
+
+def read_text(path: Path | str, flag: str) -> str:
+    """A text file named by `flag` ('-': standard input), read up to its limit: `--code /dev/zero` is refused at
+    4 MiB, not read until memory runs out."""
+    from azr.inputs import env_limit, read_bounded_text, read_stream
+
+    limit, what = env_limit(*MAX_INPUT_BYTES), f"{flag} {path}"
+    how = f"the limit for a file given on the command line; {MAX_INPUT_BYTES[0]}=N raises it"
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc}", param_hint=flag) from None
+        if str(path) == "-":
+            text = read_stream(sys.stdin.buffer, limit, what, how) if hasattr(sys.stdin, "buffer") else None
+            return (
+                text.decode("utf-8", errors="replace") if text is not None else read_stream(sys.stdin, limit, what, how)
+            )
+        return read_bounded_text(Path(path), limit, what, how)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror or exc}", param_hint=flag) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -119,5 +155,8 @@ def _is_vllm_server_error(exc: BaseException) -> bool:
 
 
 def _error(prog_name: str, message: str) -> None:
-    line = " ".join(message.split())  # always one line
+    from azr.secrets import redact
+    from azr.terminal import printable
+
+    line = printable(" ".join(redact(message).split()))  # always one line, never a key, no control characters
     click.echo(f"{prog_name}: error: {line}", err=True)

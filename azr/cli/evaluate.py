@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import azr, config_options, setup_logging
+from azr.cli.app import FiniteFloat, azr, config_options, setup_logging
 
 
 class FieldOption(click.Option):
@@ -39,7 +39,7 @@ def flag(*decls: str, **kwargs):
 @flag("--api", type=click.Choice(["chat", "completions"]))
 @flag("--api-key-env", metavar="NAME")
 @flag("--concurrency", type=click.IntRange(min=1))
-@flag("--timeout", type=click.FloatRange(min=0, min_open=True))
+@flag("--timeout", type=FiniteFloat())
 @flag("--max-retries", type=click.IntRange(min=0))
 @flag("--dataset", metavar="held-out|humaneval|output-prediction|PATH")
 @flag("--samples", type=click.Path(path_type=Path))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from azr.cli.app import azr, read_text, sandbox_config, setup_logging
+from azr.cli.app import FiniteFloat, azr, read_text, sandbox_config, setup_logging
 
 
 @azr.group()
@@ -22,7 +21,7 @@ _BACKEND = click.Choice(["auto", "bwrap", "nsjail", "process"])
 @click.option("--code", "code_path", metavar="FILE|-", required=True, help="Program to run ('-' for stdin).")
 @click.option("--test", "tests", multiple=True, metavar="STMT", help="A test statement, e.g. 'assert f(1) == 2'.")
 @click.option("--tests-file", type=click.Path(path_type=Path), help="File with one test statement per line.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Wall-clock limit in seconds.")
+@click.option("--timeout", type=FiniteFloat(), help="Wall-clock limit in seconds.")
 @click.option("--memory-mb", type=click.IntRange(min=1), help="Address-space limit in MiB.")
 @click.option("--backend", type=_BACKEND, default="auto", show_default=True, help="Sandbox backend.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the result.")
@@ -31,8 +30,9 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
     import json
 
     from azr.rewards import run_program
+    from azr.terminal import printable
 
-    code = sys.stdin.read() if code_path == "-" else read_text(Path(code_path), "--code")
+    code = read_text(code_path, "--code")
     all_tests = list(tests)
     if tests_file is not None:
         lines = read_text(tests_file, "--tests-file").splitlines()
@@ -46,7 +46,7 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
         click.echo(f"{outcome['status']}{tests_line} in {outcome['duration_s']:.3f} s ({outcome['backend']})")
         for name in ("stdout", "stderr"):
             if outcome[name]:
-                click.echo(f"--- {name}\n{outcome[name].rstrip()}")
+                click.echo(f"--- {name}\n{printable(outcome[name].rstrip(), lines=True)}")
     return 0 if outcome["passed"] else 1
 
 

@@ -39,9 +39,9 @@ def tool_call(name, arguments, config_path, overrides, as_json) -> int:
         raise ConfigError(f"--args: not valid JSON: {exc}") from None
     if not isinstance(parsed, dict):
         raise ConfigError(f"--args: expected a JSON object, got {type(parsed).__name__}")
-    overrides = list(overrides) if config_path else ["model.name_or_path=none", *overrides]
-    cfg = load_config(config_path, overrides)
+    cfg = load_config(config_path, overrides, needs_model=False)  # a tool call needs no model
     setup_logging("warning")
+    from azr.terminal import printable
     from azr.tools import build_toolbox
 
     cfg.tools.names = list(TOOL_NAMES)  # any tool may be called from here, whatever the recipe offers a model
@@ -51,5 +51,5 @@ def tool_call(name, arguments, config_path, overrides, as_json) -> int:
         click.echo(json.dumps({"name": name, **result.to_dict(), "duration_s": event.duration_s}, ensure_ascii=False))
     else:
         click.echo(f"{result.status} ({event.duration_s:.2f} s)")
-        click.echo(result.content)
+        click.echo(printable(result.content, lines=True))
     return 0 if result.ok else 1

@@ -29,7 +29,7 @@ from azr.config.sections import (
     SftConfig,
     ThinkingConfig,
 )
-from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig
+from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig, check_base_url
 from azr.config.tools import TOOL_NAMES, GenConfig, PythonToolConfig, ToolsConfig, WebToolConfig
 from azr.config.trainer_args import check_groups, check_grpo_inputs, grpo_args, sequence_lengths, sft_args
 from azr.config.vllm import VLLM_LORA_RANKS, VllmConfig, check_vllm_config, lora_refusal, served_lora_rank
@@ -64,6 +64,7 @@ __all__ = [
     "ToolsConfig",
     "VllmConfig",
     "WebToolConfig",
+    "check_base_url",
     "check_groups",
     "check_grpo_inputs",
     "check_recipe",

@@ -20,13 +20,18 @@ from typing import Any
 
 from azr.config.adapter import check_adapter
 from azr.config.legacy import check_replaced, normalise_legacy
-from azr.config.schema import build, load_raw, parse_pairs, set_dotted
+from azr.config.schema import build, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
+from azr.config.selfplay import check_base_url
 from azr.config.tools import TOOL_NAMES
+from azr.config.trl_contract import check_trl_contract
 from azr.config.vllm import check_vllm_config
+from azr.config.yaml_io import load_raw
 from azr.data import SPLITS
 from azr.errors import ConfigError, did_you_mean
 from azr.logs import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 # Trainer fields that azr sets from its own fields, so each has one source of truth.
 MANAGED_TRAINER_FIELDS = {
@@ -62,10 +67,11 @@ NOT_SECTION_SWITCHES = {"tools", "gen.endpoint"}
 log = logging.getLogger(__name__)
 
 
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> AzrConfig:
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = (), needs_model: bool = True) -> AzrConfig:
     """Read FILE (YAML or JSON), apply `--set` overrides, validate, resolve paths; raise ConfigError on bad input.
 
     Relative paths written in the file are relative to the file; those from `--set` and defaults, to the CWD.
+    `needs_model=False` is for commands that use no model (`azr tool call`): a recipe may then name none.
     """
     raw: dict[str, Any] = {}
     file_base = Path.cwd()
@@ -80,7 +86,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     check_replaced(raw)
     cfg = build(AzrConfig, raw, "")
     _note_ignored(cfg)
-    _check_cross_fields(cfg)
+    _check_cross_fields(cfg, needs_model)
     _resolve_paths(cfg, file_base, from_cli | _unset_paths(raw))
     return cfg
 
@@ -135,8 +141,8 @@ def _note_ignored(cfg: AzrConfig) -> None:
         log.debug("%s.enabled is false: %s ignored", name, ", ".join(f"{name}.{f}" for f in fields))
 
 
-def _check_cross_fields(cfg: AzrConfig) -> None:
-    if not cfg.model.name_or_path and cfg.gen.policy != "endpoint":
+def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
+    if needs_model and not cfg.model.name_or_path and cfg.gen.policy != "endpoint":
         raise ConfigError("model.name_or_path: required (a hub id or a local model directory)")
     check_adapter(cfg.model.adapter, cfg.model.quantization)
     for name in ("self_play", "teacher"):
@@ -144,6 +150,9 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
         for required in ("base_url", "model"):
             if endpoint.enabled and not getattr(endpoint, required):
                 raise ConfigError(f"{name}.{required}: required when {name}.enabled is true")
+    for name, endpoint in (("self_play", cfg.self_play), ("teacher", cfg.teacher), ("gen.endpoint", cfg.gen.endpoint)):
+        if endpoint.base_url:
+            check_base_url(endpoint.base_url, f"{name}.base_url")
     if cfg.teacher_assist.enabled and not cfg.teacher.enabled:
         raise ConfigError("teacher_assist.enabled: needs teacher.enabled: true")
     needs_opponent = {"teacher_assist.enabled": cfg.teacher_assist.enabled, "curriculum.replay": cfg.curriculum.replay}
@@ -160,6 +169,7 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
         for key, owner in MANAGED_TRAINER_FIELDS.items():
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
+    check_trl_contract(cfg.grpo, cfg.model.adapter.kind)
     check_vllm_config(cfg)
 
 
@@ -185,16 +195,56 @@ def _check_tools(cfg: AzrConfig) -> None:
             raise ConfigError(f"tools.web.allow_ports[{i}]: {port} is not a port number")
     for i, net in enumerate(cfg.tools.web.allow_networks):
         try:
-            ipaddress.ip_network(net, strict=False)
+            network = ipaddress.ip_network(net, strict=False)
         except ValueError:
             raise ConfigError(f"tools.web.allow_networks[{i}]: {net!r} is not a network (e.g. 127.0.0.1/32)") from None
+        _check_allowed_network(network, f"tools.web.allow_networks[{i}]")
     if cfg.tools.web.search_backend == "searxng" and "web_search" in cfg.tools.names and not cfg.tools.web.searxng_url:
         raise ConfigError("tools.web.searxng_url: required when tools.web.search_backend is 'searxng'")
 
 
+# Whole ranges the web_fetch address guard refuses (azr.tools.guard has the full table; these are the large ones a
+# too-wide allow_networks entry swallows).
+GUARDED_BLOCKS = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::1/128",
+        "::ffff:0:0/96",
+        "fc00::/7",
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
+
+
+def _check_allowed_network(network: ipaddress.IPv4Network | ipaddress.IPv6Network, where: str) -> None:
+    """Refused: a network wider than a whole guarded range (0.0.0.0/0, ::/0, 0.0.0.0/1, 8.0.0.0/4...): public
+    addresses need no allowing, so its only effect is to switch the address guard off for every range it swallows,
+    which no recipe has a reason to do (a warning would scroll past in a long run). A network that is exactly one
+    whole guarded range (10.0.0.0/8) is allowed with a warning; a few addresses (127.0.0.1/32) silently."""
+    swallowed = [b for b in GUARDED_BLOCKS if b.version == network.version and b.subnet_of(network)]  # type: ignore[arg-type]
+    if any(b != network for b in swallowed):
+        ranges = ", ".join(map(str, swallowed[:4])) + (", ..." if len(swallowed) > 4 else "")
+        raise ConfigError(
+            f"{where}: {network} swallows whole guarded ranges ({ranges}) and would switch web_fetch's address guard "
+            "off; list only the addresses a test needs, e.g. 127.0.0.1/32"
+        )
+    if any(b.num_addresses > 1 for b in swallowed):  # ::1/128 is one address, not a range
+        log.warning("%s: %s lets web_fetch reach all of a guarded range (for tests only)", where, network)
+
+
 def dump_yaml(cfg: AzrConfig) -> str:
     """The resolved config as YAML, in schema order (what `save_config` writes and `azr config show` prints)."""
-    import yaml  # here, not at module level: see schema._loader
+    import yaml  # here, not at module level: see yaml_io._loader
 
     return yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False, allow_unicode=True)
 

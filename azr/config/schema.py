@@ -10,16 +10,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import functools
 import json
 import math
-import re
 import types
 import typing
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
+from azr.config.yaml_io import YamlSyntaxError, yaml_load
 from azr.errors import ConfigError, did_you_mean, show
 
 MISSING = dataclasses.MISSING
@@ -27,68 +25,6 @@ MISSING = dataclasses.MISSING
 
 class Raw(str):
     """A value typed on the command line, parsed only once its target type is known."""
-
-
-class YamlSyntaxError(ValueError):
-    """A YAML text that does not parse: the parser's `problem` and the 1-based `line`, where it knows them."""
-
-    def __init__(self, problem: str | None, line: int | None, summary: str):
-        super().__init__(summary)
-        self.problem, self.line = problem, line
-
-
-@functools.cache
-def _loader() -> type:
-    """YAML 1.2 core schema: `1e-5` is a float; `010` is ten; `no`, `1:30` and `2024-01-01` stay strings (PyYAML's
-    YAML 1.1 rules read them as False, 90 and a date). Duplicate keys are errors, not a silent last-one-wins. Built
-    on first use: PyYAML's import is most of the config's, and commands that read no YAML never pay for it."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        def construct_mapping(self, node, deep=False):
-            seen = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=True)
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-                seen.add(key)
-            return super().construct_mapping(node, deep)
-
-    def construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
-        text = loader.construct_scalar(node)
-        if text.startswith(("0o", "0x")):
-            return int(text[2:], 8 if text[1] == "o" else 16)
-        return int(text, 10)
-
-    replaced = ("bool", "int", "float", "timestamp")  # PyYAML's YAML 1.1 resolvers for these go
-    Loader.yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(":", 1)[-1] not in replaced]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-    for tag, pattern in (
-        ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$"),
-        ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-        (
-            "float",
-            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
-        ),
-    ):
-        Loader.add_implicit_resolver(f"tag:yaml.org,2002:{tag}", re.compile(pattern), list("-+0123456789.tTfF"))
-    Loader.add_constructor("tag:yaml.org,2002:int", construct_int)
-    return Loader
-
-
-def yaml_load(text: str) -> Any:
-    """`text` parsed by the core-schema loader (a SafeLoader: no arbitrary objects); YamlSyntaxError if it does not
-    parse."""
-    import yaml
-
-    try:
-        return yaml.load(text, Loader=_loader())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        raise YamlSyntaxError(getattr(exc, "problem", None), line, str(exc).splitlines()[0]) from None
 
 
 def field(
@@ -106,28 +42,6 @@ def field(
     if factory is not MISSING:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
-
-
-def load_raw(path: Path) -> dict[str, Any]:
-    """Parse a YAML or JSON file into a dict; errors name the file (and line, where the parser knows it)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml_load(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except YamlSyntaxError as exc:
-        where = f"{path}:{exc.line}" if exc.line else str(path)
-        raise ConfigError(f"{where}: invalid YAML: {exc.problem or exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}")
-    return data
 
 
 def parse_pairs(items: Sequence[str], flag: str, example: str, dotted: bool = False) -> list[tuple[str, Raw]]:
@@ -231,8 +145,20 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a mapping, got {show(value)}")
         return {str(k): coerce(v, args[1], f"{where}.{k}") for k, v in value.items()}
     if hint is Any:
-        return value
+        return _resolve_raw(value, where)
     return _coerce_scalar(value, hint, where)
+
+
+def _resolve_raw(value: Any, where: str) -> Any:
+    """Free-form data (`grpo:`, `extra_body`) with the command-line strings inside it parsed: `--set grpo.a.b=1`
+    makes `{a: {b: 1}}`, not a mapping holding an unparsed `Raw`."""
+    if isinstance(value, Raw):
+        return _resolve_raw(_parse_raw(value, where), where)
+    if isinstance(value, dict):
+        return {k: _resolve_raw(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve_raw(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
 
 
 def _coerce_union(value: Any, args: tuple, where: str) -> Any:

@@ -80,6 +80,12 @@ class SandboxConfig:
         5.0, "Default wall-clock limit for one program with its tests (a task may set its own).", gt=0
     )
     memory_mb: int = field(512, "Default address-space limit for one program, in MiB (a task may set its own).", gt=0)
+    max_task_timeout_s: float = field(
+        60.0, "Ceiling on a task's own timeout_s: a task file asking for more is refused (raise it here).", gt=0
+    )
+    max_task_memory_mb: int = field(
+        4096, "Ceiling on a task's own memory_mb: a task file asking for more is refused (raise it here).", gt=0
+    )
     max_output_kb: int = field(64, "Cap on captured stdout and stderr, each, in KiB.", gt=0)
     processes: int = field(32, "Most processes and threads one program may run at once.", gt=0)
     open_files: int = field(64, "Most file descriptors one program may hold open.", gt=0)

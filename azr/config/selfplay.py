@@ -3,10 +3,12 @@ assistance. Frontier replay is part of the curriculum (`azr.config.sampling`).""
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from azr.config.schema import field
+from azr.errors import ConfigError
 
 
 @dataclass
@@ -32,6 +34,22 @@ class EndpointConfig:
     )
     price_in_per_mtok: float = field(0.0, "USD per million prompt tokens, for the cost in usage logs (0: none).", ge=0)
     price_out_per_mtok: float = field(0.0, "USD per million completion tokens (reasoning included).", ge=0)
+
+
+def check_base_url(url: str, where: str) -> None:
+    """A base URL a client can send to: http(s), a host, a port that is a number. A malformed one is the user's
+    error (exit 2), not an outage to retry. The message never repeats the URL: it may carry a key."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{where}: not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise ConfigError(f"{where}: expected an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1")
+    if not parts.hostname:
+        raise ConfigError(f"{where}: the URL names no host")
+    if port == 0:
+        raise ConfigError(f"{where}: port 0 is not a port")
 
 
 @dataclass

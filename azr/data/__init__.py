@@ -6,6 +6,7 @@ from azr.data.humaneval import STOP, Problem, load_humaneval, program_from_answe
 from azr.data.tasks import (
     SPLITS,
     Task,
+    check_task_limits,
     check_task_source,
     json_lines,
     load_tasks,
@@ -20,6 +21,7 @@ __all__ = [
     "STOP",
     "Problem",
     "Task",
+    "check_task_limits",
     "check_task_source",
     "json_lines",
     "load_humaneval",

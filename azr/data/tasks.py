@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.errors import DataError, did_you_mean, show
+from azr.inputs import env_limit
 
 SPLITS = {"train": "train.jsonl", "held-out": "heldout.jsonl"}
 
@@ -41,7 +42,23 @@ class Task:
         return {k: v for k, v in asdict(self).items() if v is not None and v != []}
 
 
+MAX_ROW_CHARS = ("AZR_MAX_TASK_ROW_CHARS", 16 << 20)  # one task row; a whole APPS problem is under 1 MiB
 FIELDS = tuple(Task.__dataclass_fields__)
+
+
+def check_task_limits(tasks: list[Task], max_timeout_s: float, max_memory_mb: int, label: str) -> None:
+    """Refuse a task whose own timeout_s or memory_mb is over the ceiling (`sandbox.max_task_timeout_s`,
+    `sandbox.max_task_memory_mb`) before any of them runs: a task file must not hold the sandbox for hours."""
+    for task in tasks:
+        for name, value, ceiling in (
+            ("timeout_s", task.timeout_s, max_timeout_s),
+            ("memory_mb", task.memory_mb, max_memory_mb),
+        ):
+            if value is not None and value > ceiling:
+                raise DataError(
+                    f"{label}: task {task.id!r}: {name} {value:g} is over the ceiling of {ceiling:g} "
+                    f"(the recipe's sandbox.max_task_{name} raises it)"
+                )
 
 
 def load_tasks(source: str | Path, column_map: Mapping[str, str] | None = None) -> list[Task]:
@@ -93,13 +110,21 @@ def json_lines(path: Path, label: str | None = None) -> list[tuple[int, Any]]:
     except OSError as exc:
         raise DataError(f"{label}: cannot read: {exc.strerror or exc}") from None
     found = []
+    max_row = env_limit(*MAX_ROW_CHARS)
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        if len(line) > max_row:
+            raise DataError(
+                f"{label}:{number}: row longer than the limit of {max_row:,} characters "
+                f"({MAX_ROW_CHARS[0]}=N raises it)"
+            )
         try:
             found.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise DataError(f"{label}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:  # json's C decoder stops itself at the interpreter's recursion limit
+            raise DataError(f"{label}:{number}: invalid JSON: nested too deeply") from None
     return found
 
 

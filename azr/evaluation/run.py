@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import ModelConfig, SandboxConfig, VllmConfig, eval_command_config, load_config
-from azr.data import SPLITS, Problem, load_humaneval, load_tasks, program_from_answer
+from azr.data import SPLITS, Problem, check_task_limits, load_humaneval, load_tasks, program_from_answer
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling, generate_completions
 from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
@@ -34,6 +34,7 @@ from azr.evaluation.samples import (
 from azr.logs import atomic_write_json
 from azr.prompts import AnswerFormat, parse_answer
 from azr.rewards import grade_stream, limits_from_config, pool_from_config, start_pool
+from azr.secrets import public_url
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ def run_eval(cfg: EvalConfig) -> int:
     started = time.monotonic()
     start_pool(cfg.sandbox)  # workers start while the problems and samples are read
     problems = load_problems(cfg.dataset)
+    tasks = [p.task for p in problems]
+    check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(cfg.dataset))
     given = read_samples(Path(cfg.samples), {p.id: p for p in problems}, cfg.dataset) if cfg.samples else None
     if given is None and cfg.sampling.n < max(cfg.ks):
         raise ConfigError(f"-n {cfg.sampling.n}: must be at least the largest k ({max(cfg.ks)})")
@@ -237,7 +240,8 @@ def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
     names = ("n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_new_tokens", "seed")
     settings["sampling"] = {name: getattr(s, name) for name in names}
     if cfg.endpoint is not None:
-        settings["endpoint"] = {k: getattr(cfg.endpoint, k) for k in ("base_url", "model", "api")}
+        settings["endpoint"] = {k: getattr(cfg.endpoint, k) for k in ("model", "api")}
+        settings["endpoint"]["base_url"] = public_url(cfg.endpoint.base_url)  # stored without its credentials
     elif cfg.model is not None:
         settings["model"] = {
             **{

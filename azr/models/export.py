@@ -35,6 +35,9 @@ class ExportPlan:
     base_from: str  # where the base's settings came from
 
 
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")  # the names peft saves and loads
+
+
 def plan_export(adapter: str | Path, out: str | Path, dtype: str = "bfloat16", base: str | None = None) -> ExportPlan:
     """Check the export's arguments (one-line ConfigErrors, before anything heavy loads) and find the base model."""
     adapter, out = Path(adapter).expanduser(), Path(out).expanduser()
@@ -53,6 +56,8 @@ def plan_export(adapter: str | Path, out: str | Path, dtype: str = "bfloat16", b
         raise ConfigError(f"--dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out}: already exists and is not an empty folder; choose a new one")
+    if not any((adapter / name).is_file() for name in ADAPTER_WEIGHTS):
+        raise ConfigError(f"--adapter {adapter}: no adapter weights ({' or '.join(ADAPTER_WEIGHTS)}) in it")
     model, base_from = _base_model(adapter, peft_cfg, base)
     return ExportPlan(adapter.resolve(), out.resolve(), dtype, model, peft_cfg, base_from)
 

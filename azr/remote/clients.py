@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import os
 import random
@@ -20,12 +21,18 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from azr.config import EndpointConfig
+from azr.config import EndpointConfig, check_base_url
 from azr.errors import ConfigError
+from azr.inputs import env_limit, json_depth
 from azr.remote.resilience import CircuitBreaker, Secret, redact, retry_after
 from azr.remote.usage import Usage, UsageTotals, usage_from
+from azr.secrets import public_url
 
 log = logging.getLogger(__name__)
+# A reply is a few kilobytes (a long completion with its reasoning, a megabyte): these bound what a broken or hostile
+# server can make the client hold and parse.
+MAX_RESPONSE_BYTES = ("AZR_MAX_RESPONSE_BYTES", 8 << 20)
+MAX_RESPONSE_DEPTH = ("AZR_MAX_RESPONSE_DEPTH", 64)
 _RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx; any other 4xx is the request's fault, not retried
 
 
@@ -86,9 +93,11 @@ class ChatClient:
     ):
         if not base_url or not model:
             raise ConfigError(f"endpoint: base_url and model are required (got {base_url!r}, {model!r})")
+        check_base_url(base_url, "base_url")
         if timeout_s <= 0 or max_retries < 0 or concurrency < 1:
             raise ConfigError("endpoint: needs timeout_s > 0, max_retries >= 0 and concurrency >= 1")
         self.base_url, self.model, self.api_key_env = base_url.rstrip("/"), model, api_key_env
+        public_url(base_url)  # registers the key a URL may carry (user:KEY@, ?api-key=KEY) with the redaction
         self.timeout_s, self.max_retries, self.concurrency = float(timeout_s), int(max_retries), int(concurrency)
         self.extra_body, self.reasoning_effort = dict(extra_body or {}), reasoning_effort
         self.prices = tuple(prices) if prices else None
@@ -110,7 +119,7 @@ class ChatClient:
 
     def __repr__(self) -> str:
         name, key_env = type(self).__name__, self.api_key_env
-        return f"{name}(base_url={self.base_url!r}, model={self.model!r}, api_key_env={key_env!r})"
+        return f"{name}(base_url={public_url(self.base_url)!r}, model={self.model!r}, api_key_env={key_env!r})"
 
     # -- request bodies and replies; ResponsesClient overrides these -------------------------------------------------
 
@@ -270,19 +279,41 @@ class ChatClient:
         import httpx2
 
         try:  # wait_for bounds the whole exchange; httpx's own timeout is per read, which a trickling body defeats
-            resp = await asyncio.wait_for(http.post(path, json=body), self.timeout_s)
+            status, headers, raw = await asyncio.wait_for(self._post(http, path, body), self.timeout_s)
         except (TimeoutError, httpx2.TimeoutException):
             raise _AttemptError(f"timeout after {self.timeout_s:g}s", retryable=True) from None
         except httpx2.HTTPError as exc:  # refused, reset, truncated body, protocol error
-            raise _AttemptError(redact(f"{type(exc).__name__}: {exc}", self._key), retryable=True) from None
-        if resp.status_code >= 400:
-            retryable = resp.status_code in _RETRY_STATUSES or resp.status_code >= 500
-            after = retry_after(resp.headers)
-            raise _AttemptError(redact(f"HTTP {resp.status_code}: {resp.text}", self._key), retryable, after)
+            raise _AttemptError(redact(f"{type(exc).__name__}: {exc}", self._key, 500), retryable=True) from None
+        text = raw.decode("utf-8", errors="replace")
+        if status >= 400:
+            retryable = status in _RETRY_STATUSES or status >= 500
+            raise _AttemptError(redact(f"HTTP {status}: {text}", self._key, 500), retryable, retry_after(headers))
+        max_depth = env_limit(*MAX_RESPONSE_DEPTH)
+        if json_depth(raw) > max_depth:  # json.loads would recurse once per level: a RecursionError, not a reply
+            raise _AttemptError(
+                f"response too deep: nested more than {max_depth} levels ({MAX_RESPONSE_DEPTH[0]}=N raises it)", False
+            )
         try:
-            return self._parse(path, resp.json())
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise _AttemptError(redact(f"malformed response: {type(exc).__name__}: {exc}", self._key), True) from None
+            return self._parse(path, json.loads(text))
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
+            reason = f"malformed response: {type(exc).__name__}: {exc}"
+            raise _AttemptError(redact(reason, self._key, 500), True) from None
+
+    async def _post(self, http: Any, path: str, body: dict) -> tuple[int, Any, bytes]:
+        """Status, headers and body of one POST, the body read only up to its limit: a hostile or broken server
+        cannot make the client hold more (a reply past it is refused, not retried: it would come back as large)."""
+        max_bytes = env_limit(*MAX_RESPONSE_BYTES)
+        async with http.stream("POST", path, json=body) as resp:
+            chunks, size = [], 0
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise _AttemptError(
+                        f"response too large: more than {max_bytes:,} bytes ({MAX_RESPONSE_BYTES[0]}=N raises it)",
+                        False,
+                    )
+                chunks.append(chunk)
+            return resp.status_code, resp.headers, b"".join(chunks)
 
     def _wait(self, state: Any) -> float:
         exc = state.outcome.exception() if state.outcome else None

@@ -1,20 +1,21 @@
 """Failure policy for calls to remote services: Retry-After parsing, a circuit breaker, and secret redaction.
 
 Owns the small, thread-safe pieces `azr.remote.clients` combines with its retry loop; knows nothing of HTTP libraries or
-of any API's request format. A `Secret` holds an API key so that reprs never show it, and `redact` strips it (and
-any bearer token) from text a server sent back before that text reaches an error or a log.
+of any API's request format. `Secret` and `redact` are `azr.secrets`' (the one redaction), named here for the
+clients that use them on what a server sends back.
 """
 
 from __future__ import annotations
 
 import email.utils
-import re
 import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC
 
-_BEARER = re.compile(r"(?i)bearer\s+[^\s\"',]+")
+from azr.secrets import Secret, redact
+
+__all__ = ["CircuitBreaker", "Secret", "parse_retry_after", "redact", "retry_after"]
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -79,24 +80,3 @@ class CircuitBreaker:
             self._failures += 1
             if self.threshold and (probe or self._failures >= self.threshold):
                 self._opened_at = time.monotonic()
-
-
-class Secret:
-    """An API key whose repr and str never show it; `.value` is for the one header that needs it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str):
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "<redacted>"
-
-    __str__ = __repr__
-
-
-def redact(text: str, secret: Secret | None, limit: int = 500) -> str:
-    """`text` on one line, at most `limit` characters, without the secret or any bearer token in it."""
-    if secret is not None and secret.value:
-        text = text.replace(secret.value, "<redacted>")
-    return " ".join(_BEARER.sub("Bearer <redacted>", text).split())[:limit]

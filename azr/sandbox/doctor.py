@@ -98,8 +98,29 @@ def _checks(plant: dict[str, str]) -> list[tuple[str, str, Limits, Callable[[Exe
             reached,
         ),
         (
+            "no new namespaces (user, network)",
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "made = [n for n, flag in (('user', 0x10000000), ('network', 0x40000000)) if libc.unshare(flag) == 0]\n"
+            "print('made ' + ', '.join(made) if made else 'blocked')",
+            quick,
+            reached,
+        ),
+        (
             "wall-clock limit",
             "while True:\n    pass",
+            Limits(wall_s=1.0),
+            lambda r: (r.status == "timeout", r.status),
+        ),
+        (
+            "wall-clock limit on a stopped program",
+            "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)",
+            Limits(wall_s=1.0),
+            lambda r: (r.status == "timeout", r.status),
+        ),
+        (
+            "wall-clock limit on a traced program",
+            "import ctypes, os, signal\nctypes.CDLL(None).ptrace(0, 0, None, None)  # PTRACE_TRACEME\n"
+            "os.kill(os.getpid(), signal.SIGSTOP)",
             Limits(wall_s=1.0),
             lambda r: (r.status == "timeout", r.status),
         ),

@@ -143,7 +143,7 @@ class Worker:
             finished = self._wait_exit(pid, started + limits["wall_s"])
             # The child is still unreaped, so its pid (and process group id) cannot have been reused yet.
             self._kill_group(pid)
-            _, wait_status = os.waitpid(pid, 0)
+            wait_status = next(s for s in iter(lambda: os.waitpid(pid, 0)[1], None) if not os.WIFSTOPPED(s))
             duration = time.monotonic() - started
             self._reap_leftovers()
             cap = limits["output_bytes"]
@@ -179,14 +179,15 @@ class Worker:
         }
 
     def _wait_exit(self, pid, deadline):
-        """True when the child exits before `deadline` (left unreaped); False at the wall limit."""
+        """True when the child exits before `deadline` (left unreaped; a traced stop is no exit); False at the limit."""
         try:
             pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):
             pidfd = None
         try:
             while True:
-                if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if info is not None and info.si_code in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
                     return True
                 left = deadline - time.monotonic()
                 if left <= 0:

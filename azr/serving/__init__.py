@@ -3,6 +3,7 @@
 sampling. The face of the serving package; vLLM itself is never imported here.
 """
 
+from azr.serving.auth import send_server_key
 from azr.serving.lora_sync import LoraSync
 from azr.serving.modes import (
     Host,
@@ -35,6 +36,7 @@ __all__ = [
     "is_main_process",
     "memory_share",
     "model_server",
+    "send_server_key",
     "serve_model",
     "trl_server",
 ]

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import AzrConfig
-from azr.data import Task, load_tasks
+from azr.data import Task, check_task_limits, load_tasks
 from azr.errors import ConfigError
 from azr.logs import JsonlWriter, read_jsonl_records
 from azr.prompts import chat_messages
 from azr.rewards import build_rewards
+from azr.secrets import public_url
 from azr.tools.loop import Episode, EpisodeLimits, run_episode
 from azr.tools.policy import EndpointPolicy, LocalPolicy, Sampling
 from azr.tools.rollouts import SCHEMA, resume_state, summary
@@ -49,9 +50,14 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
         with ExitStack() as stack:
             policy = build_policy(cfg, kind, stack)
             toolbox = build_toolbox(cfg, grader.pool, policy.control_tokens)
+            existed = out.exists()
             writer = stack.enter_context(JsonlWriter(out))
-            collector = _Collector(cfg, settings, policy, toolbox, (funcs, weights, grader), writer)
-            failed = asyncio.run(collector.run(todo))
+            try:
+                collector = _Collector(cfg, settings, policy, toolbox, (funcs, weights, grader), writer)
+                failed = asyncio.run(collector.run(todo))
+            finally:  # a run that wrote nothing leaves no empty file behind to be mistaken for a result
+                if not existed and out.exists() and out.stat().st_size == 0:
+                    out.unlink()
     from azr.tools.console import show_summary
 
     show_summary(summary(read_jsonl_records(out)) if out.exists() else summary([]), out, cfg.logging.console)
@@ -63,6 +69,7 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
 def gen_tasks(cfg: AzrConfig) -> list[Task]:
     source = cfg.gen.tasks or cfg.data.train
     tasks = load_tasks(source, cfg.data.column_map)
+    check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(source))
     return tasks[: cfg.gen.max_tasks] if cfg.gen.max_tasks else tasks
 
 
@@ -72,7 +79,7 @@ def gen_settings(cfg: AzrConfig, kind: str) -> dict[str, Any]:
     name = gen.endpoint.model if kind == "endpoint" else cfg.model.name_or_path
     model = {"policy": kind, "name": name, "adapter": gen.adapter if kind in ("local", "vllm") else None}
     if kind == "endpoint":
-        model["base_url"] = gen.endpoint.base_url
+        model["base_url"] = public_url(gen.endpoint.base_url)  # stored without its credentials
     sampling = {
         "temperature": gen.temperature,
         "top_p": gen.top_p,

@@ -20,6 +20,7 @@ from typing import Any
 
 from azr.config import AzrConfig, SandboxConfig, ToolsConfig
 from azr.sandbox import SandboxPool
+from azr.secrets import redact_data, register
 from azr.tools.fetch import WebFetcher
 from azr.tools.guard import AddressGuard, Resolver, system_resolver
 from azr.tools.python import PythonRunner
@@ -119,7 +120,8 @@ class Toolbox:
         self.cfg = cfg
         self.names = list(cfg.names)
         self.control_tokens = tuple(control_tokens)
-        self.secrets = tuple(s for s in secrets if s and len(s) >= 4)
+        for secret in secrets:
+            register(secret)
         self.python = PythonRunner(cfg, sandbox, pool)
         searcher = WebSearcher(cfg.web)
         fetcher = WebFetcher(cfg.web, AddressGuard(cfg.web.allow_ports, cfg.web.allow_networks, resolver))
@@ -163,16 +165,8 @@ class Toolbox:
         return result, event
 
     def redact(self, value: Any) -> Any:
-        """`value` (text, or JSON-shaped data) with every known secret replaced by `<redacted>`."""
-        if isinstance(value, str):
-            for secret in self.secrets:
-                value = value.replace(secret, "<redacted>")
-            return value
-        if isinstance(value, dict):
-            return {self.redact(k): self.redact(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.redact(v) for v in value]
-        return value
+        """`value` (text, or JSON-shaped data) with every secret replaced by `<redacted>` (`azr.secrets`)."""
+        return redact_data(value)
 
     def _arguments(self, name: str, arguments: Any) -> tuple[dict[str, Any], str | None]:
         if name not in self.names:

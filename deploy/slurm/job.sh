@@ -14,7 +14,8 @@ CONFIG=recipe.yaml MODEL=model ACCELERATE_CONFIG=deploy/accelerate/multi_gpu.yam
 #   - training nodes among themselves, TCP MAIN_PORT (torch's rendezvous) and NCCL's ports.
 # VLLM_HOST_IP is set on every node to its own address on the cluster network: vLLM binds to it, and rank 0
 # announces it to the server as the weight-sync master (with several interfaces the default route may be the wrong
-# one; set NCCL_SOCKET_IFNAME too on such clusters). DRY_RUN=1 prints every step instead of running it.
+# one; set NCCL_SOCKET_IFNAME too on such clusters). DRY_RUN=1 prints every step instead of running it, inside an
+# allocation or anywhere else (with placeholder node names).
 set -euo pipefail
 
 run() {
@@ -30,7 +31,17 @@ address() {  # a node's IPv4 address as the others reach it (its name where it d
     printf '%s\n' "${ip:-$1}"
 }
 
-mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+if [ -n "${SLURM_JOB_NODELIST:-}" ]; then
+    mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+elif [ -n "${DRY_RUN:-}" ]; then  # a dry run outside Slurm: placeholder node names, the steps printed as they are
+    NODES=()
+    for ((i = 0; i <= TRAIN_NODES; i++)); do
+        NODES+=("node$i")
+    done
+else
+    echo "job: not inside a Slurm allocation (SLURM_JOB_NODELIST is unset): submit it with sbatch, or try DRY_RUN=1" >&2
+    exit 2
+fi
 if [ "${#NODES[@]}" -ne $((TRAIN_NODES + 1)) ]; then
     echo "job: expected $((TRAIN_NODES + 1)) nodes, the allocation has ${#NODES[@]}" >&2
     exit 2
@@ -40,10 +51,15 @@ VLLM_IP="$(address "$VLLM_NODE")"
 HEAD_IP="$(address "${NODES[1]}")"
 echo "job ${SLURM_JOB_ID:-?}: vLLM on $VLLM_NODE ($VLLM_IP), training on ${NODES[*]:1} (rank 0 on ${NODES[1]}, $HEAD_IP)"
 
-# The vLLM server: GPUS_PER_NODE / TENSOR_PARALLEL copies of the model, one port.
+# The server's API key: new for each job, in the job's environment only (srun passes it to the server, which reads
+# VLLM_API_KEY itself, and to the trainers, whose `azr train` sends it); never on a command line, so never printed.
+VLLM_API_KEY="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+export VLLM_API_KEY
+
+# The vLLM server: GPUS_PER_NODE / TENSOR_PARALLEL copies of the model, one port, on the cluster address only.
 SERVER=(srun --nodes=1 --ntasks=1 --nodelist="$VLLM_NODE" --gpus-per-node="$GPUS_PER_NODE"
     --export="ALL,VLLM_HOST_IP=$VLLM_IP,VLLM_SERVER_DEV_MODE=1"
-    "$VENV/bin/vllm" serve "$MODEL" --host 0.0.0.0 --port "$VLLM_PORT"
+    "$VENV/bin/vllm" serve "$MODEL" --host "$VLLM_IP" --port "$VLLM_PORT"
     --tensor-parallel-size "$TENSOR_PARALLEL" --data-parallel-size $((GPUS_PER_NODE / TENSOR_PARALLEL))
     --weight-transfer-config '{"backend": "nccl"}' --logprobs-mode processed_logprobs --max-logprobs -1)
 if [ -n "${DRY_RUN:-}" ]; then

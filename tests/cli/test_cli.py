@@ -389,3 +389,55 @@ def test_a_vllm_server_failure_is_exit_1_with_the_servers_log_tail(capsys):
     assert capsys.readouterr().err == (
         "azr-train: error: vLLM server (pid 7) exited with code 9 during the run; log /x.log, last lines:\nA\nB\n"
     )
+
+
+# ------------------------------------------------------------------------------- hostile and absurd inputs
+def test_set_into_free_form_data_makes_data_not_a_traceback(cli):
+    code, out, err = cli("config", "show", "--set", "grpo.foo.bar=1", "--set", "model.name_or_path=x")
+    assert code == 0 and "foo:\n    bar: 1" in out and not err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1"])
+def test_sandbox_run_refuses_a_timeout_that_is_no_limit(cli, write, value):
+    code, _, err = cli("sandbox", "run", "--code", write("p.py", "print(1)"), "--timeout", value)
+    assert code == 2 and "--timeout" in err and "finite number > 0" in err and "Traceback" not in err
+
+
+def test_sandbox_run_reads_dev_zero_only_up_to_its_limit(cli):
+    code, _, err = cli("sandbox", "run", "--code", "/dev/zero")
+    assert code == 2 and "larger than the limit of 4,194,304 bytes" in err and "AZR_MAX_INPUT_BYTES" in err
+
+
+def test_export_of_an_adapter_folder_without_weights_is_a_user_error(cli, tmp_path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"peft_type": "LORA", "base_model_name_or_path": "x"}')
+    code, _, err = cli("export", "--adapter", adapter, "--out", tmp_path / "out")
+    assert code == 2 and "no adapter weights" in err and len(err.strip().splitlines()) == 1
+
+
+def test_tool_call_takes_a_recipe_that_names_no_model(cli, write):
+    recipe = write("tools.yaml", "tools:\n  names: [web_fetch]\n")
+    code, out, err = cli("tool", "call", "web_fetch", "--args", '{"url": "http://127.0.0.1:1/"}', "--config", recipe)
+    assert "model.name_or_path" not in err
+    assert code == 1 and out.startswith("refused") and "port 1 is not allowed" in out
+
+
+def test_data_validate_escapes_control_characters_in_a_rows_error(cli, write):
+    """A row whose exception message holds an escape sequence and a carriage return cannot rewrite its FAIL line."""
+    row = {
+        "id": "evil\x1b[2K",
+        "prompt": "p",
+        "solution": "def f():\n    raise ValueError('\\x1b[2K\\rPASS all good')\n",
+        "tests": ["f()"],
+    }
+    code, out, _ = cli("data", "validate", write("evil.jsonl", json.dumps(row) + "\n"), "--timeout", "5")
+    assert code == 1
+    fail = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert len(fail) == 1 and "\x1b" not in out and "\r" not in out
+    assert "evil\\x1b[2K" in fail[0] and "\\x1b[2K\\rPASS all good" in fail[0]
+
+
+def test_sandbox_run_shows_a_programs_output_with_control_characters_escaped(cli, write):
+    code, out, _ = cli("sandbox", "run", "--code", write("p.py", "print('ok\\x1b]0;pwned\\x07\\rFAKE')"))
+    assert code == 0 and "\x1b" not in out and "\\x1b]0;pwned\\x07\\rFAKE" in out

@@ -276,3 +276,17 @@ def test_every_section_with_an_enabled_field_is_switched_or_said_not_to_be():
 
     with_switch = {name.rsplit(".", 1)[0] for name, *_ in iter_fields(AzrConfig, "") if name.endswith(".enabled")}
     assert with_switch == set(SWITCHED_SECTIONS) | NOT_SECTION_SWITCHES
+
+
+@pytest.mark.parametrize("network", ["0.0.0.0/0", "::/0", "0.0.0.0/1", "96.0.0.0/3", "fc00::/6"])
+def test_an_allowed_network_that_swallows_guarded_ranges_is_refused(network):
+    with pytest.raises(ConfigError, match=r"allow_networks\[0\]: .* would switch web_fetch's address guard off"):
+        load_config(None, ["model.name_or_path=x", f'tools.web.allow_networks=["{network}"]'])
+
+
+def test_one_whole_guarded_range_is_allowed_loudly_and_a_few_addresses_quietly(caplog):
+    load_config(None, ["model.name_or_path=x", 'tools.web.allow_networks=["10.0.0.0/8"]'])
+    assert "10.0.0.0/8 lets web_fetch reach all of a guarded range" in caplog.text
+    caplog.clear()
+    load_config(None, ["model.name_or_path=x", 'tools.web.allow_networks=["127.0.0.1/32", "::1/128"]'])
+    assert "allow_networks" not in caplog.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import time
 
 import pytest
 
@@ -176,3 +177,39 @@ def test_missing_and_unsupported_files(tmp_path):
     (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(DataError, match=r"bin\.jsonl: not UTF-8 text"):
         load_tasks(tmp_path / "bin.jsonl")
+
+
+# --------------------------------------------------------------------------------------- bounds on task files
+def _row(**extra) -> str:
+    row = {"id": "t", "prompt": "p", "solution": "def f():\n    return 1\n", "tests": ["assert f() == 1"], **extra}
+    return json.dumps(row) + "\n"
+
+
+@pytest.mark.parametrize(("field", "value"), [("timeout_s", 1e9), ("memory_mb", 10**7)])
+def test_a_tasks_own_limit_over_the_ceiling_is_refused_before_anything_runs(cli, write, field, value):
+    started = time.monotonic()
+    code, out, err = cli("data", "validate", write("slow.jsonl", _row(**{field: value})))
+    assert code == 2 and not out and time.monotonic() - started < 10
+    assert f"task 't': {field}" in err and "over the ceiling" in err and f"sandbox.max_task_{field}" in err
+
+
+def test_the_ceilings_are_settings():
+    from azr.data import check_task_limits
+
+    task = [Task(id="t", prompt="p", tests=["assert True"], timeout_s=100.0)]
+    check_task_limits(task, 120.0, 4096, "x")  # raised: accepted
+    with pytest.raises(DataError, match=r"timeout_s 100 is over the ceiling of 60"):
+        check_task_limits(task, 60.0, 4096, "x")
+
+
+def test_a_row_past_the_size_limit_is_refused_naming_its_line(write, monkeypatch):
+    monkeypatch.setenv("AZR_MAX_TASK_ROW_CHARS", "1000")
+    path = write("big.jsonl", _row() + _row(id="big", prompt="x" * 5000))
+    with pytest.raises(DataError, match=r"big.jsonl:2: row longer than the limit of 1,000 characters"):
+        load_tasks(path)
+
+
+def test_a_row_nested_100000_levels_is_a_data_error_not_a_recursion_error(write):
+    path = write("deep.jsonl", '{"id": "t", "prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(DataError, match=r"deep.jsonl:1: invalid JSON: nested too deeply"):
+        load_tasks(path)

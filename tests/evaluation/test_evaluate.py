@@ -435,3 +435,59 @@ def test_a_different_samples_file_is_refused_in_the_same_output_dir(cli, tmp_pat
     assert cli("eval", "--samples", first, "--dataset", "held-out", "--output-dir", tmp_path / "o")[0] == 0
     code, _, err = cli("eval", "--samples", second, "--dataset", "held-out", "--output-dir", tmp_path / "o")
     assert code == 2 and "holds an evaluation with other settings (samples.file" in err
+
+
+# ------------------------------------------------------------------------------------------ hostile endpoints
+TWO_TASKS = "\n".join(
+    json.dumps({"id": f"t{i}", "prompt": f"Write f() returning {i}.", "solution": f"def f():\n    return {i}\n",
+                "tests": [f"assert f() == {i}"]})
+    for i in range(2)
+) + "\n"  # fmt: skip
+ECHO_KEY = "sk-echoed-back-0123456789"
+
+
+@pytest.fixture
+def echoing(monkeypatch):
+    """A stub that answers every chat request with the request's own key in the completion (a careless server)."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("AZR_TEST_KEY", ECHO_KEY)
+
+    def payload(path: str, body: dict) -> dict:
+        text = f"```python\ndef f():\n    return 0  # {ECHO_KEY} Bearer {ECHO_KEY}\n```"
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+    monkeypatch.setattr(http_stub, "happy_payload", payload)
+    with StubServer() as stub:
+        yield stub
+
+
+def test_eval_writes_no_key_an_endpoint_echoes_nor_one_in_its_url(cli, echoing, write, tmp_path):
+    url = echoing.url.replace("http://", "http://user:URLPASS-0123456789@") + "?api-key=QUERYKEY-0123456789"
+    out = tmp_path / "out"
+    code, _, err = cli("eval", "--endpoint", url, "--endpoint-model", "m", "--api-key-env", "AZR_TEST_KEY",
+                       "--dataset", write("two.jsonl", TWO_TASKS), "-n", "1", "--output-dir", out)  # fmt: skip
+    assert code == 0, err
+    texts = {p.name: p.read_text() for p in out.iterdir()}
+    assert {"samples.jsonl", "report.json", "settings.json"} <= set(texts)
+    for name, text in {**texts, "stderr": err}.items():
+        for secret in (ECHO_KEY, "URLPASS", "QUERYKEY"):
+            assert secret not in text, (name, secret)
+    assert "<redacted>" in texts["samples.jsonl"]
+    assert _report(out)["settings"]["endpoint"]["base_url"] == echoing.url
+
+
+def test_eval_counts_a_reply_nested_100000_levels_as_a_failed_request(cli, echoing, write, tmp_path, caplog):
+    echoing.always = http_stub.Fault(body="[" * 100_000 + "]" * 100_000)
+    out = tmp_path / "out"
+    code, _, err = cli("eval", "--endpoint", echoing.url, "--endpoint-model", "m", "--max-retries", "0",
+                       "--dataset", write("two.jsonl", TWO_TASKS), "-n", "1", "--output-dir", out)  # fmt: skip
+    assert "Traceback" not in err and "RecursionError" not in err
+    assert code == 1, err
+    assert _report(out)["counts"]["request_failed"] == 2
+    assert "response too deep" in caplog.text
+
+
+def test_eval_refuses_a_malformed_endpoint_url_at_once(cli):
+    started = time.monotonic()
+    code, _, err = cli("eval", "--endpoint", "notaurl", "--endpoint-model", "m", "--dataset", "held-out")
+    assert code == 2 and "base_url: expected an http:// or https:// URL" in err and time.monotonic() - started < 5

@@ -324,3 +324,45 @@ def test_usage_carried_from_a_snapshot_continues_its_totals():
     assert (snap["requests"], snap["prompt_tokens"], snap["completion_tokens"]) == (2, 4, 6)
     assert snap["cost_usd"] == pytest.approx(13e-6) and snap["latency_s"] == 0.75
     assert snap["max_in_flight"] == 3 and snap["in_flight"] == 0
+
+
+# ---------------------------------------------------------------------------------------------- hostile replies
+def test_a_reply_nested_100000_levels_is_a_failed_request_not_a_recursion_error(stub, monkeypatch):
+    monkeypatch.setenv("AZR_FAKE_KEY", KEY)
+    stub.always = Fault(body="[" * 100_000 + "]" * 100_000)
+    client = ChatClient(stub.url, "m", api_key_env="AZR_FAKE_KEY", **FAST)
+    reply = client.chat_many([ONE], max_tokens=8)[0]
+    assert not reply.ok and reply.error.startswith("response too deep") and "AZR_MAX_RESPONSE_DEPTH" in reply.error
+    assert reply.attempts == 1  # the same server would send the same body again
+
+
+def test_a_60_mb_reply_is_refused_not_kept_whole(stub):
+    text = json.dumps({"choices": [{"message": {"content": "x" * (60 << 20)}, "finish_reason": "stop"}]})
+    stub.always = Fault(body=text)
+    reply = ChatClient(stub.url, "m", **FAST).chat_many([ONE], max_tokens=8)[0]
+    assert not reply.ok and reply.error.startswith("response too large") and "AZR_MAX_RESPONSE_BYTES" in reply.error
+    assert reply.text is None and reply.attempts == 1
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://host/v1", "http:///v1", "http://host:notaport/v1"])
+def test_a_malformed_base_url_is_a_user_error_not_an_outage(url):
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"^base_url: "):
+        ChatClient(url, "m")
+    assert time.monotonic() - started < 1
+
+
+def test_a_key_in_the_url_stays_out_of_logs_errors_and_reprs(stub, caplog):
+    secret_url = stub.url.replace("http://", "http://user:URLKEY-0123456789@") + "?api-key=QUERYKEY-0123456789"
+    stub.always = Fault(status=400, body="bad request for URLKEY-0123456789 and QUERYKEY-0123456789")
+    from azr.secrets import redact_logs
+
+    caplog.set_level(logging.DEBUG)
+    redact_logs(logging.getLogger())  # what the CLI's logging setup does
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(logging.DEBUG)
+    client = ChatClient(secret_url, "m", **FAST)
+    reply = client.chat_many([ONE], max_tokens=8)[0]
+    assert not reply.ok
+    for text in (reply.error, repr(client), *(r.getMessage() for r in caplog.records)):
+        assert "URLKEY" not in text and "QUERYKEY" not in text, text

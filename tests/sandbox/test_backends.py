@@ -139,7 +139,7 @@ def _bwrap_binds(argv: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "flag", ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--clearenv"]
+    "flag", ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--clearenv"]
 )
 def test_bwrap_has_isolation_flag(flag):
     assert flag in _bwrap()
@@ -346,3 +346,12 @@ def _a_dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+def test_the_installed_bwrap_can_forbid_user_namespaces():
+    from azr.sandbox.backends import build_backend, bwrap_disables_userns, find_bwrap
+
+    bwrap = find_bwrap()
+    if bwrap is None:
+        pytest.skip("no bwrap here")
+    assert bwrap_disables_userns(bwrap) and "--disable-userns" in build_backend("bwrap").prefix

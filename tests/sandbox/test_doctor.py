@@ -47,3 +47,14 @@ def test_inside_a_container_the_runtime_settings_are_named(tmp_path, monkeypatch
     (tmp_path / ".dockerenv").unlink()
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     assert namespace_hints(tmp_path) == [CONTAINER_HINT]
+
+
+def test_the_doctor_checks_namespaces_and_stopped_or_traced_programs_live(cli):
+    code, out, _ = cli("sandbox", "doctor", "--backend", "bwrap")
+    for guarantee in (
+        "no new namespaces (user, network)",
+        "wall-clock limit on a stopped program",
+        "wall-clock limit on a traced program",
+    ):
+        assert any(line.startswith("PASS") and guarantee in line for line in out.splitlines()), out
+    assert code == 0, out

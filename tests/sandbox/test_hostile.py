@@ -975,3 +975,31 @@ def test_close_removes_the_pools_files_whatever_a_program_left(backend):
     assert pool.run(prog(DEEP_TREE), QUICK).status == "ok"
     pool.close()
     assert not pool._home.exists()
+
+
+# --- stopped and traced programs; new namespaces -----------------------------------------------------------------
+
+
+def test_a_program_that_stops_itself_is_a_timeout(pool):
+    r = pool.run("import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n", WALL)
+    assert r.status == "timeout", r
+
+
+def test_a_traced_program_that_stops_itself_is_a_timeout_not_a_crash(pool):
+    """PTRACE_TRACEME makes the worker its tracer, whose wait then sees the stop: only an exit ends the wait."""
+    code = (
+        "import ctypes, os, signal\nctypes.CDLL(None).ptrace(0, 0, None, None)\nos.kill(os.getpid(), signal.SIGSTOP)\n"
+    )
+    r = pool.run(code, WALL)
+    assert r.status == "timeout", r
+
+
+@pytest.mark.namespaces
+@pytest.mark.parametrize("backend", gap("process: programs may make namespaces as the host allows"))
+def test_no_new_user_or_network_namespace(pool):
+    code = """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        report([name for name, flag in (("user", 0x10000000), ("net", 0x40000000)) if libc.unshare(flag) == 0])
+    """
+    assert report(pool.run(prog(code), QUICK)) == []

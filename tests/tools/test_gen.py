@@ -114,3 +114,18 @@ def test_tiny_model_gen_over_8_tasks_survives_a_sigkill(write, tmp_path, tiny_mo
     assert all(r["schema"] == SCHEMA and r["grade"]["status"] != "error" for r in records)
     assert all(r["finish_reason"] in ("answer", "max_tokens", "max_turns", "parse_error") for r in records)
     assert "episodes" in done.stdout and "8" in done.stdout  # the summary table
+
+
+def test_an_endpoint_replying_100000_levels_deep_fails_its_episodes_without_a_traceback(write, tmp_path, monkeypatch):
+    """Each episode is a counted failure with its reason; the output holds those records, never an empty file."""
+    from http_stub import Fault, StubServer
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with StubServer() as stub:
+        stub.always = Fault(body="[" * 100_000 + "]" * 100_000)
+        endpoint = {"base_url": stub.url, "model": "m", "max_retries": 0}
+        cfg = load_config(recipe(write, "unused", max_tasks=2, policy="endpoint", endpoint=endpoint), [])
+        out = tmp_path / "rollouts.jsonl"
+        assert run_gen(cfg, out) == 1
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 2 and all("response too deep" in (r["error"] or "") for r in records)

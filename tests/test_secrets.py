@@ -1,0 +1,57 @@
+"""The one redaction: environment keys, registered keys, bearer tokens, URL credentials and key-like query
+parameters; URLs stored without credentials; log records and error lines go out redacted."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from azr.secrets import RedactingFilter, Secret, public_url, redact, redact_data
+
+
+def test_keys_from_the_environment_are_redacted_without_being_named(monkeypatch):
+    monkeypatch.setenv("SOME_PROVIDER_API_KEY", "sk-env-0123456789")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # a setting, not a key: too short to redact
+    assert redact("got sk-env-0123456789, false") == "got <redacted>, false"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("http://user:PASS-0123456789@host/v1", "http://<redacted>@host/v1"),
+        ("https://h/v1?api-key=QK-0123456789&x=1", "https://h/v1?api-key=<redacted>&x=1"),
+        ("https://h/v1?key=QK-0123456789", "https://h/v1?key=<redacted>"),
+        ("https://h/v1?token=QK-0123456789#f", "https://h/v1?token=<redacted>#f"),
+        ("Authorization: Bearer sk-abc.def", "Authorization: Bearer <redacted>"),
+        ("def f(key=3):\n    return key", "def f(key=3):\n    return key"),  # code is not a URL
+    ],
+)
+def test_credentials_in_urls_and_headers(text, kept):
+    assert redact(text) == kept
+
+
+def test_a_url_is_stored_without_credentials_and_they_are_redacted_elsewhere():
+    url = "http://u:STORED-0123456789@127.0.0.1:8000/v1?api-key=QUERY-0123456789&v=2"
+    assert public_url(url) == "http://127.0.0.1:8000/v1?v=2"
+    assert redact("echo STORED-0123456789 QUERY-0123456789") == "echo <redacted> <redacted>"
+
+
+def test_a_secret_never_shows_and_is_known_once_made():
+    secret = Secret("sk-made-0123456789")
+    assert repr(secret) == str(secret) == "<redacted>"
+    assert redact_data({"a": ["sk-made-0123456789"], "sk-made-0123456789": 1}) == {"a": ["<redacted>"], "<redacted>": 1}
+
+
+def test_log_records_go_out_redacted(monkeypatch):
+    monkeypatch.setenv("AZR_TEST_TOKEN", "tok-0123456789abc")
+    record = logging.LogRecord(
+        "x", logging.INFO, __file__, 1, "HTTP Request: POST %s", ("http://h/?key=tok-0123456789abc",), None
+    )
+    assert RedactingFilter().filter(record) and "tok-0123456789abc" not in record.getMessage()
+
+
+def test_the_cli_error_line_is_redacted(cli, monkeypatch):
+    monkeypatch.setenv("AZR_TEST_API_KEY", "sk-cli-0123456789")
+    code, _, err = cli("config", "show", "--config", "/nonexistent/sk-cli-0123456789.yaml")
+    assert code == 2 and "sk-cli" not in err and "<redacted>" in err
