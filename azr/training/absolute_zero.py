@@ -58,6 +58,8 @@ def check_launch(cfg: AzrConfig) -> None:
             raise ConfigError(f"{name}: not with mode absolute_zero (its batches are proposer and solver rows)")
     if cfg.rewards != AzrConfig().rewards:
         log.warning("rewards: not used with mode absolute_zero (its rewards are set under absolute_zero:)")
+    for path in cfg.absolute_zero.seed_files:
+        read_triplets(Path(path))  # a malformed seed file stops the run here (file:line), before anything is written
 
 
 def prompt_groups(cfg: AzrConfig, args: Any) -> int:
