@@ -175,9 +175,21 @@ _AZR_SECTION = (
 )
 # Seed keys that are azr fields of the same name and meaning: alone, they do not make a file the seed's.
 _SHARED = {"model.quantization", "sandbox.timeout_s", "sandbox.memory_mb"}
-# Sections only the seed had: a key in them that SEED_KEYS does not know is an error, never passed on.
-_SEED_SECTIONS = {"azr", "ia3", "rlhf", "training", "penalties", "teacher_solve", "web", "hardware", "image"}
-_SEED_SECTIONS |= {"log_intersteps"}
+# Sections (and blocks of shared sections) only the seed had: a key in them that SEED_KEYS does not know is an
+# error, never passed on.
+_SEED_SECTIONS = {
+    "azr",
+    "ia3",
+    "rlhf",
+    "training",
+    "penalties",
+    "teacher_solve",
+    "web",
+    "hardware",
+    "image",
+    "log_intersteps",
+}
+_SEED_BLOCKS = ("self_play.opponent",)
 # Fields of earlier versions that were replaced, with what replaced them.
 REPLACED = {
     "vllm.sidecar": "replaced by vllm.mode (off | adapter | server | colocate)",
@@ -281,15 +293,20 @@ def _seed_leaves(raw: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
 
 
 def _check_leftovers(raw: dict[str, Any], prefix: str = "") -> None:
-    """A one-line error for a key left in a section only the seed had (what SEED_KEYS does not know)."""
+    """A one-line error for a key left in a section or block only the seed had (what SEED_KEYS does not know)."""
     for key, value in raw.items():
         shown = f"{prefix}{key}"
-        if shown == "ia3" or (not prefix and key not in _SEED_SECTIONS):
-            continue
+        if shown == "ia3":
+            continue  # its own rules (`_ia3_pairs`)
         if isinstance(value, dict) and value:
             _check_leftovers(value, shown + ".")
-        elif not isinstance(value, dict):
+        elif not isinstance(value, dict) and _seed_only(shown):
             raise ConfigError(f"{shown}: unknown legacy key{did_you_mean(_seed_key(shown), SEED_KEYS)}")
+
+
+def _seed_only(shown: str) -> bool:
+    seed = _seed_key(shown)
+    return seed.split(".")[0] in _SEED_SECTIONS or any(seed.startswith(block + ".") for block in _SEED_BLOCKS)
 
 
 def _prune(raw: dict[str, Any]) -> None:

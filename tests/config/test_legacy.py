@@ -292,6 +292,9 @@ def test_the_converted_recipes_pass_the_recipe_check_with_a_local_model(cli, tmp
             "model: {model_id: m/x}\nself_play: {opponent: {source: local}}",
             r"^self_play\.opponent\.source: only a remote",
         ),
+        ("model: {model_id: m/x}\nself_play: {opponent: {max_token: 9}}", r"^self_play\.opponent\.max_token: unknown"),
+        ("azr: {model_id: m/x, lora: {rank: 4}}", r"^azr\.lora\.rank: unknown legacy key"),
+        ("training: {lr: 0.1, epochs: 2}", r"^training\.epochs: unknown legacy key"),
         (
             "model: {model_id: m/x, name_or_path: m/y}",
             r"^model\.name_or_path: set twice, as model\.name_or_path and as legacy model\.model_id",
