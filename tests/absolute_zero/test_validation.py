@@ -213,6 +213,15 @@ def test_static_rules_on_the_syntax_tree():
     assert static_problem("import os.path as p\ndef f(x):\n    return x", allowed)[0] == "banned_import"
     assert static_problem("def f(x):\n    return x.__globals__", allowed)[0] == "banned_name"
     assert static_problem("async def f(x):\n    return x", allowed)[0] == "structure"
+    # The builtins reached under another name stay refused, however the program shadows their names.
+    assert static_problem("import builtins\ndef f(input):\n    return builtins.input()", allowed)[0] == "banned_import"
+    assert static_problem("from builtins import print as p\ndef f(x):\n    return p", allowed)[0] == "banned_import"
+    assert static_problem("f0 = print\ndef f(print):\n    return f0(print)", allowed) == ("banned_name", "print")
+    assert static_problem("def f(x):\n    return getattr(x, 'real')", allowed) == ("banned_name", "getattr")
+    assert static_problem("def f(getattr):\n    return getattr + 1", allowed) is None
+    assert (
+        static_problem("def f(x):\n    nonlocal x\n    return x", allowed)[0] == "syntax"
+    )  # the scope analysis refuses it
 
 
 def test_arguments_are_read_as_literals_only():
