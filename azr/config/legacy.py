@@ -175,20 +175,9 @@ _AZR_SECTION = (
 )
 # Seed keys that are azr fields of the same name and meaning: alone, they do not make a file the seed's.
 _SHARED = {"model.quantization", "sandbox.timeout_s", "sandbox.memory_mb"}
-# Sections (and blocks of shared sections) only the seed had: a key in them that SEED_KEYS does not know is an
-# error, never passed on.
-_SEED_SECTIONS = {
-    "azr",
-    "ia3",
-    "rlhf",
-    "training",
-    "penalties",
-    "teacher_solve",
-    "web",
-    "hardware",
-    "image",
-    "log_intersteps",
-}
+# Sections (and blocks of shared sections) only the seed had, with keys of their own: a key in them that SEED_KEYS
+# does not know is an error, never passed on. (Its other sections, `hardware`, `penalties`, …, are dropped whole.)
+_SEED_SECTIONS = {"azr", "ia3", "rlhf", "training", "web"}
 _SEED_BLOCKS = ("self_play.opponent",)
 # Fields of earlier versions that were replaced, with what replaced them.
 REPLACED = {
