@@ -2,7 +2,8 @@
 
 `tasks` (the default) turns coding tasks with a reference solution into candidate triplets: the solution with its
 entry point renamed `f`, and the arguments of each test's call of it as inputs (a set of them, with a message taken
-from the task's prompt, for induction). `zero` is the paper's single identity triplet. Candidates still go through
+from the task's prompt, for induction). `zero` is the paper's single identity triplet. Seed files (azr's triplet
+lines or Absolute-Zero-Reasoner's own, see `triplets`) give their triplets as they are. Candidates still go through
 the same validation as any proposal; only the valid ones seed the buffers. Reading the solutions' syntax trees
 here parses the user's own task data, never model output.
 """
@@ -13,9 +14,10 @@ import ast
 import random
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from azr.absolute_zero.buffers import Buffers
-from azr.absolute_zero.triplets import Triplet
+from azr.absolute_zero.triplets import Triplet, read_triplets
 from azr.absolute_zero.validation import Validator
 from azr.data import Task
 
@@ -100,10 +102,23 @@ def _message(prompt: str, entry: str) -> str:
     return first[:300]
 
 
-def valid_seeds(seed: str, tasks: Sequence[Task], n_inputs: int, validator: Validator) -> list[Triplet]:
-    """The candidates of `seed` ('tasks' or 'zero') that pass validation, with their outputs."""
-    singles, sets = task_candidates(tasks, n_inputs) if seed == "tasks" else zero_candidates(n_inputs)
-    return [v.triplet for v in validator.validate(singles + sets) if v.valid and v.triplet is not None]
+def file_candidates(paths: Sequence[str]) -> list[Triplet]:
+    """The triplets of seed files (azr's lines or Absolute-Zero-Reasoner's), each with its file as origin."""
+    return [
+        Triplet(t.program, t.inputs, t.outputs, t.message, t.many, t.origin or f"seed:{Path(path).name}")
+        for path in paths
+        for t in read_triplets(Path(path))
+    ]
+
+
+def valid_seeds(seed: str | list[str], tasks: Sequence[Task], n_inputs: int, validator: Validator) -> list[Triplet]:
+    """The candidates of `seed` ('tasks', 'zero', or triplet files) that pass validation, with their outputs."""
+    if seed in ("tasks", "zero"):
+        singles, sets = task_candidates(tasks, n_inputs) if seed == "tasks" else zero_candidates(n_inputs)
+        candidates = singles + sets
+    else:
+        candidates = file_candidates([seed] if isinstance(seed, str) else seed)
+    return [v.triplet for v in validator.validate(candidates) if v.valid and v.triplet is not None]
 
 
 def fill_buffers(buffers: Buffers, seeds: Sequence[Triplet], rng: random.Random) -> None:

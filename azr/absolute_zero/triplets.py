@@ -7,8 +7,12 @@ at what the program does. One line per triplet:
     {"program": "def f(a, b): ...", "input": "1, 2", "output": "3"}
     {"program": "...", "inputs": ["1, 2", "3, 4"], "outputs": ["3", "7"], "message": "adds its arguments"}
 
-A line without "output" / "outputs" is a proposal: its outputs are computed by validation. Reading a file checks
-the shape of every line (errors name `file:line`); whether a triplet is *valid* is `validation`'s job.
+A line without "output" / "outputs" is a proposal: its outputs are computed by validation. Absolute-Zero-Reasoner's
+own seed files read as they are: `snippet` for `program`, `imports` (statements its snippets already hold; any
+missing one is put before the program), `composite_functions` (their snippets before the program, so a composite
+one is judged with its helpers), and its bookkeeping (`original_snippet`, `_input_type(s)`, `_output_type(s)`)
+ignored. Reading a file checks the shape of every line (errors name `file:line`); whether a triplet is *valid* is
+`validation`'s job.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from azr.logs import atomic_write_text
 TaskType = Literal["deduction", "abduction", "induction"]
 TASK_TYPES: tuple[TaskType, ...] = ("deduction", "abduction", "induction")
 LINE_FIELDS = ("program", "input", "output", "inputs", "outputs", "message", "origin")
+# Absolute-Zero-Reasoner's seed and buffer lines: `snippet` is the program; the rest is read or ignored (see above).
+NATIVE_FIELDS = ("snippet", "imports", "composite_functions")
+NATIVE_IGNORED = ("original_snippet", "_input_type", "_output_type", "_input_types", "_output_types")
 
 
 @dataclass(frozen=True)
@@ -82,9 +89,10 @@ def triplet_from_line(row: Any, where: str) -> Triplet:
     """A Triplet from one parsed JSON line; DataError naming `where` (file:line) when its shape is wrong."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    known = LINE_FIELDS + NATIVE_FIELDS + NATIVE_IGNORED
     for key in row:
-        if key not in LINE_FIELDS:
-            raise DataError(f"{where}: unknown field '{key}'{did_you_mean(key, LINE_FIELDS)}")
+        if key not in known:
+            raise DataError(f"{where}: unknown field '{key}'{did_you_mean(key, known)}")
 
     def text(name: str) -> str:
         value = row.get(name)
@@ -98,9 +106,9 @@ def triplet_from_line(row: Any, where: str) -> Triplet:
             raise DataError(f"{where}: field '{name}': expected a non-empty list of strings, got {show(value)}")
         return tuple(value)
 
-    if "program" not in row:
-        raise DataError(f"{where}: missing field 'program'")
-    program = text("program")
+    if ("program" in row) == ("snippet" in row):
+        raise DataError(f"{where}: expected one of 'program' (azr's lines) or 'snippet' (Absolute-Zero-Reasoner's)")
+    program = text("program") if "program" in row else _native_program(row, text("snippet"), where)
     single, many = "input" in row, "inputs" in row
     if single == many:
         raise DataError(f"{where}: expected exactly one of 'input' (one call) or 'inputs' (an induction task)")
@@ -118,6 +126,24 @@ def triplet_from_line(row: Any, where: str) -> Triplet:
         raise DataError(f"{where}: {len(inputs)} inputs but {len(outputs)} outputs")
     message = text("message") if "message" in row else ""
     return Triplet(program, inputs, outputs, message, True, origin)
+
+
+def _native_program(row: dict[str, Any], snippet: str, where: str) -> str:
+    """An Absolute-Zero-Reasoner snippet with what it leans on put before it: its composite functions' snippets
+    and any of its `imports` it does not already hold."""
+    imports = row.get("imports", [])
+    if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
+        raise DataError(f"{where}: field 'imports': expected a list of import statements, got {show(imports)}")
+    helpers = row.get("composite_functions", [])
+    if not isinstance(helpers, list) or not all(
+        isinstance(h, dict) and isinstance(h.get("snippet"), str) for h in helpers
+    ):
+        raise DataError(
+            f"{where}: field 'composite_functions': expected a list of {{\"snippet\": ...}}, got {show(helpers)}"
+        )
+    lines = snippet.splitlines()
+    missing = [i.strip() for i in imports if i.strip() and i.strip() not in (line.strip() for line in lines)]
+    return "\n".join([*missing, *(h["snippet"] for h in helpers), snippet])
 
 
 def read_numbered(path: Path) -> list[tuple[int, Triplet]]:

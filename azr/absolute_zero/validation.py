@@ -27,7 +27,13 @@ from azr.sandbox import ExecResult, Limits, SandboxPool
 
 log = logging.getLogger(__name__)
 
-HARNESS_SOURCE = Path(__file__).with_name("harness.py").read_text()
+_HERE = Path(__file__).parent
+# The harness and the modules it imports, shipped as text: the sandbox's interpreter has no azr to import.
+SHIPPED = {
+    name: (_HERE / f"{name.rsplit('.', 1)[1]}.py").read_text()
+    for name in ("azr.absolute_zero.static", "azr.absolute_zero.calls")
+}
+HARNESS_SOURCE = (_HERE / "harness.py").read_text()
 REASONS = (
     "format",
     "syntax",
@@ -102,11 +108,17 @@ def run_payloads(
 
 
 def harness_program(payload: dict[str, Any]) -> str:
-    """The program sent to the sandbox: the harness (whose own text it keeps, to start fresh interpreters with)
-    and a call of its `main` with the payload."""
+    """The program sent to the sandbox: the harness's helper modules, each loaded from its text under its own name
+    (keeping that text, from which `calls` starts fresh interpreters), then the harness and a call of its `main`
+    with the payload."""
     return (
-        f"_HARNESS_SOURCE = {HARNESS_SOURCE!r}\n"
-        "exec(compile(_HARNESS_SOURCE, '<harness>', 'exec'))\n"
+        "import sys, types\n"
+        f"for _name, _source in {list(SHIPPED.items())!r}:\n"
+        "    _module = types.ModuleType(_name)\n"
+        "    _module._AZR_SOURCE = _source\n"
+        "    exec(compile(_source, '<' + _name + '>', 'exec'), _module.__dict__)\n"
+        "    sys.modules[_name] = _module\n"
+        f"exec(compile({HARNESS_SOURCE!r}, '<harness>', 'exec'))\n"
         f"main({json.dumps(payload)!r})\n"
     )
 

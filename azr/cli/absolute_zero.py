@@ -21,9 +21,9 @@ def absolute_zero() -> None:
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="Take sandbox and rules from a recipe.")
 @click.option("--workers", type=click.IntRange(min=1), help="Programs run in parallel (default: CPU cores).")
 def check(path, as_json, config_path, workers) -> int:
-    """Validate every triplet in FILE.jsonl (`{"program", "input", "output"}` per line; a line without "output"
-    is checked as a proposal, its output computed) with the sandbox checks the mode applies. Exit 1 if any is
-    invalid, 2 for a malformed file."""
+    """Validate every triplet in FILE.jsonl (`{"program", "input", "output"}` per line, or Absolute-Zero-Reasoner's
+    own seed rows with "snippet"; a line without "output" is checked as a proposal, its output computed) with the
+    sandbox checks the mode applies. Exit 1 if any is invalid, 2 for a malformed file."""
     from azr.absolute_zero import check_file
     from azr.config import AbsoluteZeroConfig, SandboxConfig, load_config
     from azr.terminal import printable

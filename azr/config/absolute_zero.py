@@ -10,6 +10,7 @@ from azr.config.schema import field
 from azr.errors import ConfigError
 
 # Standard-library modules a proposed program may import: pure computation, no I/O, randomness or time.
+SEED_KINDS = ("tasks", "zero")  # any other `seed` names triplet files
 DEFAULT_IMPORTS = [
     "bisect",
     "cmath",
@@ -56,10 +57,12 @@ class AbsoluteZeroConfig:
         2, "Of those, input/output pairs shown to the induction solver; the others are hidden and must all pass.", ge=1
     )
     buffer_size: int = field(1024, "Most triplets kept per task type; a full buffer drops its oldest.", gt=0)
-    seed: Literal["tasks", "zero"] = field(
+    seed: str | list[str] = field(
         "tasks",
         "How the buffers start: 'tasks' validates triplets made from data.train's reference solutions and test "
-        "inputs; 'zero' starts from the paper's identity triplet alone.",
+        "inputs; 'zero' starts from the paper's identity triplet alone; a triplet file, or a list of them (azr's "
+        "lines or Absolute-Zero-Reasoner's own seed files, e.g. its deduction/abduction and its induction file), "
+        "validates their triplets (outputs must reproduce) and starts from the valid ones.",
     )
     seed_rounds: int = field(
         0,
@@ -93,7 +96,20 @@ class AbsoluteZeroConfig:
         0.0, "Proposer reward for a valid proposal that every solver sample solved, or none did (learnability 0)."
     )
 
+    @property
+    def seed_files(self) -> list[str]:
+        """The triplet files `seed` names; empty for 'tasks' and 'zero'."""
+        if isinstance(self.seed, list):
+            return list(self.seed)
+        return [] if self.seed in SEED_KINDS else [self.seed]
+
     def __post_init__(self):
+        if self.seed in ([], ""):
+            raise ConfigError("absolute_zero.seed: expected 'tasks', 'zero' or triplet files, got none")
+        if isinstance(self.seed, list) and set(self.seed) & set(SEED_KINDS):
+            raise ConfigError(
+                f"absolute_zero.seed: 'tasks' and 'zero' stand alone, not in a list of files: {self.seed}"
+            )
         if not self.types:
             raise ConfigError("absolute_zero.types: at least one task type is required")
         if len(set(self.types)) != len(self.types):

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from azr.config.absolute_zero import SEED_KINDS
 from azr.config.adapter import check_adapter
 from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, parse_pairs, set_dotted
@@ -50,6 +51,7 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "sft.rollouts": lambda value, base: True,
     "gen.adapter": lambda value, base: True,
     "gen.tasks": lambda value, base: value not in SPLITS,
+    "absolute_zero.seed": lambda value, base: value not in SEED_KINDS,
 }
 KEEP_LINKS = {"vllm.python"}
 # Sections that `enabled: false` switches off: no rule reads their other settings (a recipe may keep them, and
@@ -98,10 +100,18 @@ def _resolve_paths(cfg: AzrConfig, file_base: Path, from_cli: set[str]) -> None:
         owner = functools.reduce(getattr, parents, cfg)
         value = getattr(owner, leaf)
         base = Path.cwd() if dotted in from_cli else file_base
-        if value and is_path(value, base):
-            path = base / Path(value).expanduser()
-            # An interpreter keeps its link: a venv's python resolved to its target leaves the venv.
-            setattr(owner, leaf, os.path.abspath(path) if dotted in KEEP_LINKS else str(path.resolve()))
+        resolved = [_resolved(v, base, dotted in KEEP_LINKS) if v and is_path(v, base) else v for v in _listed(value)]
+        setattr(owner, leaf, resolved if isinstance(value, list) else resolved[0])
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _resolved(value: str, base: Path, keep_link: bool) -> str:
+    path = base / Path(value).expanduser()
+    # An interpreter keeps its link: a venv's python resolved to its target leaves the venv.
+    return os.path.abspath(path) if keep_link else str(path.resolve())
 
 
 def _unset_paths(raw: dict[str, Any]) -> set[str]:

@@ -3,6 +3,8 @@ zero triplet, each through the same validation as a proposal."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from azr.absolute_zero import Rules, Validator, task_candidates, valid_seeds, zero_candidates
@@ -53,3 +55,40 @@ def test_most_shipped_training_tasks_seed(validator):
     programs = {t.program for t in seeds}
     assert len(programs) >= 9, len(programs)  # helpers at the top level or other imports leave a few out
     assert all(t.outputs and len(t.outputs) == len(t.inputs) for t in seeds)
+
+
+def test_seed_files_in_absolute_zero_reasoners_shapes_give_their_valid_triplets(validator, tmp_path):
+    """A deduction/abduction file and an induction file as Absolute-Zero-Reasoner writes them: every triplet is
+    validated (given outputs must reproduce) and only the valid ones seed."""
+    io = tmp_path / "seed_io.jsonl"
+    rows = [
+        {"snippet": "def f(input):\n    return input * 2", "input": "3", "output": "6", "imports": []},
+        {"snippet": "def f(a):\n    return a", "input": "1", "output": "2", "imports": []},  # wrong output
+        {"snippet": "def f(a):\n    print(a)\n    return a", "input": "1", "output": "1", "imports": []},
+    ]
+    io.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    induction = tmp_path / "code_f_seed_io.jsonl"
+    many = {"snippet": "def f(x):\n    return -x", "inputs": ["1", "2"], "outputs": ["-1", "-2"], "message": "negate"}
+    induction.write_text(json.dumps({**many, "imports": [], "_input_types": ["int", "int"]}) + "\n")
+    seeds = valid_seeds([str(io), str(induction)], [], 2, validator)
+    assert [(t.program, t.outputs, t.many, t.origin) for t in seeds] == [
+        ("def f(input):\n    return input * 2", ("6",), False, "seed:seed_io.jsonl"),
+        ("def f(x):\n    return -x", ("-1", "-2"), True, "seed:code_f_seed_io.jsonl"),
+    ]
+
+
+def test_the_seed_field_takes_files(tmp_path):
+    from azr.config import AbsoluteZeroConfig, ConfigError, load_config
+
+    assert AbsoluteZeroConfig().seed_files == [] and AbsoluteZeroConfig(seed="zero").seed_files == []
+    assert AbsoluteZeroConfig(seed=["a.jsonl", "b.jsonl"]).seed_files == ["a.jsonl", "b.jsonl"]
+    with pytest.raises(ConfigError, match="stand alone"):
+        AbsoluteZeroConfig(seed=["zero", "a.jsonl"])
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("model: {name_or_path: /m}\nabsolute_zero: {seed: [seeds/io.jsonl, seeds/ind.jsonl]}\n")
+    assert load_config(recipe).absolute_zero.seed == [
+        str(tmp_path / "seeds/io.jsonl"),
+        str(tmp_path / "seeds/ind.jsonl"),
+    ]
+    recipe.write_text("model: {name_or_path: /m}\nabsolute_zero: {seed: zero}\n")
+    assert load_config(recipe).absolute_zero.seed == "zero"

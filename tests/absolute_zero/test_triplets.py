@@ -31,7 +31,10 @@ def test_lines_round_trip(tmp_path):
     [
         ("{not json", "invalid JSON"),
         ("[1]", "expected a JSON object"),
-        ('{"input": "1"}', "missing field 'program'"),
+        ('{"input": "1"}', "expected one of 'program' (azr's lines) or 'snippet'"),
+        ('{"program": "p", "snippet": "p", "input": "1"}', "expected one of 'program'"),
+        ('{"snippet": "p", "input": "1", "imports": "import re"}', "field 'imports': expected a list"),
+        ('{"snippet": "p", "input": "1", "composite_functions": ["p"]}', "field 'composite_functions'"),
         ('{"program": 1, "input": "1"}', "field 'program': expected a string"),
         ('{"program": "p"}', "exactly one of 'input'"),
         ('{"program": "p", "input": "1", "inputs": ["1"]}', "exactly one of 'input'"),
@@ -50,3 +53,43 @@ def test_malformed_lines_name_file_and_line(tmp_path, line, message):
 def test_induction_pairs_split_into_shown_and_hidden():
     task = Triplet("p", ("1", "2", "3"), ("a", "b", "c"), many=True)
     assert split_pairs(task, 2) == ([("1", "a"), ("2", "b")], [("3", "c")])
+
+
+# Absolute-Zero-Reasoner's own seed lines, in its shapes: a deduction/abduction row and an induction row.
+NATIVE_SINGLE = {
+    "snippet": "import collections\ndef f(xs):\n    return collections.Counter(xs).most_common(1)[0][0]",
+    "input": "['a', 'b', 'a']",
+    "output": "'a'",
+    "imports": ["import collections"],
+    "original_snippet": "import collections\ndef f(xs):\n    return collections.Counter(xs).most_common(1)[0][0]",
+    "composite_functions": [],
+    "_input_type": "list",
+    "_output_type": "str",
+}
+NATIVE_MANY = {
+    "snippet": "def f(input):\n    return input[::-1]",
+    "inputs": ["'ab'", "[1, 2]"],
+    "outputs": ["'ba'", "[2, 1]"],
+    "message": "Reverse what you are given.",
+    "imports": ["from math import gcd"],
+    "_input_types": ["str", "list"],
+    "_output_types": ["str", "list"],
+}
+
+
+def test_absolute_zero_reasoner_lines_read_as_they_are(tmp_path):
+    path = tmp_path / "seed.jsonl"
+    helper = {"snippet": "def g_0(x):\n    return x", "imports": []}
+    composite = {
+        "snippet": "def f(x):\n    return g_0(x)",
+        "input": "1",
+        "output": "1",
+        "composite_functions": [helper],
+    }
+    path.write_text("".join(json.dumps(row) + "\n" for row in (NATIVE_SINGLE, NATIVE_MANY, composite)))
+    (_, single), (_, many), (_, both) = read_numbered(path)
+    assert single == Triplet(NATIVE_SINGLE["snippet"], ("['a', 'b', 'a']",), ("'a'",))  # its import already there
+    assert many.many and many.inputs == ("'ab'", "[1, 2]") and many.outputs == ("'ba'", "[2, 1]")
+    assert many.message == "Reverse what you are given."
+    assert many.program == "from math import gcd\n" + NATIVE_MANY["snippet"]  # a missing import goes first
+    assert both.program == "def g_0(x):\n    return x\ndef f(x):\n    return g_0(x)"  # judged with its helper

@@ -11,7 +11,7 @@ import pytest
 
 from azr.absolute_zero import REASONS, Rules, Triplet, Validator
 from azr.absolute_zero.harness import parse_call, same, static_problem
-from azr.absolute_zero.validation import HARNESS_SOURCE
+from azr.absolute_zero.validation import HARNESS_SOURCE, SHIPPED
 from azr.config import DEFAULT_IMPORTS
 from azr.sandbox import Limits, open_pool
 
@@ -39,6 +39,22 @@ INVALID = {
     "banned_name: eval": ("def f(x):\n    return eval('x + 1')", "1"),
     "banned_name: getattr": ("def f(x):\n    return getattr(x, 'real')", "1"),
     "banned_name: introspection": ("def f(x):\n    return len(().__class__.__bases__[0].__subclasses__())", "1"),
+    "banned_name: print under another name": ("show = print\ndef f(x):\n    show(x)\n    return x", "1"),
+    "banned_name: print as a default": ("def f(x, show=print):\n    show(x)\n    return x", "1"),
+    "banned_name: getattr as a default": ("def f(x, getattr=getattr):\n    return getattr(x, 'real')", "1"),
+    "banned_name: a lambda's default": ("def f(x):\n    g = lambda p=print: p\n    g()(x)\n    return x", "1"),
+    "banned_name: the builtins' input": ("input = __builtins__.input\ndef f(x):\n    return x", "1"),
+    "banned_name: __builtins__ as a parameter": ("def f(__builtins__):\n    return __builtins__", "1"),
+    "banned_name: a global unbound again": (
+        "def f(x):\n    global input\n    input = 1\n    del input\n    return input('?')",
+        "1",
+    ),
+    "banned_name: a class attribute unbound again": (
+        "def f(x):\n    class A:\n        print = 1\n        del print\n        print(x)\n    return x",
+        "1",
+    ),
+    "banned_name: a comprehension's free name": ("def f(xs):\n    return [input() for x in xs]", "[1]"),
+    "banned_name: shadowed at module level": ("input = 3\ndef f(x):\n    return input", "1"),
     "bad_input: two calls": ("def f(x):\n    return x", "1), (2"),
     "bad_input: a name": ("def f(x):\n    return x", "y"),
     "bad_input: a call": ("def f(x):\n    return x", "len('ab')"),
@@ -81,6 +97,23 @@ VALID = {
     "keyword arguments": ("def f(a, b=0):\n    return a - b", "5, b=2", "3"),
     "a docstring and a constant": ('"""Doc."""\nLIMIT = 3\ndef f(x):\n    return min(x, LIMIT)', "9", "3"),
     "an output right at the cap": ("def f(n):\n    return 'a' * n", "998", None),
+    "a parameter named input": ("def f(input):\n    return input + 1", "1", "2"),
+    "locals named vars and compile": (
+        "def f(x):\n    vars = [x, x]\n    compile = len(vars)\n    return compile",
+        "3",
+        "2",
+    ),
+    "a closure over a parameter named print": (
+        "def f(print):\n    def g():\n        return print * 2\n    return g()",
+        "4",
+        "8",
+    ),
+    "a comprehension variable named input": ("def f(xs):\n    return [input * 2 for input in xs]", "[1, 2]", "[2, 4]"),
+    "a local function named print": (
+        "def f(x):\n    def print(y):\n        return y + 1\n    return print(x)",
+        "1",
+        "2",
+    ),
 }
 
 
@@ -164,11 +197,14 @@ def test_induction_inputs_are_distinct_literals(validator):
 
 
 def test_the_harness_is_standard_library_only():
-    """It runs under the sandbox's bare interpreter (python -I -S): no azr, no site-packages."""
-    tree = ast.parse(HARNESS_SOURCE)
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)
+    """It runs under the sandbox's bare interpreter (python -I -S): no azr, no site-packages; it imports azr's
+    modules only among those shipped with it."""
+    for source in (HARNESS_SOURCE, *SHIPPED.values()):
+        tree = ast.parse(source)
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        outside = {n for n in names if n.split(".")[0] not in sys.stdlib_module_names and n not in SHIPPED}
+        assert not outside, outside
 
 
 def test_static_rules_on_the_syntax_tree():
@@ -177,6 +213,15 @@ def test_static_rules_on_the_syntax_tree():
     assert static_problem("import os.path as p\ndef f(x):\n    return x", allowed)[0] == "banned_import"
     assert static_problem("def f(x):\n    return x.__globals__", allowed)[0] == "banned_name"
     assert static_problem("async def f(x):\n    return x", allowed)[0] == "structure"
+    # The builtins reached under another name stay refused, however the program shadows their names.
+    assert static_problem("import builtins\ndef f(input):\n    return builtins.input()", allowed)[0] == "banned_import"
+    assert static_problem("from builtins import print as p\ndef f(x):\n    return p", allowed)[0] == "banned_import"
+    assert static_problem("f0 = print\ndef f(print):\n    return f0(print)", allowed) == ("banned_name", "print")
+    assert static_problem("def f(x):\n    return getattr(x, 'real')", allowed) == ("banned_name", "getattr")
+    assert static_problem("def f(getattr):\n    return getattr + 1", allowed) is None
+    assert (
+        static_problem("def f(x):\n    nonlocal x\n    return x", allowed)[0] == "syntax"
+    )  # the scope analysis refuses it
 
 
 def test_arguments_are_read_as_literals_only():

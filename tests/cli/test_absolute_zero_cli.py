@@ -41,3 +41,41 @@ def test_a_malformed_file_exits_2_naming_the_line(cli, write):
     assert err.strip() == f"azr: error: {path}:2: field 'input': expected a string, got 3"
     code, _, err = cli("absolute-zero", "check", write("empty.txt", "").parent / "missing.jsonl")
     assert code == 2 and "file not found" in err
+
+
+def test_absolute_zero_reasoner_seed_files_check_as_they_are(cli, write):
+    """Its rows (`snippet`, `imports`, its bookkeeping fields) check like azr's; a parameter named `input` is the
+    program's own value, while a call of the builtin `print` is still banned."""
+    rows = [
+        {
+            "snippet": "def f(input):\n    return input + 1",
+            "input": "1",
+            "output": "2",
+            "imports": [],
+            "original_snippet": "def f(input):\n    return input + 1",
+            "composite_functions": [],
+            "_input_type": "int",
+            "_output_type": "int",
+        },
+        {
+            "snippet": "def f(s):\n    print(s)\n    return s",
+            "input": "'a'",
+            "output": "'a'",
+            "imports": [],
+            "original_snippet": "def f(s):\n    print(s)\n    return s",
+            "composite_functions": [],
+        },
+        {
+            "snippet": "import re\ndef f(vars):\n    return re.sub('a', 'b', vars)",
+            "inputs": ["'a'", "'ca'"],
+            "outputs": ["'b'", "'cb'"],
+            "message": "Replace a letter.",
+            "imports": ["import re"],
+            "_input_types": ["str", "str"],
+            "_output_types": ["str", "str"],
+        },
+    ]
+    path = write("seed_io.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    code, out, err = cli("absolute-zero", "check", path, "--json", "--workers", "2")
+    assert code == 1, err
+    assert [json.loads(line)["reason"] for line in out.splitlines()] == ["", "banned_name", ""]

@@ -69,7 +69,7 @@ ia3:
         adapter = load_config(write("old.yaml", legacy)).model.adapter
     assert (adapter.kind, adapter.r, adapter.alpha, adapter.dropout) == ("lora", 8, 16, 0.0)
     assert (adapter.train_norms, adapter.bias, adapter.target_modules) == (True, "all", ["q_proj", "v_proj"])
-    assert "IA³ gates stayed at 1" in caplog.text
+    assert "IA³ gates are dropped" in caplog.text and "set model.adapter.kind: ia3" in caplog.text
     disabled = load_config(write("off.yaml", "azr: {model_id: m/x}\nia3: {enabled: false, rope_scale: true}\n"))
     assert disabled.model.adapter == AdapterConfig()  # the seed read nothing from a disabled section
 

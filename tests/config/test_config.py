@@ -132,7 +132,7 @@ def test_legacy_schema_is_normalised_with_a_warning(write, caplog):
     with caplog.at_level(logging.WARNING, logger="azr.config.legacy"):
         cfg = load_config(write("legacy.yaml", LEGACY))
     validate_grpo(cfg.grpo)  # every converted key is a trl.GRPOConfig field
-    assert "legacy 'azr:' schema converted" in caplog.text
+    assert "the seed project's schema converted" in caplog.text
     assert cfg.model.name_or_path == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
     assert cfg.model.quantization == "4bit"
     lora = cfg.model.adapter

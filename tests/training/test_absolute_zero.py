@@ -86,3 +86,20 @@ def test_a_resume_continues_exactly(tiny_run, tmp_path):
     again = [r for path in sorted((out / "generations").glob("*.jsonl")) for r in records(path) if r["step"] == 2]
     assert [r["completion"] for r in again] == [r["completion"] for r in logged]
     assert [r["rewards"] for r in again] == [r["rewards"] for r in logged]
+
+
+def test_a_malformed_seed_file_stops_the_recipe_check(tmp_path):
+    """Seed files (here in Absolute-Zero-Reasoner's shape) are read at the recipe check, before anything is written."""
+    from azr.config import load_config
+    from azr.errors import DataError
+    from azr.training.preflight import check_recipe
+
+    good, bad = tmp_path / "seed_io.jsonl", tmp_path / "code_f_seed_io.jsonl"
+    good.write_text(
+        json.dumps({"snippet": "def f(x):\n    return x", "input": "1", "output": "1", "imports": []}) + "\n"
+    )
+    bad.write_text(json.dumps({"snippet": "def f(x):\n    return x", "inputs": "1", "message": "m"}) + "\n")
+    cfg = load_config(RECIPE, ["model.name_or_path=/m", f"absolute_zero.seed=[{good}, {bad}]"])
+    assert cfg.absolute_zero.seed_files == [str(good), str(bad)]
+    with pytest.raises(DataError, match=rf"^{bad}:1: field 'inputs': expected a non-empty list of strings"):
+        check_recipe(cfg)
