@@ -24,7 +24,14 @@ def data() -> None:
 @click.option(
     "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
 )
-def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
+@click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="NAME",
+    help="Offer this installed package to programs, as sandbox.packages does (repeatable).",
+)
+def data_validate(source, column_map, workers, timeout, memory_mb, packages) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
     sandbox with the limits training applies, so what passes here passes there."""
     from azr.config import parse_pairs
@@ -32,7 +39,7 @@ def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
     from azr.rewards import limits_from_config, pool_from_config, start_pool, validate_references
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
-    cfg = sandbox_config(timeout, memory_mb, workers=workers)
+    cfg = sandbox_config(timeout, memory_mb, workers=workers, packages=list(packages))
     start_pool(cfg)  # the workers start while the tasks are read
     tasks = load_tasks(source, mapping)
     results = validate_references(tasks, pool_from_config(cfg), limits_from_config(cfg))

@@ -6,6 +6,7 @@ Every test that runs code uses real sandbox runs on one module-wide `bwrap` pool
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import secrets
@@ -827,3 +828,106 @@ def test_programs_for_a_preloading_pool_leave_the_harness_source_out(pool):
     with open_pool("bwrap", workers=1, preload=harness_preload()) as preloaded:
         result = preloaded.run(short, QUICK)
     assert read_verdicts(result.report, "n" * 32, plans) == [None]
+
+
+# ------------------------------------------------------------------------------ numpy, offered to programs
+needs_numpy = pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="numpy is not installed here")
+NUMPY_VALUES = """
+import numpy as np
+def a(*v):
+    return np.array(v)
+def i64(v):
+    return np.int64(v)
+def f32(v):
+    return np.float32(v)
+def yes():
+    return np.bool_(True)
+def grid():
+    return np.arange(6).reshape(2, 3)
+def day():
+    return np.datetime64('2024-01-02')
+def words():
+    return np.array(['ab', 'c'])
+def objects():
+    return np.array([None, 1], dtype=object)
+"""
+NUMPY_TESTS = [
+    "assert i64(3) == 3",
+    "assert i64(3) < 4 and i64(3) >= 3.0",
+    "assert f32(0.1) == 0.1",
+    "assert f32(0.5) == 0.5",
+    "assert yes()",
+    "assert yes() == True",
+    "assert yes() is True",
+    "assert a(5) == 5",
+    "assert a(1, 2, 3) == [1, 2, 3]",
+    "assert list(a(1, 2, 3)) == [1, 2, 3]",
+    "assert sorted(a(3, 1)) == [1, 3]",
+    "assert a(1, 2).tolist() == [1, 2]",
+    "assert grid().shape == (2, 3)",
+    "assert grid()[1, 2] == 5",
+    "assert not a().size",
+    "assert a(0)",
+    "assert not a(0)",
+    "assert a(1, 2) is not None",
+    "assert day() == day()",
+    "assert day() != 5",
+    "assert words()[0] == 'ab'",
+    "assert list(words()) == ['ab', 'c']",
+    "assert objects() is not None",
+    "r = a(1, 2, 3)\nassert list(r) == [1, 2, 3]",
+]
+
+
+@pytest.fixture(scope="module")
+def numpy_pool():
+    with open_pool("bwrap", workers=1, packages=("numpy",)) as p:
+        yield p
+
+
+@needs_numpy
+def test_numpy_values_are_judged_as_python_judges_them(numpy_pool):
+    g = run(numpy_pool, Task("np", "", NUMPY_TESTS), NUMPY_VALUES, Limits(wall_s=20.0))
+    expected = _python_verdicts(NUMPY_VALUES, NUMPY_TESTS)
+    differ = [
+        (t, want, g.failures) for t, want, got in zip(NUMPY_TESTS, expected, g.per_test, strict=True) if want != got
+    ]
+    assert not differ
+
+
+NUMPY_LIARS = {
+    "ndarray subclass with lying __eq__, __bool__ and tobytes": (
+        "import numpy as np\nclass A(np.ndarray):\n    def __eq__(self, o):\n        return np.ones((), bool)\n"
+        "    __ne__ = __lt__ = __gt__ = __eq__\n    def __bool__(self):\n        return True\n"
+        "    def tobytes(self, *a, **k):\n        return np.int64(5).tobytes()\n"
+        "    dtype = np.dtype('<i8')\ndef f(x):\n    return np.array([7, 9]).view(A)\n"
+    ),
+    "numpy scalar subclass with lying __eq__": (
+        "import numpy as np\nclass S(np.float64):\n    def __eq__(self, o):\n        return True\n"
+        "    __ne__ = __lt__ = __gt__ = __eq__\ndef f(x):\n    return S(9.0)\n"
+    ),
+    "array of objects that are always equal": (
+        "import numpy as np\nclass E:\n    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__\n"
+        "def f(x):\n    return np.array([E()], dtype=object)\n"
+    ),
+}
+
+
+@needs_numpy
+@pytest.mark.parametrize("code", NUMPY_LIARS.values(), ids=NUMPY_LIARS.keys())
+def test_numpy_values_that_lie_about_their_comparisons_win_nothing(numpy_pool, code):
+    tests = ["assert f(1) == 0.5", "assert f(1) == 5", "assert f(1) == True", "assert f(1) == [7, 9]"]
+    tests += ["assert f(1) is None", "assert 10 < f(1)", "r = f(1)\nassert r == 5"]
+    g = run(numpy_pool, Task("t", "", tests), code, Limits(wall_s=20.0))
+    assert sum(g.per_test[:-1]) <= 1 and not g.per_test[-1], g.failures
+
+
+@needs_numpy
+def test_a_package_that_is_installed_but_not_offered_says_so(pool):
+    g = run(pool, Task("t", "", ["assert f(1) == 1"]), "import numpy\ndef f(x):\n    return x\n")
+    assert g.failures == [
+        "test 0: solution failed to load: ModuleNotFoundError: numpy is not offered to programs; add it to "
+        "sandbox.packages"
+    ]
+    g = run(pool, Task("t", "", ["assert f(1) == 1"]), "import no_such_module_azr\n")
+    assert g.failures == ["test 0: solution failed to load: ModuleNotFoundError: No module named 'no_such_module_azr'"]
