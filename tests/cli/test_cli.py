@@ -361,8 +361,10 @@ def test_sandbox_doctor_passes_on_bwrap(cli):
     lines = out.strip().splitlines()
     assert code == 0, out
     assert lines[0].startswith("backend: bwrap")
-    assert len(lines) > 10 and all(line.startswith("PASS  ") for line in lines[1:-1]), out
-    total = len(lines) - 2
+    assert lines[1] == "packages offered to programs: none (the standard library alone)"
+    assert len(lines) > 10 and all(line.startswith("PASS  ") for line in lines[2:-1]), out
+    assert "PASS  nothing else of this environment" in out
+    total = len(lines) - 3
     assert lines[-1] == f"{total} of {total} guarantees hold"
 
 
