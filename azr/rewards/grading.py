@@ -1,8 +1,9 @@
 """Grading: run a task's tests against a completion's code in the sandbox and turn the verdicts into a `Grade`.
 
-The harness (`azr.rewards.harness`) builds the program and reads back each test's verdict; this module runs it
-through the sandbox pool with each task's own limits, and derives one status per program: `passed` only when the harness
-saw every test pass; otherwise `timeout` / `memory` / `crashed` / `error` from how the program ended, or `failed`.
+The harness (`azr.rewards.harness`) builds the program from each test's plan (`azr.rewards.plans`), and
+`azr.rewards.verdicts` reads back each test's verdict; this module runs it through the sandbox pool with each
+task's own limits, and derives one status per program: `passed` only when the harness saw every test pass;
+otherwise `timeout` / `memory` / `crashed` / `error` from how the program ended, or `failed`.
 `error` is the sandbox's own failure (infrastructure), never something a program can cause.
 """
 
@@ -22,14 +23,9 @@ from typing import Any, Literal
 
 from azr.config import SandboxConfig
 from azr.data import Task
-from azr.rewards.harness import (
-    TestPlan,
-    build_program,
-    harness_preload,
-    plan_test,
-    preloads_harness,
-    read_verdicts,
-)
+from azr.rewards.harness import build_program, harness_preload, preloads_harness
+from azr.rewards.plans import TestPlan, plan_test
+from azr.rewards.verdicts import read_verdicts
 from azr.sandbox import Check, ExecResult, Limits, SandboxPool, open_pool, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]

@@ -15,7 +15,10 @@ import pytest
 
 from azr.data.tasks import Task, load_tasks
 from azr.rewards.grading import grade, grade_many, grade_stream, task_limits, validate_references, verdict_check
-from azr.rewards.harness import TestPlan, ValueCheck, build_program, decode_value, plan_test, read_verdicts
+from azr.rewards.harness import build_program
+from azr.rewards.plans import TestPlan, ValueCheck, plan_test
+from azr.rewards.values import decode_value
+from azr.rewards.verdicts import read_verdicts
 from azr.sandbox import Limits, open_pool
 
 QUICK = Limits(wall_s=2.0)  # programs that end by themselves
