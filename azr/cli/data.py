@@ -24,7 +24,14 @@ def data() -> None:
 @click.option(
     "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
 )
-def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
+@click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="NAME",
+    help="Offer this installed package to programs, as sandbox.packages does (repeatable).",
+)
+def data_validate(source, column_map, workers, timeout, memory_mb, packages) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
     sandbox with the limits training applies, so what passes here passes there."""
     from azr.config import parse_pairs
@@ -33,7 +40,7 @@ def data_validate(source, column_map, workers, timeout, memory_mb) -> int:
     from azr.terminal import printable
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
-    cfg = sandbox_config(timeout, memory_mb, workers=workers)
+    cfg = sandbox_config(timeout, memory_mb, workers=workers, packages=list(packages))
     start_pool(cfg)  # the workers start while the tasks are read
     tasks = load_tasks(source, mapping)
     check_task_limits(tasks, cfg.max_task_timeout_s, cfg.max_task_memory_mb, str(source))

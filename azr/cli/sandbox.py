@@ -25,7 +25,14 @@ _BACKEND = click.Choice(["auto", "bwrap", "nsjail", "process"])
 @click.option("--memory-mb", type=click.IntRange(min=1), help="Address-space limit in MiB.")
 @click.option("--backend", type=_BACKEND, default="auto", show_default=True, help="Sandbox backend.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the result.")
-def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_json) -> int:
+@click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="NAME",
+    help="Offer this installed package to programs, as sandbox.packages does (repeatable).",
+)
+def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_json, packages) -> int:
     """Run one program (and optional tests) in the sandbox; exit 0 when it passes, 1 when it does not."""
     import json
 
@@ -37,7 +44,7 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
     if tests_file is not None:
         lines = read_text(tests_file, "--tests-file").splitlines()
         all_tests += [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    cfg = sandbox_config(timeout, memory_mb, backend=backend, workers=1)
+    cfg = sandbox_config(timeout, memory_mb, backend=backend, workers=1, packages=list(packages))
     outcome = run_program(code, all_tests, cfg)
     if as_json:
         click.echo(json.dumps(outcome))
@@ -52,14 +59,23 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
 
 @sandbox.command("doctor")
 @click.option("--backend", type=_BACKEND, default="auto", show_default=True, help="Sandbox backend to check.")
-def sandbox_doctor(backend) -> int:
+@click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="NAME",
+    help="Offer this installed package to programs, as sandbox.packages does (repeatable).",
+)
+def sandbox_doctor(backend, packages) -> int:
     """Show the active backend and self-test each isolation guarantee; exit 1 when one fails."""
     from azr.rewards import verdict_check
     from azr.sandbox import namespace_hints, open_pool, run_doctor
 
     setup_logging()
-    with open_pool(backend, workers=1) as pool:
+    with open_pool(backend, workers=1, packages=packages) as pool:
         click.echo(f"backend: {pool.backend.name} ({' '.join(pool.backend.prefix[:1]) or 'no namespaces'})")
+        offered = ", ".join(name for _, name in pool.backend.packages)
+        click.echo(f"packages offered to programs: {offered or 'none (the standard library alone)'}")
         if not pool.backend.namespaced:
             for hint in namespace_hints() or ["no sign of why here: see the bwrap error in the warning above"]:
                 click.echo(f"to enable bwrap: {hint}")

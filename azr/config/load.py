@@ -181,6 +181,21 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
     check_trl_contract(cfg.grpo, cfg.model.adapter.kind)
     check_vllm_config(cfg)
+    _check_packages(cfg.sandbox.packages)
+
+
+def _check_packages(names: list[str]) -> None:
+    """Each package offered to programs is an installed distribution here (by its name or an import name)."""
+    if not names:
+        return
+    from importlib import metadata
+
+    by_import = metadata.packages_distributions()
+    for i, name in enumerate(names):
+        try:
+            metadata.distribution(by_import.get(name, [name])[0])
+        except (metadata.PackageNotFoundError, ValueError):
+            raise ConfigError(f"sandbox.packages[{i}]: {name!r} is not installed here (pip install {name})") from None
 
 
 def _check_tools(cfg: AzrConfig) -> None:

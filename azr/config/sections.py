@@ -91,6 +91,11 @@ class SandboxConfig:
     open_files: int = field(64, "Most file descriptors one program may hold open.", gt=0)
     file_size_mb: int = field(16, "Largest file one program may write, in MiB.", gt=0)
     tmp_size_mb: int = field(256, "Size of each worker's private /tmp (bwrap, nsjail), in MiB.", gt=0)
+    packages: list[str] = field(
+        factory=list,
+        help="Installed packages programs may import (e.g. [numpy]), with the packages they require: bound "
+        "read-only into the sandbox, and nothing else of this environment. Empty: the standard library alone.",
+    )
     max_infra_failure_rate: float = field(
         0.05,
         "Stop the run when more than this fraction of a step's executions fail for infrastructure reasons.",

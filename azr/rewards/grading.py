@@ -1,8 +1,9 @@
 """Grading: run a task's tests against a completion's code in the sandbox and turn the verdicts into a `Grade`.
 
-The harness (`azr.rewards.harness`) builds the program and reads back each test's verdict; this module runs it
-through the sandbox pool with each task's own limits, and derives one status per program: `passed` only when the harness
-saw every test pass; otherwise `timeout` / `memory` / `crashed` / `error` from how the program ended, or `failed`.
+The harness (`azr.rewards.harness`) builds the program from each test's plan (`azr.rewards.plans`), and
+`azr.rewards.verdicts` reads back each test's verdict; this module runs it through the sandbox pool with each
+task's own limits, and derives one status per program: `passed` only when the harness saw every test pass;
+otherwise `timeout` / `memory` / `crashed` / `error` from how the program ended, or `failed`.
 `error` is the sandbox's own failure (infrastructure), never something a program can cause.
 """
 
@@ -10,7 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import importlib.util
 import os
+import re
+import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -18,14 +23,9 @@ from typing import Any, Literal
 
 from azr.config import SandboxConfig
 from azr.data import Task
-from azr.rewards.harness import (
-    TestPlan,
-    build_program,
-    harness_preload,
-    plan_test,
-    preloads_harness,
-    read_verdicts,
-)
+from azr.rewards.harness import build_program, harness_preload, preloads_harness
+from azr.rewards.plans import TestPlan, plan_test
+from azr.rewards.verdicts import read_verdicts
 from azr.sandbox import Check, ExecResult, Limits, SandboxPool, open_pool, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
@@ -76,7 +76,10 @@ def pool_from_config(cfg: SandboxConfig, label: str = "") -> SandboxPool:
     """The process-wide pool for these sandbox settings, its workers with the harness preloaded (started on first
     use, or by `start_pool`; closed at exit); `label` names its directory."""
     memory = worker_memory_mb(cfg)
-    return shared_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, memory, harness_preload(), label)
+    packages = tuple(cfg.packages)
+    return shared_pool(
+        cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, memory, harness_preload(), label, packages
+    )
 
 
 def start_pool(cfg: SandboxConfig) -> None:
@@ -146,7 +149,7 @@ def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits
 def _grade(plans: Sequence[TestPlan], nonce: str, result: ExecResult) -> Grade:
     if not plans:  # nothing can be judged: never a pass; the data loader rejects such tasks before this
         return Grade("error", 0, 0, ["the task has no tests"], result.duration_s, backend=result.backend)
-    verdicts = read_verdicts(result.report, nonce, plans)
+    verdicts = [_not_offered(why) for why in read_verdicts(result.report, nonce, plans)]
     failures = [f"test {i}: {why}" for i, why in enumerate(verdicts) if why is not None]
     passed = len(plans) - len(failures)
     if passed == len(plans):
@@ -163,6 +166,26 @@ def _grade(plans: Sequence[TestPlan], nonce: str, result: ExecResult) -> Grade:
     return Grade(
         status, passed, len(plans), failures, result.duration_s, result.stdout, result.stderr, result.backend, per_test
     )
+
+
+_MISSING = re.compile(r"ModuleNotFoundError: No module named '([A-Za-z_]\w*)[\w.]*'")
+
+
+def _not_offered(why: str | None) -> str | None:
+    """A module the program could not import although it is installed here: say it is not offered, and how to."""
+    found = _MISSING.search(why) if why else None
+    if found is None or not _installed_here(found.group(1)):
+        return why
+    name = found.group(1)
+    return why.replace(
+        found.group(0), f"ModuleNotFoundError: {name} is not offered to programs; add it to sandbox.packages"
+    )
+
+
+@functools.cache
+def _installed_here(name: str) -> bool:
+    """A top-level module of this environment outside the standard library (which programs always have)."""
+    return name not in sys.stdlib_module_names and importlib.util.find_spec(name) is not None
 
 
 _FORGERIES = {
@@ -188,7 +211,8 @@ def verdict_check(pool: SandboxPool) -> Check:
 def run_program(code: str, tests: Sequence[str], cfg: SandboxConfig) -> dict[str, Any]:
     """`azr sandbox run`: one program, with or without tests, as the JSON contract's object."""
     limits = limits_from_config(cfg)
-    with open_pool(cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg)) as pool:
+    settings = (cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg))
+    with open_pool(*settings, packages=tuple(cfg.packages)) as pool:
         if tests:
             g = grade(Task("cli", "", list(tests)), code, pool, limits)
             status = "ok" if g.passed else g.status

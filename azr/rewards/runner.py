@@ -5,7 +5,9 @@ sandbox, where pools that grading opens preload it into every worker (compiled o
 program on any other pool compiles it itself. `run(payload)` loads the solution once into a namespace of its own,
 then runs each test in a forked copy of that state (the last one in the process itself: nothing runs after it), and
 writes one nonce-tagged JSON line per test to descriptor 3. What it binds at import (os and json functions, `list`,
-`iter`, `isinstance`) is bound before any solution runs.
+`iter`, `isinstance`, `bool`, `type`) is bound before any solution runs. Values go out as typed plain data
+(`_encode`); what a value that is not plain data is read as only decides which value is rebuilt outside, never how
+it compares there (SPEC_FUNCTIONS.md section 5).
 """
 
 import contextlib as _contextlib
@@ -16,6 +18,9 @@ import sys as _sys
 _fork, _write, _exit, _wait = _os.fork, _os.write, _os._exit, _os.waitpid
 _dumps, _loads, _list, _iter, _isinstance = _json.dumps, _json.loads, list, iter, isinstance
 _BaseException, _compile, _eval, _exec, _enumerate, _len = BaseException, compile, eval, exec, enumerate, len
+_bool, _type, _range, _str, _int, _object_eq = bool, type, range, str, int, object.__eq__
+_getattr, _bytes_hex, _type_name, _modules = getattr, bytes.hex, type.__dict__["__name__"].__get__, _sys.modules
+_NUMPY_KINDS = "biufcmMSU"  # dtypes whose bytes are the whole value: booleans, numbers, dates, strings
 _state = {}
 
 
@@ -45,7 +50,71 @@ def _encode(v, depth=0):
             return [kind, [_encode(x, depth + 1) for x in base.__iter__(v)]]
     if _isinstance(v, dict):
         return ["d", [[_encode(k, depth + 1), _encode(x, depth + 1)] for k, x in dict.items(v)]]
-    raise TypeError(f"a {type(v).__name__} cannot be compared outside the sandbox; return plain data")
+    try:
+        known = _known(v)
+    except _BaseException:  # a value that will not be read as its type travels as an opaque one
+        known = None
+    return known or _opaque(v, depth)
+
+
+def _hex(n):
+    if not _isinstance(n, _int):
+        raise TypeError("not an int")
+    return _int.__format__(n, "x")
+
+
+def _text(t):
+    if not _isinstance(t, _str):
+        raise TypeError("not a str")
+    return _str.__str__(t)
+
+
+def _known(v):
+    """A standard-library or numpy value type, read through its base class's own descriptors (never through a
+    subclass's methods); None for any other type. Looked up in sys.modules: a value of a type whose module was
+    never imported cannot exist."""
+    if _type(v) is _range:
+        return ["r", [_hex(_range.start.__get__(v)), _hex(_range.stop.__get__(v)), _hex(_range.step.__get__(v))]]
+    m = _modules.get("fractions")
+    if m is not None and _isinstance(v, m.Fraction):
+        return ["Q", _hex(m.Fraction._numerator.__get__(v)), _hex(m.Fraction._denominator.__get__(v))]
+    m = _modules.get("decimal")
+    if m is not None and _isinstance(v, m.Decimal):
+        return ["D", _text(m.Decimal.__str__(v))]
+    m = _modules.get("datetime")
+    if m is not None and _isinstance(v, (m.date, m.time, m.timedelta)):
+        if _isinstance(v, m.timedelta):
+            t = m.timedelta
+            parts = (t.days.__get__(v), t.seconds.__get__(v), t.microseconds.__get__(v))
+            return ["T", "timedelta", [_hex(n) for n in parts]]
+        for name in ("datetime", "date", "time"):  # datetime first: it is a date
+            if _isinstance(v, _getattr(m, name)):
+                return ["T", name, _text(_getattr(m, name).isoformat(v))]
+    m = _modules.get("numpy")
+    if m is not None and _isinstance(v, (m.ndarray, m.generic)):
+        a = m.asarray(v) if _isinstance(v, m.generic) else v
+        dtype = _text(m.dtype.str.__get__(m.ndarray.dtype.__get__(a)))
+        if dtype[1:2] not in _NUMPY_KINDS:
+            return None
+        shape = [_hex(n) for n in m.ndarray.shape.__get__(a)]
+        return ["A", dtype, shape, _bytes_hex(m.ndarray.tobytes(a)), _isinstance(v, m.generic)]
+    return None
+
+
+def _opaque(v, depth):
+    """Any other value: its type's name, whether it is truthy (what `assert v` asks; at the top level only) and
+    whether its type compares by identity. Outside it is equal to nothing but itself."""
+    truth = None
+    if depth == 0:
+        try:
+            truth = _bool(v)
+        except _BaseException as e:
+            truth = f"{_type_name(_type(e))}: {e}"[:300]
+    try:
+        own_eq = _type(v).__eq__ is not _object_eq
+    except _BaseException:
+        own_eq = True
+    return ["o", _type_name(_type(v)), truth, own_eq]
 
 
 def _value(i, expr, wrap, ns):

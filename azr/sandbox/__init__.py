@@ -59,12 +59,16 @@ def open_pool(
     max_memory_mb: int | None = None,
     preload: Mapping[str, str] | None = None,
     label: str = "",
+    packages: tuple[str, ...] = (),
 ) -> SandboxPool:
     """A new pool on `backend` (auto: the strongest that works here); the caller closes it. `max_memory_mb` caps
     each worker's memory (all of a program's processes and tmpfs pages) where a memory cgroup can be set (root);
     `preload` names modules (name -> source, the caller's own code) every worker imports once, at its start; `label`
-    names the pool's directory (`azr-sandbox-LABEL-*`), e.g. after the training rank that owns it."""
-    return SandboxPool(resolve_backend(backend, tmp_size_mb), workers, max_processes, max_memory_mb, preload, label)
+    names the pool's directory (`azr-sandbox-LABEL-*`), e.g. after the training rank that owns it; `packages`
+    names installed packages programs may import (bound read-only with what they require; none by default)."""
+    return SandboxPool(
+        resolve_backend(backend, tmp_size_mb, tuple(packages)), workers, max_processes, max_memory_mb, preload, label
+    )
 
 
 def shared_pool(*settings) -> SandboxPool:

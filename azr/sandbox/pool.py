@@ -33,6 +33,7 @@ from azr.sandbox import worker as fork_server
 from azr.sandbox.backends import SCRATCH, Backend
 from azr.sandbox.cgroups import WorkerCgroups
 from azr.sandbox.limits import ExecResult, Limits
+from azr.sandbox.packages import PACKAGES_DIR
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,11 @@ class SandboxPool:
         self._closed = False
         self._home = Path(tempfile.mkdtemp(prefix=f"azr-sandbox-{label}-" if label else "azr-sandbox-"))
         self._owner = _claim(self._home)
+        self._packages_path = PACKAGES_DIR if backend.namespaced else str(self._home / "packages")
+        if backend.packages and not backend.namespaced:  # no mounts here: a directory of links to what is offered
+            os.mkdir(self._packages_path)
+            for path, name in backend.packages:
+                os.symlink(path, os.path.join(self._packages_path, name))
         _sweep(self._home.parent)
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="azr-sandbox-spawn")
         self._dispatch = ThreadPoolExecutor(self.size, thread_name_prefix="azr-sandbox")
@@ -255,6 +261,7 @@ class SandboxPool:
             # Root without a pids cgroup: RLIMIT_NPROC does not bind, so the worker polls the process count.
             "process_guard": self.max_processes + 2 if "pids" not in self._cgroups and os.geteuid() == 0 else None,
             "preload": self.preload,
+            "path": [self._packages_path] if self.backend.packages else [],  # offered packages, on sys.path
         }
         argv = self.backend.command(json.dumps(settings))
         # Named after this pool's own directory: two pools in one process must never share a cgroup (and its limit).

@@ -370,6 +370,7 @@ def main():
     global _STREAMS
     settings = json.loads(sys.argv[1])
     builtins.exit = builtins.quit = sys.exit  # normally added by `site`, which -S skips
+    sys.path += settings.get("path") or []  # the packages offered to programs, if any (read-only)
     for name in WARM_MODULES:
         __import__(name)
     for name, source in (settings.get("preload") or {}).items():  # the caller's code, run once, shared by forks

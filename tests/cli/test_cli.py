@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import shutil
@@ -146,6 +147,14 @@ def _user_errors(tmp):
         (["train", "--config", f("r.yaml", RECIPE), "--frobnicate"], "No such option '--frobnicate'"),
         (["train", "--config", f("d.yaml", RECIPE + "data: {train: nope.jsonl}\n")], "{tmp}/nope.jsonl: task file not"),
         (["data", "validate", str(tmp / "none.jsonl")], "{tmp}/none.jsonl: task file not found"),
+        (
+            ["train", "--config", f("p.yaml", RECIPE + "sandbox: {packages: [no-such-package-azr]}\n")],
+            "sandbox.packages[0]: 'no-such-package-azr' is not installed here (pip install no-such-package-azr)",
+        ),
+        (
+            ["data", "validate", f("ok.jsonl", json.dumps(good_row)), "--package", "no-such-package-azr"],
+            "sandbox.packages: 'no-such-package-azr' is not installed here",
+        ),
         (["data", "validate", f("j.jsonl", json.dumps(good_row) + "\n{oops\n")], "{tmp}/j.jsonl:2: invalid JSON"),
         (
             ["data", "validate", f("e.jsonl", json.dumps({**good_row, "tests": []}))],
@@ -353,8 +362,10 @@ def test_sandbox_doctor_passes_on_bwrap(cli):
     lines = out.strip().splitlines()
     assert code == 0, out
     assert lines[0].startswith("backend: bwrap")
-    assert len(lines) > 10 and all(line.startswith("PASS  ") for line in lines[1:-1]), out
-    total = len(lines) - 2
+    assert lines[1] == "packages offered to programs: none (the standard library alone)"
+    assert len(lines) > 10 and all(line.startswith("PASS  ") for line in lines[2:-1]), out
+    assert "PASS  nothing else of this environment" in out
+    total = len(lines) - 3
     assert lines[-1] == f"{total} of {total} guarantees hold"
 
 
@@ -441,3 +452,22 @@ def test_data_validate_escapes_control_characters_in_a_rows_error(cli, write):
 def test_sandbox_run_shows_a_programs_output_with_control_characters_escaped(cli, write):
     code, out, _ = cli("sandbox", "run", "--code", write("p.py", "print('ok\\x1b]0;pwned\\x07\\rFAKE')"))
     assert code == 0 and "\x1b" not in out and "\\x1b]0;pwned\\x07\\rFAKE" in out
+
+
+NUMPY_TASK = {
+    "id": "np-sum",
+    "prompt": "Write `total(xs)`: the sum of xs, using numpy.",
+    "tests": ["assert total([1, 2, 3]) == 6", "assert total([]) == 0"],
+    "solution": "import numpy as np\ndef total(xs):\n    return np.sum(np.array(xs, dtype=np.int64))\n",
+}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="numpy is not installed here")
+def test_a_numpy_task_validates_with_numpy_offered_and_says_why_not_without(cli, tmp_path):
+    path = tmp_path / "np.jsonl"
+    path.write_text(json.dumps(NUMPY_TASK) + "\n")
+    code, out, err = cli("data", "validate", path, "--package", "numpy")
+    assert code == 0 and "1 passed, 0 failed" in out, (out, err)
+    code, out, err = cli("data", "validate", path)
+    assert code == 1 and "FAIL np-sum" in out
+    assert "ModuleNotFoundError: numpy is not offered to programs; add it to sandbox.packages" in out

@@ -6,6 +6,7 @@ Every test that runs code uses real sandbox runs on one module-wide `bwrap` pool
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import secrets
@@ -14,7 +15,10 @@ import pytest
 
 from azr.data.tasks import Task, load_tasks
 from azr.rewards.grading import grade, grade_many, grade_stream, task_limits, validate_references, verdict_check
-from azr.rewards.harness import TestPlan, ValueCheck, build_program, decode_value, plan_test, read_verdicts
+from azr.rewards.harness import build_program
+from azr.rewards.plans import TestPlan, ValueCheck, plan_test
+from azr.rewards.values import decode_value
+from azr.rewards.verdicts import read_verdicts
 from azr.sandbox import Limits, open_pool
 
 QUICK = Limits(wall_s=2.0)  # programs that end by themselves
@@ -401,7 +405,188 @@ def test_a_value_that_cannot_travel_fails_only_its_test(pool):
     code = RIGHT + "def g():\n    return object()\ndef h():\n    x = []\n    x.append(x)\n    return x\n"
     g = run(pool, task, code)
     assert (g.status, g.tests_passed) == ("failed", 1)
-    assert "TypeError: a object cannot be compared" in g.failures[0] and "nested too deeply" in g.failures[1]
+    assert "g() = <object object>, expected == 1" in g.failures[0] and "nested too deeply" in g.failures[1]
+
+
+# --------------------------------------------------------------------------- values that are not plain data
+VALUE_TYPES = """
+import re, enum, datetime, dataclasses
+from fractions import Fraction
+from decimal import Decimal
+def m(s):
+    return re.match('a', s)
+def many(s):
+    return [m(c) for c in s]
+def fr(n, d):
+    return Fraction(n, d)
+def de(s):
+    return Decimal(s)
+def day(y, mo, d):
+    return datetime.date(y, mo, d)
+def at(h, mi):
+    return datetime.datetime(2024, 1, 2, h, mi, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))
+def dt(s):
+    return datetime.timedelta(seconds=s)
+def tm(h):
+    return datetime.time(h, 30)
+def rg(*a):
+    return range(*a)
+def gen(n):
+    return (i for i in range(n))
+class Color(enum.Enum):
+    RED = 1
+def color():
+    return Color.RED
+@dataclasses.dataclass
+class Point:
+    x: int
+def point():
+    return Point(1)
+class Empty:
+    def __len__(self):
+        return 0
+def empty():
+    return Empty()
+class Broken:
+    def __bool__(self):
+        raise ValueError('no truth here')
+def broken():
+    return Broken()
+"""
+VALUE_TYPE_TESTS = [
+    "assert m('ab')",
+    "assert not m('ba')",
+    "assert m('ba') is None",
+    "assert m('ab') is not None",
+    "assert m('ab') is None",
+    "assert not m('ab')",
+    "assert m('ab') == 'a'",
+    "assert m('ab') != 'a'",
+    "assert m('ab') < 1",
+    "assert many('ab')[1] is None",
+    "assert many('ab')",
+    "assert many('ab') == [None, None]",
+    "assert fr(1, 2) == 0.5",
+    "assert fr(2, 4) == 0.5 and fr(1, 3) < 0.34 and fr(3, 1) == 3",
+    "assert fr(1, 3) == 0.333",
+    "assert 1 > fr(1, 3) >= 0",
+    "assert fr(0, 1)",
+    "assert not fr(0, 1)",
+    "assert [fr(1, 2)] == [0.5]",
+    "assert de('0.5') == 0.5",
+    "assert de('1.10') == 1.1",
+    "assert de('0.1') == 0.1",
+    "assert de('2') == 2 and de('2.5') > 2",
+    "assert de('NaN') != 1",
+    "assert de('NaN') < 1",
+    "assert day(2024, 1, 2) == '2024-01-02'",
+    "assert day(2024, 1, 2) != '2024-01-02'",
+    "assert day(2024, 1, 2)",
+    "assert at(1, 2) is not None",
+    "assert not dt(0)",
+    "assert dt(1)",
+    "assert tm(1) != 1",
+    "assert rg(3) == [0, 1, 2]",
+    "assert list(rg(3)) == [0, 1, 2]",
+    "assert rg(0)",
+    "assert not rg(0)",
+    "assert sorted(rg(5, 0, -2)) == [1, 3, 5]",
+    "assert gen(0)",
+    "assert list(gen(3)) == [0, 1, 2]",
+    "assert gen(3) == [0, 1, 2]",
+    "assert color() != 1",
+    "assert color() == 1",
+    "assert color()",
+    "assert point() == 1",
+    "assert point() != 1",
+    "assert point() is not None",
+    "assert not empty()",
+    "assert empty()",
+    "assert broken()",
+    "assert broken() is not None",
+    "r = m('ab')\nassert r",
+    "r = fr(1, 4)\nassert r == 0.25\nassert r is not None",
+]
+
+
+def _python_verdicts(code: str, tests: list[str]) -> list[bool]:
+    """What CPython itself says of each test (our own code, run here)."""
+    verdicts = []
+    for test in tests:
+        ns: dict = {}
+        exec(code, ns)
+        try:
+            exec(test, ns)
+            verdicts.append(True)
+        except Exception:
+            verdicts.append(False)
+    return verdicts
+
+
+def test_values_that_are_not_plain_data_are_judged_as_python_judges_them(pool):
+    """re.Match, Fraction, Decimal, dates and times, range, generators, enum members and the solution's own objects:
+    every value test and check comes out as CPython says (value tests and checked asserts alike), except where the
+    only way to pass would be an object's own `__eq__` (here: none of these values' tests needs one)."""
+    g = run(pool, Task("types", "", VALUE_TYPE_TESTS), VALUE_TYPES, Limits(wall_s=10.0))
+    expected = _python_verdicts(VALUE_TYPES, VALUE_TYPE_TESTS)
+    differ = [
+        (t, want, g.failures)
+        for t, want, got in zip(VALUE_TYPE_TESTS, expected, g.per_test, strict=True)
+        if want != got
+    ]
+    assert not differ
+    assert all(plan_test(t).kind == "value" for t in VALUE_TYPE_TESTS[:9])  # judged outside, not run inside
+
+
+def test_a_value_that_is_not_plain_data_says_why_it_failed(pool):
+    task = Task("t", "", ["assert point() == 1", "assert broken()", "assert m('ab') < 1"])
+    g = run(pool, task, VALUE_TYPES)
+    assert "point() = <Point object>, expected == 1 (a Point is compared here as itself" in g.failures[0]
+    assert "ValueError: no truth here" in g.failures[1]
+    assert "'<' not supported between instances of 'Match' and 'int'" in g.failures[2]
+
+
+LYING_VALUES = {
+    "Fraction subclass with lying __eq__ and __bool__": (
+        "from fractions import Fraction\nclass F(Fraction):\n    def __eq__(self, o):\n        return True\n"
+        "    __ne__ = __lt__ = __gt__ = __eq__\n    def __bool__(self):\n        return True\n"
+        "    numerator = 5\n    denominator = 1\ndef f(x):\n    return F(1, 3)\n"
+    ),
+    "Decimal subclass with lying __eq__ and __str__": (
+        "from decimal import Decimal\nclass D(Decimal):\n    def __eq__(self, o):\n        return True\n"
+        "    __ne__ = __lt__ = __gt__ = __eq__\n    def __str__(self):\n        return '5'\n"
+        "    def __bool__(self):\n        return True\ndef f(x):\n    return D('0.25')\n"
+    ),
+    "date subclass with lying __eq__ and isoformat": (
+        "import datetime\nclass D(datetime.date):\n    def __eq__(self, o):\n        return True\n"
+        "    __ne__ = __eq__\n    def isoformat(self):\n        return '5'\ndef f(x):\n    return D(2020, 1, 1)\n"
+    ),
+    "bool-lying object": (
+        "class B:\n    def __eq__(self, o):\n        return True\n    def __bool__(self):\n        return True\n"
+        "    __hash__ = object.__hash__\ndef f(x):\n    return B()\n"
+    ),
+    "int subclass that lies about its truth and equality": (
+        "class I(int):\n    def __eq__(self, o):\n        return True\n    def __bool__(self):\n        return True\n"
+        "    __hash__ = int.__hash__\ndef f(x):\n    return I(0)\n"
+    ),
+    "fake modules that claim every value is theirs": (
+        "import sys, types\nclass Meta(type):\n    def __instancecheck__(cls, o):\n        return True\n"
+        "class Any(metaclass=Meta):\n    def __getattr__(self, name):\n        return self\n"
+        "    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__\n"
+        "for name in ('fractions', 'decimal', 'datetime', 'numpy'):\n    fake = types.ModuleType(name)\n"
+        "    fake.Fraction = fake.Decimal = fake.date = fake.time = fake.timedelta = fake.ndarray = Any\n"
+        "    fake.generic = fake.datetime = Any\n    sys.modules[name] = fake\ndef f(x):\n    return Any()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("code", LYING_VALUES.values(), ids=LYING_VALUES.keys())
+def test_values_that_lie_about_their_comparisons_win_nothing(pool, code):
+    """Pairwise exclusive expectations: one honest value passes at most one of them, so must these."""
+    tests = ["assert f(1) == 0.5", "assert f(1) == 5", "assert f(1) == True", "assert f(1) == '2020-01-01'"]
+    tests += ["assert f(1) == [1]", "assert f(1) is None", "assert 6 < f(1)", "r = f(1)\nassert r == 0.5"]
+    g = run(pool, Task("t", "", tests), code)
+    assert sum(g.per_test[:-1]) <= 1 and not g.per_test[-1], g.failures
 
 
 # ------------------------------------------------------------------------------------------------- read_verdicts
@@ -646,3 +831,106 @@ def test_programs_for_a_preloading_pool_leave_the_harness_source_out(pool):
     with open_pool("bwrap", workers=1, preload=harness_preload()) as preloaded:
         result = preloaded.run(short, QUICK)
     assert read_verdicts(result.report, "n" * 32, plans) == [None]
+
+
+# ------------------------------------------------------------------------------ numpy, offered to programs
+needs_numpy = pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="numpy is not installed here")
+NUMPY_VALUES = """
+import numpy as np
+def a(*v):
+    return np.array(v)
+def i64(v):
+    return np.int64(v)
+def f32(v):
+    return np.float32(v)
+def yes():
+    return np.bool_(True)
+def grid():
+    return np.arange(6).reshape(2, 3)
+def day():
+    return np.datetime64('2024-01-02')
+def words():
+    return np.array(['ab', 'c'])
+def objects():
+    return np.array([None, 1], dtype=object)
+"""
+NUMPY_TESTS = [
+    "assert i64(3) == 3",
+    "assert i64(3) < 4 and i64(3) >= 3.0",
+    "assert f32(0.1) == 0.1",
+    "assert f32(0.5) == 0.5",
+    "assert yes()",
+    "assert yes() == True",
+    "assert yes() is True",
+    "assert a(5) == 5",
+    "assert a(1, 2, 3) == [1, 2, 3]",
+    "assert list(a(1, 2, 3)) == [1, 2, 3]",
+    "assert sorted(a(3, 1)) == [1, 3]",
+    "assert a(1, 2).tolist() == [1, 2]",
+    "assert grid().shape == (2, 3)",
+    "assert grid()[1, 2] == 5",
+    "assert not a().size",
+    "assert a(0)",
+    "assert not a(0)",
+    "assert a(1, 2) is not None",
+    "assert day() == day()",
+    "assert day() != 5",
+    "assert words()[0] == 'ab'",
+    "assert list(words()) == ['ab', 'c']",
+    "assert objects() is not None",
+    "r = a(1, 2, 3)\nassert list(r) == [1, 2, 3]",
+]
+
+
+@pytest.fixture(scope="module")
+def numpy_pool():
+    with open_pool("bwrap", workers=1, packages=("numpy",)) as p:
+        yield p
+
+
+@needs_numpy
+def test_numpy_values_are_judged_as_python_judges_them(numpy_pool):
+    g = run(numpy_pool, Task("np", "", NUMPY_TESTS), NUMPY_VALUES, Limits(wall_s=20.0))
+    expected = _python_verdicts(NUMPY_VALUES, NUMPY_TESTS)
+    differ = [
+        (t, want, g.failures) for t, want, got in zip(NUMPY_TESTS, expected, g.per_test, strict=True) if want != got
+    ]
+    assert not differ
+
+
+NUMPY_LIARS = {
+    "ndarray subclass with lying __eq__, __bool__ and tobytes": (
+        "import numpy as np\nclass A(np.ndarray):\n    def __eq__(self, o):\n        return np.ones((), bool)\n"
+        "    __ne__ = __lt__ = __gt__ = __eq__\n    def __bool__(self):\n        return True\n"
+        "    def tobytes(self, *a, **k):\n        return np.int64(5).tobytes()\n"
+        "    dtype = np.dtype('<i8')\ndef f(x):\n    return np.array([7, 9]).view(A)\n"
+    ),
+    "numpy scalar subclass with lying __eq__": (
+        "import numpy as np\nclass S(np.float64):\n    def __eq__(self, o):\n        return True\n"
+        "    __ne__ = __lt__ = __gt__ = __eq__\ndef f(x):\n    return S(9.0)\n"
+    ),
+    "array of objects that are always equal": (
+        "import numpy as np\nclass E:\n    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__\n"
+        "def f(x):\n    return np.array([E()], dtype=object)\n"
+    ),
+}
+
+
+@needs_numpy
+@pytest.mark.parametrize("code", NUMPY_LIARS.values(), ids=NUMPY_LIARS.keys())
+def test_numpy_values_that_lie_about_their_comparisons_win_nothing(numpy_pool, code):
+    tests = ["assert f(1) == 0.5", "assert f(1) == 5", "assert f(1) == True", "assert f(1) == [7, 9]"]
+    tests += ["assert f(1) is None", "assert 10 < f(1)", "r = f(1)\nassert r == 5"]
+    g = run(numpy_pool, Task("t", "", tests), code, Limits(wall_s=20.0))
+    assert sum(g.per_test[:-1]) <= 1 and not g.per_test[-1], g.failures
+
+
+@needs_numpy
+def test_a_package_that_is_installed_but_not_offered_says_so(pool):
+    g = run(pool, Task("t", "", ["assert f(1) == 1"]), "import numpy\ndef f(x):\n    return x\n")
+    assert g.failures == [
+        "test 0: solution failed to load: ModuleNotFoundError: numpy is not offered to programs; add it to "
+        "sandbox.packages"
+    ]
+    g = run(pool, Task("t", "", ["assert f(1) == 1"]), "import no_such_module_azr\n")
+    assert g.failures == ["test 0: solution failed to load: ModuleNotFoundError: No module named 'no_such_module_azr'"]

@@ -1,4 +1,5 @@
-"""Hostile programs against the sandbox: real runs on the `bwrap` and `process` backends, no mocks.
+"""Hostile programs against the sandbox: real runs on the `bwrap` and `process` backends, no mocks; on bwrap also with
+numpy offered to programs (`sandbox.packages`), where it is installed.
 
 Each test runs one hostile program (or a small batch) and asserts one property; the pool fixtures then check that
 the same pool still serves a normal program correctly. Guarantees that need namespaces carry the `namespaces`
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib.util
 import json
 import os
 import signal
@@ -29,7 +31,8 @@ import azr.sandbox.pool as pool_module
 from azr.sandbox import ExecResult, Limits, cgroups, open_pool
 
 REPO = Path(__file__).resolve().parents[2]
-BACKENDS = ("bwrap", "process")
+NUMPY = "bwrap+numpy"  # bwrap with numpy (and what it needs) bound into the sandbox for programs to import
+BACKENDS = ("bwrap", NUMPY, "process") if importlib.util.find_spec("numpy") else ("bwrap", "process")
 TMP_MB = 32  # the namespaced backends' private /tmp; small so that filling it is quick
 WALL = Limits(wall_s=1.0)  # runaway programs
 QUICK = Limits(wall_s=5.0)  # programs that end by themselves: generous, so a loaded machine cannot fail them
@@ -54,8 +57,16 @@ def assert_serves(pool) -> None:
 
 
 def gap(reason: str, when: bool | str = True) -> list:
-    """Backends for a namespace guarantee: bwrap must hold it; on process it is a strict xfail (when `when`)."""
-    return ["bwrap", pytest.param("process", marks=pytest.mark.xfail(when, reason=reason, strict=True))]
+    """Backends for a namespace guarantee: bwrap must hold it (with and without numpy offered); on process it is a
+    strict xfail (when `when`)."""
+    process = pytest.param("process", marks=pytest.mark.xfail(when, reason=reason, strict=True))
+    return [*BACKENDS[:-1], process]
+
+
+def open_backend(backend: str, **settings):
+    """open_pool for a backend id of this module: `bwrap+numpy` is bwrap offering numpy to programs."""
+    name, _, package = backend.partition("+")
+    return open_pool(name, packages=(package,) if package else (), **settings)
 
 
 @cache
@@ -151,7 +162,7 @@ def pools():
 
     def get(backend: str, workers: int = 2):
         if (backend, workers) not in opened:
-            opened[backend, workers] = open_pool(backend, workers=workers, tmp_size_mb=TMP_MB)
+            opened[backend, workers] = open_backend(backend, workers=workers, tmp_size_mb=TMP_MB)
         return opened[backend, workers]
 
     yield get
@@ -665,7 +676,7 @@ def test_api_keys_are_absent_from_the_programs_environment(backend, monkeypatch)
     key = f"sk-azr-fake-{uuid.uuid4().hex}"
     monkeypatch.setenv("AZR_FAKE_API_KEY", key)
     monkeypatch.setenv("OPENAI_API_KEY", key)
-    with open_pool(backend, workers=1, tmp_size_mb=TMP_MB) as fresh:
+    with open_backend(backend, workers=1, tmp_size_mb=TMP_MB) as fresh:
         code = prog(FIND_KEYS, PATHS=["/proc/self/environ", "/proc/PPID/environ"])
         r = fresh.run(code, QUICK)
         assert r.status == "ok" and "PATH" in r.stdout, r
@@ -680,7 +691,7 @@ def test_api_keys_of_the_callers_processes_are_invisible(backend, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", key)
     helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # holds the key
     try:
-        with open_pool(backend, workers=1, tmp_size_mb=TMP_MB) as fresh:
+        with open_backend(backend, workers=1, tmp_size_mb=TMP_MB) as fresh:
             code = prog(FIND_KEYS, PATHS=["/proc/1/environ", "*"])
             r = fresh.run(code, QUICK)
             assert r.status == "ok", r
@@ -712,7 +723,7 @@ def test_the_callers_process_is_invisible(pool):
 def test_cannot_signal_the_callers_processes(pool, backend, victim):
     """SIGTERM and SIGKILL by pid at the test process and a child of it. On `process` the test's own pid is left
     out of the targets: proving that gap would kill the test run."""
-    targets = [victim.pid] + ([os.getpid()] if backend == "bwrap" else [])
+    targets = [victim.pid] + ([os.getpid()] if backend != "process" else [])
     code = """
         import signal
         delivered = []
@@ -734,7 +745,7 @@ def test_cannot_signal_the_callers_processes(pool, backend, victim):
 @pytest.mark.parametrize(
     "backend",
     [
-        "bwrap",
+        *BACKENDS[:-1],
         pytest.param(
             "process",
             marks=pytest.mark.xfail(run=False, reason="process: kill(-1) would kill every process on the host"),
@@ -791,7 +802,7 @@ def test_close_leaves_no_worker_or_program_process(backend):
     """pool.close() while a program runs kills its worker, the program and a sleeper it detached (setsid)."""
     mark = marker()
     before = host_descendants(os.getpid())
-    pool = open_pool(backend, workers=2, tmp_size_mb=TMP_MB)
+    pool = open_backend(backend, workers=2, tmp_size_mb=TMP_MB)
     results = []
     runner = threading.Thread(target=lambda: results.append(pool.run(prog(LINGER, MARKER=mark), Limits(wall_s=60))))
     runner.start()
@@ -812,7 +823,8 @@ def test_close_leaves_no_worker_or_program_process(backend):
 PARENT = """
 import sys
 from azr.sandbox import Limits, open_pool
-pool = open_pool(sys.argv[1], workers=1, tmp_size_mb=32)
+name, _, package = sys.argv[1].partition("+")
+pool = open_pool(name, workers=1, tmp_size_mb=32, packages=(package,) if package else ())
 print(pool.run(sys.argv[2], Limits(wall_s=60)), flush=True)
 """
 
@@ -946,7 +958,7 @@ def test_limits_must_be_finite_and_positive(bad):
 
 
 def test_close_during_map_gives_error_results_not_an_exception(backend):
-    pool = open_pool(backend, workers=2, tmp_size_mb=TMP_MB)
+    pool = open_backend(backend, workers=2, tmp_size_mb=TMP_MB)
     threading.Timer(0.5, pool.close).start()
     results = pool.map(["import time\ntime.sleep(3)"] * 6, Limits(wall_s=10.0))
     assert len(results) == 6 and {r.status for r in results} <= {"error", "crashed", "timeout"}
@@ -971,7 +983,7 @@ def test_fork_bomb_is_contained_by_polling_where_root_has_no_pids_cgroup(monkeyp
 
 def test_close_removes_the_pools_files_whatever_a_program_left(backend):
     """On `process` the scratch is on the host: a tree deeper than PATH_MAX must still go when the pool closes."""
-    pool = open_pool(backend, workers=1, tmp_size_mb=TMP_MB)
+    pool = open_backend(backend, workers=1, tmp_size_mb=TMP_MB)
     assert pool.run(prog(DEEP_TREE), QUICK).status == "ok"
     pool.close()
     assert not pool._home.exists()
@@ -1003,3 +1015,43 @@ def test_no_new_user_or_network_namespace(pool):
         report([name for name, flag in (("user", 0x10000000), ("net", 0x40000000)) if libc.unshare(flag) == 0])
     """
     assert report(pool.run(prog(code), QUICK)) == []
+
+
+# --- packages offered to programs ------------------------------------------------------------------------------
+NO_NUMPY = pytest.mark.skipif(NUMPY not in BACKENDS, reason="numpy is not installed here")
+
+
+@NO_NUMPY
+@pytest.mark.namespaces
+@pytest.mark.parametrize(
+    "backend",
+    [
+        NUMPY,
+        pytest.param(
+            "process+numpy",
+            marks=pytest.mark.xfail(strict=True, reason="process: programs read every host file, this venv included"),
+        ),
+    ],
+)
+def test_offered_packages_are_read_only_and_nothing_else_of_the_environment_is_visible(pool):
+    code = """
+        import os, sys
+        import numpy
+        seen = {"numpy": numpy.arange(3).sum().item()}
+        try:
+            open(os.path.join(os.path.dirname(numpy.__file__), "azr-probe"), "w")
+            seen["wrote"] = True
+        except OSError:
+            seen["wrote"] = False
+        for name in ("azr", "click", "yaml", "pytest"):
+            try:
+                __import__(name)
+                seen[name] = True
+            except ImportError:
+                seen[name] = False
+        seen["venv"] = os.path.exists(VENV)
+        report(seen)
+    """
+    r = pool.run(prog(code, VENV=sys.prefix), Limits(wall_s=20.0))
+    hidden = {"azr": False, "click": False, "yaml": False, "pytest": False, "venv": False}
+    assert report(r) == {"numpy": 3, "wrote": False, **hidden}, r

@@ -1,0 +1,79 @@
+"""Reading verdicts: the nonce-tagged lines the harness wrote on descriptor 3, turned into one verdict per test (None
+when it passed, else why not). Lines without this run's nonce are ignored, a second line for a test fails it as
+forged, and a value test's values (or a statement test's checked values) are decoded and judged here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from azr.rewards.plans import TestPlan
+from azr.rewards.values import decode_value
+
+
+def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[str | None]:
+    """Per test: None when it passed, else why not. Lines without the nonce are ignored; a test with more than
+    one verdict fails (something other than the harness wrote one)."""
+    seen: dict[int, list] = {}
+    load_error = None
+    for line in report.splitlines():
+        try:  # the program can write anything here: deep nesting (RecursionError), wrong shapes, huge lines
+            tag, index, kind, payload = json.loads(line)
+        except Exception:
+            continue
+        if tag != nonce or not isinstance(index, int):
+            continue
+        if index == -1 and kind == "load_error":
+            load_error = str(payload)
+        elif 0 <= index < len(plans):
+            seen.setdefault(index, []).append((kind, payload))
+    verdicts: list[str | None] = []
+    for index, plan in enumerate(plans):
+        got = seen.get(index)
+        if load_error is not None:
+            verdicts.append(f"solution failed to load: {load_error}")
+        elif not got:
+            verdicts.append("no verdict: the program ended or was stopped before this test finished")
+        elif len(got) > 1:
+            verdicts.append("more than one verdict for this test: forged")
+        else:
+            verdicts.append(_judge(plan, *got[0]))
+    return verdicts
+
+
+def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
+    if kind == "error":
+        return str(payload)
+    if plan.kind == "statement":
+        return _judge_statement(plan, payload) if kind == "ok" else f"unexpected verdict {kind!r}"
+    if kind != "value" or not isinstance(payload, list) or len(payload) != len(plan.checks):
+        return f"unexpected verdict {kind!r}"
+    try:
+        for check, encoded in zip(plan.checks, payload, strict=True):
+            failure = check.judge(decode_value(encoded))
+            if failure:
+                return failure
+    except Exception as exc:  # a malformed value or an impossible comparison fails this test, nothing else
+        return f"{type(exc).__name__}: {exc}"[:500]
+    return None
+
+
+def _judge_statement(plan: TestPlan, payload: Any) -> str | None:
+    """A statement test completed; its reported check values must each pass, and every top-level check report."""
+    if not plan.checks:
+        return None
+    if not isinstance(payload, list):
+        return "a statement test with checks reported no values: forged"
+    seen = set()
+    try:
+        for site, encoded in payload:
+            failure = plan.checks[site].judge(decode_value(encoded))
+            if failure:
+                return failure
+            seen.add(site)
+    except Exception as exc:  # a malformed report or an impossible comparison fails this test, nothing else
+        return f"{type(exc).__name__}: {exc}"[:500]
+    missing = [site for site in plan.required if site not in seen]
+    return f"check {missing[0]} never reported a value: forged or skipped" if missing else None
