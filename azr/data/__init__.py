@@ -1,8 +1,11 @@
-"""Tasks: the `Task` record, loaders with `file:line` errors and column maps, HumanEval, and the shipped splits
+"""Tasks: the `Task` record (assert tests, stdin/stdout and call cases, setup), loaders with `file:line` errors, column
+maps and data sets' own formats, HumanEval, and the shipped splits
 (train.jsonl, heldout.jsonl). The face of the data package; it runs no code.
 """
 
+from azr.data.formats import FORMATS
 from azr.data.humaneval import STOP, Problem, load_humaneval, program_from_answer
+from azr.data.iotests import COMPARES, IOCase, decode_case
 from azr.data.tasks import (
     SPLITS,
     Task,
@@ -16,11 +19,15 @@ from azr.data.tasks import (
 )
 
 __all__ = [
+    "COMPARES",
+    "FORMATS",
     "SPLITS",
     "STOP",
+    "IOCase",
     "Problem",
     "Task",
     "check_task_source",
+    "decode_case",
     "json_lines",
     "load_humaneval",
     "load_tasks",

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
 
+from azr.data import decode_case
+from azr.rewards.stdio import judge_output, output_cap
+
 _OPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.Eq: ("==", operator.eq),
     ast.NotEq: ("!=", operator.ne),
@@ -100,11 +103,12 @@ class ValueCheck:
 
 @dataclass(frozen=True)
 class TestPlan:
-    """How one test is judged: a statement run in the sandbox, or value checks decided here."""
+    """How one test is judged: a statement run in the sandbox, value checks decided here, or a stdin/stdout case
+    whose output is compared here (`azr.rewards.stdio`)."""
 
     __test__ = False  # not a pytest test class
 
-    kind: Literal["value", "statement"]
+    kind: Literal["value", "statement", "stdio"]
     source: str
     checks: tuple[ValueCheck, ...] = ()
     program: str = ""  # statement tests with checks: the source with each checked `assert` turned into a report
@@ -114,12 +118,18 @@ class TestPlan:
         """All the sandbox is told about this test."""
         if self.kind == "value":
             return [[c.expr, c.wrap] for c in self.checks]
+        if self.kind == "stdio":
+            case = decode_case(self.source)
+            assert case is not None  # planned as stdio because it decoded
+            return [case.input, output_cap(case)]
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a step grades every completion of a group against the same tests
 def plan_test(source: str) -> TestPlan:
     """A value test when every conjunct of a single `assert` is a value check (see the module docstring)."""
+    if decode_case(source) is not None:
+        return TestPlan("stdio", source)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -244,11 +254,24 @@ def _literal(node: ast.expr) -> tuple[bool, Any]:
         return False, None
 
 
-def build_program(code: str, plans: Sequence[TestPlan], nonce: str, preloaded: bool = False) -> str:
+def build_program(
+    code: str,
+    plans: Sequence[TestPlan],
+    nonce: str,
+    preloaded: bool = False,
+    setup: str | None = None,
+    case_s: float | None = None,
+) -> str:
     """The harness with its payload: the solution, the nonce and what each test sends; no expected value.
     `preloaded`: for a pool whose workers preload `harness_preload()`, the program leaves out the harness's source
-    (about 5 KB that every program would otherwise carry through the pipe and compile)."""
-    payload = json.dumps({"code": code, "nonce": nonce, "tests": [[p.kind, p.sent()] for p in plans]})
+    (about 5 KB that every program would otherwise carry through the pipe and compile). `setup` runs after the
+    solution loads; `case_s` (stdin/stdout tasks) is each case's time limit."""
+    body: dict[str, Any] = {"code": code, "nonce": nonce, "tests": [[p.kind, p.sent()] for p in plans]}
+    if setup:
+        body["setup"] = setup
+    if case_s is not None:
+        body["case_s"] = case_s
+    payload = json.dumps(body)
     if preloaded:
         return _PRELOADED_PROGRAM.format(module=RUNNER_MODULE, payload=payload)
     return _PROGRAM.format(module=RUNNER_MODULE, source=runner_source(), payload=payload)
@@ -292,6 +315,9 @@ def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[st
 def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
     if kind == "error":
         return str(payload)
+    if plan.kind == "stdio":
+        case = decode_case(plan.source)
+        return judge_output(case, payload) if kind == "stdout" and case else f"unexpected verdict {kind!r}"
     if plan.kind == "statement":
         return _judge_statement(plan, payload) if kind == "ok" else f"unexpected verdict {kind!r}"
     if kind != "value" or not isinstance(payload, list) or len(payload) != len(plan.checks):
