@@ -10,12 +10,14 @@ from azr.data.tasks import (
     SPLITS,
     Task,
     check_task_source,
+    identical_solutions,
     json_lines,
     load_tasks,
     near_duplicates,
     read_jsonl,
     select_tasks,
     task_from_row,
+    without_checks,
 )
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "Task",
     "check_task_source",
     "decode_case",
+    "identical_solutions",
     "json_lines",
     "load_humaneval",
     "load_tasks",
@@ -36,4 +39,5 @@ __all__ = [
     "read_jsonl",
     "select_tasks",
     "task_from_row",
+    "without_checks",
 ]

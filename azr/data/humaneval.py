@@ -70,6 +70,15 @@ def problem_from_row(row: dict) -> Problem:
     return Problem(task, row["prompt"])
 
 
+def stub_of(task: Task) -> str | None:
+    """The code stub inside a prompt made by INSTRUCTION (a HumanEval-style task), else None."""
+    head, _, tail = INSTRUCTION.partition("{prompt}")
+    prompt = task.prompt
+    if len(prompt) >= len(head) + len(tail) and prompt.startswith(head) and prompt.endswith(tail):
+        return prompt[len(head) : len(prompt) - len(tail)]
+    return None
+
+
 def program_from_answer(problem: Problem, text: str, answer_format: AnswerFormat) -> str | None:
     """The program for a chat model's answer to a HumanEval problem (None: no code in it).
 

@@ -353,16 +353,17 @@ def select_tasks(tasks: list[Task], *, shuffle: bool, seed: int, max_tasks: int 
 
 
 def near_duplicates(
-    a: Iterable[Task], b: Iterable[Task] | None = None, threshold: float = 0.7
+    a: Iterable[Task], b: Iterable[Task] | None = None, threshold: float = 0.7, solutions: bool = True
 ) -> list[tuple[Task, Task, float]]:
-    """Pairs whose prompts overlap by word-trigram Jaccard >= threshold, or whose reference solutions are equal
-    once whitespace is removed (similarity 1.0). With `b`, pairs across a and b; else pairs within a.
+    """Pairs whose prompts overlap by word-trigram Jaccard >= threshold, or (with `solutions`) whose reference
+    solutions are equal once whitespace is removed (similarity 1.0). With `b`, pairs across a and b; else pairs
+    within a.
 
     Candidates come from an inverted index over trigrams, leaving out trigrams found in more than 2% of the tasks
     (boilerplate like "write a function"), so a 10k-task file takes seconds; candidates get the exact Jaccard."""
     left = list(a)
     right = left if b is None else list(b)
-    sigs = {id(t): _signature(t) for t in left + right}
+    sigs = {id(t): _signature(t, solutions) for t in left + right}
     index: dict[str, list[int]] = collections.defaultdict(list)
     for j, task in enumerate(right):
         shingles, code = sigs[id(task)]
@@ -383,7 +384,39 @@ def near_duplicates(
     return found
 
 
-def _signature(task: Task) -> tuple[set[str], str]:
+def _signature(task: Task, solutions: bool = True) -> tuple[set[str], str]:
     words = re.findall(r"[a-z0-9_]+", task.prompt.lower())
     shingles = {" ".join(words[i : i + 3]) for i in range(max(1, len(words) - 2))}
-    return shingles, re.sub(r"\s+", "", task.solution or "")
+    return shingles, _code(task) if solutions else ""
+
+
+def _code(task: Task) -> str:
+    return re.sub(r"\s+", "", task.solution or "")
+
+
+def identical_solutions(tasks: Iterable[Task]) -> list[list[Task]]:
+    """Groups (two or more, in file order) of tasks whose reference solutions are equal once whitespace is
+    removed: one group per solution, however many tasks share it."""
+    groups: dict[str, list[Task]] = collections.defaultdict(list)
+    for task in tasks:
+        if code := _code(task):
+            groups[code].append(task)
+    return [group for group in groups.values() if len(group) > 1]
+
+
+def without_checks(tasks: Iterable[Task]) -> list[Task]:
+    """Tasks with an assert-style test that checks nothing (no `assert` and no `raise` anywhere in it): any
+    program that loads passes such a test."""
+    found = []
+    for task in tasks:
+        for test in task.tests:
+            if is_case(test):
+                continue
+            try:
+                nodes = ast.walk(ast.parse(test))
+            except (SyntaxError, ValueError):
+                continue
+            if not any(isinstance(node, (ast.Assert, ast.Raise)) for node in nodes):
+                found.append(task)
+                break
+    return found

@@ -2,8 +2,9 @@
 `azr config check` does.
 
 `check_recipe` builds the trainer arguments (TRL's own checks and azr's, see `azr.training.args`), then checks that
-every reward exists, that the folders and files the recipe names do (output_dir can be made, task files, the model
-directory, or a hub id that can be fetched), all before a sandbox starts, a model loads or a file is written. Each
+every reward exists, that the folders and files the recipe names do (output_dir can be made, the model directory,
+or a hub id that can be fetched), that every task file reads as tasks (its first bad row named `file:line`), all
+before a sandbox starts, a model loads or a file is written. Each
 problem is one line naming the field (ConfigError / DataError, exit 2).
 """
 
@@ -14,7 +15,7 @@ import os
 from pathlib import Path
 
 from azr.config import AzrConfig
-from azr.data import check_task_source
+from azr.data import load_tasks
 from azr.errors import ConfigError
 from azr.models import check_model, quiet_third_party
 from azr.training.args import TrainerArgs, build_trainer_args
@@ -31,9 +32,10 @@ def check_recipe(cfg: AzrConfig) -> TrainerArgs:
     if cfg.mode == "absolute_zero":
         prompt_groups(cfg, args.grpo)
     check_output_dir(Path(cfg.output_dir))
-    for source in (cfg.data.train, cfg.data.eval):
-        if source:
-            check_task_source(source)
+    data = cfg.data
+    load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol)  # the first bad row, file:line
+    if data.eval:
+        load_tasks(data.eval, data.eval_column_map, data.eval_format, data.compare, data.float_tol)
     check_model(cfg.model)
     return args
 

@@ -63,7 +63,10 @@ def _train(cfg: AzrConfig, resume_from: str | None, args: TrainerArgs, sidecar: 
         save_config(cfg, out / "config.yaml")
 
     tasks = select_tasks(
-        load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
+        load_tasks(cfg.data.train, cfg.data.column_map, cfg.data.format, cfg.data.compare, cfg.data.float_tol),
+        shuffle=cfg.data.shuffle,
+        seed=cfg.seed,
+        max_tasks=None,
     )
     sandbox = sandbox_share(cfg.sandbox, ranks)
     pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
@@ -288,6 +291,7 @@ def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:
             "prompt": chat_messages(t.prompt),
             "task_id": t.id,
             "tests": t.tests,
+            "setup": t.setup or "",
             "timeout_s": t.timeout_s,
             "memory_mb": t.memory_mb,
             "hint": "",
