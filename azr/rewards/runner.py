@@ -121,7 +121,7 @@ def _run_cases(p, flush):
     for i, t in _enumerate(p["tests"]):
         data, cap = t[1]
         _flush(flush)
-        line = [_state["nonce"], i, "stdout", _case(code, setup, data, cap, p["case_s"])]
+        line = [_state["nonce"], i, "stdout", _case(code, setup, data, cap, p["case_s"], f"case-{i}")]
         _write(3, (_dumps(line, ensure_ascii=False) + "\n").encode())  # output decoded with "replace": no surrogates
     _exit(0)
 
@@ -137,8 +137,9 @@ def _tmpfile():
         return fd
 
 
-def _case(code, setup, data, cap, limit_s):
-    """Run one case in a child and report what it printed: {"out", "exit", "signal", "timeout", "cut"}."""
+def _case(code, setup, data, cap, limit_s, folder):
+    """Run one case in a child, in a folder of its own, and report what it printed: {"out", "exit", "signal",
+    "timeout", "cut", "limit_s"}."""
     stdin, stdout = _tmpfile(), _tmpfile()
     raw = data.encode("utf-8")
     while raw:
@@ -146,7 +147,7 @@ def _case(code, setup, data, cap, limit_s):
     _os.lseek(stdin, 0, 0)
     pid = _fork()
     if pid == 0:
-        _child(code, setup, stdin, stdout)
+        _child(code, setup, stdin, stdout, folder)
     _os.close(stdin)
     status, timeout = _wait_for(pid, limit_s)
     with _contextlib.suppress(OSError):  # what the case left running (its process group) goes before the next
@@ -193,12 +194,14 @@ def _wait_for(pid, limit_s):
     return status, status is None
 
 
-def _child(code, setup, stdin, stdout):
-    """In the case's child: stdin and stdout on the case's files, descriptor 3 closed, the program run as
-    __main__ (setup first); exits with the program's exit code."""
+def _child(code, setup, stdin, stdout, folder):
+    """In the case's child: stdin and stdout on the case's files, descriptor 3 closed, a fresh working folder, the
+    program run as __main__ (setup first); exits with the program's exit code."""
     exit_code = 1
     try:
         _os.setpgid(0, 0)
+        _os.mkdir(folder)
+        _os.chdir(folder)
         _os.dup2(stdin, 0)
         _os.dup2(stdout, 1)
         for fd in (stdin, stdout, 3):
