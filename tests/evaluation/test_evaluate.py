@@ -434,3 +434,19 @@ def test_a_different_samples_file_is_refused_in_the_same_output_dir(cli, tmp_pat
     assert cli("eval", "--samples", first, "--dataset", "held-out", "--output-dir", tmp_path / "o")[0] == 0
     code, _, err = cli("eval", "--samples", second, "--dataset", "held-out", "--output-dir", tmp_path / "o")
     assert code == 2 and "holds an evaluation with other settings (samples.file" in err
+
+
+def test_samples_on_a_stdin_stdout_set_read_with_its_format(cli, tmp_path):
+    io = {"inputs": ["1 2\n", "4 4\n"], "outputs": ["3\n", "8\n"]}
+    task = {"problem_id": 1, "question": "Add two integers.", "input_output": json.dumps(io), "solutions": "[]"}
+    data = _jsonl(tmp_path / "apps.jsonl", [task])
+    rows = [
+        {"task_id": "1", "solution": "a, b = map(int, input().split())\nprint(a + b)"},
+        {"task_id": "1", "solution": "print(3)"},
+    ]
+    out = tmp_path / "out"
+    code, _, err = cli("eval", "--samples", _jsonl(tmp_path / "s.jsonl", rows), "--dataset", f"apps:{data}",
+                       "--output-dir", out)  # fmt: skip
+    assert code == 0, err
+    assert [(r["status"], r["tests_passed"]) for r in _records(out)] == [("passed", 2), ("failed", 1)]
+    assert _report(out)["pass_at_k"]["pass@1"] == 0.5
