@@ -214,3 +214,10 @@ def test_stdin_and_assert_tasks_grade_together(pool):
     asserts = Task("inc", "p", ["assert f(1) == 2"])
     grades = grade_many([(ADD, RIGHT), (asserts, "def f(x):\n    return x + 1"), (ADD, "print(0)")], pool, QUICK)
     assert [g.tests_passed for g in grades] == [3, 1, 1]
+
+
+def test_cases_mixed_with_asserts_are_never_judged(pool):
+    # the loader refuses such rows; a task built by hand that mixes them grades as an error, never as a pass
+    for tests in ([*ADD.tests, "assert True"], ["assert True", *ADD.tests]):
+        g = run(pool, Task("mixed", "p", tests), RIGHT)
+        assert (g.status, g.tests_passed) == ("error", 0)
