@@ -3,21 +3,19 @@ maps and data sets' own formats, HumanEval, and the shipped splits
 (train.jsonl, heldout.jsonl). The face of the data package; it runs no code.
 """
 
+from azr.data.checks import identical_solutions, near_duplicates, without_checks
 from azr.data.formats import FORMATS
-from azr.data.humaneval import STOP, Problem, load_humaneval, program_from_answer
+from azr.data.humaneval import STOP, Problem, load_humaneval, program_from_answer, stub_of
 from azr.data.iotests import COMPARES, IOCase, decode_case
 from azr.data.tasks import (
     SPLITS,
     Task,
     check_task_source,
-    identical_solutions,
     json_lines,
     load_tasks,
-    near_duplicates,
     read_jsonl,
     select_tasks,
     task_from_row,
-    without_checks,
 )
 
 __all__ = [
@@ -38,6 +36,7 @@ __all__ = [
     "program_from_answer",
     "read_jsonl",
     "select_tasks",
+    "stub_of",
     "task_from_row",
     "without_checks",
 ]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import ModelConfig, SandboxConfig, VllmConfig, load_config
-from azr.data import FORMATS, SPLITS, Problem, load_humaneval, load_tasks, program_from_answer
+from azr.data import FORMATS, SPLITS, Problem, load_humaneval, load_tasks, program_from_answer, stub_of
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling, generate_completions
 from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
@@ -242,8 +242,6 @@ def load_problems(dataset: str) -> list[Problem]:
 def _problem(task, format_name: str) -> Problem:
     """A task as an evaluation problem; a HumanEval-style one keeps its stub, which a completion continues."""
     if format_name == "humaneval":
-        from azr.data.humaneval import stub_of
-
         return Problem(task, stub_of(task))
     return Problem(task)
 

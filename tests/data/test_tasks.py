@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from azr.data.tasks import Task, load_tasks, near_duplicates, select_tasks
+from azr.data.checks import near_duplicates
+from azr.data.tasks import Task, load_tasks, select_tasks
 from azr.errors import DataError
 
 
