@@ -15,11 +15,27 @@ def data() -> None:
 @data.command("validate")
 @click.argument("source", metavar="PATH")
 @click.option("--column-map", multiple=True, metavar="FIELD=COLUMN", help="Map a task field to a column (repeatable).")
+@click.option(
+    "--format",
+    "format_",
+    metavar="NAME",
+    help="The data set's own row shape instead of a column map: mbpp, mbpp+, humaneval or apps.",
+)
+@click.option(
+    "--compare",
+    type=click.Choice(["lines", "tokens"]),
+    help="How stdin/stdout outputs are compared, where a task does not say [default: lines].",
+)
+@click.option(
+    "--float-tol",
+    type=click.FloatRange(min=0),
+    help="Numeric tokens of stdin/stdout outputs may differ by this much (absolute or relative).",
+)
 @click.option("--workers", type=click.IntRange(min=1), help="Programs run in parallel (default: CPU cores).")
 @click.option(
     "--timeout",
     type=FiniteFloat(),
-    help="Seconds per task that sets none [default: sandbox.timeout_s].",
+    help="Seconds per task (per case for stdin/stdout tasks) that sets none [default: sandbox.timeout_s].",
 )
 @click.option(
     "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
@@ -31,29 +47,55 @@ def data() -> None:
     metavar="NAME",
     help="Offer this installed package to programs, as sandbox.packages does (repeatable).",
 )
-def data_validate(source, column_map, workers, timeout, memory_mb, packages) -> int:
+def data_validate(source, column_map, format_, compare, float_tol, workers, timeout, memory_mb, packages) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
-    sandbox with the limits training applies, so what passes here passes there."""
+    sandbox with the limits training applies, so what passes here passes there. Exit 1 when a solution fails or
+    none is there to run, 2 when the file cannot be read as tasks."""
     from azr.config import parse_pairs
-    from azr.data import check_task_limits, load_tasks, near_duplicates
+    from azr.data import check_task_limits, identical_solutions, load_tasks, near_duplicates, without_checks
     from azr.rewards import limits_from_config, pool_from_config, start_pool, validate_references
     from azr.terminal import printable
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
     cfg = sandbox_config(timeout, memory_mb, workers=workers, packages=list(packages))
     start_pool(cfg)  # the workers start while the tasks are read
-    tasks = load_tasks(source, mapping)
+    tasks = load_tasks(source, mapping, format_, compare, float_tol)
     check_task_limits(tasks, cfg.max_task_timeout_s, cfg.max_task_memory_mb, str(source))
+    unchecked = without_checks(tasks)
+    if unchecked:
+        click.echo(
+            printable(
+                f"WARN {len(unchecked)} tasks have a test with no assert or raise, which any program passes: "
+                f"{_few([t.id for t in unchecked])}"
+            )
+        )
+    for group in identical_solutions(tasks):
+        click.echo(
+            printable(f"WARN identical reference solutions ({len(group)} tasks): {_few([t.id for t in group], 8)}")
+        )
+    for a, b, score in near_duplicates(tasks, solutions=False):
+        click.echo(printable(f"WARN near-duplicate prompts: {a.id} ~ {b.id} (similarity {score:.2f})"))
+    if not any(t.solution is not None for t in tasks):
+        click.echo(
+            printable(
+                f"{source}: {len(tasks)} tasks, none with a reference solution: nothing was checked "
+                "(map one with --column-map solution=COLUMN)"
+            ),
+            err=True,
+        )
+        return 1
     results = validate_references(tasks, pool_from_config(cfg), limits_from_config(cfg))
     failed = [(t, g) for t, g in results if g is not None and not g.passed]
     missing = sum(g is None for _, g in results)
     for task, grade in failed:
         line = f"FAIL {task.id}: {grade.status}, {grade.tests_passed}/{grade.tests_total} tests passed; "
         click.echo(printable(line + "; ".join(grade.failures)[:400]))  # a row's text cannot rewrite its FAIL line
-    for a, b, score in near_duplicates(tasks):
-        click.echo(printable(f"WARN near-duplicate prompts: {a.id} ~ {b.id} (similarity {score:.2f})"))
     click.echo(
         f"{source}: {len(tasks)} tasks, {len(tasks) - missing - len(failed)} passed, {len(failed)} failed, "
         f"{missing} without a reference solution"
     )
     return 1 if failed else 0
+
+
+def _few(ids: list[str], n: int = 5) -> str:
+    return ", ".join(ids[:n]) + (f", ... ({len(ids) - n} more)" if len(ids) > n else "")

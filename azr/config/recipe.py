@@ -19,7 +19,7 @@ from typing import Any
 
 from azr.config.sections import AzrConfig
 from azr.config.trainer_args import check_groups, grpo_args, sft_args
-from azr.data import check_task_source
+from azr.data import check_task_limits, load_tasks
 from azr.errors import ConfigError, NotAvailableError
 
 log = logging.getLogger(__name__)
@@ -37,10 +37,19 @@ def check_recipe(cfg: AzrConfig, weights: Sequence[float], cpu: bool, vllm_field
     if cfg.mode == "absolute_zero":
         prompt_groups(cfg, grpo)
     check_output_dir(Path(cfg.output_dir))
-    for source in (cfg.data.train, cfg.data.eval):
-        if source:
-            check_task_source(source)
+    check_task_files(cfg)
     return grpo, sft
+
+
+def check_task_files(cfg: AzrConfig) -> None:
+    """Every task file the recipe names reads as tasks (column maps and formats applied; its first bad row named
+    `file:line`), and no task asks for limits over the sandbox's ceilings."""
+    data, sandbox = cfg.data, cfg.sandbox
+    train = load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol)
+    check_task_limits(train, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(data.train))
+    if data.eval:
+        held_out = load_tasks(data.eval, data.eval_column_map, data.eval_format, data.compare, data.float_tol)
+        check_task_limits(held_out, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(data.eval))
 
 
 def check_launch(cfg: AzrConfig) -> None:

@@ -56,6 +56,26 @@ class DataConfig:
         "for MBPP-style data; unmapped columns are ignored.",
     )
     eval_column_map: dict[str, str] = field(factory=dict, help="Like column_map, for the evaluation file.")
+    format: Literal["mbpp", "mbpp+", "humaneval", "apps"] | None = field(
+        None,
+        "The training file's own row shape, read without a column map: mbpp (MBPP and sanitized MBPP), mbpp+, "
+        "humaneval (task_id, prompt, canonical_solution, test, entry_point) or apps (APPS/TACO input_output); "
+        "null for azr's own fields or column_map.",
+    )
+    eval_format: Literal["mbpp", "mbpp+", "humaneval", "apps"] | None = field(
+        None, "Like format, for the evaluation file."
+    )
+    compare: Literal["lines", "tokens"] = field(
+        "lines",
+        "How stdin/stdout outputs are compared where a task does not say: 'lines' ignores trailing whitespace of "
+        "each line and of the whole, as judges do; 'tokens' compares whitespace-separated tokens.",
+    )
+    float_tol: float | None = field(
+        None,
+        "Numeric tokens of stdin/stdout outputs may differ by this much (absolutely or relatively; implies "
+        "'tokens') where a task does not say; null for exact tokens.",
+        ge=0,
+    )
     max_tasks: int | None = field(None, "Use at most this many training tasks (after shuffling); null for all.", gt=0)
     shuffle: bool = field(True, "Shuffle the training tasks with the run's seed.")
     max_solution_tokens: int | None = field(

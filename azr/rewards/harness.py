@@ -11,6 +11,7 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
+from typing import Any
 
 from azr.rewards.plans import TestPlan
 
@@ -41,11 +42,24 @@ def harness_preload() -> dict[str, str]:
     return {RUNNER_MODULE: runner_source()}
 
 
-def build_program(code: str, plans: Sequence[TestPlan], nonce: str, preloaded: bool = False) -> str:
+def build_program(
+    code: str,
+    plans: Sequence[TestPlan],
+    nonce: str,
+    preloaded: bool = False,
+    setup: str | None = None,
+    case_s: float | None = None,
+) -> str:
     """The harness with its payload: the solution, the nonce and what each test sends; no expected value.
     `preloaded`: for a pool whose workers preload `harness_preload()`, the program leaves out the harness's source
-    (about 5 KB that every program would otherwise carry through the pipe and compile)."""
-    payload = json.dumps({"code": code, "nonce": nonce, "tests": [[p.kind, p.sent()] for p in plans]})
+    (about 5 KB that every program would otherwise carry through the pipe and compile). `setup` runs after the
+    solution loads; `case_s` (stdin/stdout tasks) is each case's time limit."""
+    body: dict[str, Any] = {"code": code, "nonce": nonce, "tests": [[p.kind, p.sent()] for p in plans]}
+    if setup:
+        body["setup"] = setup
+    if case_s is not None:
+        body["case_s"] = case_s
+    payload = json.dumps(body)
     if preloaded:
         return _PRELOADED_PROGRAM.format(module=RUNNER_MODULE, payload=payload)
     return _PROGRAM.format(module=RUNNER_MODULE, source=runner_source(), payload=payload)

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from azr.data import decode_case
+from azr.rewards.stdio import output_cap
 from azr.rewards.values import Opaque, check_hashed_size, short_repr
 
 _OPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
@@ -70,11 +72,12 @@ class ValueCheck:
 
 @dataclass(frozen=True)
 class TestPlan:
-    """How one test is judged: a statement run in the sandbox, or value checks decided here."""
+    """How one test is judged: a statement run in the sandbox, value checks decided here, or a stdin/stdout case
+    whose output is compared here (`azr.rewards.stdio`)."""
 
     __test__ = False  # not a pytest test class
 
-    kind: Literal["value", "statement"]
+    kind: Literal["value", "statement", "stdio"]
     source: str
     checks: tuple[ValueCheck, ...] = ()
     program: str = ""  # statement tests with checks: the source with each checked `assert` turned into a report
@@ -84,12 +87,18 @@ class TestPlan:
         """All the sandbox is told about this test."""
         if self.kind == "value":
             return [[c.expr, c.wrap] for c in self.checks]
+        if self.kind == "stdio":
+            case = decode_case(self.source)
+            assert case is not None  # planned as stdio because it decoded
+            return [case.input, output_cap(case)]
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a step grades every completion of a group against the same tests
 def plan_test(source: str) -> TestPlan:
     """A value test when every conjunct of a single `assert` is a value check (see the module docstring)."""
+    if decode_case(source) is not None:
+        return TestPlan("stdio", source)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

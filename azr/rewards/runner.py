@@ -4,16 +4,22 @@ Standard library only, and never run by azr itself: `azr.rewards.harness` ships 
 sandbox, where pools that grading opens preload it into every worker (compiled once, not once per program) and a
 program on any other pool compiles it itself. `run(payload)` loads the solution once into a namespace of its own,
 then runs each test in a forked copy of that state (the last one in the process itself: nothing runs after it), and
-writes one nonce-tagged JSON line per test to descriptor 3. What it binds at import (os and json functions, `list`,
-`iter`, `isinstance`, `bool`, `type`) is bound before any solution runs. Values go out as typed plain data
-(`_encode`); what a value that is not plain data is read as only decides which value is rebuilt outside, never how
-it compares there (SPEC_FUNCTIONS.md section 5).
+writes one nonce-tagged JSON line per test to descriptor 3. A task's setup code runs once, after the solution
+loads and before the first fork. A stdin/stdout task is run differently: the solution is never loaded here; each
+case runs it afresh in a child process of its own, its input on stdin and its stdout in an unnamed file that this
+process reads back and reports once the child is gone (or killed at the case's time limit). What it binds at import
+(os and json functions, `list`, `iter`, `isinstance`, `bool`, `type`) is bound before any solution runs. Values go
+out as typed plain data (`_encode`); what a value that is not plain data is read as only decides which value is
+rebuilt outside, never how it compares there (SPEC_FUNCTIONS.md section 5).
 """
 
 import contextlib as _contextlib
 import json as _json
 import os as _os
+import select as _select
+import signal as _signal
 import sys as _sys
+import time as _time
 
 _fork, _write, _exit, _wait = _os.fork, _os.write, _os._exit, _os.waitpid
 _dumps, _loads, _list, _iter, _isinstance = _json.dumps, _json.loads, list, iter, isinstance
@@ -137,12 +143,20 @@ def run(payload):
     p = _loads(payload)
     _state["nonce"] = p["nonce"]
     flush = _sys.stdout.flush  # the program's own stdout, set up by the worker before this runs
+    if p.get("case_s") is not None:
+        _run_cases(p, flush)
     ns = {"__name__": "__main__", "__builtins__": __builtins__}
     try:
         _exec(_compile(p["code"], "<solution>", "exec"), ns)
     except _BaseException as e:
         _report(-1, "load_error", f"{type(e).__name__}: {e}"[:500])
         _exit(0)
+    if p.get("setup"):
+        try:
+            _exec(_compile(p["setup"], "<setup>", "exec"), ns)
+        except _BaseException as e:
+            _report(-1, "load_error", f"setup: {type(e).__name__}: {e}"[:500])
+            _exit(0)
     tests = p["tests"]
     for i, t in _enumerate(tests):
         _flush(flush)
@@ -163,3 +177,129 @@ def run(payload):
             _exit(0)
         _wait(pid, 0)
     _exit(0)
+
+
+def _run_cases(p, flush):
+    """A stdin/stdout task: every case in a fresh child, the parent reporting what each printed; never returns."""
+    try:
+        code = _compile(p["code"], "<solution>", "exec")
+        setup = _compile(p["setup"], "<setup>", "exec") if p.get("setup") else None
+    except _BaseException as e:
+        _report(-1, "load_error", f"{type(e).__name__}: {e}"[:500])
+        _exit(0)
+    for i, t in _enumerate(p["tests"]):
+        data, cap = t[1]
+        _flush(flush)
+        line = [_state["nonce"], i, "stdout", _case(code, setup, data, cap, p["case_s"], f"case-{i}")]
+        _write(3, (_dumps(line, ensure_ascii=False) + "\n").encode())  # output decoded with "replace": no surrogates
+    _exit(0)
+
+
+def _tmpfile():
+    """An unnamed file in the run's own directory (on the sandbox's sized /tmp, under the file-size limit)."""
+    try:
+        return _os.open(".", _os.O_TMPFILE | _os.O_RDWR, 0o600)
+    except (AttributeError, OSError):  # no O_TMPFILE here: a named file, unlinked at once
+        name = f".azr-case-{_os.getpid()}-{_time.monotonic_ns()}"
+        fd = _os.open(name, _os.O_CREAT | _os.O_EXCL | _os.O_RDWR, 0o600)
+        _os.unlink(name)
+        return fd
+
+
+def _case(code, setup, data, cap, limit_s, folder):
+    """Run one case in a child, in a folder of its own, and report what it printed: {"out", "exit", "signal",
+    "timeout", "cut", "limit_s"}."""
+    stdin, stdout = _tmpfile(), _tmpfile()
+    raw = data.encode("utf-8")
+    while raw:
+        raw = raw[_os.write(stdin, raw) :]
+    _os.lseek(stdin, 0, 0)
+    pid = _fork()
+    if pid == 0:
+        _child(code, setup, stdin, stdout, folder)
+    _os.close(stdin)
+    status, timeout = _wait_for(pid, limit_s)
+    with _contextlib.suppress(OSError):  # what the case left running (its process group) goes before the next
+        _os.killpg(pid, _signal.SIGKILL)
+    _os.lseek(stdout, 0, 0)
+    out = b""
+    while len(out) <= cap:
+        chunk = _os.read(stdout, cap + 1 - len(out))
+        if not chunk:
+            break
+        out += chunk
+    _os.close(stdout)
+    report = {"out": out[:cap].decode("utf-8", "replace"), "timeout": timeout, "cut": len(out) > cap}
+    if not timeout:
+        report["exit"] = _os.WEXITSTATUS(status) if _os.WIFEXITED(status) else None
+        report["signal"] = _os.WTERMSIG(status) if _os.WIFSIGNALED(status) else None
+    report["limit_s"] = limit_s
+    return report
+
+
+def _wait_for(pid, limit_s):
+    """(wait status, whether the child ran past `limit_s` and was killed)."""
+    deadline = _time.monotonic() + limit_s
+    try:
+        pidfd = _os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    while True:
+        done, status = _wait(pid, _os.WNOHANG)
+        if done:
+            break
+        left = deadline - _time.monotonic()
+        if left <= 0:
+            _os.kill(pid, _signal.SIGKILL)
+            _wait(pid, 0)
+            status = None
+            break
+        if pidfd is not None:
+            _select.select([pidfd], [], [], left)
+        else:
+            _time.sleep(min(left, 0.002))
+    if pidfd is not None:
+        _os.close(pidfd)
+    return status, status is None
+
+
+def _child(code, setup, stdin, stdout, folder):
+    """In the case's child: stdin and stdout on the case's files, descriptor 3 closed, a fresh working folder, the
+    program run as __main__ (setup first); exits with the program's exit code."""
+    exit_code = 1
+    try:
+        _os.setpgid(0, 0)
+        _os.mkdir(folder)
+        _os.chdir(folder)
+        _os.dup2(stdin, 0)
+        _os.dup2(stdout, 1)
+        for fd in (stdin, stdout, 3):
+            _os.close(fd)
+        _sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the child's streams, closed by its _exit)
+        _sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+        ns = {"__name__": "__main__", "__builtins__": __builtins__}
+        if setup is not None:
+            _exec(setup, ns)
+        exit_code = 0
+        _exec(code, ns)
+    except SystemExit as e:
+        exit_code = _exit_status(e.code)
+    except _BaseException:
+        exit_code = 1
+        with _contextlib.suppress(_BaseException):
+            import traceback
+
+            traceback.print_exc()
+    _flush(_sys.stdout.flush)
+    _flush(_sys.stderr.flush)
+    _exit(exit_code)
+
+
+def _exit_status(value):
+    if value is None:
+        return 0
+    if _isinstance(value, int):
+        return value & 0xFF
+    with _contextlib.suppress(_BaseException):
+        print(value, file=_sys.stderr)
+    return 1

@@ -9,7 +9,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from azr.data import decode_case
 from azr.rewards.plans import TestPlan
+from azr.rewards.stdio import judge_output
 from azr.rewards.values import decode_value
 
 
@@ -46,6 +48,9 @@ def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[st
 def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
     if kind == "error":
         return str(payload)
+    if plan.kind == "stdio":
+        case = decode_case(plan.source)
+        return judge_output(case, payload) if kind == "stdout" and case else f"unexpected verdict {kind!r}"
     if plan.kind == "statement":
         return _judge_statement(plan, payload) if kind == "ok" else f"unexpected verdict {kind!r}"
     if kind != "value" or not isinstance(payload, list) or len(payload) != len(plan.checks):

@@ -247,8 +247,15 @@ def opponent_column(rows: Sequence[dict[str, Any]], results: dict[str, OpponentR
 
 
 def grading_columns(item: Task | dict[str, Any]) -> dict[str, Any]:
-    """What grading needs of a task or a dataset row: its tests, timeout_s and memory_mb (Task's own field names)."""
+    """What grading needs of a task or a dataset row: its tests, setup, timeout_s and memory_mb (Task's own field
+    names)."""
     if isinstance(item, Task):
-        return {"tests": list(item.tests), "timeout_s": item.timeout_s, "memory_mb": item.memory_mb}
+        return {
+            "tests": list(item.tests),
+            "setup": item.setup,
+            "timeout_s": item.timeout_s,
+            "memory_mb": item.memory_mb,
+        }
     tests = list(item.get("tests") or [])
-    return {"tests": tests, "timeout_s": item.get("timeout_s"), "memory_mb": item.get("memory_mb")}
+    limits = {"timeout_s": item.get("timeout_s"), "memory_mb": item.get("memory_mb")}
+    return {"tests": tests, "setup": item.get("setup") or None, **limits}

@@ -68,7 +68,8 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
 
 def gen_tasks(cfg: AzrConfig) -> list[Task]:
     source = cfg.gen.tasks or cfg.data.train
-    tasks = load_tasks(source, cfg.data.column_map)
+    data = cfg.data
+    tasks = load_tasks(source, data.column_map, data.format, data.compare, data.float_tol)
     check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(source))
     return tasks[: cfg.gen.max_tasks] if cfg.gen.max_tasks else tasks
 
@@ -184,6 +185,7 @@ class _Collector:
             return {"status": "not_graded", "passed": False, "reason": "the episode failed"}, {}
         columns = {
             "tests": [task.tests],
+            "setup": [task.setup],
             "task_id": [task.id],
             "timeout_s": [task.timeout_s],
             "memory_mb": [task.memory_mb],

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import AzrConfig, SandboxConfig, save_config, sequence_lengths
-from azr.data import Task, check_task_limits, load_tasks, select_tasks
+from azr.data import Task, load_tasks, select_tasks
 from azr.errors import ConfigError
 from azr.logs import GenerationLog, JsonlWriter
 from azr.prompts import reference_answer
@@ -123,9 +123,11 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
         save_config(cfg, out / "config.yaml")
 
     tasks = select_tasks(
-        load_tasks(cfg.data.train, cfg.data.column_map), shuffle=cfg.data.shuffle, seed=cfg.seed, max_tasks=None
+        load_tasks(cfg.data.train, cfg.data.column_map, cfg.data.format, cfg.data.compare, cfg.data.float_tol),
+        shuffle=cfg.data.shuffle,
+        seed=cfg.seed,
+        max_tasks=None,
     )
-    check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(cfg.data.train))
     sandbox = sandbox_share(cfg.sandbox, ranks)
     pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
     rewards = build_run_rewards(cfg, sandbox, pool)

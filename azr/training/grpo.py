@@ -93,6 +93,7 @@ def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:
             "prompt": chat_messages(t.prompt),
             "task_id": t.id,
             "tests": t.tests,
+            "setup": t.setup or "",
             "timeout_s": t.timeout_s,
             "memory_mb": t.memory_mb,
             "hint": "",

@@ -146,6 +146,15 @@ def _user_errors(tmp):
         (["train", "--config", f("r.yaml", RECIPE), "--max-steps", "0"], "Invalid value for '--max-steps'"),
         (["train", "--config", f("r.yaml", RECIPE), "--frobnicate"], "No such option '--frobnicate'"),
         (["train", "--config", f("d.yaml", RECIPE + "data: {train: nope.jsonl}\n")], "{tmp}/nope.jsonl: task file not"),
+        (
+            ["config", "check", "--config", f("b.yaml", RECIPE + f"data: {{train: {f('b.jsonl', BROKEN)}}}\n")],
+            "{tmp}/b.jsonl:2: field 'tests[0]': not valid Python",
+        ),
+        (
+            ["config", "check", "--config", f("be.yaml", RECIPE + f"data: {{eval: {f('b.jsonl', BROKEN)}}}\n")],
+            "{tmp}/b.jsonl:2: field 'tests[0]': not valid Python",
+        ),
+        (["data", "validate", f("ok.jsonl", json.dumps(good_row)), "--format", "mbp"], "format 'mbp': unknown"),
         (["data", "validate", str(tmp / "none.jsonl")], "{tmp}/none.jsonl: task file not found"),
         (
             ["train", "--config", f("p.yaml", RECIPE + "sandbox: {packages: [no-such-package-azr]}\n")],
@@ -180,12 +189,23 @@ def _user_errors(tmp):
         (["eval", "--endpoint", "http://127.0.0.1:1/v1", "--dataset", "held-out"], "--endpoint-model: required"),
         (["eval", "--model", "m", "--dataset", "held-out", "-k", "1,ten"], "-k: expected comma-separated integers"),
         (["eval", "--model", "m", "--samples", "s.jsonl", "--endpoint", "u", "--dataset", "h"], "eval: give exactly"),
-        (["data", "validate", "train", "--column-map", "prompt=text"], "column map given for the shipped split"),
+        (["data", "validate", "train", "--column-map", "prompt=text"], "column map or format given for the shipped"),
         (
             ["train", "--config", f("o.yaml", RECIPE + f"output_dir: {f('file', '')}/sub\n")],
             "output_dir: cannot create {tmp}/file/sub",
         ),
     ]
+
+
+BROKEN = '{"id": "a", "prompt": "p", "tests": ["assert 1"]}\n{"id": "b", "prompt": "p", "tests": ["assert f(1) =="]}\n'
+
+
+def test_train_refuses_a_broken_task_file_before_writing_anything(cli, tmp_path, write):
+    out = tmp_path / "run"
+    recipe = write("r.yaml", RECIPE + f"output_dir: {out}\ndata: {{train: {write('b.jsonl', BROKEN)}}}\n")
+    code, _, err = cli("train", "--config", recipe)
+    assert code == 2 and "b.jsonl:2: field 'tests[0]'" in err
+    assert not out.exists()
 
 
 def test_user_errors_exit_2_with_one_line(cli, tmp_path):
@@ -236,6 +256,40 @@ def test_validate_reports_a_broken_solution(cli, write):
     code, out, _ = cli("data", "validate", path)
     assert code == 1
     assert "FAIL bad: failed, 1/3 tests passed; test 0: AssertionError" in out
+    assert out.strip().endswith("2 tasks, 1 passed, 1 failed, 0 without a reference solution")
+
+
+def test_validate_says_when_nothing_was_checked(cli, write):
+    path = write("n.jsonl", json.dumps({"id": "a", "prompt": "p", "tests": ["assert 1"]}) + "\n")
+    code, _, err = cli("data", "validate", path)
+    assert code == 1 and "1 tasks, none with a reference solution: nothing was checked" in err
+
+
+def test_validate_warns_once_and_groups_identical_solutions(cli, write):
+    same = "def f():\n    return 1"
+    rows = [
+        {"id": f"t{i}", "prompt": f"task number {i} {'x ' * i}", "solution": same, "tests": ["f()"]} for i in range(40)
+    ]
+    rows.append({"id": "u", "prompt": "other", "solution": "def g():\n    return 2", "tests": ["assert g() == 2"]})
+    code, out, _ = cli("data", "validate", write("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows)))
+    lines = out.splitlines()
+    assert code == 0, out
+    warning = "WARN 40 tasks have a test with no assert or raise, which any program passes: t0, t1, t2, t3, t4,"
+    assert lines[0] == warning + " ... (35 more)"
+    assert lines[1].startswith("WARN identical reference solutions (40 tasks): t0, t1,") and "(32 more)" in lines[1]
+    assert sum("identical" in line for line in lines) == 1 and not any("near-duplicate" in line for line in lines)
+
+
+def test_validate_runs_stdin_stdout_tasks_and_fails_wrong_solutions(cli, write):
+    cases = [{"input": f"{a} {b}\n", "output": f"{a + b}\n"} for a, b in ((1, 2), (5, 5), (-3, 3))]
+    right = "a, b = map(int, input().split())\nprint(a + b)"
+    rows = [
+        {"id": "right", "prompt": "Add two numbers read on stdin.", "solution": right, "tests": cases},
+        {"id": "wrong", "prompt": "Add again, read on stdin too.", "solution": "print(3)", "tests": cases},
+    ]
+    code, out, _ = cli("data", "validate", write("io.jsonl", "".join(json.dumps(r) + "\n" for r in rows)))
+    assert code == 1
+    assert "FAIL wrong: failed, 1/3 tests passed; test 1: wrong answer: line 1: expected '10', got '3'" in out
     assert out.strip().endswith("2 tasks, 1 passed, 1 failed, 0 without a reference solution")
 
 

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted((REPO / "examples").glob("*.yaml"))
 CPU_RECIPES = {
     "tiny.yaml",
+    "tiny_io.yaml",
     "absolute-zero-tiny.yaml",
     "tiny-vllm-adapter.yaml",
 }  # everything else in examples/ is a GPU recipe

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from azr.data.tasks import Task, load_tasks, near_duplicates, select_tasks
+from azr.data.checks import near_duplicates
+from azr.data.tasks import Task, load_tasks, select_tasks
 from azr.errors import DataError
 
 
@@ -116,12 +117,15 @@ GOOD = {"id": "t1", "prompt": "p", "tests": ["assert True"]}
         (["{not json"], r"^{f}:1: invalid JSON: Expecting property name"),
         ([json.dumps(GOOD), "[1, 2]"], r"^{f}:2: expected a JSON object, got list"),
         ([json.dumps({**GOOD, "test": []})], r"^{f}:1: unknown field 'test' \(did you mean 'tests'\?\)"),
-        ([json.dumps({"prompt": "p", "tests": ["assert 1"]})], r"^{f}:1: missing field 'id'"),
+        ([json.dumps({**GOOD, "tests": [{"input": "1"}]})], r"^{f}:1: field 'tests\[0\]'.output: expected a string"),
+        ([json.dumps({**GOOD, "tests": [{"args": [1], "output": 2}]})], r"^{f}:1: field 'tests\[0\]': a function-call"),
+        ([json.dumps({**GOOD, "tests": ["assert 1", {"input": "", "output": ""}]})], r"stdin/stdout cases and assert"),
+        ([json.dumps({**GOOD, "setup": "import"})], r"^{f}:1: field 'setup': not valid Python"),
         ([json.dumps({**GOOD, "prompt": ""})], r"^{f}:1: field 'prompt': expected a non-empty string"),
         ([json.dumps({**GOOD, "tests": []})], r"^{f}:1: field 'tests': expected a non-empty list"),
-        ([json.dumps({**GOOD, "tests": "assert 1"})], r"^{f}:1: field 'tests': expected a non-empty list"),
+        ([json.dumps({**GOOD, "tests": 5})], r"^{f}:1: field 'tests': expected a non-empty list"),
         ([json.dumps({**GOOD, "tests": ["assert ("]})], r"^{f}:1: field 'tests\[0\]': not valid Python"),
-        ([json.dumps({**GOOD, "tests": ["  "]})], r"^{f}:1: field 'tests\[0\]': expected a non-empty string"),
+        ([json.dumps({**GOOD, "tests": ["  "]})], r"^{f}:1: field 'tests\[0\]': expected an assert snippet"),
         ([json.dumps({**GOOD, "timeout_s": -1})], r"^{f}:1: field 'timeout_s': expected a positive number"),
         (['{"id": "t1", "prompt": "p", "tests": ["assert 1"], "timeout_s": NaN}'], r"^{f}:1: field 'timeout_s'"),
         ([json.dumps({**GOOD, "memory_mb": 1.5})], r"^{f}:1: field 'memory_mb': expected a positive integer"),

@@ -491,3 +491,19 @@ def test_eval_refuses_a_malformed_endpoint_url_at_once(cli):
     started = time.monotonic()
     code, _, err = cli("eval", "--endpoint", "notaurl", "--endpoint-model", "m", "--dataset", "held-out")
     assert code == 2 and "base_url: expected an http:// or https:// URL" in err and time.monotonic() - started < 5
+
+
+def test_samples_on_a_stdin_stdout_set_read_with_its_format(cli, tmp_path):
+    io = {"inputs": ["1 2\n", "4 4\n"], "outputs": ["3\n", "8\n"]}
+    task = {"problem_id": 1, "question": "Add two integers.", "input_output": json.dumps(io), "solutions": "[]"}
+    data = _jsonl(tmp_path / "apps.jsonl", [task])
+    rows = [
+        {"task_id": "1", "solution": "a, b = map(int, input().split())\nprint(a + b)"},
+        {"task_id": "1", "solution": "print(3)"},
+    ]
+    out = tmp_path / "out"
+    code, _, err = cli("eval", "--samples", _jsonl(tmp_path / "s.jsonl", rows), "--dataset", f"apps:{data}",
+                       "--output-dir", out)  # fmt: skip
+    assert code == 0, err
+    assert [(r["status"], r["tests_passed"]) for r in _records(out)] == [("passed", 2), ("failed", 1)]
+    assert _report(out)["pass_at_k"]["pass@1"] == 0.5

