@@ -5,7 +5,8 @@ The recipe's own rules live in `azr.config` (`azr.config.recipe.check_recipe`: t
 trainer arguments, the folders, and every task file read as tasks: its first bad row named `file:line`). This adds
 what only other packages know, in the same pass: every reward name and its params (`azr.rewards`' registry,
 through `reward_weights`), Absolute Zero's seed files (read by `azr.absolute_zero`), and the model's source (a
-directory, or a hub id that can be fetched). Nothing starts: no sandbox, no model, no file written. Each problem is one line naming the field (ConfigError / DataError, exit 2).
+directory, or a hub id that can be fetched). Nothing starts: no sandbox, no model, no file written. Each problem
+is one line naming the field (ConfigError / DataError, exit 2).
 """
 
 from __future__ import annotations
