@@ -6,6 +6,7 @@ trl at module level.
 
 from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
+from azr.config.heldout import HeldOutConfig
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
     PATH_FIELDS,
@@ -45,6 +46,7 @@ __all__ = [
     "DataConfig",
     "EndpointConfig",
     "GenConfig",
+    "HeldOutConfig",
     "LoggingConfig",
     "ModelConfig",
     "PythonToolConfig",

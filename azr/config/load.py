@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config.adapter import check_adapter
+from azr.config.heldout import check_heldout
 from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, load_raw, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
@@ -39,6 +40,7 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "model.name_or_path": lambda value, base: value.startswith((".", "/", "~")) or (base / value).exists(),
     "data.train": lambda value, base: value not in SPLITS,
     "data.eval": lambda value, base: value not in SPLITS,
+    "eval.tasks": lambda value, base: value not in SPLITS,
     "vllm.python": lambda value, base: "/" in value,
     "sft.rollouts": lambda value, base: True,
     "gen.adapter": lambda value, base: True,
@@ -123,6 +125,7 @@ def _check_cross_fields(cfg: AzrConfig) -> None:
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
     check_vllm_config(cfg)
+    check_heldout(cfg)
 
 
 def _check_tools(cfg: AzrConfig) -> None:

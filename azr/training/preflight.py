@@ -31,7 +31,7 @@ def check_recipe(cfg: AzrConfig) -> TrainerArgs:
     if cfg.mode == "absolute_zero":
         prompt_groups(cfg, args.grpo)
     check_output_dir(Path(cfg.output_dir))
-    for source in (cfg.data.train, cfg.data.eval):
+    for source in (cfg.data.train, cfg.data.eval, cfg.eval.tasks):
         if source:
             check_task_source(source)
     check_model(cfg.model)

@@ -30,7 +30,7 @@ from azr.sandbox import SandboxUnhealthy
 from azr.serving import Sidecar
 from azr.training.absolute_zero import absolute_zero_phase, warm_start_dataset
 from azr.training.args import TrainerArgs, set_fields
-from azr.training.passrate import pass_rate_measurer
+from azr.training.passrate import grpo_sampling, pass_rate_measurer
 from azr.training.preflight import check_recipe
 from azr.training.ranks import MainRounds, Ranks, replica_digests, sandbox_share, start_ranks
 from azr.training.state import Resume, RunState, resolve_resume, write_summary
@@ -209,6 +209,7 @@ def _sft_phase(run: _Run, model, tokenizer, tasks: list[Task]) -> None:
 def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str):
     from transformers import PrinterCallback
 
+    from azr.evaluation import attach_heldout
     from azr.models import build_peft_config
     from azr.tools import build_toolbox
     from azr.training.callbacks import MetricsCallback, SaveBesideCheckpoints
@@ -254,6 +255,7 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
             sampling=sampling,
         )
         trainer.remove_callback(PrinterCallback)
+        attach_heldout(trainer, heldout_evaluator(run))  # eval.every_steps: the held-out pass rate as it trains
         if (backend := run.sidecar.generation(trainer)) is not None:
             use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
         record.trainer = trainer
@@ -262,6 +264,23 @@ def _grpo_phase(run: _Run, model, tokenizer, tasks: list[Task], policy_dir: str)
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended
     return finish_grpo(run, trainer, tokenizer, policy_dir, started)
+
+
+def heldout_evaluator(run: _Run):
+    """The run's held-out evaluation (`eval:`), sampled as GRPO samples unless the section says otherwise, graded
+    in this rank's sandbox pool with the run's rewards; None when eval.every_steps is 0."""
+    from azr.evaluation import build_heldout
+
+    return build_heldout(
+        run.cfg,
+        sampling=grpo_sampling(run.args.grpo),
+        max_completion_length=run.args.max_completion_length,
+        ranks=run.ranks,
+        metrics=run.metrics,
+        rewards=(run.funcs, run.weights, run.grader),
+        pool=run.grader.pool,
+        folder=run.out / "heldout" if run.ranks.main else None,
+    )
 
 
 def finish_grpo(run: _Run, trainer, tokenizer, policy_dir: str, started: float):
