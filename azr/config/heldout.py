@@ -31,7 +31,7 @@ class HeldOutConfig:
     )
     max_tasks: int | None = field(
         64,
-        "Evaluate on at most this many of those tasks (a seeded shuffle, the same subset every time); null for all.",
+        "Evaluate on at most this many of those tasks (a seeded draw, the same at every evaluation); null for all.",
         gt=0,
     )
     samples: int = field(4, "Completions sampled per task at each evaluation (n of pass@k).", gt=0)

@@ -193,8 +193,10 @@ def build_heldout(
         return None
     source = ev.tasks or cfg.data.eval
     assert source is not None  # refused at load (azr.config.heldout)
-    tasks = select_tasks(load_tasks(source, cfg.data.eval_column_map), shuffle=True, seed=cfg.seed, max_tasks=None)
-    problems = [Problem(t) for t in tasks[: ev.max_tasks]]
+    tasks = load_tasks(source, cfg.data.eval_column_map)
+    if ev.max_tasks is not None and ev.max_tasks < len(tasks):  # a seeded subset; all of them in the file's order
+        tasks = select_tasks(tasks, shuffle=True, seed=cfg.seed, max_tasks=ev.max_tasks)
+    problems = [Problem(t) for t in tasks]
     values = {**sampling, **({"temperature": ev.temperature} if ev.temperature is not None else {})}
     chosen = Sampling(n=ev.samples, max_new_tokens=ev.max_new_tokens or max_completion_length, seed=cfg.seed, **values)
     log.info(
