@@ -236,6 +236,15 @@ def test_the_vllm_backend_samples_n_per_task_with_the_evaluations_settings_then_
 
 
 # ------------------------------------------------------------------------------------ a real GRPO run, slow
+SPREAD_REWARD = """
+import zlib
+
+
+def spread_reward(completions, **columns):
+    return [zlib.crc32(str(c).encode()) % 7 / 7 for c in completions]
+"""
+
+
 def _recipe(root: Path, model_dir: Path, tasks: Path) -> Path:
     recipe = {
         "output_dir": str(root / "run"),
@@ -252,6 +261,8 @@ def _recipe(root: Path, model_dir: Path, tasks: Path) -> Path:
             "learning_rate": 1e-2,
         },
         "logging": {"console": "plain", "pass_rate_tasks": 0},
+        # rewards that differ between completions of the untrained model (it passes no test): the adapter learns
+        "rewards": [{"name": "tests", "weight": 1.0}, {"name": "spread_rewards:spread_reward", "weight": 1.0}],
         "sandbox": {"workers": 2},
         "eval": {"every_steps": 1, "tasks": str(tasks), "samples": 2, "k": [1, 2], "temperature": 0.8},
     }
@@ -269,7 +280,9 @@ def heldout_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path, Path]:
     tasks = root / "three.jsonl"
     tasks.write_text("".join(json.dumps(t.to_json()) + "\n" for t in HELD_OUT[:3]))
     recipe = _recipe(root, tiny_model_dir, tasks)
+    (root / "spread_rewards.py").write_text(SPREAD_REWARD)
     with pytest.MonkeyPatch.context() as env:
+        env.syspath_prepend(str(root))
         for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
             env.setenv(name, "1")
         assert run_train(load_config(recipe)) == 0
@@ -295,6 +308,7 @@ def test_a_run_logs_one_evaluation_per_step_to_metrics_loggers_and_summary(heldo
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")  # peft's save_pretrained
 def test_azr_eval_of_the_final_adapter_gives_the_runs_last_evaluation_sample_for_sample(cli, heldout_run, tmp_path):
     out, recipe, tasks = heldout_run
     code, _, err = cli(
@@ -303,8 +317,9 @@ def test_azr_eval_of_the_final_adapter_gives_the_runs_last_evaluation_sample_for
     )  # fmt: skip
     assert code == 0, err
     report = json.loads((tmp_path / "eval" / "report.json").read_text())
-    last = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][-1]
-    assert last["kind"] == "eval" and last["step"] == 2
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in records if r.get("kind") == "eval"][-1]
+    assert last["step"] == 2
     assert {f"pass@{k}": v["value"] for k, v in last["pass_at_k"].items()} == report["pass_at_k"]
     assert last["by_tag"] == report["by_tag"]
     ours = [json.loads(line) for line in (out / "heldout" / "step-2.jsonl").read_text().splitlines()]
@@ -314,5 +329,6 @@ def test_azr_eval_of_the_final_adapter_gives_the_runs_last_evaluation_sample_for
     assert [tuple(r[f] for f in fields) for r in sorted(ours, key=key)] == [
         tuple(r[f] for f in fields) for r in sorted(theirs, key=key)
     ]
+    # the adapter trained: the policy at step 0 wrote other completions
     first = [json.loads(line) for line in (out / "heldout" / "step-0.jsonl").read_text().splitlines()]
     assert [r["completion"] for r in sorted(first, key=key)] != [r["completion"] for r in sorted(ours, key=key)]
