@@ -107,7 +107,7 @@ class HeldOutEvaluator:
             self.metrics.write(record)
         first = record["pass_at_k"][str(self.ks[0])]
         log.info(
-            "held-out eval at step %d: pass@%d %s [%s, %s] over %d tasks x %d samples (%.1f s, %.1f%% of the run)",
+            "held-out eval at step %d: pass@%d %s [%s, %s], %d tasks x %d samples, %.1f s (%.1f%% of GRPO so far)",
             step,
             self.ks[0],
             _show(first["value"]),

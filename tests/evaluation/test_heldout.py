@@ -332,3 +332,89 @@ def test_azr_eval_of_the_final_adapter_gives_the_runs_last_evaluation_sample_for
     # the adapter trained: the policy at step 0 wrote other completions
     first = [json.loads(line) for line in (out / "heldout" / "step-0.jsonl").read_text().splitlines()]
     assert [r["completion"] for r in sorted(first, key=key)] != [r["completion"] for r in sorted(ours, key=key)]
+
+
+@pytest.mark.slow
+def test_two_ranks_split_the_tasks_and_the_main_one_writes_each_evaluation_once(tiny_model_dir, tmp_path):
+    """`torchrun --standalone --nproc_per_node 2` (gloo on the CPU), as tests/training/test_ranks.py runs it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    tasks = tmp_path / "three.jsonl"  # three tasks on two ranks: the second rank's share is padded
+    tasks.write_text("".join(json.dumps(t.to_json()) + "\n" for t in HELD_OUT[:3]))
+    (tmp_path / "spread_rewards.py").write_text(SPREAD_REWARD)
+    recipe = _recipe(tmp_path, tiny_model_dir, tasks)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TMPDIR": str(tmp_path)}
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    argv += ["-m", "azr.cli", "train", "--config", str(recipe)]
+    with open(tmp_path / "run.log", "w") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        proc.wait(timeout=400)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = (tmp_path / "run.log").read_text()
+    assert proc.returncode == 0, text[-4000:]
+    out = tmp_path / "run"
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r.get("kind") == "eval"]
+    assert [r["step"] for r in evals] == [0, 1, 2]  # once each, by the main process
+    for r in evals:
+        assert r["tasks"] == 3 and r["counts"]["samples"] == 6 and r["pass_at_k"]["1"]["problems"] == 3
+        samples = [json.loads(line) for line in (out / "heldout" / f"step-{r['step']}.jsonl").read_text().splitlines()]
+        assert sorted((s["task_id"], s["index"]) for s in samples) == sorted(
+            (t.id, i) for t in HELD_OUT[:3] for i in range(2)
+        )  # every task of both ranks, none twice, no padding
+    assert text.count("held-out eval at step 2") == 1
+
+
+@pytest.mark.slow
+def test_in_adapter_mode_the_evaluation_samples_from_the_vllm_server_with_the_current_adapter(tiny_model_dir, tmp_path):
+    """A real vLLM server on the CPU (`make vllm-env`): GRPO and the evaluations both sample from it, the
+    evaluations at their own token budget."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import VLLM_CPU_ARGS, VLLM_CPU_ENV, require_vllm_python
+
+    python = require_vllm_python()
+    tasks = tmp_path / "three.jsonl"
+    tasks.write_text("".join(json.dumps(t.to_json()) + "\n" for t in HELD_OUT[:3]))
+    (tmp_path / "spread_rewards.py").write_text(SPREAD_REWARD)
+    path = _recipe(tmp_path, tiny_model_dir, tasks)
+    recipe = yaml.safe_load(path.read_text())
+    recipe["model"]["adapter"] = {"r": 8, "alpha": 16, "dropout": 0.0}
+    recipe["grpo"] |= {"temperature": 0.7, "max_completion_length": 24}
+    recipe["eval"] |= {"max_new_tokens": 6}
+    recipe["vllm"] = {
+        "mode": "adapter",
+        "python": python,
+        "max_model_len": 1024,
+        "extra_args": VLLM_CPU_ARGS,
+        "env": VLLM_CPU_ENV,
+        "startup_timeout_s": 540,
+    }
+    path.write_text(yaml.safe_dump(recipe))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    argv = [sys.executable, "-m", "azr.cli", "train", "--config", str(path)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = tmp_path / "run"
+    evals = [r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if r.get("kind") == "eval"]
+    assert [r["step"] for r in evals] == [0, 1, 2] and all(r["counts"]["samples"] == 6 for r in evals)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    for r in evals:
+        samples = [json.loads(line) for line in (out / "heldout" / f"step-{r['step']}.jsonl").read_text().splitlines()]
+        lengths = [len(tokenizer(s["completion"], add_special_tokens=False)["input_ids"]) for s in samples]
+        assert max(lengths) <= 7  # eval.max_new_tokens (6; a decoded text may re-tokenize one longer), not GRPO's 24
+    # one completions request per GRPO step and per evaluation, all to the server
+    server_log = (out / "vllm" / "server.log").read_text(errors="replace")
+    assert server_log.count("POST /v1/completions") == 2 + 3, server_log[-3000:]
