@@ -8,6 +8,7 @@ trl at module level.
 from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
 from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help
+from azr.config.heldout import HeldOutConfig
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
     PATH_FIELDS,
@@ -50,6 +51,7 @@ __all__ = [
     "EndpointConfig",
     "EvalCommandConfig",
     "GenConfig",
+    "HeldOutConfig",
     "LoggingConfig",
     "ModelConfig",
     "PythonToolConfig",

@@ -20,6 +20,7 @@ from typing import Any
 
 from azr.config.absolute_zero import SEED_KINDS
 from azr.config.adapter import check_adapter
+from azr.config.heldout import check_heldout
 from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
@@ -47,6 +48,7 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "model.name_or_path": lambda value, base: value.startswith((".", "/", "~")) or (base / value).exists(),
     "data.train": lambda value, base: value not in SPLITS,
     "data.eval": lambda value, base: value not in SPLITS,
+    "eval.tasks": lambda value, base: value not in SPLITS,
     "vllm.python": lambda value, base: "/" in value,
     "sft.rollouts": lambda value, base: True,
     "gen.adapter": lambda value, base: True,
@@ -181,6 +183,7 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
     check_trl_contract(cfg.grpo, cfg.model.adapter.kind)
     check_vllm_config(cfg)
+    check_heldout(cfg)
     _check_packages(cfg.sandbox.packages)
 
 

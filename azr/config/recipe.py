@@ -47,9 +47,9 @@ def check_task_files(cfg: AzrConfig) -> None:
     data, sandbox = cfg.data, cfg.sandbox
     train = load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol)
     check_task_limits(train, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(data.train))
-    if data.eval:
-        held_out = load_tasks(data.eval, data.eval_column_map, data.eval_format, data.compare, data.float_tol)
-        check_task_limits(held_out, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(data.eval))
+    for held_out in {data.eval, cfg.eval.tasks} - {None}:  # eval.tasks: the held-out evaluation during GRPO
+        tasks = load_tasks(held_out, data.eval_column_map, data.eval_format, data.compare, data.float_tol)
+        check_task_limits(tasks, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(held_out))
 
 
 def check_launch(cfg: AzrConfig) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from azr.config.absolute_zero import AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig
+from azr.config.heldout import HeldOutConfig
 from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import field
 from azr.config.selfplay import SelfPlayConfig, TeacherAssistConfig, TeacherConfig
@@ -222,6 +223,7 @@ class AzrConfig:
     tools: ToolsConfig = field(factory=ToolsConfig, help="Tools the model may call (azr gen; GRPO with tools).")
     gen: GenConfig = field(factory=GenConfig, help="Tool-using rollouts (azr gen).")
     logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")
+    eval: HeldOutConfig = field(factory=HeldOutConfig, help="Held-out evaluation during GRPO.")
     absolute_zero: AbsoluteZeroConfig = field(
         factory=AbsoluteZeroConfig, help="The propose/solve mode (mode: absolute_zero)."
     )

@@ -70,3 +70,17 @@ def paired_bootstrap(
     low = means[int(tail * (resamples - 1))]
     high = means[round((1.0 - tail) * (resamples - 1))]
     return Difference(sum(a) / size, sum(b) / size, sum(diffs) / size, low, high, size, confidence)
+
+
+def bootstrap_interval(
+    scores: Sequence[float], resamples: int = 2_000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval at `confidence` of the mean of per-problem `scores` (problems resampled with
+    replacement): how much the mean would move on another draw of problems of the same kind."""
+    if not scores:
+        raise ValueError("bootstrap interval: need at least one score")
+    size = len(scores)
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(scores, k=size)) / size for _ in range(resamples))
+    tail = (1.0 - confidence) / 2
+    return means[int(tail * (resamples - 1))], means[round((1.0 - tail) * (resamples - 1))]

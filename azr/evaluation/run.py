@@ -43,6 +43,7 @@ from azr.evaluation.samples import (
 from azr.logs import atomic_write_json
 from azr.prompts import AnswerFormat, parse_answer
 from azr.rewards import grade_stream, limits_from_config, pool_from_config, start_pool
+from azr.sandbox import SandboxPool
 from azr.secrets import public_url
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,9 @@ def run_eval(cfg: EvalConfig) -> int:
             present = {g.problem.id for g in given}
             problems = [p for p in problems if p.id in present]
             todo_given = [g for g in given if (g.problem.id, g.index) not in store.done]
-            store.write(graded([_given_item(g) for g in todo_given], cfg, timings))  # each as soon as it is graded
+            store.write(
+                graded([_given_item(g) for g in todo_given], cfg.sandbox, cfg.answer_format, timings)
+            )  # each as soon as it is graded
         elif sampler is not None:
             todo = [(p, i) for p in problems for i in range(cfg.sampling.n) if (p.id, i) not in store.done]
             _sample_and_grade(cfg, sampler, todo, store, timings)
@@ -211,7 +214,7 @@ def _sample_and_grade(cfg: EvalConfig, sampler: Any, todo: list, store: SampleSt
         generated = sampler.sample(chunk)
         timings["generation_s"] += time.monotonic() - t0
         items = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(chunk, generated, strict=True)]
-        store.write(graded(items, cfg, timings))
+        store.write(graded(items, cfg.sandbox, cfg.answer_format, timings))
         log.info("eval: %d of %d samples generated and graded", start + len(chunk), len(todo))
 
 
@@ -297,19 +300,27 @@ def program_for(problem: Problem, text: str, mode: str, answer_format: AnswerFor
     return parse_answer(text, answer_format).code
 
 
-def graded(items: list[tuple], cfg: EvalConfig, timings: dict[str, float]) -> Iterator[dict[str, Any]]:
+def graded(
+    items: list[tuple],
+    sandbox: SandboxConfig,
+    answer_format: AnswerFormat,
+    timings: dict[str, float],
+    pool: SandboxPool | None = None,
+) -> Iterator[dict[str, Any]]:
     """Records for (problem, index, text or None, mode, request error) items, in order, each as soon as it is
-    graded; programs run in parallel."""
+    graded; programs run in parallel in `pool` (default: the shared pool of `sandbox`). `azr eval` and the held-out
+    evaluation during a run (`azr.evaluation.heldout`) both grade here."""
     t0 = time.monotonic()
     answered = [item for item in items if item[0].triplet is not None and item[2] is not None]
-    verdicts = iter(grade_predictions(answered, cfg.sandbox, cfg.answer_format) if answered else [])
+    verdicts = iter(grade_predictions(answered, sandbox, answer_format) if answered else [])
     programs = [
-        None if text is None or p.triplet is not None else program_for(p, text, mode, cfg.answer_format)
+        None if text is None or p.triplet is not None else program_for(p, text, mode, answer_format)
         for p, _, text, mode, _ in items
     ]
     jobs = [(item[0].task, code) for item, code in zip(items, programs, strict=True) if code is not None]
-    pool = pool_from_config(cfg.sandbox) if jobs else None  # only request failures: no sandbox needed
-    grades = grade_stream(jobs, pool, limits_from_config(cfg.sandbox)) if jobs else iter([])
+    if jobs and pool is None:  # only request failures: no sandbox needed
+        pool = pool_from_config(sandbox)
+    grades = grade_stream(jobs, pool, limits_from_config(sandbox)) if jobs else iter([])
     for (problem, index, text, _, error), code in zip(items, programs, strict=True):
         record = {"task_id": problem.id, "index": index, "passed": False, "status": "no_code", "tests_passed": 0}
         record |= {"tests_total": len(problem.task.tests), "duration_s": 0.0, "completion": text, "reason": ""}

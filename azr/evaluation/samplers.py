@@ -43,11 +43,27 @@ class Generated:
     error: str | None = None
 
 
-class LocalSampler:
-    """A local HF model (optionally 4-/8-bit, optionally with a peft adapter), sampled in batches through its chat
-    template by `generate` (`azr.evaluation.run.generate_completions`: the same sampling as the train measurement)."""
+class ModelSampler:
+    """A model already in memory (a run's policy as it trains, or one `LocalSampler` loaded), sampled in batches
+    through its chat template by `generate` (`azr.evaluation.measure.generate_completions`)."""
 
     mode = "answer"
+
+    def __init__(self, model: Any, tokenizer: Any, sampling: Any, template_kwargs: dict, generate: Callable):
+        self.model, self.tokenizer, self.sampling, self.template_kwargs = model, tokenizer, sampling, template_kwargs
+        self.generate = generate
+        self.chunk = sampling.batch_size
+
+    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
+        # seeded per batch from its first sample: the same batches give the same samples
+        sampling = dataclasses.replace(self.sampling, n=1, seed=_seed(self.sampling.seed, *items[0]))
+        tasks = [problem.task for problem, _ in items]
+        return [Generated(t) for t in self.generate(self.model, self.tokenizer, tasks, sampling, self.template_kwargs)]
+
+
+class LocalSampler(ModelSampler):
+    """A local HF model (optionally 4-/8-bit, optionally with a peft adapter), loaded here and sampled as a
+    `ModelSampler` (the same sampling as the train measurement and the held-out evaluation during a run)."""
 
     def __init__(
         self, model_cfg: ModelConfig, adapter: str | None, sampling: Any, template_kwargs: dict, generate: Callable
@@ -57,19 +73,12 @@ class LocalSampler:
         quiet_third_party()
         if adapter and not (Path(adapter) / "adapter_config.json").is_file():
             raise ConfigError(f"--adapter {adapter}: not a peft adapter directory (no adapter_config.json)")
-        model, self.tokenizer = build_model_and_tokenizer(model_cfg)
+        model, tokenizer = build_model_and_tokenizer(model_cfg)
         if adapter:
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(adapter))
-        self.model, self.sampling, self.template_kwargs, self.generate = model, sampling, template_kwargs, generate
-        self.chunk = sampling.batch_size
-
-    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
-        # seeded per batch from its first sample: the same batches give the same samples
-        sampling = dataclasses.replace(self.sampling, n=1, seed=_seed(self.sampling.seed, *items[0]))
-        tasks = [problem.task for problem, _ in items]
-        return [Generated(t) for t in self.generate(self.model, self.tokenizer, tasks, sampling, self.template_kwargs)]
+        super().__init__(model, tokenizer, sampling, template_kwargs, generate)
 
 
 class EndpointSampler:

@@ -182,6 +182,13 @@ def summary_table(summary: dict[str, Any]) -> Table:
     first, last = summary.get("first_log") or {}, summary.get("last_log") or {}
     table.add_row("GRPO batch pass rate (first/last log)", _fmt(first.get("pass_rate")), _fmt(last.get("pass_rate")))
     table.add_row("GRPO batch reward (first/last log)", _fmt(first.get("reward")), _fmt(last.get("reward")))
+    if heldout := summary.get("heldout"):
+        first, last = heldout["first"]["pass_at_k"], heldout["last"]["pass_at_k"]
+        for k in first:
+            table.add_row(f"held-out pass@{k} (first/last eval)", _fmt(first[k]["value"]), _fmt(last[k]["value"]))
+        table.add_row(
+            "held-out eval: wall time / share of the run", _duration(heldout["wall_s"]), _fmt(heldout["share"])
+        )
     for phase, info in (summary.get("phases") or {}).items():
         table.add_row(f"{phase}: steps / wall time", str(info.get("steps", "")), _duration(info.get("seconds")))
         table.add_row(f"{phase}: tokens/s", "", _fmt(info.get("tokens_per_s"), 1))

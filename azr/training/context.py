@@ -85,8 +85,8 @@ class RunContext:
 
     def callbacks(self, phase: str, *extra: Any) -> list[Any]:
         """Every TrainerCallback a phase's trainer gets, in one place: metrics.jsonl, the console, then `extra`
-        (the phase's own: state saved beside checkpoints). A callback every GRPO run gets, such as the held-out
-        evaluation every `eval.every_steps` (azr.evaluation), is attached here for phase 'grpo'."""
+        (the phase's own: state saved beside checkpoints). The held-out evaluation every `eval.every_steps`
+        (azr.evaluation) needs the built trainer: `grpo.grpo_phase` attaches it right after `bind`."""
         from azr.training.callbacks import MetricsCallback
 
         return [MetricsCallback(self.metrics, phase), self.console.callback(phase), *extra]

@@ -17,6 +17,7 @@ from azr.training.ranks import replica_digests
 
 def grpo_phase(ctx: RunContext):
     """GRPO on the run's tasks from `ctx`'s policy; returns the trained model."""
+    from azr.evaluation import attach_heldout
     from azr.models import build_peft_config
     from azr.rollouts import build_sampling
     from azr.tools import build_toolbox
@@ -60,6 +61,7 @@ def grpo_phase(ctx: RunContext):
             sampling=sampling,
         )
         ctx.bind(trainer)
+        attach_heldout(trainer, heldout_evaluator(ctx))  # eval.every_steps: the held-out pass rate as it trains
         if (backend := ctx.sidecar.generation(trainer)) is not None:
             use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
         trainer.train(resume_from_checkpoint=checkpoint)
@@ -67,6 +69,25 @@ def grpo_phase(ctx: RunContext):
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended
     return finish_grpo(ctx, trainer, started)
+
+
+def heldout_evaluator(ctx: RunContext):
+    """The run's held-out evaluation (`eval:`), sampled as GRPO samples unless the section says otherwise, graded
+    in this rank's sandbox pool with the recipe's rewards; None when eval.every_steps is 0."""
+    from azr.evaluation import build_heldout
+    from azr.training.passrate import grpo_sampling
+
+    rewards = ctx.rewards
+    return build_heldout(
+        ctx.cfg,
+        sampling=grpo_sampling(ctx.args.grpo),
+        max_completion_length=ctx.args.max_completion_length,
+        ranks=ctx.ranks,
+        metrics=ctx.metrics,
+        rewards=(rewards.funcs, rewards.weights, rewards.grader),
+        pool=rewards.grader.pool,
+        folder=ctx.out / "heldout" if ctx.ranks.main else None,
+    )
 
 
 def finish_grpo(ctx: RunContext, trainer, started: float):

@@ -28,8 +28,6 @@ def check_recipe(cfg: AzrConfig) -> TrainerArgs:
     grpo, sft = check_recipe_rules(cfg, weights, cpu=not on_gpu(), vllm_fields=vllm_placeholders(cfg))
     if cfg.mode == "absolute_zero":
         for path in cfg.absolute_zero.seed_files:
-            read_triplets(
-                Path(path)
-            )  # a malformed seed file stops the run here (file:line), before anything is written
+            read_triplets(Path(path))  # a malformed seed file stops the run (file:line) before anything is written
     check_model(cfg.model)
     return trainer_args(cfg, grpo, sft)

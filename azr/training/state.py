@@ -128,13 +128,14 @@ def resolve_resume(out: Path, state: RunState, resume_from: str | None, sft: boo
 
 def write_summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
     """`summary.json`: the run's wall time, each phase's steps, seconds and tokens/s, the pass rate measured before
-    and after GRPO, and the first and last GRPO records that logged rewards (the summary table's figures)."""
+    and after GRPO, the first and last GRPO records that logged rewards (the summary table's figures), and with
+    eval.every_steps the first and last held-out pass@k and the evaluations' wall time and share of the run's."""
     records = read_jsonl_records(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
     # With num_iterations > 1, TRL logs the rewards only on steps that generated: first/last are those steps.
     grpo = [r for r in records if r.get("phase") == "grpo" and "reward" in r]
     phases = {}
     for phase in ("sft", "grpo"):
-        rows = [r for r in records if r.get("phase") == phase]
+        rows = [r for r in records if r.get("phase") == phase and "kind" not in r]  # not the held-out evaluations
         if rows:
             phases[phase] = {
                 "steps": rows[-1]["step"],
@@ -150,6 +151,16 @@ def write_summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
         "first_log": grpo[0] if grpo else None,
         "last_log": grpo[-1] if grpo else None,
     }
+    evals = [r for r in records if r.get("kind") == "eval"]
+    if evals:  # eval.every_steps: the held-out pass@k at the first and last evaluation, and what they cost
+        wall = sum(r.get("wall_s") or 0.0 for r in evals)
+        summary["heldout"] = {
+            "evaluations": len(evals),
+            "first": {"step": evals[0]["step"], "pass_at_k": evals[0]["pass_at_k"]},
+            "last": {"step": evals[-1]["step"], "pass_at_k": evals[-1]["pass_at_k"]},
+            "wall_s": round(wall, 1),
+            "share": round(wall / seconds, 4) if seconds > 0 else None,
+        }
     atomic_write_json(out / "summary.json", summary)
     return summary
 

@@ -1,0 +1,305 @@
+"""Held-out evaluation during a run (the recipe's `eval:` section): the policy as it trains, sampled on held-out
+tasks every `eval.every_steps` GRPO steps and graded in the run's sandbox pool.
+
+It is `azr eval`'s pipeline on a model in memory: the same samplers (`ModelSampler`, seeded per batch), the same
+grading (`azr.evaluation.run.graded`) and the same report (`build_report`: pass@k, per tag, counts), plus a 95%
+bootstrap interval per pass@k and the mean of the run's weighted rewards (`score_completions`, as the train pass
+rate measures it). With several ranks each samples and grades its share of the tasks and the main process gathers
+the records and writes one `kind: eval` record to metrics.jsonl. Steps already logged (a resumed run) are skipped.
+When to evaluate and where results go in the trainer is the callback's (`azr.evaluation.callback`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from azr.config import AzrConfig
+from azr.data import Problem, load_tasks, select_tasks
+from azr.evaluation.measure import Sampling, generate_completions, score_completions
+from azr.evaluation.passk import bootstrap_interval, pass_at_k
+from azr.evaluation.report import build_report
+from azr.evaluation.run import graded
+from azr.evaluation.samplers import Generated, ModelSampler
+from azr.logs import JsonlWriter, atomic_write_text, read_jsonl_records
+from azr.prompts import chat_messages
+
+log = logging.getLogger(__name__)
+
+KIND = "eval"  # metrics.jsonl records of this evaluation: {"phase": "grpo", "kind": "eval", ...}
+
+
+class Ranks(Protocol):
+    """What the evaluation needs of the run's ranks (`azr.training.ranks.Ranks`)."""
+
+    @property
+    def main(self) -> bool: ...
+
+    def split(self, items: list) -> tuple[list, int]: ...
+
+    def gather(self, obj: Any) -> list: ...
+
+    def broadcast(self, obj: Any) -> Any: ...
+
+
+@dataclass
+class HeldOutEvaluator:
+    """Evaluates a policy on `problems` at a step; every rank calls `evaluate` together, the main one returns the
+    record it wrote (the others None)."""
+
+    problems: list[Problem]
+    sampling: Sampling
+    ks: list[int]
+    every_steps: int
+    cfg: AzrConfig
+    ranks: Ranks
+    metrics: JsonlWriter | None  # the run's metrics.jsonl; None on every rank but the main one
+    rewards: tuple[Sequence[Callable], Sequence[float], Any]  # the run's reward functions, weights and CodeGrader
+    pool: Any = None  # the run's sandbox pool on this rank; None: the shared pool of cfg.sandbox
+    folder: Path | None = None  # where each evaluation's samples go (heldout/step-N.jsonl); None: not kept
+    done: set[int] = field(default_factory=set)  # steps already evaluated (read back on resume)
+    seconds: float = 0.0  # evaluation wall time since the phase began (this process)
+    began: float = field(default_factory=time.monotonic)
+
+    def begin(self) -> None:
+        """At the phase's start: which steps metrics.jsonl already holds an evaluation of (every rank learns it)."""
+        done = sorted(logged_steps(self.metrics.path)) if self.metrics is not None else []
+        self.done = set(self.ranks.broadcast(done))
+        self.began, self.seconds = time.monotonic(), 0.0
+
+    def due(self, step: int, max_steps: int) -> bool:
+        """Every `every_steps` steps, the first (step 0, before any update) and the last; never twice a step."""
+        wanted = step == 0 or step % self.every_steps == 0 or step == max_steps
+        return wanted and step not in self.done
+
+    def evaluate(self, sampler: Any, step: int) -> dict[str, Any] | None:
+        started = time.monotonic()
+        n = self.sampling.n
+        mine, real = self.ranks.split(self.problems)  # padded: a sharded model needs every rank in every forward
+        items = [(p, i) for p in mine for i in range(n)]
+        texts: list[Generated] = []
+        timings = {"generation_s": 0.0, "grading_s": 0.0}
+        for start in range(0, len(items), sampler.chunk):
+            t0 = time.monotonic()
+            texts += sampler.sample(items[start : start + sampler.chunk])
+            timings["generation_s"] += time.monotonic() - t0
+        items, texts = items[: real * n], texts[: real * n]
+        rows = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(items, texts, strict=True)]
+        records = list(graded(rows, self.cfg.sandbox, self.cfg.answer_format, timings, self.pool)) if rows else []
+        reward = self._reward(mine[:real], [g.text or "" for g in texts])
+        parts = self.ranks.gather((records, reward, timings))
+        self.seconds += time.monotonic() - started  # every rank: the same steps, about the same time
+        self.done.add(step)
+        if not self.ranks.main:
+            return None
+        records = [r for part, _, _ in parts for r in part]
+        totals = [(r, g) for _, (r, g), _ in parts if g]
+        timings = {k: max(t[k] for _, _, t in parts) for k in timings}  # the ranks ran side by side
+        record = self._record(step, records, totals, timings, time.monotonic() - started)
+        if self.folder is not None:
+            atomic_write_text(self.folder / f"step-{step}.jsonl", "".join(_line(r) for r in records))
+        if self.metrics is not None:
+            self.metrics.write(record)
+        first = record["pass_at_k"][str(self.ks[0])]
+        log.info(
+            "held-out eval at step %d: pass@%d %s [%s, %s], %d tasks x %d samples, %.1f s (%.1f%% of GRPO so far)",
+            step,
+            self.ks[0],
+            _show(first["value"]),
+            _show(first["low"]),
+            _show(first["high"]),
+            len(self.problems),
+            n,
+            record["wall_s"],
+            100 * record["eval_share"],
+        )
+        return record
+
+    def sampler_for(self, trainer: Any) -> Any:
+        """How the run generates, for its evaluations: the vLLM backend the trainer samples GRPO's batches from
+        (adapter, server and colocate modes), else the policy's own `generate`."""
+        template = self.cfg.template_kwargs()
+        if getattr(trainer, "use_vllm", False) and getattr(trainer, "vllm_generation", None) is not None:
+            return BackendSampler(trainer, self.sampling, template)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        return ModelSampler(model, trainer.processing_class, self.sampling, template, generate_completions)
+
+    @staticmethod
+    def logger_keys(record: dict[str, Any]) -> dict[str, float]:
+        """An evaluation record as flat `eval/` keys for the trainer's report_to loggers (wandb, tensorboard)."""
+        return _logger_keys(record)
+
+    def _reward(self, problems: list[Problem], texts: list[str]) -> tuple[float, int]:
+        """(mean weighted reward, completions graded) of this rank's samples under the run's rewards."""
+        if not problems:
+            return 0.0, 0
+        funcs, weights, grader = self.rewards
+        scored = score_completions(funcs, weights, grader, [p.task for p in problems], texts)
+        return scored["reward"] or 0.0, scored["graded"]
+
+    def _record(self, step: int, records: list, totals: list, timings: dict, wall_s: float) -> dict[str, Any]:
+        report = build_report({"dataset": "held-out"}, self.ks, self.problems, records, timings, 0)
+        per_problem = report["per_problem"]
+        pass_at = {}
+        for k in self.ks:
+            scores = [pass_at_k(v["n"], v["c"], k) for v in per_problem.values() if v["n"] >= k]
+            low, high = bootstrap_interval(scores, seed=step) if scores else (None, None)
+            value = report["pass_at_k"][f"pass@{k}"]
+            pass_at[str(k)] = {"value": _round(value), "low": _round(low), "high": _round(high)}
+            pass_at[str(k)]["problems"] = len(scores)
+        graded_n = sum(g for _, g in totals)
+        counts = report["counts"]
+        phase_s = max(time.monotonic() - self.began, 1e-9)
+        return {
+            "phase": "grpo",
+            "kind": KIND,
+            "step": step,
+            "time": round(time.time(), 3),
+            "tasks": len(self.problems),
+            "samples": self.sampling.n,
+            "pass_at_k": pass_at,
+            "mean_reward": _round(sum(r * g for r, g in totals) / graded_n) if graded_n else None,
+            "by_tag": report["by_tag"],
+            "counts": {k: counts[k] for k in ("samples", "graded", "passed", "not_graded", "by_status")},
+            "wall_s": round(wall_s, 3),
+            "generation_s": round(timings["generation_s"], 3),
+            "grading_s": round(timings["grading_s"], 3),
+            "eval_wall_s": round(self.seconds, 3),
+            "eval_share": round(self.seconds / phase_s, 4),
+        }
+
+
+def build_heldout(
+    cfg: AzrConfig,
+    *,
+    sampling: dict[str, Any],
+    max_completion_length: int,
+    ranks: Ranks,
+    metrics: JsonlWriter | None,
+    rewards: tuple[Sequence[Callable], Sequence[float], Any],
+    pool: Any = None,
+    folder: Path | None = None,
+) -> HeldOutEvaluator | None:
+    """The run's held-out evaluator from its `eval:` section (None when `eval.every_steps` is 0); `sampling` is
+    GRPO's own (temperature, top_p, top_k, min_p, repetition_penalty), the defaults of eval.temperature and
+    eval.max_new_tokens."""
+    ev = cfg.eval
+    if not ev.every_steps:
+        return None
+    source = ev.tasks or cfg.data.eval
+    assert source is not None  # refused at load (azr.config.heldout)
+    data = cfg.data
+    tasks = load_tasks(source, data.eval_column_map, data.eval_format, data.compare, data.float_tol)
+    if ev.max_tasks is not None and ev.max_tasks < len(tasks):  # a seeded subset; all of them in the file's order
+        tasks = select_tasks(tasks, shuffle=True, seed=cfg.seed, max_tasks=ev.max_tasks)
+    problems = [Problem(t) for t in tasks]
+    values = {**sampling, **({"temperature": ev.temperature} if ev.temperature is not None else {})}
+    chosen = Sampling(n=ev.samples, max_new_tokens=ev.max_new_tokens or max_completion_length, seed=cfg.seed, **values)
+    log.info(
+        "held-out eval: %d tasks from %s x %d samples every %d steps", len(problems), source, ev.samples, ev.every_steps
+    )
+    return HeldOutEvaluator(problems, chosen, sorted(ev.k), ev.every_steps, cfg, ranks, metrics, rewards, pool, folder)
+
+
+def attach_heldout(trainer: Any, evaluator: HeldOutEvaluator | None) -> None:
+    """Add the held-out evaluation to `trainer`, a GRPO trainer (nothing when `evaluator` is None)."""
+    if evaluator is not None:
+        from azr.evaluation.callback import HeldOutCallback  # transformers: imported once a trainer exists
+
+        trainer.add_callback(HeldOutCallback(evaluator, trainer))
+
+
+class BackendSampler:
+    """Samples through the trainer's vLLM backend (`azr.serving.LoraSync` in adapter mode, TRL's `VLLMGeneration` in
+    server and colocate modes) with the current weights, the evaluation's temperature and token budget. All of this
+    rank's items in one call: each backend gathers every rank's prompts, so every rank calls it together."""
+
+    mode = "answer"
+    chunk = 1 << 30
+
+    def __init__(self, trainer: Any, sampling: Sampling, template_kwargs: dict):
+        self.trainer, self.sampling, self.template_kwargs = trainer, sampling, template_kwargs
+
+    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
+        trainer, tokenizer, n = self.trainer, self.trainer.processing_class, self.sampling.n
+        backend = trainer.vllm_generation
+        if trainer.state.global_step != trainer._last_loaded_step:  # as TRL does before it generates
+            backend.sync_weights()
+            trainer._last_loaded_step = trainer.state.global_step
+        texts = [
+            tokenizer.apply_chat_template(
+                chat_messages(p.task.prompt), tokenize=False, add_generation_prompt=True, **self.template_kwargs
+            )
+            for p, _ in items
+        ]
+        prompts = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        with _sampling_of(backend, self.sampling):
+            _, completion_ids, _, _ = backend.generate(prompts=prompts, images=None, num_generations=n)
+        return [Generated(tokenizer.decode(ids, skip_special_tokens=True)) for ids in completion_ids]
+
+
+@contextmanager
+def _sampling_of(backend: Any, sampling: Sampling):
+    """The backend's request settings set to the evaluation's for the time of one call."""
+    if isinstance(getattr(backend, "sampling", None), dict):  # LoraSync: the request's fields
+        before = dict(backend.sampling)
+        backend.sampling.update(temperature=sampling.temperature, max_tokens=sampling.max_new_tokens)
+        try:
+            yield
+        finally:
+            backend.sampling.clear()
+            backend.sampling.update(before)
+        return
+    names = {"temperature": sampling.temperature, "max_completion_length": sampling.max_new_tokens}
+    before = {name: getattr(backend, name) for name in names}
+    for name, value in names.items():
+        setattr(backend, name, value)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            setattr(backend, name, value)
+
+
+def logged_steps(path: Path) -> set[int]:
+    """Steps of the evaluations a run's metrics.jsonl already holds."""
+    if not Path(path).exists():
+        return set()
+    return {r["step"] for r in read_jsonl_records(path) if r.get("kind") == KIND and isinstance(r.get("step"), int)}
+
+
+def _logger_keys(record: dict[str, Any]) -> dict[str, float]:
+    """An evaluation record as flat `eval/` keys for the trainer's report_to loggers (wandb, tensorboard, ...)."""
+    logs: dict[str, float] = {}
+    for k, v in record["pass_at_k"].items():
+        for part, suffix in (("value", ""), ("low", "_low"), ("high", "_high")):
+            if v[part] is not None:
+                logs[f"eval/pass@{k}{suffix}"] = v[part]
+    if record["mean_reward"] is not None:
+        logs["eval/mean_reward"] = record["mean_reward"]
+    for tag, row in record["by_tag"].items():
+        first = next((key for key in row if key.startswith("pass@")), None)
+        if first is not None and row[first] is not None:
+            logs[f"eval/{first}/{tag}"] = row[first]
+    logs["eval/wall_s"] = record["wall_s"]
+    logs["eval/share"] = record["eval_share"]
+    return logs
+
+
+def _line(record: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _show(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
