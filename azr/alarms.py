@@ -10,6 +10,7 @@ rising. `AlarmWatch` wraps the run's metrics writer so every record written is f
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import statistics
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 ALARM = "alarm"  # metrics.jsonl: {"phase": "grpo", "kind": "alarm", "step", "time", "rule", "message"}
 EVAL = "eval"  # held-out evaluation records: {"phase": "grpo", "kind": "eval", "step", "pass_at_k", ...}
 FAILURE_STATUSES = ("timeout", "crashed", "memory")  # the sandbox/<status> shares that count as a bad program run
+_FAILURES = "sandbox/timeout+crashed+memory"  # the series the sandbox rule follows, summed per step log
 RULES = ("reward_up_heldout_down", "format_up_tests_flat", "length_collapse", "length_at_cap", "sandbox_failures")
 
 
@@ -90,9 +92,11 @@ def _num(value: Any) -> bool:
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
     """Mean and its standard error (0 for a single value)."""
-    mean = statistics.fmean(values)
-    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
-    return mean, se
+    n = len(values)
+    mean = math.fsum(values) / n
+    if n < 2:
+        return mean, 0.0
+    return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1) / n)
 
 
 def _rise(before: list[float], after: list[float]) -> tuple[float, float]:
@@ -118,6 +122,9 @@ class Alarms:
     fired: list[Alarm] = field(default_factory=list)
     logs: list[dict[str, Any]] = field(default_factory=list)  # GRPO step logs so far
     evals: list[dict[str, Any]] = field(default_factory=list)
+    # Each numeric key of the step logs: its steps and values, in order (kept as they come, so a check is cheap).
+    _steps: dict[str, list[int]] = field(default_factory=dict, repr=False)
+    _values: dict[str, list[float]] = field(default_factory=dict, repr=False)
 
     def feed(self, record: dict[str, Any]) -> list[Alarm]:
         """The alarms `record` raises (usually none)."""
@@ -132,6 +139,7 @@ class Alarms:
             found = [self._heldout(step)]
         elif is_step_log(record):
             self.logs.append(record)
+            self._keep(record, step)
             found = [self._format(step), self._collapse(step), self._cap(step), self._failures(step)]
         else:
             return []
@@ -152,8 +160,18 @@ class Alarms:
             step = record.get("step") if isinstance(record.get("step"), int) else 0
             self.fired.append(Alarm(step, rule, str(record.get("message", ""))))
 
+    def _keep(self, record: dict[str, Any], step: int) -> None:
+        for key, value in record.items():
+            if _num(value):
+                self._steps.setdefault(key, []).append(step)
+                self._values.setdefault(key, []).append(float(value))
+        failures = [float(record[f"sandbox/{s}"]) for s in FAILURE_STATUSES if _num(record.get(f"sandbox/{s}"))]
+        if failures:
+            self._steps.setdefault(_FAILURES, []).append(step)
+            self._values.setdefault(_FAILURES, []).append(sum(failures))
+
     def _series(self, key: str) -> list[float]:
-        return [float(r[key]) for r in self.logs if _num(r.get(key))]
+        return self._values.get(key, [])
 
     def _ends(self, key: str) -> tuple[list[float], list[float]] | None:
         """The first and the last `window` values of `key`, when there are enough for two disjoint windows."""
@@ -162,8 +180,8 @@ class Alarms:
 
     def _near(self, key: str, step: int) -> list[float]:
         """The last `window` values of `key` logged at or before `step`."""
-        values = [float(r[key]) for r in self.logs if _num(r.get(key)) and r["step"] <= step]
-        return values[-self.rules.window :]
+        end = bisect.bisect_right(self._steps.get(key, []), step)
+        return self._series(key)[max(0, end - self.rules.window) : end]
 
     def _heldout(self, step: int) -> Alarm | None:
         now = heldout_pass(self.evals[-1])
@@ -241,22 +259,17 @@ class Alarms:
         return None
 
     def _failures(self, step: int) -> Alarm | None:
-        shares = [
-            sum(float(r[f"sandbox/{s}"]) for s in FAILURE_STATUSES if _num(r.get(f"sandbox/{s}")))
-            for r in self.logs
-            if any(_num(r.get(f"sandbox/{s}")) for s in FAILURE_STATUSES)
-        ]
-        w = self.rules.window
-        if len(shares) < 2 * w:
+        ends = self._ends(_FAILURES)
+        if ends is None:
             return None
-        rise, noise = _rise(shares[:w], shares[-w:])
-        last = statistics.fmean(shares[-w:])
+        rise, noise = _rise(*ends)
+        first, last = statistics.fmean(ends[0]), statistics.fmean(ends[1])
         if last >= self.rules.min_failure_share and rise > max(noise, self.rules.min_failure_rise):
             return Alarm(
                 step,
                 "sandbox_failures",
-                f"the share of programs that timed out, crashed or ran out of memory rose from "
-                f"{statistics.fmean(shares[:w]):.0%} to {last:.0%}",
+                f"the share of programs that timed out, crashed or ran out of memory rose from {first:.0%} to "
+                f"{last:.0%}",
             )
         return None
 

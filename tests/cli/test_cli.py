@@ -35,6 +35,7 @@ COMMANDS = [
     ["absolute-zero"],
     ["absolute-zero", "check"],
     ["config", "check"],
+    ["report"],
 ]
 
 
