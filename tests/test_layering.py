@@ -16,9 +16,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "azr"
 HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm", "unsloth", "bitsandbytes"}
-SHARED = {"errors", "logs", "prompts"}  # top-level modules every concern may use
+SHARED = {"alarms", "errors", "logs", "prompts"}  # top-level modules every concern may use
 # package (or shared module) -> the packages it may import, directly or lazily
 ALLOWED: dict[str, set[str]] = {
+    "alarms": set(),
     "errors": set(),
     "logs": set(),
     "prompts": set(),
@@ -32,6 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "selfplay": {"data", "remote", "rewards"},
     "absolute_zero": {"config", "data", "rewards", "sandbox"},
+    "report": set(),  # reads run folders; imports no training code
     "tools": {"config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "training": {
         "absolute_zero",
@@ -52,6 +54,7 @@ ALLOWED: dict[str, set[str]] = {
         "evaluation",
         "models",
         "remote",
+        "report",
         "rewards",
         "sandbox",
         "selfplay",
@@ -63,6 +66,7 @@ ALLOWED: dict[str, set[str]] = {
 # Never import torch, transformers, trl (or the rest of HEAVY) at module level: `azr --help`, the sandbox and
 # `azr eval --samples` start in a fraction of a second.
 LIGHT = {
+    "alarms",
     "errors",
     "logs",
     "prompts",
@@ -75,6 +79,7 @@ LIGHT = {
     "tools",
     "cli",
     "absolute_zero",
+    "report",
 }
 
 

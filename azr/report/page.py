@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import secrets
 import statistics
 from importlib import resources
 from pathlib import Path
@@ -29,6 +30,11 @@ def plotly_js() -> str:
         from azr.errors import NotAvailableError
 
         raise NotAvailableError("azr report needs plotly: pip install plotly") from None
+
+
+def _asset(name: str) -> str:
+    """The page's own script or style sheet, shipped beside this module."""
+    return resources.files("azr.report").joinpath(name).read_text(encoding="utf-8")
 
 
 def _e(value: Any) -> str:
@@ -221,6 +227,14 @@ def render(runs: list[Run], generated: str) -> str:
     data = {"plots": plots, "alarms": marks, "generations": generations, "runs": [r.name for r in runs]}
     tables = "".join(_tags_table(r) + _selfplay(r) + _absolute_zero(r) + _tools(r) for r in runs)
     title = "azr report: " + ", ".join(r.name for r in runs)
+    # The inlined parts go in last, at markers no run's text can hold (a fresh nonce), so none is read as markup.
+    nonce = secrets.token_hex(8)
+    parts = {
+        "plotly": plotly_js().replace("</script", "<\\/script"),
+        "data": json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/"),
+        "script": _asset("page.js"),
+        "style": _asset("page.css"),
+    }
     body = TEMPLATE.format(
         title=_e(title),
         generated=_e(generated),
@@ -230,13 +244,11 @@ def render(runs: list[Run], generated: str) -> str:
         no_plots="" if plots else '<p class="empty">No data to plot yet (no GRPO step logged).</p>',
         tables=tables or '<p class="empty">No per-tag, self-play, Absolute-Zero or tool data in these runs.</p>',
         generation_note=_generation_note(runs),
+        **{name: f"@@{nonce}:{name}@@" for name in parts},
     )
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-    return (
-        body.replace("/*PLOTLY*/", plotly_js().replace("</script", "<\\/script"))
-        .replace("/*DATA*/", payload)
-        .replace("/*SCRIPT*/", SCRIPT)
-    )
+    for name, text in parts.items():
+        body = body.replace(f"@@{nonce}:{name}@@", text)
+    return body
 
 
 def write_page(runs: list[Run], out: Path, generated: str) -> Path:
@@ -245,54 +257,11 @@ def write_page(runs: list[Run], out: Path, generated: str) -> Path:
     return atomic_write_text(out, render(runs, generated))
 
 
-STYLE = """
-:root { --fg: #1d2330; --muted: #5c6677; --line: #dde1e8; --bg: #f6f7f9; --accent: #1f77b4; --bad: #d62728; }
-* { box-sizing: border-box; }
-body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg);
-       background: var(--bg); }
-header { background: #1d2330; color: #fff; padding: 14px 24px; }
-header h1 { margin: 0; font-size: 19px; font-weight: 600; }
-header .sub { color: #b8c0cc; font-size: 12px; margin-top: 2px; }
-main { max-width: 1480px; margin: 0 auto; padding: 12px 24px 40px; }
-h2 { font-size: 16px; margin: 26px 0 10px; padding-bottom: 4px; border-bottom: 2px solid var(--line); }
-h3 { font-size: 14px; margin: 14px 0 6px; } h4 { font-size: 13px; margin: 10px 0 4px; color: var(--muted); }
-.cards { display: flex; flex-wrap: wrap; gap: 12px; }
-.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; flex: 1 1 420px; }
-.card h3 { margin-top: 2px; }
-table { border-collapse: collapse; background: #fff; font-size: 13px; margin-bottom: 8px; }
-th, td { border-bottom: 1px solid var(--line); padding: 3px 10px; text-align: left; vertical-align: top; }
-th { background: #eef1f5; font-weight: 600; }
-table.facts th { display: none; } table.facts td:first-child { color: var(--muted); white-space: nowrap; }
-details pre, .gen pre { background: #f3f4f7; border: 1px solid var(--line); border-radius: 6px; padding: 8px;
-       max-height: 340px; overflow: auto; font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace;
-       white-space: pre-wrap; word-break: break-word; margin: 4px 0; }
-summary { cursor: pointer; color: var(--accent); margin-top: 6px; }
-.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 12px; }
-.plot { background: #fff; border: 1px solid var(--line); border-radius: 8px; height: 330px; }
-ul.alarms { background: #fff3f2; border: 1px solid #f3c2bf; border-radius: 8px; padding: 8px 12px 8px 30px; }
-ul.alarms li { margin: 3px 0; } .ok { color: #2b7a2b; } .empty { color: var(--muted); font-style: italic; }
-.controls { display: flex; gap: 14px; align-items: center; flex-wrap: wrap; margin: 6px 0 10px; }
-.controls select { font: inherit; padding: 2px 6px; }
-.gen { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 8px 12px; margin-bottom: 10px; }
-.gen .head { display: flex; gap: 12px; flex-wrap: wrap; align-items: center; font-size: 13px; }
-.badge { border-radius: 10px; padding: 0 8px; color: #fff; font-size: 12px; background: #7f7f7f; }
-.badge.passed { background: #2ca02c; } .badge.failed { background: #ff7f0e; } .badge.timeout { background: #9467bd; }
-.badge.crashed { background: #d62728; } .badge.memory { background: #8c564b; } .badge.no_code { background: #bcbd22; }
-.tests span { display: inline-block; width: 16px; text-align: center; border-radius: 3px; margin-right: 2px;
-       color: #fff; font-size: 11px; }
-.tests .p { background: #2ca02c; } .tests .f { background: #d62728; }
-.muted { color: var(--muted); } #errors { display: none; }
-.status { font-weight: 600; }
-"""
-
-TEMPLATE = (
-    """<!DOCTYPE html>
+TEMPLATE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
-<style>"""
-    + STYLE.replace("{", "{{").replace("}", "}}")
-    + """</style>
+<style>{style}</style>
 <script>
 window.azrErrors = [];
 window.onerror = function (message, source, line, column, error) {{
@@ -304,7 +273,7 @@ window.addEventListener("unhandledrejection", function (event) {{
   window.onerror("unhandled: " + event.reason, "", 0, 0);
 }});
 </script>
-<script>/*PLOTLY*/</script>
+<script>{plotly}</script>
 </head><body>
 <header><h1>{title}</h1><div class="sub">written {generated} by azr {version} · zoom: drag on a plot; double-click
 to reset · hover for values · click a legend entry to hide it</div></header>
@@ -317,99 +286,7 @@ to reset · hover for values · click a legend entry to hide it</div></header>
 <div class="controls" id="gen-controls"></div><div id="generations"></div>
 <pre id="errors"></pre><pre id="rendered" hidden></pre><pre id="resources" hidden></pre>
 </main>
-<script type="application/json" id="data">/*DATA*/</script>
-<script>/*SCRIPT*/</script>
+<script type="application/json" id="data">{data}</script>
+<script>{script}</script>
 </body></html>
-"""
-)
-
-SCRIPT = r"""
-(function () {
-  var data = JSON.parse(document.getElementById("data").textContent);
-  var box = document.getElementById("plots");
-  var drawn = 0;
-  function marks(plot) {
-    var shapes = [], notes = [];
-    data.alarms.forEach(function (a) {
-      shapes.push({type: "line", xref: "x", yref: "paper", x0: a.step, x1: a.step, y0: 0, y1: 1,
-                   line: {color: a.colour, width: 1.5, dash: "dash"}});
-      notes.push({x: a.step, xref: "x", yref: "paper", y: 1, yanchor: "bottom", text: "⚠", showarrow: false,
-                  font: {color: a.colour, size: 13}, hovertext: "step " + a.step + " · " + a.rule + ": " + a.message});
-    });
-    return {shapes: shapes, annotations: notes};
-  }
-  data.plots.forEach(function (plot) {
-    var div = document.createElement("div");
-    div.className = "plot"; div.id = "plot-" + plot.id;
-    box.appendChild(div);
-    var m = marks(plot);
-    var layout = {
-      title: {text: plot.title, font: {size: 14}, x: 0.02, xanchor: "left"},
-      margin: {l: 56, r: 14, t: 40, b: 40}, hovermode: "x unified", barmode: plot.stack ? "stack" : undefined,
-      bargap: 0.05, xaxis: {title: {text: "step"}, zeroline: false}, yaxis: {title: {text: plot.ytitle}},
-      legend: {orientation: "h", y: -0.22, font: {size: 11}}, shapes: m.shapes, annotations: m.annotations,
-      paper_bgcolor: "#fff", plot_bgcolor: "#fff", font: {family: "system-ui, sans-serif", size: 12}
-    };
-    Plotly.newPlot(div, plot.traces, layout, {responsive: true, displaylogo: false});
-    drawn += 1;
-  });
-  document.getElementById("rendered").textContent = String(drawn);
-
-  var gens = data.generations, controls = document.getElementById("gen-controls");
-  var list = document.getElementById("generations");
-  function select(label, values) {
-    var span = document.createElement("label"); span.textContent = label + " ";
-    var s = document.createElement("select");
-    ["all"].concat(values).forEach(function (v) { var o = document.createElement("option"); o.value = v;
-      o.textContent = v; s.appendChild(o); });
-    span.appendChild(s); controls.appendChild(span); s.addEventListener("change", show); return s;
-  }
-  function uniq(key) { var seen = {}; gens.forEach(function (g) { seen[g[key]] = 1; });
-    return Object.keys(seen).sort(function (a, b) { return isNaN(a) ? a.localeCompare(b) : a - b; }); }
-  function el(tag, cls, text) { var e = document.createElement(tag); if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text; return e; }
-  if (!gens.length) { list.appendChild(el("p", "empty", "No generations to show.")); return; }
-  var runSel = data.runs.length > 1 ? select("run", data.runs) : null;
-  var stepSel = select("step", uniq("step")), verdictSel = select("verdict", uniq("verdict"));
-  var count = el("span", "muted"); controls.appendChild(count);
-  function show() {
-    list.textContent = "";
-    var shown = gens.filter(function (g) {
-      return (!runSel || runSel.value === "all" || g.run === runSel.value) &&
-        (stepSel.value === "all" || String(g.step) === stepSel.value) &&
-        (verdictSel.value === "all" || g.verdict === verdictSel.value);
-    });
-    count.textContent = shown.length + " completions" + (shown.length > 60 ? " (first 60 shown; pick a step)" : "");
-    shown.slice(0, 60).forEach(function (g) {
-      var card = el("div", "gen"), head = el("div", "head");
-      head.appendChild(el("b", "", "step " + g.step));
-      if (data.runs.length > 1) head.appendChild(el("span", "muted", g.run));
-      head.appendChild(el("span", "", g.task_id || ""));
-      head.appendChild(el("span", "badge " + g.verdict, g.verdict));
-      var rewards = Object.keys(g.rewards).map(function (k) { var v = g.rewards[k];
-        return k.replace(/_reward$/, "") + " " + (v === null ? "–" : Number(v).toFixed(3)); }).join(" · ");
-      head.appendChild(el("span", "muted", "reward: " + rewards));
-      if (g.tests_total !== undefined) {
-        head.appendChild(el("span", "", "tests " + g.tests_passed + "/" + g.tests_total));
-      }
-      if (g.per_test) { var t = el("span", "tests"); g.per_test.forEach(function (ok, i) {
-        var s = el("span", ok ? "p" : "f", ok ? "✓" : "✗"); s.title = "test " + (i + 1); t.appendChild(s); });
-        head.appendChild(t); }
-      if (g.duration_s !== undefined) head.appendChild(el("span", "muted", Number(g.duration_s).toFixed(2) + " s"));
-      if (g.source && g.source !== "data") head.appendChild(el("span", "muted", "source: " + g.source));
-      card.appendChild(head);
-      var prompt = el("details"); prompt.appendChild(el("summary", "", "prompt"));
-      prompt.appendChild(el("pre", "", g.prompt)); card.appendChild(prompt);
-      card.appendChild(el("pre", "", g.completion));
-      if (g.reason) card.appendChild(el("div", "muted", "reason: " + g.reason));
-      if (g.failures) card.appendChild(el("pre", "", g.failures.join("\n")));
-      list.appendChild(card);
-    });
-  }
-  show();
-})();
-window.addEventListener("load", function () {
-  var names = performance.getEntriesByType("resource").map(function (e) { return e.name; });
-  document.getElementById("resources").textContent = JSON.stringify(names);
-});
 """
