@@ -16,12 +16,15 @@
     var div = document.createElement("div");
     div.className = "plot"; div.id = "plot-" + plot.id;
     box.appendChild(div);
-    var m = marks(plot);
+    var m = marks(plot), last = 0;
+    plot.traces.forEach(function (t) { t.x.forEach(function (x) { if (x > last) last = x; }); });
     var layout = {
       title: {text: plot.title, font: {size: 14}, x: 0.02, xanchor: "left"},
-      margin: {l: 56, r: 14, t: 40, b: 40}, hovermode: "x unified", barmode: plot.stack ? "stack" : undefined,
-      bargap: 0.05, xaxis: {title: {text: "step"}, zeroline: false}, yaxis: {title: {text: plot.ytitle}},
-      legend: {orientation: "h", y: -0.22, font: {size: 11}}, shapes: m.shapes, annotations: m.annotations,
+      margin: {l: 60, r: 16, t: 40, b: 76}, hovermode: "x unified", barmode: plot.stack ? "stack" : undefined,
+      bargap: 0.05, yaxis: {title: {text: plot.ytitle}},
+      xaxis: {title: {text: "step", standoff: 4}, zeroline: false, dtick: last <= 12 ? 1 : undefined},
+      legend: {orientation: "h", y: -0.3, yanchor: "top", font: {size: 11}},
+      shapes: m.shapes, annotations: m.annotations,
       paper_bgcolor: "#fff", plot_bgcolor: "#fff", font: {family: "system-ui, sans-serif", size: 12}
     };
     Plotly.newPlot(div, plot.traces, layout, {responsive: true, displaylogo: false});

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import secrets
 import statistics
 from importlib import resources
@@ -254,7 +255,11 @@ def render(runs: list[Run], generated: str) -> str:
 def write_page(runs: list[Run], out: Path, generated: str) -> Path:
     from azr.logs import atomic_write_text
 
-    return atomic_write_text(out, render(runs, generated))
+    page = atomic_write_text(out, render(runs, generated))
+    umask = os.umask(0)
+    os.umask(umask)
+    page.chmod(0o666 & ~umask)  # readable as any file the user writes (the temp file it was renamed from is 0600)
+    return page
 
 
 TEMPLATE = """<!DOCTYPE html>
