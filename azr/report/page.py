@@ -93,11 +93,29 @@ def _run_facts(run: Run) -> str:
             "train pass rate before → after",
             f"{_fmt((before or {}).get('pass_rate'))} → {_fmt((after or {}).get('pass_rate'))}",
         ),
+        ("held-out evaluations", _heldout_cost(run.evals)),
         ("versions", _e(", ".join(f"{k} {v}" for k, v in run.versions.items()) or "not recorded in the run folder")),
     ]
     table = _table(["", ""], [[f"<b>{_e(k)}</b>", v] for k, v in rows], "facts")
     recipe = f"<details><summary>recipe (resolved config.yaml)</summary><pre>{_e(run.config_text)}</pre></details>"
     return f'<div class="card"><h3>{_e(run.name)}</h3>{table}{recipe if run.config_text else ""}</div>'
+
+
+def _heldout_cost(evals: list[dict[str, Any]]) -> str:
+    """How many held-out evaluations ran, the last one's pass@k, and their share of the wall time."""
+    if not evals:
+        return "none (eval.every_steps: 0)"
+    last = evals[-1]
+    rates = ", ".join(
+        f"pass@{k} {v['value']:.3f}"
+        for k, v in (last.get("pass_at_k") or {}).items()
+        if isinstance(v, dict) and isinstance(v.get("value"), (int, float))
+    )
+    seconds = last.get("eval_wall_s")
+    share = last.get("eval_share")
+    cost = f"; {_duration(seconds)}" if isinstance(seconds, (int, float)) else ""
+    cost += f", {share:.0%} of the wall time" if isinstance(share, (int, float)) else ""
+    return _e(f"{len(evals)}, last at step {last.get('step')}: {rates or '–'}{cost}")
 
 
 def _tags_table(run: Run) -> str:
