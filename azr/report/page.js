@@ -24,7 +24,7 @@
       bargap: 0.05, yaxis: {title: {text: plot.ytitle}, rangemode: "tozero"},
       xaxis: {title: {text: "step", standoff: 4}, zeroline: false, dtick: last <= 12 ? 1 : undefined},
       legend: {orientation: "h", y: -0.3, yanchor: "top", font: {size: 11}},
-      shapes: m.shapes, annotations: m.annotations,
+      shapes: m.shapes, annotations: m.annotations, showlegend: plot.traces.length > 1 || !!plot.stack,
       paper_bgcolor: "#fff", plot_bgcolor: "#fff", font: {family: "system-ui, sans-serif", size: 12}
     };
     Plotly.newPlot(div, plot.traces, layout, {responsive: true, displaylogo: false});
