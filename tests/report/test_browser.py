@@ -80,7 +80,8 @@ def test_a_synthetic_run_renders_every_plot_table_and_generation(tmp_path):
 
 @pytest.fixture(scope="module")
 def real_run(tiny_model_dir, tmp_path_factory) -> Path:
-    """Three GRPO steps of the tiny model on CPU, graded in the bwrap sandbox."""
+    """Ten GRPO steps of the untrained tiny model on CPU, graded in the bwrap sandbox: its completions run to the
+    16-token cap, which trips the `length_at_cap` alarm once the rule's window (10 logs) is full."""
     from azr.config import load_config
     from azr.training.run import run_train
 
@@ -94,8 +95,8 @@ def real_run(tiny_model_dir, tmp_path_factory) -> Path:
             "num_generations": 2,
             "per_device_train_batch_size": 4,
             "max_completion_length": 16,
-            "max_steps": 3,
-            "save_steps": 3,
+            "max_steps": 10,
+            "save_steps": 10,
             "logging_steps": 1,
         },
         "rewards": [{"name": "tests", "weight": 1.0}, {"name": "format", "weight": 0.1}],
@@ -118,4 +119,7 @@ def test_the_report_of_a_real_run_draws_in_chromium(real_run, tmp_path):
     assert_rendered(dom, len(ids))
     assert dom.cssselect("#generations .gen")
     assert "finished" in dom.cssselect(".status")[0].text_content()
+    alarms = [li.text_content() for li in dom.cssselect("ul.alarms li")]  # found by the report: the run has no watch
+    assert len(alarms) == 1 and "length_at_cap" in alarms[0] and "step 10" in alarms[0]
+    assert len(dom.cssselect("#plot-reward .annotation")) == 1
     shutil.copy(shot, real_run / "report.png")  # kept beside the run for a person to look at
