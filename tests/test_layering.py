@@ -20,9 +20,18 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "azr"
 HEAVY = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "vllm", "unsloth", "bitsandbytes"}
-SHARED = {"errors", "inputs", "logs", "prompts", "secrets", "terminal"}  # top-level modules every concern may use
+SHARED = {
+    "alarms",
+    "errors",
+    "inputs",
+    "logs",
+    "prompts",
+    "secrets",
+    "terminal",
+}  # top-level modules every concern may use
 # package (or shared module) -> the packages it may import, directly or lazily
 ALLOWED: dict[str, set[str]] = {
+    "alarms": set(),
     "errors": set(),
     "inputs": set(),
     "logs": set(),
@@ -40,6 +49,7 @@ ALLOWED: dict[str, set[str]] = {
     "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "selfplay": {"data", "remote", "rewards"},
     "absolute_zero": {"config", "data", "rewards", "sandbox"},
+    "report": set(),  # reads run folders; imports no training code
     "tools": {"config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "training": {
         "absolute_zero",
@@ -61,6 +71,7 @@ ALLOWED: dict[str, set[str]] = {
         "evaluation",
         "models",
         "remote",
+        "report",
         "rewards",
         "sandbox",
         "selfplay",
@@ -77,6 +88,7 @@ for _unit_name, _allowed in ALLOWED.items():
 # Never import torch, transformers, trl (or the rest of HEAVY) at module level: `azr --help`, the sandbox and
 # `azr eval --samples` start in a fraction of a second.
 LIGHT = {
+    "alarms",
     "errors",
     "inputs",
     "logs",
@@ -92,6 +104,7 @@ LIGHT = {
     "tools",
     "cli",
     "absolute_zero",
+    "report",
 }
 
 

@@ -13,6 +13,7 @@ from azr.cli import (  # noqa: F401  (each registers its commands)
     export,
     gen,
     models,
+    report,
     sandbox,
     tool,
     train,

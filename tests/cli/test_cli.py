@@ -36,6 +36,7 @@ COMMANDS = [
     ["absolute-zero"],
     ["absolute-zero", "check"],
     ["config", "check"],
+    ["report"],
 ]
 
 

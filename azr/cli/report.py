@@ -1,0 +1,26 @@
+"""`azr report`: the HTML report of one or several run folders (`azr.report.run_report`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from azr.cli.app import azr
+
+
+@azr.command("report")
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="Where to write the page [default: RUN_DIR/report.html of the first run].",
+)
+def report(run_dirs, out) -> int:
+    """One self-contained HTML page of a run (finished, unfinished or cut short): recipe, plots over steps, alarms,
+    tables and sampled generations; several runs are overlaid, one colour per run."""
+    from azr.report import run_report
+
+    click.echo(run_report(list(run_dirs), out))
+    return 0

@@ -1,0 +1,38 @@
+"""The reward-hacking alarms in the trainer: `eval.stop_on_alarm` as a TrainerCallback.
+
+The rules and the alarm records are `azr.alarms`' (an `AlarmWatch` wraps the run's metrics writer, so every step log
+and held-out evaluation written is checked as it is written). This callback only ends training cleanly once an
+alarm has fired: the trainer leaves its loop, and the phase saves the final model as after its last step. On several
+processes the decision is summed over them (only the main one writes metrics), so every rank stops at the same step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from transformers import TrainerCallback
+
+from azr.alarms import AlarmWatch
+
+
+class StopOnAlarm(TrainerCallback):
+    """Set `control.should_training_stop` at the first step end or log after `watch` (None on every rank but the
+    main one) has fired an alarm. `total` sums a number over the processes (None: a single process)."""
+
+    def __init__(self, watch: AlarmWatch | None, total: Callable[..., list[float]] | None = None):
+        self.watch, self.total = watch, total
+        self.stopped_at: int | None = None
+
+    def _check(self, state, control) -> None:
+        fired = float(bool(self.watch is not None and self.watch.fired))
+        if self.total is not None:
+            fired = self.total(fired)[0]
+        if fired and not control.should_training_stop:
+            control.should_training_stop = True
+            self.stopped_at = state.global_step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._check(state, control)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self._check(state, control)

@@ -1,0 +1,125 @@
+"""`azr report` on run folders written the way `azr train` writes them: a 1,000-step run within the size budget,
+self-contained, unfinished and torn logs read, absent data left out, several runs overlaid, and the CLI's errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from azr.report import read_run, run_report
+from azr.report.figures import build_plots
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("report_size", REPO / "benchmarks" / "report_size.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    return _benchmark().write_synthetic_run
+
+
+def _data(page: Path) -> dict:
+    text = page.read_text()
+    return json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.S).group(1))
+
+
+def test_a_thousand_step_run_fits_the_budget_and_fetches_nothing(tmp_path, synthetic):
+    run = synthetic(tmp_path / "big", steps=1000)
+    page = run_report([run])
+    assert page == run / "report.html"
+    size = page.stat().st_size
+    assert size < 8 * 2**20, f"{size / 2**20:.2f} MB"
+    text = page.read_text()
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", text)  # scripts, styles and data inline
+    assert text.count("<script") == 4  # the error hook, plotly.js, the data, the page's script
+    data = _data(page)
+    ids = [p["id"] for p in data["plots"]]
+    for wanted in ("reward", "heldout", "verdicts-0", "pass_rate", "dynamic", "length", "clipped", "kl", "entropy"):
+        assert wanted in ids
+    assert {"grad_norm", "learning_rate", "throughput", "time"} <= set(ids)
+    reward = next(p for p in data["plots"] if p["id"] == "reward")
+    assert [t["name"] for t in reward["traces"]] == ["total (weighted)", "format_reward", "tests_reward"]
+    assert len(reward["traces"][0]["x"]) == 1000
+    heldout = next(p for p in data["plots"] if p["id"] == "heldout")
+    assert [t["name"] for t in heldout["traces"]] == ["pass@1 (95% interval)", "pass@4 (95% interval)"]
+    assert heldout["traces"][0]["error_y"]["array"][0] == pytest.approx(0.05)
+    # the generations shown are a sample, spread over the run, every verdict of a step before a second of any
+    steps = sorted({g["step"] for g in data["generations"]})
+    assert len(steps) == 40 and steps[0] == 1 and steps[-1] == 1000
+    assert len(data["generations"]) == 40 * 6
+    assert f"{len(data['generations'])} of 16000 completions shown" in text
+    assert [a["rule"] for a in data["alarms"]] == ["reward_up_heldout_down"]  # the synthetic held-out curve falls
+    assert "found by the report" in text
+
+
+def test_an_unfinished_run_with_a_torn_last_line(tmp_path, synthetic):
+    run = synthetic(tmp_path / "cut", steps=30, finished=False)
+    metrics = run / "metrics.jsonl"
+    metrics.write_bytes(metrics.read_bytes() + b'{"phase": "grpo", "step": 31, "rew')  # SIGKILL mid-write
+    generations = next((run / "generations").iterdir())
+    generations.write_bytes(generations.read_bytes() + b'{"step": 31, "comp')
+    read = read_run(run)
+    assert read.logs[-1]["step"] == 30 and read.generations_total == 30 * 16
+    assert read.status().startswith("unfinished")
+    page = run_report([run], tmp_path / "out" / "r.html")
+    assert page == tmp_path / "out" / "r.html"
+    assert "unfinished" in page.read_text()
+
+
+def test_plots_without_data_are_left_out(tmp_path):
+    run = tmp_path / "sft-only"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"phase": "sft", "step": 10, "loss": 1.0}) + "\n")
+    assert build_plots([read_run(run)]) == []
+    text = run_report([run]).read_text()
+    assert "No data to plot yet" in text and "No generations to show" in text
+    empty = tmp_path / "empty"
+    empty.mkdir()  # a run that wrote nothing yet
+    assert read_run(empty).status() == "not started"
+    assert run_report([empty]).exists()
+
+
+def test_several_runs_are_overlaid_one_colour_per_run(tmp_path, synthetic):
+    a = synthetic(tmp_path / "a" / "run", steps=20)
+    b = synthetic(tmp_path / "b" / "run", steps=25, seed=1)
+    data = _data(run_report([a, b], tmp_path / "both.html"))
+    reward = next(p for p in data["plots"] if p["id"] == "reward")
+    colours = {t["name"].split(":")[0]: set() for t in reward["traces"]}
+    for t in reward["traces"]:
+        colours[t["name"].split(":")[0]].add(t["line"]["color"])
+    assert set(colours) == {"a/run", "b/run"}  # two folders of the same name: named by their parents too
+    assert all(len(c) == 1 for c in colours.values()) and colours["a/run"] != colours["b/run"]
+    assert {g["run"] for g in data["generations"]} == {"a/run", "b/run"}
+    assert [p["id"] for p in data["plots"]].count("verdicts-1") == 1  # the verdict mix: one plot per run
+
+
+def test_text_from_a_run_is_escaped(tmp_path, synthetic):
+    run = synthetic(tmp_path / "x", steps=3)
+    with open(run / "generations" / "generations-00000.jsonl", "a") as fh:
+        fh.write(json.dumps({"step": 3, "prompt": "</script><script>alert(1)</script>", "completion": "<b>x</b>"}))
+        fh.write("\n")
+    (run / "config.yaml").write_text("model: {name_or_path: '<img src=x onerror=alert(1)>'}\n")
+    text = run_report([run]).read_text()
+    assert "<img src=x" not in text and "</script><script>alert" not in text
+
+
+def test_cli(cli, tmp_path, synthetic):
+    run = synthetic(tmp_path / "run", steps=3)
+    code, out, err = cli("report", str(run), "--out", str(tmp_path / "r.html"))
+    assert code == 0 and out.strip() == str(tmp_path / "r.html") and not err
+    code, out, err = cli("report", str(run), str(tmp_path / "missing"))
+    assert code == 2 and err.strip().splitlines() == [
+        f"azr: error: RUN_DIR: {tmp_path / 'missing'}: no such run folder"
+    ]
+    code, _, err = cli("report")
+    assert code == 2 and "RUN_DIR" in err
