@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from azr.alarms import AlarmWatch
 from azr.config import AzrConfig, SandboxConfig, save_config, sequence_lengths
 from azr.data import Task, load_tasks, select_tasks
 from azr.errors import ConfigError
-from azr.logs import GenerationLog, JsonlWriter
+from azr.logs import GenerationLog, JsonlWriter, read_jsonl_records
 from azr.prompts import reference_answer
 from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
 from azr.sandbox import SandboxUnhealthy
@@ -75,7 +76,7 @@ class RunContext:
     model: Any
     tokenizer: Any
     policy_dir: str
-    metrics: JsonlWriter | None
+    metrics: AlarmWatch | None
     generations: GenerationLog | None
     console: Any  # azr.training.callbacks.RunConsole (imported lazily: it needs transformers)
 
@@ -178,10 +179,19 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
         model,
         tokenizer,
         policy_dir=cfg.model.name_or_path,
-        metrics=stack.enter_context(JsonlWriter(out / "metrics.jsonl")) if ranks.main else None,
+        metrics=watched_metrics(out / "metrics.jsonl", stack) if ranks.main else None,
         generations=generations,
         console=RunConsole(cfg.logging.console if ranks.main else "plain", stack),
     )
+
+
+def watched_metrics(path: Path, stack: ExitStack) -> AlarmWatch:
+    """The run's metrics.jsonl writer, every record it writes checked by the reward-hacking alarms (`azr.alarms`);
+    what a resumed run wrote before is fed to them first, so no alarm is raised twice."""
+    before = read_jsonl_records(path) if path.exists() else []
+    watch = AlarmWatch(stack.enter_context(JsonlWriter(path)))
+    watch.prime(before)
+    return watch
 
 
 def fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:

@@ -62,6 +62,11 @@ def grpo_phase(ctx: RunContext):
         )
         ctx.bind(trainer)
         attach_heldout(trainer, heldout_evaluator(ctx))  # eval.every_steps: the held-out pass rate as it trains
+        if cfg.eval.stop_on_alarm:  # the alarms are raised by ctx.metrics; this ends training cleanly once one has
+            from azr.training.alarms import StopOnAlarm
+
+            total = trainer._summed_over_processes if ctx.ranks.world > 1 else None
+            trainer.add_callback(StopOnAlarm(ctx.metrics, total))
         if (backend := ctx.sidecar.generation(trainer)) is not None:
             use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
         trainer.train(resume_from_checkpoint=checkpoint)
