@@ -20,10 +20,12 @@ from typing import Any
 REDACTED = "<redacted>"
 _MIN_LENGTH = 8  # shorter values (`false`, `1`) are settings, not keys, and would redact ordinary text
 _SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|credential)")
-_BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s\"',]+")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\"'<>]+@")
+# No class below takes a backslash: text redacted here is often serialized JSON, where a key may end right before an
+# escaped quote (`Bearer KEY\"`), and swallowing the backslash would unescape that quote and break the line.
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s\"',\\]+")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\"'<>\\]+@")
 _QUERY_KEY = re.compile(
-    r"(?i)([?&](?:api[-_]?key|key|token|access[-_]?token|secret|password|passwd|sig|signature|auth)=)[^&#\s\"'<>]+"
+    r"(?i)([?&](?:api[-_]?key|key|token|access[-_]?token|secret|password|passwd|sig|signature|auth)=)[^&#\s\"'<>\\]+"
 )
 _registered: set[str] = set()
 _lock = threading.Lock()

@@ -3,6 +3,7 @@ parameters; URLs stored without credentials; log records and error lines go out 
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -55,3 +56,12 @@ def test_the_cli_error_line_is_redacted(cli, monkeypatch):
     monkeypatch.setenv("AZR_TEST_API_KEY", "sk-cli-0123456789")
     code, _, err = cli("config", "show", "--config", "/nonexistent/sk-cli-0123456789.yaml")
     assert code == 2 and "sk-cli" not in err and "<redacted>" in err
+
+
+def test_redacting_a_serialized_json_line_keeps_it_json():
+    """A key right before an escaped quote (an error body quoted inside a log record) is redacted, not the quote."""
+    record = {"error": 'HTTP 503: {"auth": "Bearer sk-echoed-0123456789"} http://u:pw-0123456789@h/v1?api-key=k0123456'}
+    line = redact(json.dumps(record))
+    assert json.loads(line) == {
+        "error": 'HTTP 503: {"auth": "Bearer <redacted>"} http://<redacted>@h/v1?api-key=<redacted>'
+    }

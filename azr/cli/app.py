@@ -64,9 +64,10 @@ def require_config(config_path: Path | None) -> None:
 
 def sandbox_config(timeout: float | None, memory_mb: int | None, **fields):
     """The `sandbox:` defaults training uses (a SandboxConfig), with --timeout / --memory-mb where given."""
-    from azr.config import SandboxConfig
+    from azr.config import SandboxConfig, check_packages
 
     cfg = SandboxConfig(**fields)
+    check_packages(cfg.packages)  # a user error, named before any task is read or any worker starts
     cfg.timeout_s = timeout or cfg.timeout_s
     cfg.memory_mb = memory_mb or cfg.memory_mb
     return cfg

@@ -12,6 +12,7 @@ from azr.config.heldout import HeldOutConfig
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
     PATH_FIELDS,
+    check_packages,
     dump_yaml,
     load_config,
     save_config,
@@ -69,6 +70,7 @@ __all__ = [
     "check_base_url",
     "check_groups",
     "check_grpo_inputs",
+    "check_packages",
     "check_recipe",
     "check_vllm_config",
     "dump_yaml",

@@ -184,10 +184,10 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
     check_trl_contract(cfg.grpo, cfg.model.adapter.kind)
     check_vllm_config(cfg)
     check_heldout(cfg)
-    _check_packages(cfg.sandbox.packages)
+    check_packages(cfg.sandbox.packages)
 
 
-def _check_packages(names: list[str]) -> None:
+def check_packages(names: list[str]) -> None:
     """Each package offered to programs is an installed distribution here (by its name or an import name)."""
     if not names:
         return

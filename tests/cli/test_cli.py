@@ -163,7 +163,7 @@ def _user_errors(tmp):
         ),
         (
             ["data", "validate", f("ok.jsonl", json.dumps(good_row)), "--package", "no-such-package-azr"],
-            "sandbox.packages: 'no-such-package-azr' is not installed here",
+            "sandbox.packages[0]: 'no-such-package-azr' is not installed here",
         ),
         (["data", "validate", f("j.jsonl", json.dumps(good_row) + "\n{oops\n")], "{tmp}/j.jsonl:2: invalid JSON"),
         (
