@@ -62,6 +62,16 @@ def require_config(config_path: Path | None) -> None:
         raise ConfigError("--config: a recipe file is required (see examples/)")
 
 
+# `--package NAME` of every command that runs programs: the one flag for `sandbox.packages`.
+package_option = click.option(
+    "--package",
+    "packages",
+    multiple=True,
+    metavar="NAME",
+    help="Offer this installed package to programs, as sandbox.packages does (repeatable).",
+)
+
+
 def sandbox_config(timeout: float | None, memory_mb: int | None, **fields):
     """The `sandbox:` defaults training uses (a SandboxConfig), with --timeout / --memory-mb where given."""
     from azr.config import SandboxConfig, check_packages

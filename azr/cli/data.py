@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from azr.cli.app import FiniteFloat, azr, sandbox_config
+from azr.cli.app import FiniteFloat, azr, package_option, sandbox_config
 
 
 @azr.group()
@@ -40,13 +40,7 @@ def data() -> None:
 @click.option(
     "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
 )
-@click.option(
-    "--package",
-    "packages",
-    multiple=True,
-    metavar="NAME",
-    help="Offer this installed package to programs, as sandbox.packages does (repeatable).",
-)
+@package_option
 def data_validate(source, column_map, format_, compare, float_tol, workers, timeout, memory_mb, packages) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
     sandbox with the limits training applies, so what passes here passes there. Exit 1 when a solution fails or

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import FiniteFloat, azr, read_text, sandbox_config, setup_logging
+from azr.cli.app import FiniteFloat, azr, package_option, read_text, sandbox_config, setup_logging
 
 
 @azr.group()
@@ -25,13 +25,7 @@ _BACKEND = click.Choice(["auto", "bwrap", "nsjail", "process"])
 @click.option("--memory-mb", type=click.IntRange(min=1), help="Address-space limit in MiB.")
 @click.option("--backend", type=_BACKEND, default="auto", show_default=True, help="Sandbox backend.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with the result.")
-@click.option(
-    "--package",
-    "packages",
-    multiple=True,
-    metavar="NAME",
-    help="Offer this installed package to programs, as sandbox.packages does (repeatable).",
-)
+@package_option
 def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_json, packages) -> int:
     """Run one program (and optional tests) in the sandbox; exit 0 when it passes, 1 when it does not."""
     import json
@@ -59,13 +53,7 @@ def sandbox_run(code_path, tests, tests_file, timeout, memory_mb, backend, as_js
 
 @sandbox.command("doctor")
 @click.option("--backend", type=_BACKEND, default="auto", show_default=True, help="Sandbox backend to check.")
-@click.option(
-    "--package",
-    "packages",
-    multiple=True,
-    metavar="NAME",
-    help="Offer this installed package to programs, as sandbox.packages does (repeatable).",
-)
+@package_option
 def sandbox_doctor(backend, packages) -> int:
     """Show the active backend and self-test each isolation guarantee; exit 1 when one fails."""
     from azr.rewards import verdict_check
