@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from azr.config.schema import is_set_dotted
 from azr.errors import ConfigError, did_you_mean, show
 
 log = logging.getLogger(__name__)
@@ -238,7 +239,7 @@ def normalise_legacy(raw: dict[str, Any], source: str) -> dict[str, Any]:
     _prune(raw)
     # A provider's URL and API are defaults: an endpoint the file gives wins.
     for target, value, legacy_name in sorted(pairs, key=lambda pair: pair[2].endswith(".provider")):
-        if not (legacy_name.endswith(".provider") and _is_set(raw, target)):
+        if not (legacy_name.endswith(".provider") and is_set_dotted(raw, target)):
             _place(raw, target, value, legacy_name)
     log.warning(
         "%s: the seed project's schema converted; `azr config show --config %s` prints the result", source, source
@@ -311,10 +312,10 @@ def _teacher_switches(raw: dict[str, Any]) -> list[tuple[str, Any, str]]:
     """The seed had no teacher switches: its teacher answered when teacher assistance was on (as azr's does), and
     reasoned when given a budget (its budgets have azr's names and stay as they are)."""
     pairs = []
-    if _get(raw, "teacher_assist.enabled") is True and not _is_set(raw, "teacher.enabled"):
+    if _get(raw, "teacher_assist.enabled") is True and not is_set_dotted(raw, "teacher.enabled"):
         pairs.append(("teacher.enabled", True, "teacher_assist.enabled"))
     budget = _get(raw, "thinking.teacher_budget_tokens")
-    if isinstance(budget, int) and not isinstance(budget, bool) and not _is_set(raw, "thinking.teacher"):
+    if isinstance(budget, int) and not isinstance(budget, bool) and not is_set_dotted(raw, "thinking.teacher"):
         pairs.append(("thinking.teacher", budget > 0, "thinking.teacher_budget_tokens"))
     return pairs
 
@@ -329,10 +330,6 @@ def _get(raw: dict[str, Any], dotted: str) -> Any:
             return _MISSING
         node = node[part]
     return node
-
-
-def _is_set(raw: dict[str, Any], dotted: str) -> bool:
-    return _get(raw, dotted) is not _MISSING
 
 
 def _place(raw: dict[str, Any], target: str, value: Any, legacy_name: str) -> None:

@@ -22,7 +22,7 @@ from azr.config.absolute_zero import SEED_KINDS
 from azr.config.adapter import check_adapter
 from azr.config.heldout import check_heldout
 from azr.config.legacy import check_replaced, normalise_legacy
-from azr.config.schema import build, parse_pairs, set_dotted
+from azr.config.schema import build, is_set_dotted, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
 from azr.config.selfplay import check_base_url
 from azr.config.tools import TOOL_NAMES
@@ -118,16 +118,7 @@ def _resolved(value: str, base: Path, keep_link: bool) -> str:
 
 def _unset_paths(raw: dict[str, Any]) -> set[str]:
     """Path fields the file does not set: their defaults are relative to the CWD, not to the config file."""
-
-    def given(dotted: str) -> bool:
-        node: Any = raw
-        for part in dotted.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return False
-            node = node[part]
-        return True
-
-    return {key for key in PATH_FIELDS if not given(key)}
+    return {key for key in PATH_FIELDS if not is_set_dotted(raw, key)}
 
 
 def ignored_settings(cfg: AzrConfig) -> dict[str, list[str]]:

@@ -56,6 +56,16 @@ def parse_pairs(items: Sequence[str], flag: str, example: str, dotted: bool = Fa
     return out
 
 
+def is_set_dotted(raw: dict[str, Any], dotted: str) -> bool:
+    """Whether the raw recipe `raw` gives a value at `dotted` (`a.b.c`), whatever the value."""
+    node: Any = raw
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def set_dotted(raw: dict[str, Any], dotted: str, value: Any, defaults: dict[str, Any]) -> None:
     """raw[a][b]... = value. A list the file leaves out starts as its value in `defaults`, so that
     `--set rewards.1.weight=0.5` edits the default second reward."""
