@@ -14,10 +14,11 @@ from transformers import TrainerCallback
 
 
 class HeldOutCallback(TrainerCallback):
-    """Runs `evaluator` on the policy of `trainer` (sampled as the trainer samples: vLLM or `generate`)."""
+    """Runs `evaluator` on the policy of `trainer` (sampled as the trainer samples, vLLM or `generate`, through
+    `view`: the trainer's `azr.rollouts.TrainerBatches`)."""
 
-    def __init__(self, evaluator: Any, trainer: Any):
-        self.evaluator, self.trainer = evaluator, trainer  # evaluator: an azr.evaluation.heldout.HeldOutEvaluator
+    def __init__(self, evaluator: Any, trainer: Any, view: Any):
+        self.evaluator, self.trainer, self.view = evaluator, trainer, view  # evaluator: a heldout.HeldOutEvaluator
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.evaluator.begin()  # resumed: the steps already evaluated are not evaluated again
@@ -29,7 +30,7 @@ class HeldOutCallback(TrainerCallback):
             self._evaluate(args, state, control)
 
     def _evaluate(self, args, state, control) -> None:
-        record = self.evaluator.evaluate(self.evaluator.sampler_for(self.trainer), state.global_step)
+        record = self.evaluator.evaluate(self.evaluator.sampler_for(self.view), state.global_step)
         if record is None:  # not the main process
             return
         logs = self.evaluator.logger_keys(record)

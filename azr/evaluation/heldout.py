@@ -120,14 +120,14 @@ class HeldOutEvaluator:
         )
         return record
 
-    def sampler_for(self, trainer: Any) -> Any:
+    def sampler_for(self, view: Any) -> Any:
         """How the run generates, for its evaluations: the vLLM backend the trainer samples GRPO's batches from
-        (adapter, server and colocate modes), else the policy's own `generate`."""
+        (adapter, server and colocate modes), else the policy's own `generate`. `view` is the trainer as
+        `azr.rollouts.TrainerBatches` shows it (`backend`, `sync_backend`, `policy`, `tokenizer`)."""
         template = self.cfg.template_kwargs()
-        if getattr(trainer, "use_vllm", False) and getattr(trainer, "vllm_generation", None) is not None:
-            return BackendSampler(trainer, self.sampling, template)
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        return ModelSampler(model, trainer.processing_class, self.sampling, template, generate_completions)
+        if view.backend is not None:
+            return BackendSampler(view, self.sampling, template)
+        return ModelSampler(view.policy, view.tokenizer, self.sampling, template, generate_completions)
 
     @staticmethod
     def logger_keys(record: dict[str, Any]) -> dict[str, float]:
@@ -206,12 +206,13 @@ def build_heldout(
     return HeldOutEvaluator(problems, chosen, sorted(ev.k), ev.every_steps, cfg, ranks, metrics, rewards, pool, folder)
 
 
-def attach_heldout(trainer: Any, evaluator: HeldOutEvaluator | None) -> None:
-    """Add the held-out evaluation to `trainer`, a GRPO trainer (nothing when `evaluator` is None)."""
+def attach_heldout(trainer: Any, evaluator: HeldOutEvaluator | None, view: Any) -> None:
+    """Add the held-out evaluation to `trainer`, a GRPO trainer seen through `view` (its
+    `azr.rollouts.TrainerBatches`) for sampling; nothing when `evaluator` is None."""
     if evaluator is not None:
         from azr.evaluation.callback import HeldOutCallback  # transformers: imported once a trainer exists
 
-        trainer.add_callback(HeldOutCallback(evaluator, trainer))
+        trainer.add_callback(HeldOutCallback(evaluator, trainer, view))
 
 
 class BackendSampler:
@@ -222,15 +223,13 @@ class BackendSampler:
     mode = "answer"
     chunk = 1 << 30
 
-    def __init__(self, trainer: Any, sampling: Sampling, template_kwargs: dict):
-        self.trainer, self.sampling, self.template_kwargs = trainer, sampling, template_kwargs
+    def __init__(self, view: Any, sampling: Sampling, template_kwargs: dict):
+        self.view, self.sampling, self.template_kwargs = view, sampling, template_kwargs  # view: a TrainerBatches
 
     def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
-        trainer, tokenizer, n = self.trainer, self.trainer.processing_class, self.sampling.n
-        backend = trainer.vllm_generation
-        if trainer.state.global_step != trainer._last_loaded_step:  # as TRL does before it generates
-            backend.sync_weights()
-            trainer._last_loaded_step = trainer.state.global_step
+        view, tokenizer, n = self.view, self.view.tokenizer, self.sampling.n
+        backend = view.backend
+        view.sync_backend()  # the current weights, once per step (TRL does not load them again for it)
         texts = [
             tokenizer.apply_chat_template(
                 chat_messages(p.task.prompt), tokenize=False, add_generation_prompt=True, **self.template_kwargs

@@ -1,11 +1,15 @@
-"""The one place where batch composition meets TRL's private batch API (TRL 1.16): the keys of the generation batch
-TRL's `_generate_and_score_completions` returns and how each is padded, and `TrainerBatches`, the narrow view of a
-GRPOTrainer that the rollout filter and Absolute Zero's generator use instead of the trainer itself.
+"""The one place where azr meets TRL's private trainer API (TRL 1.16): the keys of the generation batch TRL's
+`_generate_and_score_completions` returns and how each is padded, and `TrainerBatches`, the narrow view of a
+GRPOTrainer that the rollout filter, Absolute Zero's generator and trainer, adapter mode's generation backend and
+the held-out evaluation use instead of the trainer itself.
 
-Every call of a private TRL method from batch composition goes through here (`_get_per_token_logps_and_entropies`,
-`_tokenize_prompts`, `_generate_single_turn`; the round itself is `AZRGRPOTrainer._score_round`, azr's own wrapper
-of `_generate_and_score_completions`). tests/rollouts/test_trl_batch.py pins that contract against the installed
-TRL. It owns no decision about which groups are trained, nor any reward.
+Every call of a private TRL method, and every read or write of a private TRL attribute, goes through here:
+`_get_per_token_logps_and_entropies`, `_tokenize_prompts`, `_generate_single_turn`; the generation backend
+(`vllm_generation`, `use_vllm`, `vllm_mode`, `_last_loaded_step`); the logged advantages (`_logs`). The round
+itself is `AZRGRPOTrainer._score_round`, azr's own wrapper of `_generate_and_score_completions`, one of the three
+hooks `AZRGRPOTrainer` overrides (with `_calculate_rewards` and `_get_train_sampler`).
+tests/rollouts/test_trl_batch.py pins that contract against the installed TRL. It owns no decision about which
+groups are trained, nor any reward.
 """
 
 from __future__ import annotations
@@ -107,3 +111,50 @@ class TrainerBatches:
         completion_ids, logprobs = trainer._generate_single_turn(prompt_ids, None, fields, n)
         texts = trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
         return [list(p) for p in prompt_ids], [list(c) for c in completion_ids], logprobs, list(texts)
+
+    # ------------------------------------------------------------------------- the generation backend (vLLM)
+    @property
+    def backend(self) -> Any | None:
+        """The vLLM backend the trainer generates through (TRL's `vllm_generation`: azr's `LoraSync` in adapter
+        mode, TRL's own in server and colocate modes), or None when it generates with the policy's `generate`."""
+        trainer = self.trainer
+        if getattr(trainer, "use_vllm", False) and getattr(trainer, "vllm_generation", None) is not None:
+            return trainer.vllm_generation
+        return None
+
+    def use_backend(self, backend: Any) -> None:
+        """Make the trainer generate through `backend` (`sync_weights`, `generate`) as it does through TRL's vLLM:
+        TRL 1.16's `_generate_single_turn` calls `backend.sync_weights()` whenever the step differs from
+        `_last_loaded_step`, then `backend.generate(prompts=token ids, images=, num_generations=, profiler=)`."""
+        trainer = self.trainer
+        trainer.vllm_generation = backend
+        trainer.use_vllm = True
+        # Server mode is how TRL reads the backend everywhere it asks (the tool loop's context limit, for one).
+        trainer.vllm_mode = "server"
+        trainer._last_loaded_step = -1  # the first batch syncs the weights as it starts
+
+    def sync_backend(self) -> None:
+        """Load the current weights into the backend once per optimizer step, as TRL does before it generates (and
+        tells TRL so: it does not load them again for the step)."""
+        trainer = self.trainer
+        if trainer.state.global_step != trainer._last_loaded_step:
+            trainer.vllm_generation.sync_weights()
+            trainer._last_loaded_step = trainer.state.global_step
+
+    @property
+    def policy(self) -> Any:
+        """The policy model, unwrapped from DDP (what `generate` is called on)."""
+        return self.trainer.accelerator.unwrap_model(self.trainer.model)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.trainer.processing_class
+
+    # --------------------------------------------------------------------------------------------- logging
+    def replace_logged_advantages(self, advantages: list[float]) -> None:
+        """Replace the advantages TRL logged for the batch just scored (its completions table and `advantage`
+        statistics) with `advantages`, every process's rows in rank order."""
+        logged = self.trainer._logs["advantages"]
+        for _ in range(min(len(advantages), len(logged))):
+            logged.pop()
+        logged.extend(advantages)

@@ -60,29 +60,19 @@ class AbsoluteZeroTrainer(AZRGRPOTrainer):
             warnings.filterwarnings("ignore", message=".*rollout_func.*")
             super().__init__(*args, rollout_func=rollout, mask_reward=None, **kwargs)
         self.rollout, self.baseline = rollout, baseline
-        self._batch_rewards: torch.Tensor | None = None
 
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._batch_rewards = rewards
-        return rewards
-
-    def _generate_and_score_completions(self, inputs):
-        output = super()._generate_and_score_completions(inputs)
-        if self.baseline == "type_role" and self.model.training and self._batch_rewards is not None:
+    def adjust_advantages(self, output: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        rewards = self.round_rewards  # this round's, every process's rows in rank order
+        if self.baseline == "type_role" and self.model.training and rewards is not None:
             # TRL merged the rollout's columns into these rows; the keys of every process's rows, in rank order
-            keys = gather_object([f"{row['az_type']}/{row['az_role']}" for row in inputs])
-            weights = self.reward_weights.to(self._batch_rewards.device)
-            total = (self._batch_rewards * weights).nansum(dim=1)
-            total[torch.isnan(self._batch_rewards).all(dim=1)] = torch.nan
+            keys = gather_object([f"{row['az_type']}/{row['az_role']}" for row in rows])
+            weights = self.reward_weights.to(rewards.device)
+            total = (rewards * weights).nansum(dim=1)
+            total[torch.isnan(rewards).all(dim=1)] = torch.nan
             advantages = type_role_advantages(total, keys, self.scale_rewards != "none")
-            start = self.accelerator.process_index * len(inputs)
-            output["advantages"] = advantages[start : start + len(inputs)].to(output["advantages"].device)
-            logged = self._logs["advantages"]  # TRL logged the group advantages of this batch: replace them
-            for _ in range(min(len(advantages), len(logged))):
-                logged.pop()
-            logged.extend(advantages.tolist())
-        return output
+            start = self.accelerator.process_index * len(rows)
+            output["advantages"] = advantages[start : start + len(rows)].to(output["advantages"].device)
+            TrainerBatches(self).replace_logged_advantages(advantages.tolist())  # TRL logged the group ones
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "train_runtime" not in logs:

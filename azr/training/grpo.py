@@ -10,7 +10,7 @@ from typing import Any
 
 from azr.data import Task
 from azr.prompts import chat_messages
-from azr.rollouts import MainRounds
+from azr.rollouts import MainRounds, TrainerBatches
 from azr.training.context import RunContext
 from azr.training.ranks import replica_digests
 
@@ -61,11 +61,12 @@ def grpo_phase(ctx: RunContext):
             sampling=sampling,
         )
         ctx.bind(trainer)
-        attach_heldout(trainer, heldout_evaluator(ctx))  # eval.every_steps: the held-out pass rate as it trains
+        # eval.every_steps: the held-out pass rate as it trains
+        attach_heldout(trainer, heldout_evaluator(ctx), TrainerBatches(trainer))
         if cfg.eval.stop_on_alarm:  # the alarms are raised by ctx.metrics; this ends training cleanly once one has
             from azr.training.alarms import StopOnAlarm
 
-            total = trainer._summed_over_processes if ctx.ranks.world > 1 else None
+            total = trainer.summed_over_processes if ctx.ranks.world > 1 else None
             trainer.add_callback(StopOnAlarm(ctx.metrics, total))
         if (backend := ctx.sidecar.generation(trainer)) is not None:
             use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server

@@ -89,6 +89,10 @@ class AZRGRPOTrainer(GRPOTrainer):
     - `sampling` (an `azr.rollouts.RolloutFilter`) builds each generation batch in training: which prompt groups
       are generated (the group sampler), and with dynamic sampling which generated groups are trained. It sees the
       trainer through `azr.rollouts.TrainerBatches` (one `_score_round` per round), and adds its metrics to every log.
+    - `adjust_advantages` lets a subclass replace TRL's group-mean advantages of each round (Absolute Zero's
+      per-(type, role) baseline) without overriding a private TRL method itself: the three this class overrides
+      (`_generate_and_score_completions`, `_calculate_rewards`, `_get_train_sampler`) are pinned by
+      tests/rollouts/test_trl_batch.py, and every other private access is `azr.rollouts.TrainerBatches`'.
     """
 
     def __init__(
@@ -113,7 +117,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         self._mask_col = self.reward_func_names.index(mask_reward) if mask_reward in self.reward_func_names else None
         checked = ([grader] if grader is not None else []) + list(health)
         if checked:
-            self.add_callback(SandboxHealth(checked, self._summed_over_processes))
+            self.add_callback(SandboxHealth(checked, self.summed_over_processes))
 
     def _get_train_sampler(self, dataset=None):
         sampler = super()._get_train_sampler(dataset)
@@ -133,7 +137,12 @@ class AZRGRPOTrainer(GRPOTrainer):
             # Before generating, so that the opponent answers while the policy generates and its own code is graded.
             rows = self.rounds.start(rows, self.state.global_step + 1)
         output = super()._generate_and_score_completions(rows)
+        self.adjust_advantages(output, rows)
         return output, self.round_rewards
+
+    def adjust_advantages(self, output: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        """A hook for a trainer whose baseline is not TRL's group mean (Absolute Zero's per task type and role):
+        may replace `output["advantages"]` for `rows`, from `self.round_rewards`. TRL's own are kept here."""
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         if self.rounds is not None:
@@ -168,7 +177,8 @@ class AZRGRPOTrainer(GRPOTrainer):
             details=details if len(details) == len(inputs) else [],
         )
 
-    def _summed_over_processes(self, *numbers: float) -> list[float]:
+    def summed_over_processes(self, *numbers: float) -> list[float]:
+        """`numbers` summed over the processes (a collective: every process calls it together)."""
         summed = self.accelerator.reduce(
             torch.tensor(numbers, dtype=torch.float64, device=self.accelerator.device), "sum"
         )

@@ -24,6 +24,7 @@ from azr.evaluation.samplers import Generated
 from azr.logs import JsonlWriter
 from azr.prompts import reference_answer
 from azr.rewards import build_rewards
+from azr.rollouts import TrainerBatches
 
 HELD_OUT = load_tasks("held-out")
 
@@ -224,14 +225,14 @@ def test_the_vllm_backend_samples_n_per_task_with_the_evaluations_settings_then_
     from azr.data import Problem
 
     items = [(Problem(t), i) for t, i in items]
-    out = BackendSampler(trainer, sampling, {}).sample(items)
+    out = BackendSampler(TrainerBatches(trainer), sampling, {}).sample(items)
     assert [g.text for g in out] == ["A", "B", "C", "D"]
     ((prompts, n, used),) = backend.calls
     assert n == 2 and prompts[0] == prompts[1] != prompts[2] == prompts[3]  # each task twice in a row, as TRL sends
     assert used["temperature"] == 0.2 and used["max_tokens"] == 16
     assert backend.sampling == {"temperature": 0.7, "max_tokens": 128, "top_p": 1.0}  # GRPO's own again
     assert backend.syncs == 1 and trainer._last_loaded_step == 3  # the current weights, synced once per step
-    BackendSampler(trainer, sampling, {}).sample(items)
+    BackendSampler(TrainerBatches(trainer), sampling, {}).sample(items)
     assert backend.syncs == 1
 
 

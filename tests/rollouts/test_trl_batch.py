@@ -69,3 +69,62 @@ def test_the_trainer_attributes_the_adapter_reads_exist():
     source = inspect.getsource(trl.GRPOTrainer.__init__)
     for name in ("num_generations", "reward_weights", "pad_to_multiple_of"):
         assert re.search(rf"self\.{name}\s*=", source), name
+
+
+def test_the_generation_backend_attributes_are_trls_and_it_syncs_on_a_new_step():
+    """`TrainerBatches.use_backend` / `sync_backend` set what TRL reads before it generates: `vllm_generation`,
+    `use_vllm`, `vllm_mode` and `_last_loaded_step`, which `_generate_single_turn` compares with the step."""
+    init = inspect.getsource(trl.GRPOTrainer.__init__)
+    for name in ("use_vllm", "vllm_mode", "vllm_generation", "_last_loaded_step"):
+        assert re.search(rf"self\.{name}\s*=", init), name
+    turn = inspect.getsource(trl.GRPOTrainer._generate_single_turn)
+    assert "self.state.global_step != self._last_loaded_step" in turn
+    assert "self.vllm_generation.sync_weights()" in turn
+    assert "self.vllm_generation.generate(" in turn
+
+
+def test_the_logged_advantages_are_a_list_trl_extends_per_batch():
+    init = inspect.getsource(trl.GRPOTrainer.__init__)
+    assert re.search(r'self\._logs = \{[^}]*"advantages"', init, re.S)
+    scored = inspect.getsource(trl.GRPOTrainer._generate_and_score_completions)
+    assert 'self._logs["advantages"].extend(' in scored
+
+
+class _Backend:
+    def __init__(self):
+        self.syncs = 0
+
+    def sync_weights(self):
+        self.syncs += 1
+
+
+class _Trainer:
+    """The few attributes of a GRPOTrainer the generation view reads and writes."""
+
+    def __init__(self):
+        self.state = type("State", (), {"global_step": 0})()
+        self.use_vllm, self.vllm_generation, self._logs = False, None, {"advantages": [9.0, 0.5, -0.5]}
+
+
+def test_the_view_switches_generation_to_a_backend_and_syncs_it_once_per_step():
+    from azr.rollouts import TrainerBatches
+
+    trainer, backend = _Trainer(), _Backend()
+    view = TrainerBatches(trainer)
+    assert view.backend is None  # the policy's own generate
+    view.use_backend(backend)
+    assert view.backend is backend and trainer.use_vllm and trainer.vllm_mode == "server"
+    view.sync_backend()
+    view.sync_backend()
+    assert backend.syncs == 1 and trainer._last_loaded_step == 0  # TRL will not load them again for step 0
+    trainer.state.global_step = 1
+    view.sync_backend()
+    assert backend.syncs == 2
+
+
+def test_replacing_logged_advantages_keeps_earlier_batches():
+    from azr.rollouts import TrainerBatches
+
+    trainer = _Trainer()
+    TrainerBatches(trainer).replace_logged_advantages([1.0, -1.0])
+    assert trainer._logs["advantages"] == [9.0, 1.0, -1.0]

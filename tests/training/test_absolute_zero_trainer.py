@@ -275,8 +275,8 @@ def test_a_scripted_batch_gets_exact_rewards_and_advantages(tiny_model_dir, az_p
     trainer, buffers = build_trainer(tiny_model_dir, az_pool, tmp_path, baseline)
     inputs, output = one_batch(trainer)
     expected = expected_rewards(inputs)
-    rewards = trainer._batch_rewards.nansum(dim=1)  # one role's reward per row, the other None
-    assert torch.isnan(trainer._batch_rewards).sum(dim=1).tolist() == [1] * len(inputs)
+    rewards = trainer.round_rewards.nansum(dim=1)  # one role's reward per row, the other None
+    assert torch.isnan(trainer.round_rewards).sum(dim=1).tolist() == [1] * len(inputs)
     assert rewards.tolist() == pytest.approx(expected, abs=1e-6)
     by_hand = group_advantages(expected) if baseline == "group" else type_role_by_hand(inputs, expected)
     assert output["advantages"].tolist() == pytest.approx(by_hand, abs=1e-5)
