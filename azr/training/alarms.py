@@ -8,11 +8,14 @@ processes the decision is summed over them (only the main one writes metrics), s
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from transformers import TrainerCallback
 
 from azr.alarms import AlarmWatch
+
+log = logging.getLogger(__name__)
 
 
 class StopOnAlarm(TrainerCallback):
@@ -30,6 +33,15 @@ class StopOnAlarm(TrainerCallback):
         if fired and not control.should_training_stop:
             control.should_training_stop = True
             self.stopped_at = state.global_step
+            if self.watch is not None:
+                first = self.watch.fired[0]
+                log.warning(
+                    "eval.stop_on_alarm: training stops at step %d (alarm %s at step %d); the final model is saved "
+                    "as after a last step",
+                    state.global_step,
+                    first.rule,
+                    first.step,
+                )
 
     def on_step_end(self, args, state, control, **kwargs):
         self._check(state, control)
