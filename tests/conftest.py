@@ -208,16 +208,39 @@ def _slow_work_is_marked_slow():
     _patch.undo()
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by mark
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by mark, and before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """A test that uses a server fixture is marked `slow`. Tests marked `network` need the internet, which CI has
-    not: they skip, saying so, unless AZR_NETWORK_TESTS=1."""
+    not: they skip, saying so, unless AZR_NETWORK_TESTS=1. Every test gets its xdist group (`group_for_workers`)."""
     for item in items:
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    group_for_workers(items)
     if os.environ.get("AZR_NETWORK_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="needs the internet; set AZR_NETWORK_TESTS=1 to run it")
     for item in items:
         if "network" in item.keywords:
             item.add_marker(skip)
+
+
+def group_for_workers(items: list[pytest.Item]) -> None:
+    """Groups for `pytest -n N --dist loadgroup` (pytest-xdist; `make test` and `make test-fast` run two workers),
+    which sends each group whole to one worker: one per module, so a module's fixtures (a trained run, a sandbox
+    pool) are built once; one for every test of the session's vLLM server, which is started once; and a test's own
+    `xdist_group` mark where it has one (a test that takes minutes alone). `items` is reordered, the same way in
+    every worker, so that groups holding slow tests come first: xdist hands out groups in this order
+    (--no-loadscope-reorder), and the long ones started first end together with the many short ones that follow."""
+    slow_groups: set[str] = set()
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            uses_server = SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
+            item.add_marker(pytest.mark.xdist_group("vllm-server" if uses_server else item.nodeid.split("::")[0]))
+        if item.get_closest_marker("slow") is not None:
+            slow_groups.add(_group(item))
+    items.sort(key=lambda item: _group(item) not in slow_groups)  # stable: each group keeps its own order
+
+
+def _group(item: pytest.Item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    return mark.args[0] if mark.args else mark.kwargs.get("name", "default")

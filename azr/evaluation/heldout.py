@@ -93,14 +93,15 @@ class HeldOutEvaluator:
         records = list(graded(rows, self.cfg.sandbox, self.cfg.answer_format, timings, self.pool)) if rows else []
         reward = self._reward(mine[:real], [g.text or "" for g in texts])
         parts = self.ranks.gather((records, reward, timings))
-        self.seconds += time.monotonic() - started  # every rank: the same steps, about the same time
+        wall_s = time.monotonic() - started
+        self.seconds += wall_s  # every rank: the same steps, about the same time
         self.done.add(step)
         if not self.ranks.main:
             return None
         records = [r for part, _, _ in parts for r in part]
         totals = [(r, g) for _, (r, g), _ in parts if g]
         timings = {k: max(t[k] for _, _, t in parts) for k in timings}  # the ranks ran side by side
-        record = self._record(step, records, totals, timings, time.monotonic() - started)
+        record = self._record(step, records, totals, timings, wall_s)  # wall_s: the same figure as eval_wall_s adds
         if self.folder is not None:
             atomic_write_text(self.folder / f"step-{step}.jsonl", "".join(_line(r) for r in records))
         if self.metrics is not None:

@@ -435,6 +435,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow  # the whole demo: about 3.5 minutes on 2 cores; it runs in CI
+@pytest.mark.xdist_group("demo")  # alone: it takes as long as the rest of the module
 def test_the_demo_recipe_raises_the_train_pass_rate_by_grpo_alone(cli, tiny_model_dir, tmp_path):
     """examples/tiny.yaml as shipped (seed 0) on the tiny model: GRPO alone, on its own graded samples, lifts the
     sampled train pass rate well clear of the measurement's noise (0.58 -> 0.86 when this was written; a standard
