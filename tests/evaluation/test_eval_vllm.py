@@ -32,7 +32,7 @@ def records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.slow  # starts a vLLM server
+@pytest.mark.slow(minutes=0.8)  # starts a vLLM server
 @pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")  # peft's save_pretrained
 def test_an_adapter_evaluated_through_vllm_gives_hf_generates_samples(cli, tiny_model_dir, tmp_path):
     from peft import LoraConfig, get_peft_model

@@ -335,7 +335,7 @@ def test_azr_eval_of_the_final_adapter_gives_the_runs_last_evaluation_sample_for
     assert [r["completion"] for r in sorted(first, key=key)] != [r["completion"] for r in sorted(ours, key=key)]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=0.5)
 def test_two_ranks_split_the_tasks_and_the_main_one_writes_each_evaluation_once(tiny_model_dir, tmp_path):
     """`torchrun --standalone --nproc_per_node 2` (gloo on the CPU), as tests/training/test_ranks.py runs it."""
     import os
@@ -374,7 +374,7 @@ def test_two_ranks_split_the_tasks_and_the_main_one_writes_each_evaluation_once(
     assert text.count("held-out eval at step 2") == 1
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=1.2)
 def test_in_adapter_mode_the_evaluation_samples_from_the_vllm_server_with_the_current_adapter(tiny_model_dir, tmp_path):
     """A real vLLM server on the CPU (`make vllm-env`): GRPO and the evaluations both sample from it, the
     evaluations at their own token budget."""

@@ -140,7 +140,7 @@ def test_user_errors_exit_2_in_one_line_before_torch_loads(tiny_model_dir, tmp_p
     assert (taken / "file").read_text() == "kept" and not (tmp_path / "o").exists()
 
 
-@pytest.mark.slow  # starts a vLLM server
+@pytest.mark.slow(minutes=0.8)  # starts a vLLM server
 def test_vllm_serves_the_merged_model(tiny_model_dir, tmp_path):
     """One server start, on the export with every LoRA option merged in (the adapter vLLM could not serve)."""
     from conftest import vllm_python

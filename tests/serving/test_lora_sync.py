@@ -125,6 +125,7 @@ def sync(server, policy, tmp_path_factory):
 PROMPTS = [[5, 6, 7, 8, 9], [40, 41, 42]]
 
 
+@pytest.mark.slow(minutes=0.9)  # the module's server starts here
 def test_the_adapter_loads_and_is_listed_beside_the_base(server, sync):
     assert sync.name == "step-0-v1"
     assert served_names(server) == [str(server.model), "step-0-v1"]

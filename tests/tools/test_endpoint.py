@@ -51,7 +51,7 @@ CALL_TEXT = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(6 
 FORCE_CALL = {"structured_outputs": {"choice": [CALL_TEXT]}}
 
 
-@pytest.mark.slow  # starts a vLLM server
+@pytest.mark.slow(minutes=0.8)  # starts a vLLM server
 def test_native_tool_calls_come_back_as_tool_calls(tool_server):
     c = ChatClient(tool_server.base_url, tool_server.model_name, timeout_s=120, max_retries=0, extra_body=FORCE_CALL)
     messages = [{"role": "user", "content": "What is 6 * 7?"}]
@@ -115,7 +115,7 @@ def test_azr_gen_over_the_endpoint(tool_server, tmp_path, write):
     assert all(r["usage"]["completion_tokens"] > 0 and r["finish_reason"] != "error" for r in records)
 
 
-@pytest.mark.slow  # starts a vLLM server
+@pytest.mark.slow(minutes=0.8)  # starts a vLLM server
 def test_azr_gen_with_vllm_serves_the_adapter_as_lora_and_stops_the_server(tiny_model_dir, tmp_path, write):
     """`azr gen --vllm` starts its own server (tool calling on) on model: with gen.adapter hot-loaded as LoRA, samples
     every episode through it, and leaves no server process behind."""

@@ -46,7 +46,7 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.slow  # trains the tiny model
+@pytest.mark.slow(minutes=0.7)  # trains the tiny model
 def test_the_tiny_recipe_runs_end_to_end_with_the_modes_logs(tiny_run):
     out = tiny_run
     assert json.loads((out / "state.json").read_text())["phases"].keys() == {"sft", "grpo"}

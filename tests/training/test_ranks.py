@@ -22,6 +22,7 @@ import http_stub
 import pytest
 import yaml
 from procs import kill_group_when
+from run_files import read_generations, read_jsonl
 
 from azr.config import SandboxConfig
 from azr.logs import read_jsonl_records
@@ -156,22 +157,14 @@ def _run(recipe: Path, log: Path, *args: str) -> str:
     return text
 
 
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def _generations(out: Path) -> list[dict]:
-    return [r for p in sorted((out / "generations").glob("generations-*.jsonl")) for r in _jsonl(p)]
-
-
 def _check_one_set_of_outputs(out: Path, steps: int, rows: int) -> list[dict]:
     """Each phase and step once in metrics.jsonl, every rank's rows of every step in the generation log, and
     both ranks' trainable weights equal after training (and changed by it)."""
-    records = _jsonl(out / "metrics.jsonl")
+    records = read_jsonl(out / "metrics.jsonl")
     assert [r["phase"] for r in records] == ["eval_before"] + ["grpo"] * steps + ["eval_after"]
     assert [r["step"] for r in records if r["phase"] == "grpo"] == list(range(1, steps + 1))
     assert records[0]["completions"] == 3 * 2  # three tasks, split over the ranks, graded together
-    generations = _generations(out)
+    generations = read_generations(out)
     assert Counter(r["step"] for r in generations) == {s: rows for s in range(1, steps + 1)}
     state = json.loads((out / "state.json").read_text())["phases"]
     assert list(state) == ["eval_before", "grpo", "eval_after"]
@@ -181,7 +174,7 @@ def _check_one_set_of_outputs(out: Path, steps: int, rows: int) -> list[dict]:
     return generations
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=0.5)
 def test_two_processes_write_one_set_of_outputs_and_keep_equal_weights(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
     started = time.monotonic()
@@ -218,7 +211,7 @@ if os.environ.get("RANK") == "1":
 """
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=0.5)
 def test_a_sandbox_failing_on_one_rank_stops_every_rank_at_the_same_step(tiny_model_dir, tmp_path):
     """Rank 1's batches fail past sandbox.max_infra_failure_rate, rank 0's are healthy: both decide on the summed
     counts and stop at the end of step 1 with the same error, rather than rank 0 waiting for rank 1 in the next
@@ -234,16 +227,16 @@ def test_a_sandbox_failing_on_one_rank_stops_every_rank_at_the_same_step(tiny_mo
     assert len(stopped) == 2 and stopped[0] == stopped[1], log[-4000:]
     assert "4 of 4 sandbox runs in one batch failed for infrastructure reasons" in stopped[0]
     # Stopped at the end of step 1, before it was logged: its batch is in the generation log, no step 2 anywhere.
-    assert not [r for r in _jsonl(out / "metrics.jsonl") if r["phase"] == "grpo"]
-    assert Counter(r["step"] for r in _generations(out)) == {1: 8}
+    assert not [r for r in read_jsonl(out / "metrics.jsonl") if r["phase"] == "grpo"]
+    assert Counter(r["step"] for r in read_generations(out)) == {1: 8}
     assert not list((tmp_path / "tmp").glob("azr-sandbox-*"))
 
 
 def _task_ids(out: Path) -> set[str]:
-    return {r["task_id"] for r in _generations(out)}
+    return {r["task_id"] for r in read_generations(out)}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=1)
 def test_two_process_selfplay_killed_then_resumed_plays_each_round_once(tiny_model_dir, tmp_path, monkeypatch):
     """Self-play against the stub (opponent and teacher), with groups that straddle the two ranks (three prompt
     groups of two a step, three rows per rank): SIGKILL to the torchrun job after checkpoint-2, nothing of it left
@@ -289,7 +282,7 @@ def test_two_process_selfplay_killed_then_resumed_plays_each_round_once(tiny_mod
     sources = Counter(r["source"] for r in generations)
     assert sources["hint"] and sources["replay"], sources
     # One round per step: one opponent record, asking each task of the batch (hinted retries aside) once.
-    opponent = _jsonl(out / "selfplay.jsonl")
+    opponent = read_jsonl(out / "selfplay.jsonl")
     assert [r["step"] for r in opponent] == list(range(1, steps + 1))
     for record in opponent:
         asked_tasks = {r["task_id"] for r in generations if r["step"] == record["step"] and not r["hinted"]}
@@ -298,13 +291,13 @@ def test_two_process_selfplay_killed_then_resumed_plays_each_round_once(tiny_mod
     board = json.loads((out / "scoreboard.json").read_text())
     assert [h["step"] for h in board["history"]] == list(range(1, steps + 1))
     assert sum(board["problems"].values()) == len({(r["step"], r["task_id"]) for r in generations if not r["hinted"]})
-    grpo = [r for r in _jsonl(out / "metrics.jsonl") if r["phase"] == "grpo"]
+    grpo = [r for r in read_jsonl(out / "metrics.jsonl") if r["phase"] == "grpo"]
     assert all(r["selfplay/requests"] > 0 and "selfplay/frontier_tasks" in r for r in grpo)
     for path in out.rglob("*"):
         assert not path.is_file() or KEY.encode() not in path.read_bytes(), path
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=1)
 def test_two_process_dynamic_sampling_and_curriculum_compose_on_the_main_process_and_resume_exactly(
     tiny_model_dir, tmp_path
 ):
@@ -326,14 +319,14 @@ def test_two_process_dynamic_sampling_and_curriculum_compose_on_the_main_process
     }
     out = tmp_path / "run"
     _run(_recipe(tmp_path, tiny_model_dir, out, **sections), tmp_path / "run.log")
-    records = _jsonl(out / "metrics.jsonl")
+    records = read_jsonl(out / "metrics.jsonl")
     grpo = [r for r in records if r["phase"] == "grpo"]
     assert [r["step"] for r in grpo] == [1, 2]
     assert all("sampling/kept_share" in r and "sampling/carried_over" in r for r in grpo)
     digests = json.loads((out / "state.json").read_text())["phases"]["grpo"]["weights_sha256"]
     assert len(digests) == 2 and digests[0] == digests[1]
 
-    generations = _generations(out)
+    generations = read_generations(out)
     first_round = [r["task_id"] for r in generations if r["step"] == 1][: 2 * 3 * 2]  # 2 ranks x 3 groups x 2
     assert len(set(first_round[::2])) == 6, first_round  # one draw over both ranks: no task twice
     checkpoint = {s: out / "checkpoints" / f"checkpoint-{s}" for s in (1, 2)}

@@ -21,6 +21,7 @@ import http_stub
 import pytest
 import yaml
 from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, StubServer
+from run_files import read_generations, read_jsonl
 
 from azr.config import load_config
 from azr.prompts import HINT_MARKER
@@ -151,23 +152,15 @@ def faulty(vllm_server, tiny_model_dir, tmp_path_factory) -> dict:
     return _run(tmp_path_factory.mktemp("arena") / "faulty", tiny_model_dir, vllm_server, faults=True)
 
 
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def _generations(out: Path) -> list[dict]:
-    return [r for p in sorted((out / "generations").glob("*.jsonl")) for r in _jsonl(p)]
-
-
 def _grpo_metrics(out: Path) -> list[dict]:
-    return [r for r in _jsonl(out / "metrics.jsonl") if r["phase"] == "grpo"]
+    return [r for r in read_jsonl(out / "metrics.jsonl") if r["phase"] == "grpo"]
 
 
 def _check_scoreboard(out: Path) -> dict:
     """scoreboard.json and frontier.json agree with the generation log, the opponent's log and each other."""
     board = json.loads((out / "scoreboard.json").read_text())
     frontier = json.loads((out / "frontier.json").read_text())
-    records = _generations(out)
+    records = read_generations(out)
     plain = [r for r in records if not r["hinted"]]
     hinted = [r for r in records if r["hinted"]]
     assert sum(board["completions"].values()) == len(plain)
@@ -181,7 +174,7 @@ def _check_scoreboard(out: Path) -> dict:
     missed = {t for (_, t), outcome in outcomes.items() if outcome in ("neither", "opponent_only")}
     assert set(frontier["entries"]) == missed and frontier["tasks"] == board["frontier_tasks"] == len(missed)
     # The opponent answered each problem once: its log's task counts are the scoreboard's problems.
-    opponent = _jsonl(out / "selfplay.jsonl")
+    opponent = read_jsonl(out / "selfplay.jsonl")
     assert [r["step"] for r in opponent] == [1, 2, 3]
     assert sum(r["tasks"] for r in opponent) == len(problems)
     assert sum(r["unavailable"] for r in opponent) == board["problems"]["unavailable"]
@@ -201,7 +194,7 @@ def _outcome(plain: list[dict], step: int, task: str) -> str:
 
 def _check_groups_and_hints(out: Path) -> dict:
     """Whole groups; hinted and replayed groups only in later batches; hints only in prompts, never completions."""
-    records = _generations(out)
+    records = read_generations(out)
     by_step = Counter(r["step"] for r in records)
     assert by_step == {1: 8, 2: 8, 3: 8}
     for i in range(0, len(records), 2):
@@ -228,6 +221,7 @@ def _check_groups_and_hints(out: Path) -> dict:
     return {"hinted_groups": len(hinted) // 2, "replayed_groups": len(replayed) // 2}
 
 
+@pytest.mark.slow(minutes=1)  # a run against the session's vLLM server
 def test_selfplay_training_against_a_live_vllm_opponent_writes_a_consistent_scoreboard(happy):
     out = happy["out"]
     board = _check_scoreboard(out)
@@ -238,7 +232,7 @@ def test_selfplay_training_against_a_live_vllm_opponent_writes_a_consistent_scor
     assert last["selfplay/completion_tokens"] > 0 and 1 < last["selfplay/max_in_flight"] <= 4
     assert last["selfplay/hinted_groups"] == mixed["hinted_groups"]
     assert last["selfplay/replayed_groups"] == mixed["replayed_groups"]
-    teacher = _jsonl(out / "teacher.jsonl")
+    teacher = read_jsonl(out / "teacher.jsonl")
     assert teacher and all(r["ok"] and r["kind"] == "hint" for r in teacher)
     print(
         f"\nhappy: scoreboard problems {board['problems']}, frontier {board['frontier_tasks']}, "
@@ -255,11 +249,11 @@ def test_selfplay_training_completes_when_thirty_percent_of_requests_fail(faulty
     assert last["selfplay/retries"] > 0 and last["teacher/retries"] > 0
     assert board["problems"]["unavailable"] > 0  # some opponent requests failed for good, and no step crashed
     assert last["selfplay/failures"] == board["problems"]["unavailable"]  # failed for good: unavailable, no loss
-    records = _generations(out)
+    records = read_generations(out)
     for r in records:
         if r["opponent_passed"] is None:
             assert r["rewards"]["selfplay_reward"] is None  # masked, never scored as a loss
-    teacher = _jsonl(out / "teacher.jsonl")
+    teacher = read_jsonl(out / "teacher.jsonl")
     assert sum(not r["ok"] for r in teacher) == last["teacher/failures"]
     print(
         f"\nfaults: opponent {faulty['faults']['opponent']} of {faulty['proxy_requests']} requests faulted, "
@@ -271,7 +265,7 @@ def test_selfplay_training_completes_when_thirty_percent_of_requests_fail(faulty
 
 
 def test_hinted_groups_are_rewarded_on_the_policys_own_completions(happy):
-    records = _generations(happy["out"])
+    records = read_generations(happy["out"])
     hinted = [r for r in records if r["hinted"]]
     assert hinted
     # The rewards logged with each hinted row are those of the completion logged beside it (the policy's tokens as
@@ -301,12 +295,12 @@ def test_a_selfplay_run_resumed_from_a_checkpoint_counts_and_logs_each_batch_onc
     resumed = _run(out, tiny_model_dir, vllm_server, faults=False, resume_from=checkpoint)
     assert "self-play: resumed from" in resumed["log"] and "scoreboard at step 2" in resumed["log"]
     board = _check_scoreboard(out)  # history [1, 2, 3]; one opponent record per step; counts match the logs
-    assert Counter(r["step"] for r in _generations(out)) == {1: 8, 2: 8, 3: 8}
+    assert Counter(r["step"] for r in read_generations(out)) == {1: 8, 2: 8, 3: 8}
     last = _grpo_metrics(out)[-1]
     assert [r["step"] for r in _grpo_metrics(out)] == [1, 2, 3]
     assert last["selfplay/requests"] == sum(board["problems"].values())  # usage carried over, not restarted
     # The teacher's records up to the checkpoint are the original run's; those after it, this run's requests only.
-    before, after = _jsonl(happy["out"] / "teacher.jsonl"), _jsonl(out / "teacher.jsonl")
+    before, after = read_jsonl(happy["out"] / "teacher.jsonl"), read_jsonl(out / "teacher.jsonl")
     assert [r for r in after if r["step"] <= 2] == [r for r in before if r["step"] <= 2]
     assert len([r for r in after if r["step"] > 2]) == resumed["teacher_requests"]
 

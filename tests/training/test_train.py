@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from procs import kill_group_when
+from run_files import read_generations, read_jsonl, read_phases
 
 from azr.config import SandboxConfig, load_config
 from azr.data.tasks import load_tasks
@@ -73,24 +74,8 @@ def _train(recipe: Path) -> int:
     return run_train(load_config(recipe))
 
 
-def _jsonl(path: Path) -> list[dict]:
-    """Every line of `path`, each of which must parse as a JSON object."""
-    lines = path.read_text().splitlines()
-    records = [json.loads(line) for line in lines]
-    assert all(isinstance(r, dict) for r in records)
-    return records
-
-
-def _generations(out: Path) -> list[dict]:
-    return [r for path in sorted((out / "generations").glob("generations-*.jsonl")) for r in _jsonl(path)]
-
-
-def _phases(out: Path) -> list[str]:
-    return list(json.loads((out / "state.json").read_text())["phases"])
-
-
 def _grpo_steps(out: Path) -> list[int]:
-    return [r["step"] for r in _jsonl(out / "metrics.jsonl") if r["phase"] == "grpo"]
+    return [r["step"] for r in read_jsonl(out / "metrics.jsonl") if r["phase"] == "grpo"]
 
 
 def _front_matter(card: Path) -> dict:
@@ -122,8 +107,8 @@ def lora_run(tiny_model_dir, tmp_path_factory) -> Path:
 def test_lora_run_writes_config_state_and_metrics(lora_run):
     config = yaml.safe_load((lora_run / "config.yaml").read_text())
     assert config["output_dir"] == str(lora_run) and config["model"]["adapter"]["r"] == 4
-    assert _phases(lora_run) == ["eval_before", "grpo", "eval_after"]
-    records = _jsonl(lora_run / "metrics.jsonl")
+    assert read_phases(lora_run) == ["eval_before", "grpo", "eval_after"]
+    records = read_jsonl(lora_run / "metrics.jsonl")
     assert [r["phase"] for r in records] == ["eval_before", "grpo", "grpo", "eval_after"]
     grpo = [r for r in records if r["phase"] == "grpo"]
     assert [r["step"] for r in grpo] == [1, 2]
@@ -140,7 +125,7 @@ def test_lora_run_writes_config_state_and_metrics(lora_run):
 def test_lora_run_logs_every_generation(lora_run):
     files = sorted((lora_run / "generations").iterdir())
     assert [p.name for p in files] == ["generations-00000.jsonl"]
-    records = _generations(lora_run)
+    records = read_generations(lora_run)
     assert [r["step"] for r in records] == [1] * 4 + [2] * 4  # per step: 2 prompts x 2 completions
     tasks = {t.id: t for t in load_tasks("train")}
     for record in records:
@@ -211,7 +196,7 @@ def test_qlora_on_cpu_trains_and_its_adapter_loads_on_a_4bit_base(tiny_model_dir
     out = tmp_path / "run"
     recipe = _recipe(tmp_path / "r.yaml", tiny_model_dir, out, model={"quantization": "4bit"})
     assert _train(recipe) == 0
-    assert _phases(out) == ["eval_before", "grpo", "eval_after"]
+    assert read_phases(out) == ["eval_before", "grpo", "eval_after"]
     assert _grpo_steps(out) == [1, 2]
     final = out / "final"
     assert _front_matter(final / "README.md")["library_name"] == "peft"
@@ -405,8 +390,8 @@ def test_sft_warm_start_then_grpo_and_a_finished_run_resumes_to_nothing(cli, tin
     recipe = _recipe(tmp_path / "r.yaml", tiny_model_dir, out, sft=sft, grpo={"max_steps": 1})
     code, _, err = cli("train", "--config", recipe)
     assert code == 0, err
-    assert _phases(out) == ["sft", "eval_before", "grpo", "eval_after"]
-    records = _jsonl(out / "metrics.jsonl")
+    assert read_phases(out) == ["sft", "eval_before", "grpo", "eval_after"]
+    records = read_jsonl(out / "metrics.jsonl")
     phases = [r["phase"] for r in records]
     assert phases == ["sft", "sft", "eval_before", "grpo", "eval_after"]
     assert [r["step"] for r in records if r["phase"] == "sft"] == [1, 2]
@@ -428,42 +413,6 @@ def test_sft_warm_start_then_grpo_and_a_finished_run_resumes_to_nothing(cli, tin
 
     code, _, err = cli("train", "--config", recipe)
     assert code == 2 and err.count("\n") == 1 and "--resume-from" in err
-
-
-# ------------------------------------------------------------------------------------------ the demo learns
-REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.mark.slow  # the whole demo: about 3.5 minutes on 2 cores; it runs in CI
-@pytest.mark.xdist_group("demo")  # alone: it takes as long as the rest of the module
-def test_the_demo_recipe_raises_the_train_pass_rate_by_grpo_alone(cli, tiny_model_dir, tmp_path):
-    """examples/tiny.yaml as shipped (seed 0) on the tiny model: GRPO alone, on its own graded samples, lifts the
-    sampled train pass rate well clear of the measurement's noise (0.58 -> 0.86 when this was written; a standard
-    error near 0.02 on 512 samples)."""
-    out = tmp_path / "run"
-    overrides = [f"model.name_or_path={tiny_model_dir}", "logging.console=plain"]
-    code, _, err = cli(
-        "train",
-        "--config",
-        REPO / "examples" / "tiny.yaml",
-        "--output-dir",
-        out,
-        *(x for o in overrides for x in ("--set", o)),
-    )
-    assert code == 0, err
-    cfg = load_config(out / "config.yaml")
-    assert not cfg.self_play.enabled and not cfg.teacher_assist.enabled and cfg.sft.near_misses == 2
-    summary = json.loads((out / "summary.json").read_text())
-    before, after = summary["eval_before"], summary["eval_after"]
-    assert before["graded"] == after["graded"] == 512
-    assert 0.3 <= before["pass_rate"] <= 0.75  # the warm start leaves room to learn
-    assert after["pass_rate"] - before["pass_rate"] >= 0.15
-    assert after["reward"] > before["reward"]
-    # Nothing but the policy's own samples was trained on: no hinted, replayed or substituted rows.
-    generations = _generations(out)
-    assert len(generations) == 30 * 16  # 60 steps, two updates per generated batch of 16
-    assert {(g["source"], g["hinted"]) for g in generations} == {("data", False)}
-    assert _phases(out) == ["sft", "eval_before", "grpo", "eval_after"]
 
 
 # ------------------------------------------------------------------------------------- SIGKILL, then resume
@@ -505,7 +454,7 @@ def _resume(recipe: Path) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=0.6)
 def test_a_run_killed_mid_grpo_resumes_from_its_checkpoint_exactly(tiny_model_dir, tmp_path):
     """SIGKILL to the whole process group after step 3 (checkpoint-2 on disk), then `--resume-from latest`:
     the run finishes with every step logged once, from the checkpoint's step, optimizer, scheduler, RNG and data
@@ -535,11 +484,11 @@ def test_a_run_killed_mid_grpo_resumes_from_its_checkpoint_exactly(tiny_model_di
     assert f"resume: grpo from step {from_step}" in resumed.stderr
 
     # Every log line parses; every step appears once; the measurements before GRPO were not taken again.
-    records = _jsonl(out / "metrics.jsonl")
+    records = read_jsonl(out / "metrics.jsonl")
     assert [r["phase"] for r in records] == ["eval_before"] + ["grpo"] * 8 + ["eval_after"]
     assert _grpo_steps(out) == list(range(1, 9))
-    assert _phases(out) == ["eval_before", "grpo", "eval_after"]
-    generations = _generations(out)
+    assert read_phases(out) == ["eval_before", "grpo", "eval_after"]
+    generations = read_generations(out)
     assert [r["step"] for r in generations] == [s for s in range(1, 9) for _ in range(4)]
 
     # The scheduler continued: the linear decay of the learning rate runs on through the resume.
@@ -558,7 +507,7 @@ def test_a_run_killed_mid_grpo_resumes_from_its_checkpoint_exactly(tiny_model_di
     assert first == again or (from_step > 2 and not first)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=0.8)
 def test_a_run_killed_mid_sft_resumes_sft_then_runs_the_later_phases(tiny_model_dir, tmp_path):
     """SIGKILL during the SFT warm start, after one of its checkpoints: the resumed run continues SFT from that
     checkpoint (each SFT step logged once), then measures, trains and measures again."""
@@ -584,11 +533,11 @@ def test_a_run_killed_mid_sft_resumes_sft_then_runs_the_later_phases(tiny_model_
     resumed = _resume(recipe)
     assert f"resume: sft from step {from_step}" in resumed.stderr
 
-    records = _jsonl(out / "metrics.jsonl")
+    records = read_jsonl(out / "metrics.jsonl")
     assert [r["phase"] for r in records] == ["sft"] * steps + ["eval_before", "grpo", "eval_after"]
     assert [r["step"] for r in records if r["phase"] == "sft"] == list(range(1, steps + 1))
-    assert _phases(out) == ["sft", "eval_before", "grpo", "eval_after"]
+    assert read_phases(out) == ["sft", "eval_before", "grpo", "eval_after"]
     state = json.loads((out / "sft" / "checkpoints" / f"checkpoint-{steps}" / "trainer_state.json").read_text())
     assert state["global_step"] == steps
     assert (out / "sft" / "final" / "adapter_model.safetensors").is_file()
-    assert [r["step"] for r in _generations(out)] == [1] * 4
+    assert [r["step"] for r in read_generations(out)] == [1] * 4

@@ -94,7 +94,7 @@ def adapter_run(tiny_model_dir, tmp_path_factory):
     return out, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
-@pytest.mark.slow  # trains the tiny model with a vLLM server
+@pytest.mark.slow(minutes=1.1)  # trains the tiny model with a vLLM server
 def test_a_short_adapter_mode_run_exits_0_with_an_importance_ratio_near_1(adapter_run):
     out, done = adapter_run
     assert done.returncode == 0, done.stderr[-4000:]
@@ -121,7 +121,7 @@ def test_old_adapter_versions_are_pruned_and_no_server_process_is_left(adapter_r
     assert "vLLM server pid" in done.stderr and "stopped" in done.stderr
 
 
-@pytest.mark.slow  # trains the tiny model with a vLLM server
+@pytest.mark.slow(minutes=0.9)  # trains the tiny model with a vLLM server
 def test_a_sigkilled_trainer_leaves_no_server_behind(tiny_model_dir, tmp_path):
     """SIGKILL the trainer's whole process group mid-GRPO (its first adapter version served): the server, in a
     session of its own, gets SIGTERM from the kernel (parent-death signal) and takes its engine with it."""

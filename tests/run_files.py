@@ -1,0 +1,23 @@
+"""A finished (or killed) run's files as the tests read them: JSONL logs, the generation log, the phases done."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Every line of `path`, each of which must parse as a JSON object."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert all(isinstance(r, dict) for r in records), path
+    return records
+
+
+def read_generations(out: Path) -> list[dict]:
+    """Every record of the run's generation log (generations/generations-*.jsonl), in file order."""
+    return [r for path in sorted((out / "generations").glob("generations-*.jsonl")) for r in read_jsonl(path)]
+
+
+def read_phases(out: Path) -> list[str]:
+    """The phases state.json says are done, in order."""
+    return list(json.loads((out / "state.json").read_text())["phases"])

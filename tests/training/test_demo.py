@@ -1,0 +1,46 @@
+"""The demo learns: `examples/tiny.yaml` as shipped, on the tiny model, CPU only, through `azr train` — the claim
+README makes for `make demo`, checked in CI. The longest test of the suite (a module of its own, so that a test
+worker runs it beside the rest)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from run_files import read_generations, read_phases
+
+from azr.config import load_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow(minutes=6.5)  # the whole demo: 3.5 to 7 minutes on 2 cores; it runs in CI
+def test_the_demo_recipe_raises_the_train_pass_rate_by_grpo_alone(cli, tiny_model_dir, tmp_path):
+    """examples/tiny.yaml as shipped (seed 0) on the tiny model: GRPO alone, on its own graded samples, lifts the
+    sampled train pass rate well clear of the measurement's noise (0.58 -> 0.86 when this was written; a standard
+    error near 0.02 on 512 samples)."""
+    out = tmp_path / "run"
+    overrides = [f"model.name_or_path={tiny_model_dir}", "logging.console=plain"]
+    code, _, err = cli(
+        "train",
+        "--config",
+        REPO / "examples" / "tiny.yaml",
+        "--output-dir",
+        out,
+        *(x for o in overrides for x in ("--set", o)),
+    )
+    assert code == 0, err
+    cfg = load_config(out / "config.yaml")
+    assert not cfg.self_play.enabled and not cfg.teacher_assist.enabled and cfg.sft.near_misses == 2
+    summary = json.loads((out / "summary.json").read_text())
+    before, after = summary["eval_before"], summary["eval_after"]
+    assert before["graded"] == after["graded"] == 512
+    assert 0.3 <= before["pass_rate"] <= 0.75  # the warm start leaves room to learn
+    assert after["pass_rate"] - before["pass_rate"] >= 0.15
+    assert after["reward"] > before["reward"]
+    # Nothing but the policy's own samples was trained on: no hinted, replayed or substituted rows.
+    generations = read_generations(out)
+    assert len(generations) == 30 * 16  # 60 steps, two updates per generated batch of 16
+    assert {(g["source"], g["hinted"]) for g in generations} == {("data", False)}
+    assert read_phases(out) == ["sft", "eval_before", "grpo", "eval_after"]
