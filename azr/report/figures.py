@@ -65,7 +65,7 @@ LINE_PLOTS: list[tuple[str, str, str, list[Series]]] = [
             ("step_time_s", "whole step"),
             ("generation_time_s", "generation"),
             ("reward_time_s", "rewards (sandbox)"),
-            ("rest_time_s", "generation + update (step − rewards)"),
+            ("rest_time_s", "update and the rest (step − generation − rewards)"),
         ],
     ),
     (
@@ -86,12 +86,14 @@ def _round(value: float) -> float:
 
 
 def series(logs: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
-    """Steps and values of `key` over the step logs that have it (`rest_time_s` derived: step minus rewards)."""
+    """Steps and values of `key` over the step logs that have it (`rest_time_s` derived: the step minus rewards and
+    generation, or minus rewards alone in a run that did not log its generation time)."""
     xs, ys = [], []
     for r in logs:
         if key == "rest_time_s":
+            generation = r["generation_time_s"] if _num(r.get("generation_time_s")) else 0.0
             value = (
-                r["step_time_s"] - r["reward_time_s"]
+                r["step_time_s"] - r["reward_time_s"] - generation
                 if _num(r.get("step_time_s")) and _num(r.get("reward_time_s"))
                 else None
             )

@@ -61,6 +61,7 @@ class MetricsCallback(TrainerCallback):
         steps, seconds = state.global_step - self._step, max(now - self._time, 1e-9)
         tokens = float(logs.get("num_tokens") or state.num_input_tokens_seen or 0)
         reward_s = getattr(self.trainer, "reward_seconds", None)
+        generation_s = getattr(self.trainer, "generation_seconds", None)
         record: dict[str, Any] = {"phase": self.phase, "step": state.global_step, "time": round(time.time(), 3)}
         record["loss"] = logs.get("loss")
         record.update({name: logs.get(key) for name, key in RENAMED.items() if key in logs})
@@ -72,6 +73,9 @@ class MetricsCallback(TrainerCallback):
             record["reward_time_s"] = round(reward_s / steps, 4)
             record["reward_share"] = round(reward_s / seconds, 4)
             self.trainer.reward_seconds = 0.0
+        if generation_s is not None:  # TRL's generation and scoring passes, rewards excluded
+            record["generation_time_s"] = round(generation_s / steps, 4)
+            self.trainer.generation_seconds = 0.0
         record.update({k: v for k, v in logs.items() if k not in record})
         self.writer.write(record)
         self._mark(state)

@@ -114,6 +114,8 @@ class AZRGRPOTrainer(GRPOTrainer):
         self.round_rewards: torch.Tensor | None = None  # the last round's rewards, every process's rows
         self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
+        self.generation_seconds = 0.0  # the rest of TRL's generation and scoring, likewise (rewards excluded)
+        self._lengths: list[int] = []  # completion lengths (every process's) since the last log
         self._mask_col = self.reward_func_names.index(mask_reward) if mask_reward in self.reward_func_names else None
         checked = ([grader] if grader is not None else []) + list(health)
         if checked:
@@ -136,7 +138,9 @@ class AZRGRPOTrainer(GRPOTrainer):
         if self.rounds is not None and self.model.training:
             # Before generating, so that the opponent answers while the policy generates and its own code is graded.
             rows = self.rounds.start(rows, self.state.global_step + 1)
+        started, rewards_before = time.perf_counter(), self.reward_seconds
         output = super()._generate_and_score_completions(rows)
+        self.generation_seconds += time.perf_counter() - started - (self.reward_seconds - rewards_before)
         self.adjust_advantages(output, rows)
         return output, self.round_rewards
 
@@ -153,6 +157,9 @@ class AZRGRPOTrainer(GRPOTrainer):
             rewards[torch.isnan(rewards[:, self._mask_col])] = torch.nan
         self.reward_seconds += time.perf_counter() - started
         self.round_rewards = rewards.detach()  # every process's rows, in rank order (TRL gathered them)
+        if self.model.training:  # for the p95 TRL does not log (a collective, as TRL's own gather of the lengths)
+            mine = torch.tensor([len(ids) for ids in completion_ids_list], device=self.accelerator.device)
+            self._lengths += self.accelerator.gather(mine).tolist()
         if self.observers:  # the same list on every process (a collective follows)
             batch = self._scored_batch(inputs, prompts, completions, rewards)
             if self.accelerator.is_main_process:
@@ -188,6 +195,9 @@ class AZRGRPOTrainer(GRPOTrainer):
         if "train_runtime" not in logs:
             for part in (self.rounds, self.sampling):
                 logs = {**logs, **part.metrics()} if part is not None else logs
+            if self._lengths and "loss" in logs:  # a training step's log: the rounds generated since the last one
+                logs = {**logs, "completions/p95_length": _p95(self._lengths)}
+                self._lengths = []
         super().log(logs, start_time)
 
 
@@ -197,6 +207,12 @@ class _EpochSampler(RepeatSampler):
     def set_epoch(self, epoch: int) -> None:
         if self.shuffle:
             self.generator.manual_seed((self.seed or 0) + epoch)
+
+
+def _p95(values: list[int]) -> float:
+    """The 95th percentile (nearest rank) of `values`."""
+    ordered = sorted(values)
+    return float(ordered[max(0, -(-95 * len(ordered) // 100) - 1)])
 
 
 def _finite(value: float) -> float | None:

@@ -117,6 +117,10 @@ def test_lora_run_writes_config_state_and_metrics(lora_run):
         assert 0 <= record["pass_rate"] <= 1 and record["reward_std"] >= 0 and 0 <= record["frac_reward_zero_std"] <= 1
         assert record["tokens_per_s"] > 0 and record["step_time_s"] > 0 and record["reward_time_s"] >= 0
         assert 0 < record["completion_length"] <= 16
+        # what TRL does not log: the p95 length, and the time of generation apart from rewards and the update
+        assert record["completions/min_length"] <= record["completions/p95_length"] <= record["completions/max_length"]
+        assert record["generation_time_s"] > 0
+        assert record["generation_time_s"] + record["reward_time_s"] < record["step_time_s"]
     for record in (records[0], records[-1]):
         assert record["step"] == 0 and record["completions"] == 2 * 2 and 0 <= record["pass_rate"] <= 1
 
@@ -541,3 +545,12 @@ def test_a_run_killed_mid_sft_resumes_sft_then_runs_the_later_phases(tiny_model_
     assert state["global_step"] == steps
     assert (out / "sft" / "final" / "adapter_model.safetensors").is_file()
     assert [r["step"] for r in read_generations(out)] == [1] * 4
+
+
+def test_the_p95_length_is_the_nearest_rank():
+    from azr.training.trainer import _p95
+
+    assert _p95([7]) == 7.0
+    assert _p95(list(range(1, 21))) == 19.0  # the 19th of 20
+    assert _p95(list(range(1, 101))) == 95.0
+    assert _p95([16] * 19 + [3]) == 16.0
