@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from azr.config.schema import is_set_dotted
+from azr.config.schema import get_dotted, is_set_dotted
 from azr.errors import ConfigError, did_you_mean, show
 
 log = logging.getLogger(__name__)
@@ -312,24 +312,12 @@ def _teacher_switches(raw: dict[str, Any]) -> list[tuple[str, Any, str]]:
     """The seed had no teacher switches: its teacher answered when teacher assistance was on (as azr's does), and
     reasoned when given a budget (its budgets have azr's names and stay as they are)."""
     pairs = []
-    if _get(raw, "teacher_assist.enabled") is True and not is_set_dotted(raw, "teacher.enabled"):
+    if get_dotted(raw, "teacher_assist.enabled") is True and not is_set_dotted(raw, "teacher.enabled"):
         pairs.append(("teacher.enabled", True, "teacher_assist.enabled"))
-    budget = _get(raw, "thinking.teacher_budget_tokens")
+    budget = get_dotted(raw, "thinking.teacher_budget_tokens")
     if isinstance(budget, int) and not isinstance(budget, bool) and not is_set_dotted(raw, "thinking.teacher"):
         pairs.append(("thinking.teacher", budget > 0, "thinking.teacher_budget_tokens"))
     return pairs
-
-
-_MISSING = object()
-
-
-def _get(raw: dict[str, Any], dotted: str) -> Any:
-    node: Any = raw
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
 
 
 def _place(raw: dict[str, Any], target: str, value: Any, legacy_name: str) -> None:

@@ -56,14 +56,22 @@ def parse_pairs(items: Sequence[str], flag: str, example: str, dotted: bool = Fa
     return out
 
 
-def is_set_dotted(raw: dict[str, Any], dotted: str) -> bool:
-    """Whether the raw recipe `raw` gives a value at `dotted` (`a.b.c`), whatever the value."""
+def get_dotted(raw: dict[str, Any], dotted: str, default: Any = None) -> Any:
+    """The value the raw recipe `raw` gives at `dotted` (`a.b.c`), or `default` where it gives none."""
     node: Any = raw
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
-            return False
+            return default
         node = node[part]
-    return True
+    return node
+
+
+_UNSET = object()
+
+
+def is_set_dotted(raw: dict[str, Any], dotted: str) -> bool:
+    """Whether the raw recipe `raw` gives a value at `dotted` (`a.b.c`), whatever the value."""
+    return get_dotted(raw, dotted, _UNSET) is not _UNSET
 
 
 def set_dotted(raw: dict[str, Any], dotted: str, value: Any, defaults: dict[str, Any]) -> None:
