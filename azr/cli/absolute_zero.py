@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -41,7 +42,12 @@ def check(path, as_json, config_path, workers) -> int:
             click.echo(printable(f"line {v.line}: valid (output {outputs[:120]})"))
         else:
             click.echo(printable(f"line {v.line}: invalid: {v.reason}: {v.detail}"[:400]))
-    invalid = sum(not v.valid for v in verdicts)
+    reasons = Counter(v.reason for v in verdicts if not v.valid)
+    invalid = sum(reasons.values())
     if not as_json:
-        click.echo(f"{path}: {len(verdicts)} triplets, {len(verdicts) - invalid} valid, {invalid} invalid")
+        by_reason = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common())
+        click.echo(
+            f"{path}: {len(verdicts)} triplets, {len(verdicts) - invalid} valid, {invalid} invalid"
+            + (f" ({by_reason})" if by_reason else "")
+        )
     return 1 if invalid else 0

@@ -27,6 +27,14 @@ def test_json_verdicts_one_per_line(cli, write):
     ]
 
 
+def test_the_summary_counts_invalid_triplets_by_reason(cli, write):
+    rows = [LINES[1], LINES[0], LINES[2], LINES[1]]
+    path = write("t.jsonl", "".join(json.dumps(line) + "\n" for line in rows))
+    code, out, _ = cli("absolute-zero", "check", path, "--workers", "2")
+    assert code == 1
+    assert out.strip().endswith("4 triplets, 1 valid, 3 invalid (output_mismatch 2, banned_import 1)")
+
+
 def test_all_valid_exits_0_and_shows_computed_outputs(cli, write):
     path = write("ok.jsonl", "".join(json.dumps(line) + "\n" for line in (LINES[0], LINES[4], LINES[5])))
     code, out, _ = cli("absolute-zero", "check", path, "--workers", "2")
