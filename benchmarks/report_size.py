@@ -100,6 +100,8 @@ def write_synthetic_run(folder: Path, steps: int, per_step: int = 16, seed: int 
                         "mean_reward": value,
                         "by_tag": {t: {"problems": 16, "pass@1": value, "pass@4": value + 0.1} for t in "abcd"},
                         "wall_s": 30.0,
+                        "eval_wall_s": 30.0 * (1 + step // 50),  # every evaluation of the phase so far
+                        "eval_share": 0.25,
                     }
                 )
     log = GenerationLog(folder / "generations", 16 * 2**20)

@@ -102,7 +102,7 @@ def _run_facts(run: Run) -> str:
 
 
 def _heldout_cost(evals: list[dict[str, Any]]) -> str:
-    """How many held-out evaluations ran, the last one's pass@k, and their share of the wall time."""
+    """How many held-out evaluations ran, the last one's pass@k, and their share of the GRPO phase's wall time."""
     if not evals:
         return "none (eval.every_steps: 0)"
     last = evals[-1]
@@ -114,7 +114,7 @@ def _heldout_cost(evals: list[dict[str, Any]]) -> str:
     seconds = last.get("eval_wall_s")
     share = last.get("eval_share")
     cost = f"; {_duration(seconds)}" if isinstance(seconds, (int, float)) else ""
-    cost += f", {share:.0%} of the wall time" if isinstance(share, (int, float)) else ""
+    cost += f", {share:.0%} of GRPO's wall time" if isinstance(share, (int, float)) else ""
     return _e(f"{len(evals)}, last at step {last.get('step')}: {rates or '–'}{cost}")
 
 

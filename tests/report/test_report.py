@@ -60,6 +60,7 @@ def test_a_thousand_step_run_fits_the_budget_and_fetches_nothing(tmp_path, synth
     assert f"{len(data['generations'])} of 16000 completions shown" in text
     assert [a["rule"] for a in data["alarms"]] == ["reward_up_heldout_down"]  # the synthetic held-out curve falls
     assert "found by the report" in text
+    assert "21, last at step 1000: pass@1 " in text and "25% of GRPO&#x27;s wall time" in text  # the held-out cost
 
 
 def test_an_unfinished_run_with_a_torn_last_line(tmp_path, synthetic):
