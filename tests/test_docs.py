@@ -1,5 +1,6 @@
 """The documentation's links: every relative link in README.md, docs/*.md and the other Markdown pages of the
-repository names a file that exists, and every `#anchor` names a heading of its page (GitHub's slugs)."""
+repository names a file that exists, every `#anchor` names a heading of its page (GitHub's slugs), and every path of
+this repository written in inline code (`azr/rewards/plans.py`) exists."""
 
 from __future__ import annotations
 
@@ -87,3 +88,17 @@ def test_every_page_of_docs_is_on_its_index():
     """docs/README.md lists every page beside it: a new page gets a row there."""
     listed = set(re.findall(r"\]\(([\w.-]+\.md)\)", (REPO / "docs" / "README.md").read_text(encoding="utf-8")))
     assert {p.name for p in (REPO / "docs").glob("*.md")} - {"README.md"} <= listed
+
+
+CODE_PATH = re.compile(r"`((?:azr|tests|benchmarks|scripts|examples|deploy|docs)/[\w./-]*[\w/])(?::\w+)?`")
+# Files of another repository that the docs name by their own paths (the seed project's configs, docs/config.md).
+OTHER_PROJECTS = {"azr/config.json", "examples/azr.params.yaml"}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_repository_path_in_code_names_a_file_that_exists(page):
+    """A path such as `azr/rewards/plans.py` written in inline code is a link a reader follows by hand: it must not go
+    stale when a module moves or is split."""
+    text = page.read_text(encoding="utf-8")
+    stale = sorted({p for p in CODE_PATH.findall(text) if p not in OTHER_PROJECTS and not (REPO / p).exists()})
+    assert not stale, stale
