@@ -4,7 +4,9 @@ data out, model code only in a child process.
 Standard library only. The sandbox runs each program in a process forked from a long-lived worker, so every
 program it runs shares that worker's hash secret; validation's determinism check needs interpreters with other
 hash seeds, so `run_calls` forks a child that (given a seed) starts a fresh interpreter on this module's own text,
-with its own time limit and output cap inside the sandbox's. The child closes the report descriptor, loads the
+with its own time limit and output cap inside the sandbox's. The time limit is the program's: a fresh interpreter
+says when it has started (one space before its report), and the clock starts then, so a loaded machine's slow
+interpreter start is never a program's timeout. The child closes the report descriptor, loads the
 program, calls `f` on each input and hands back `[status, repr]` per call; the caller, which never runs model code,
 reads those reprs as literals and compares them by value with exact types (`same`).
 """
@@ -21,6 +23,8 @@ import time
 
 REPORT_FD = 3
 EXEC_FAILED = 127
+STARTUP_S = 10.0  # a fresh interpreter's start, before the program's own clock; longer is the sandbox's failure
+READY = b" "  # what a fresh interpreter writes once it has started: whitespace, which the report's JSON ignores
 _SOURCE = globals().get("_AZR_SOURCE", "")  # this module's text, set by the program azr sends (see validation)
 _SCALARS = (int, float, complex, str, bytes, bool, type(None))
 _SEQUENCES = (list, tuple, set, frozenset)
@@ -152,6 +156,7 @@ def _read_all(fd):
 def child_main(request_fd, result_fd):
     """Entry point of a fresh interpreter started by `run_calls` with its own PYTHONHASHSEED."""
     request = json.loads(_read_all(request_fd))
+    _write_all(result_fd, READY)  # the program's clock starts now
     _write_all(result_fd, json.dumps(_child(request["program"], request["inputs"], request["cap"])).encode())
 
 
@@ -182,7 +187,9 @@ def _start(program, inputs, cap, hash_seed, writer):
 
 def run_calls(program, inputs, cap, timeout_s, hash_seed=None):
     """[status, text] per input of `f` in a child process (a fresh interpreter with PYTHONHASHSEED=`hash_seed`
-    when one is given); or 'timeout' / 'output_too_long' / 'crashed' / 'error' for the run as a whole."""
+    when one is given); or 'timeout' / 'output_too_long' / 'crashed' / 'error' for the run as a whole, or
+    'sandbox_error' when no interpreter could start. `timeout_s` counts from the program's start: a forked child
+    starts at once, a fresh interpreter when it writes READY (within STARTUP_S)."""
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -191,16 +198,19 @@ def run_calls(program, inputs, cap, timeout_s, hash_seed=None):
     os.close(writer)
     limit = len(inputs) * (cap + 512) + 4096
     chunks, size = [], 0
-    deadline = time.monotonic() + timeout_s
+    started = hash_seed is None
+    deadline = time.monotonic() + (timeout_s if started else STARTUP_S)
     outcome = None
     while True:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([reader], [], [], left)[0]:
-            outcome = "timeout"
+            outcome = "timeout" if started else "sandbox_error"
             break
         chunk = os.read(reader, 1 << 16)
         if not chunk:
             break
+        if not started:  # the first byte is READY: the interpreter is up, the program's time begins
+            started, deadline = True, time.monotonic() + timeout_s
         size += len(chunk)
         if size > limit:
             outcome = "output_too_long"

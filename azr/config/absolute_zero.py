@@ -78,7 +78,8 @@ class AbsoluteZeroConfig:
     )
     timeout_s: float = field(
         1.0,
-        "Wall-clock limit for one program on all its inputs, in validation and in judging; longer is a timeout.",
+        "Wall-clock limit for one program on all its inputs, in validation and in judging; longer is a timeout "
+        "(counted from the program's start: a fresh interpreter's own start is not the program's time).",
         gt=0,
     )
     max_output_chars: int = field(

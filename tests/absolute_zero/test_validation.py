@@ -5,6 +5,7 @@ fresh interpreters with different hash seeds (one sandbox worker's programs all 
 from __future__ import annotations
 
 import ast
+import json
 import sys
 
 import pytest
@@ -172,6 +173,29 @@ def test_one_worker_shares_a_hash_seed_so_determinism_needs_new_interpreters():
         assert len({pool.run(program).stdout for _ in range(3)}) == 1
         orders = pool.run(spawned).stdout.splitlines()
     assert len(orders) == 2 and orders[0] != orders[1]
+
+
+def test_a_fresh_interpreters_start_is_not_the_programs_time(az_pool):
+    """On a loaded machine a fresh interpreter can take longer to start than a program may run (CI once failed a
+    valid proposal's second run as a timeout). The clock starts when the interpreter is up: here its start is made
+    to take 1.5 s, three times the program's 0.5 s, and a quick program still finishes while an endless one still
+    times out; an interpreter that never comes up is the sandbox's failure, not the program's."""
+    source = SHIPPED["azr.absolute_zero.calls"]
+    program = (
+        "import json, types\n"
+        f"source = {source!r}\n"
+        "calls = types.ModuleType('calls')\n"
+        "calls._AZR_SOURCE = 'import time\\ntime.sleep(1.5)\\n' + source\n"
+        "exec(compile(source, '<calls>', 'exec'), calls.__dict__)\n"
+        "quick = calls.run_calls('def f(x):\\n    return x + 1', ['1'], 100, 0.5, hash_seed=1)\n"
+        "endless = calls.run_calls('def f(x):\\n    while True:\\n        pass', ['1'], 100, 0.5, hash_seed=1)\n"
+        "calls.STARTUP_S = 0.5\n"
+        "never_up = calls.run_calls('def f(x):\\n    return x', ['1'], 100, 0.5, hash_seed=1)\n"
+        "print(json.dumps([quick, endless, never_up]))\n"
+    )
+    result = az_pool.run(program, Limits(wall_s=20.0))
+    assert result.status == "ok", result.stderr
+    assert json.loads(result.stdout) == [[["ok", "2"]], "timeout", "sandbox_error"]
 
 
 def test_given_outputs_must_be_reproduced(validator):

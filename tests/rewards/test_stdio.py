@@ -101,12 +101,14 @@ def test_a_wrong_or_crashing_program_fails(pool):
 
 
 def test_each_case_has_its_own_time_limit(pool):
-    task = Task("slow", "p", cases(("1", "1"), ("2", "2"), ("3", "3")), timeout_s=0.5)
+    # 2 s a case: a wall-clock limit, so short enough to be quick but far above a case's run on a loaded machine
+    # (0.5 s once failed case 3 in CI, with both cores busy)
+    task = Task("slow", "p", cases(("1", "1"), ("2", "2"), ("3", "3")), timeout_s=2.0)
     code = "import time\nn = int(input())\nif n == 2:\n    time.sleep(30)\nprint(n)"
     g = grade(task, code, pool, Limits(wall_s=5.0))
     assert g.per_test == [True, False, True] and g.status == "timeout"
-    assert g.failures == ["test 1: time limit exceeded (0.5 s for this case)"]
-    assert task_limits(task, QUICK).wall_s == pytest.approx(2.5)  # 3 cases x 0.5 s, plus a second
+    assert g.failures == ["test 1: time limit exceeded (2.0 s for this case)"]
+    assert task_limits(task, QUICK).wall_s == pytest.approx(7.0)  # 3 cases x 2 s, plus a second
 
 
 def test_each_case_starts_fresh(pool):

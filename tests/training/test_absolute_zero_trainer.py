@@ -118,7 +118,7 @@ ANSWERS = {
         (NO_BLOCK, "format"),
     ],
 }
-CONFIG = AbsoluteZeroConfig(learnability_samples=G, timeout_s=0.5, propose_unlearnable=-0.1)
+CONFIG = AbsoluteZeroConfig(learnability_samples=G, timeout_s=1.0, propose_unlearnable=-0.1)
 VALUES = {"correct": 1.0, "wrong": -0.5, "format": -1.0}
 SOLVED = {
     marker: sum(v == "correct" for _, v in answers) / len(answers)
