@@ -23,7 +23,7 @@ import time
 
 REPORT_FD = 3
 EXEC_FAILED = 127
-STARTUP_S = 10.0  # a fresh interpreter's start, before the program's own clock; longer is the sandbox's failure
+STARTUP_S = 5.0  # a fresh interpreter's start, before the program's own clock; longer is the sandbox's failure
 READY = b" "  # what a fresh interpreter writes once it has started: whitespace, which the report's JSON ignores
 _SOURCE = globals().get("_AZR_SOURCE", "")  # this module's text, set by the program azr sends (see validation)
 _SCALARS = (int, float, complex, str, bytes, bool, type(None))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from azr.absolute_zero.calls import STARTUP_S
 from azr.absolute_zero.triplets import Triplet
 from azr.config import DEFAULT_IMPORTS, AbsoluteZeroConfig, SandboxConfig
 from azr.rewards import InfraFailures, limits_from_config, pool_from_config
@@ -50,7 +51,7 @@ REASONS = (
     "output_mismatch",
 )
 SANDBOX_ERROR = "sandbox_error"
-_GRACE_S = 3.0  # beyond the harness's own limits: interpreters starting, the static checks
+_GRACE_S = 3.0  # beyond the program runs' own limits: the harness starting, the static checks
 
 
 @dataclass(frozen=True)
@@ -140,9 +141,10 @@ def _report(result: ExecResult, nonce: str) -> dict[str, Any] | str:
 
 
 def harness_limits(base: Limits, rules: Rules, runs: int = 1) -> Limits:
-    """The sandbox's limits for one harness run: the rules' time for each of `runs` runs of the program, plus the
-    harness's own start."""
-    wall = runs * rules.timeout_s + _GRACE_S
+    """The sandbox's limits for one harness run: for each of `runs` runs of the program, the rules' time and the most
+    a fresh interpreter may take to start (past that the harness itself reports the sandbox's failure, so this
+    outer limit never blames a program for a slow start); plus the harness's own start."""
+    wall = runs * (rules.timeout_s + STARTUP_S) + _GRACE_S
     return dataclasses.replace(base, wall_s=wall, cpu_s=wall)
 
 

@@ -11,8 +11,9 @@ import sys
 import pytest
 
 from azr.absolute_zero import REASONS, Rules, Triplet, Validator
+from azr.absolute_zero.calls import STARTUP_S
 from azr.absolute_zero.harness import parse_call, same, static_problem
-from azr.absolute_zero.validation import HARNESS_SOURCE, SHIPPED
+from azr.absolute_zero.validation import HARNESS_SOURCE, SHIPPED, harness_limits
 from azr.config import DEFAULT_IMPORTS
 from azr.sandbox import Limits, open_pool
 
@@ -196,6 +197,8 @@ def test_a_fresh_interpreters_start_is_not_the_programs_time(az_pool):
     result = az_pool.run(program, Limits(wall_s=20.0))
     assert result.status == "ok", result.stderr
     assert json.loads(result.stdout) == [[["ok", "2"]], "timeout", "sandbox_error"]
+    # and the sandbox's own limit for validation's two runs leaves room for both starts, so it never cuts one short
+    assert harness_limits(Limits(), Rules(timeout_s=0.5), runs=2).wall_s > 2 * (0.5 + STARTUP_S)
 
 
 def test_given_outputs_must_be_reproduced(validator):
