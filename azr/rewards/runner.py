@@ -9,9 +9,9 @@ loads and before the first fork. A stdin/stdout task is run differently: the sol
 case runs it afresh in a child process of its own, its input on stdin and its stdout in an unnamed file that this
 process reads back and reports once the child and everything it started are gone (killed at the case's time
 limit); this process is then not dumpable and a subreaper, so no case reaches its descriptor 3 or outlives it.
-What it binds at import (os and json functions, `list`, `iter`, `isinstance`, `bool`, `type`) is bound before any solution runs. Values go
-out as typed plain data (`_encode`); what a value that is not plain data is read as only decides which value is
-rebuilt outside, never how it compares there (SPEC_FUNCTIONS.md section 5).
+What it binds at import (os and json functions, `list`, `iter`, `isinstance`, `bool`, `type`) is bound before any
+solution runs. Values go out as typed plain data (`_encode`); what a value that is not plain data is read as only
+decides which value is rebuilt outside, never how it compares there (SPEC_FUNCTIONS.md section 5).
 """
 
 import contextlib as _contextlib
