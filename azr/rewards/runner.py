@@ -221,7 +221,9 @@ def _case(code, setup, data, cap, limit_s, folder):
         _child(code, setup, stdin, stdout, folder)
     _os.close(stdin)
     status, timeout = _wait_for(pid, limit_s)
-    _sweep()  # what the case left running, in its process group or a session of its own, goes before the next
+    with _contextlib.suppress(OSError):  # the case's process group (all there is to find without a subreaper)
+        _os.killpg(pid, _signal.SIGKILL)
+    _sweep()  # then what it left anywhere else (a session of its own): the subreaper's orphans, before the next
     _os.lseek(stdout, 0, 0)
     out = b""
     while len(out) <= cap:
