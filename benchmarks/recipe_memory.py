@@ -38,7 +38,9 @@ GB = 1e9
 PROMPT_TOKENS = 400  # the longest shipped training prompt with azr's system message (1,312 characters, ~3.5 per token)
 CONTEXT_GB = 1.0  # the CUDA context and cuBLAS workspaces, outside torch's allocator
 # Peak allocated GB on one H100 80GB (torch 2.11, transformers 5.23, peft 0.21, bitsandbytes 0.50; `--measure`):
-# generation batch, training micro-batch, and the allocator's peak reserved memory.
+# generation batch, training micro-batch, and the allocator's peak reserved memory. Stored figures, printed as such:
+# a run without `--measure` measures nothing.
+MEASURED_ON = "one H100 80GB, 2026-11-23, torch 2.11, transformers 5.23, peft 0.21, bitsandbytes 0.50"
 MEASURED = {
     "qwen2.5-coder-1.5b-qlora.yaml": {"generation": 9.21, "training": 6.74, "reserved": 12.91},
     "qwen2.5-coder-7b-qlora.yaml": {"generation": 22.56, "training": 11.41, "reserved": 30.29},
@@ -277,6 +279,22 @@ def _tiled_logprobs(hidden, weight, labels, tokens: int = 4096, vocab: int = 327
     return torch.cat(parts)
 
 
+def _this_machine() -> str:
+    """The GPU and the versions a `--measure` ran with, printed beside its figures."""
+    import importlib.metadata
+
+    import torch
+
+    versions = []
+    for name in ("torch", "transformers", "peft", "bitsandbytes"):
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{name} absent")
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+    return f"{gpu}, {time.strftime('%Y-%m-%d')}, " + ", ".join(versions)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", action="store_true", help="only the table, as deploy/README.md has it")
@@ -285,9 +303,11 @@ def main() -> None:
     if args.measure is not None:
         for recipe in args.measure or [REPO / "examples" / name for name in MEASURED]:
             figures = measure(recipe)
-            print(f"{recipe.name} measured: " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()), flush=True)
+            print(f"{recipe.name} measured now: " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()), flush=True)
+        print(f"on {_this_machine()}")
         return
     if not args.markdown:
+        print(f"Computed here; the 'stored' peaks were measured earlier with --measure on {MEASURED_ON}.")
         for name, measured in MEASURED.items():
             terms = estimate(REPO / "examples" / name, [])
             print(f"{name} on one GPU (GB, torch's allocations):")
@@ -295,7 +315,7 @@ def main() -> None:
                 print(f"  {term:<16} {value:6.2f}")
             resident = terms["weights"] + terms["trainable state"]
             for phase in ("generation", "training"):
-                print(f"  {phase} peak     {resident + terms[phase]:6.2f}   measured {measured[phase]:.2f}")
+                print(f"  {phase} peak     {resident + terms[phase]:6.2f}   stored {measured[phase]:.2f}")
         print()
     print("\n".join(table()))
 

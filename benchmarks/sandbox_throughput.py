@@ -3,10 +3,13 @@
 The same N trivial programs through (a) one plain `python -c` subprocess each (the interpreter azr runs under, with
 its site-packages, as a naive harness would), (a') the fastest possible subprocess (`python -I -S -c`, the bare base
 interpreter), and (b) the azr pool on a warm backend. Both subprocess rows are printed so the ratio is honest.
+Every rate counts only the runs that succeeded (exit 0; in the pool, status ok), and a measurement in which any run
+failed never meets the goal: the failures are printed instead.
 
 With `--baseline DIR` (another checkout of azr, e.g. a `git worktree` of the last release) it then measures (b) for
 this tree and for DIR in turn, each in a fresh interpreter, `--rounds` times, and prints the ratio of the medians:
-is this change slower than that one, on this machine, now.
+is this change slower than that one, on this machine, now. Each of those interpreters imports the azr of its tree
+(`PYTHONPATH`, run in that tree) and reports `azr.__file__`, which is checked; a round with failed runs stops it.
 
 Usage: python benchmarks/sandbox_throughput.py [--n N] [--subprocess-n N] [--workers W] [--backend auto]
                                                [--baseline DIR [--rounds R]]
@@ -33,7 +36,8 @@ def _programs(n: int) -> list[str]:
     return [PROGRAM.format(i=i, j=i + 1) for i in range(n)]
 
 
-def _subprocess_rate(programs: list[str], workers: int, bare: bool) -> float:
+def _subprocess_rate(programs: list[str], workers: int, bare: bool) -> tuple[float, int]:
+    """(successful runs per second, failed runs)."""
     python = (getattr(sys, "_base_executable", None) or sys.executable) if bare else sys.executable
     flags = ["-I", "-S"] if bare else []
 
@@ -45,13 +49,12 @@ def _subprocess_rate(programs: list[str], workers: int, bare: bool) -> float:
         codes = list(pool.map(one, programs))
         elapsed = time.perf_counter() - start
     failed = sum(code != 0 for code in codes)
-    if failed:
-        print(f"  ({failed} plain subprocess runs failed)")
-    return len(programs) / elapsed
+    return (len(programs) - failed) / elapsed, failed
 
 
-def _pool_rate(programs: list[str], workers: int, backend: str) -> tuple[float, float, str]:
-    """(runs/s, pool start seconds, backend name): started and warmed up (one run per worker) before timing."""
+def _pool_rate(programs: list[str], workers: int, backend: str) -> tuple[float, float, str, int]:
+    """(successful runs/s, pool start seconds, backend name, failed runs): started and warmed up (one run per worker)
+    before timing."""
     start = time.perf_counter()
     pool = open_pool(backend, workers=workers)
     try:
@@ -63,17 +66,24 @@ def _pool_rate(programs: list[str], workers: int, backend: str) -> tuple[float, 
     finally:
         pool.close()
     failed = sum(r.status != "ok" or r.exit_code != 0 for r in results)
-    if failed:
-        print(f"  ({failed} sandboxed runs failed)")
-    return len(programs) / elapsed, started, pool.backend.name
+    return (len(programs) - failed) / elapsed, started, pool.backend.name, failed
 
 
-def _pool_rate_of(tree: Path, args: argparse.Namespace) -> float:
-    """(b) for the azr of `tree` (a checkout's root), in a fresh interpreter that imports it first."""
+def pool_rate_of(tree: Path, args: argparse.Namespace) -> dict:
+    """(b) for the azr of `tree` (a checkout's root), in a fresh interpreter run in that tree that imports it first:
+    {"rate", "started_s", "backend", "failed", "azr"} (`azr`: the azr/__init__.py it imported)."""
     argv = [sys.executable, __file__, "--pool-only", "--n", str(args.n), "--workers", str(args.workers)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([*argv, "--backend", args.backend], capture_output=True, text=True, env=env, check=True)
-    return json.loads(done.stdout.splitlines()[-1])["rate"]
+    done = subprocess.run(
+        [*argv, "--backend", args.backend], capture_output=True, text=True, env=env, cwd=tree, check=True
+    )
+    got = json.loads(done.stdout.splitlines()[-1])
+    ran = Path(got["azr"]).resolve().parent.parent
+    if ran != tree.resolve():
+        raise SystemExit(f"the arm for {tree} ran the azr of {ran}: no figure printed")
+    if got["failed"]:
+        raise SystemExit(f"{got['failed']} of {args.n} sandboxed runs of {tree}'s azr failed: no figure printed")
+    return got
 
 
 def _against_baseline(args: argparse.Namespace) -> None:
@@ -82,8 +92,8 @@ def _against_baseline(args: argparse.Namespace) -> None:
         raise SystemExit(f"--baseline {args.baseline}: not a checkout of azr (no azr/sandbox/ in it)")
     ours, theirs = [], []
     for _ in range(args.rounds):  # in turn, so that a change in the machine's load hits both alike
-        ours.append(_pool_rate_of(here, args))
-        theirs.append(_pool_rate_of(there, args))
+        ours.append(pool_rate_of(here, args)["rate"])
+        theirs.append(pool_rate_of(there, args)["rate"])
     print(f"(b) this tree, {args.rounds} rounds : " + ", ".join(f"{r:.1f}" for r in ours) + " runs/s")
     print(f"(b) {there.name}, {args.rounds} rounds : " + ", ".join(f"{r:.1f}" for r in theirs) + " runs/s")
     ratio = statistics.median(ours) / statistics.median(theirs)
@@ -101,21 +111,29 @@ def main() -> None:
     parser.add_argument("--pool-only", action="store_true", help=argparse.SUPPRESS)  # one (b), as JSON
     args = parser.parse_args()
     if args.pool_only:
-        rate, started, backend = _pool_rate(_programs(args.n), args.workers, args.backend)
-        print(json.dumps({"rate": rate, "started_s": started, "backend": backend}))
+        import azr
+
+        rate, started, backend, failed = _pool_rate(_programs(args.n), args.workers, args.backend)
+        print(
+            json.dumps({"rate": rate, "started_s": started, "backend": backend, "failed": failed, "azr": azr.__file__})
+        )
         return
     plain_n = args.subprocess_n or args.n
-    plain = _subprocess_rate(_programs(plain_n), args.workers, bare=False)
-    bare = _subprocess_rate(_programs(plain_n), args.workers, bare=True)
-    sandboxed, started, backend = _pool_rate(_programs(args.n), args.workers, args.backend)
-    ratio = sandboxed / plain
+    plain, plain_failed = _subprocess_rate(_programs(plain_n), args.workers, bare=False)
+    bare, bare_failed = _subprocess_rate(_programs(plain_n), args.workers, bare=True)
+    sandboxed, started, backend, failed = _pool_rate(_programs(args.n), args.workers, args.backend)
+    ratio = sandboxed / plain if plain else float("inf")
     goal = "met" if sandboxed >= 400 and ratio >= 10 else "MISSED"
+    failures = {"(a)": (plain_failed, plain_n), "(a2)": (bare_failed, plain_n), "(b)": (failed, args.n)}
+    if any(count for count, _ in failures.values()):
+        said = ", ".join(f"{row} {count} of {n}" for row, (count, n) in failures.items() if count)
+        goal = f"NOT MET: runs failed ({said}); the rates count only the successful ones"
     print(f"cores {os.cpu_count()}, workers {args.workers}, backend {backend}")
-    print(f"{'(a)  python -c':<24}: {plain:8.1f} runs/s ({plain_n} programs)")
-    print(f"{'(a2) python -I -S -c':<24}: {bare:8.1f} runs/s ({plain_n} programs)")
-    pool_line = f"{sandboxed:8.1f} runs/s ({args.n} programs; pool start {started * 1000:.0f} ms, not timed)"
+    print(f"{'(a)  python -c':<24}: {plain:8.1f} successful runs/s ({plain_n} programs)")
+    print(f"{'(a2) python -I -S -c':<24}: {bare:8.1f} successful runs/s ({plain_n} programs)")
+    pool_line = f"{sandboxed:8.1f} successful runs/s ({args.n} programs; pool start {started * 1000:.0f} ms, not timed)"
     print(f"{'(b)  azr pool, ' + backend:<24}: {pool_line}")
-    print(f"{'ratio (b) / (a)':<24}: {ratio:8.1f}x   (b) / (a2): {sandboxed / bare:.1f}x")
+    print(f"{'ratio (b) / (a)':<24}: {ratio:8.1f}x   (b) / (a2): {sandboxed / bare if bare else float('inf'):.1f}x")
     print(f"goal >= 400 runs/s and >= 10x (a): {goal}")
     if args.baseline:
         _against_baseline(args)

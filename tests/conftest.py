@@ -241,3 +241,41 @@ def longest_modules_first(items: list[pytest.Item]) -> None:
         module = item.nodeid.split("::")[0]
         weight[module] = weight.get(module, 0.0) + (float(mark.kwargs.get("minutes", 0.1)) if mark else 0.0)
     items.sort(key=lambda item: -weight[item.nodeid.split("::")[0]])  # stable: each module keeps its order
+
+
+# ------------------------------------------------------------------------------------------------ timeout headroom
+HEADROOM = 2.0  # a test should end in half its timeout on a quiet machine, so a loaded hour cannot fail it
+_took: dict[str, list] = {}  # nodeid -> [seconds of setup + call + teardown, its timeout]
+
+
+def timeout_of(item: pytest.Item) -> float | None:
+    """The pytest-timeout limit of `item`: its own `@pytest.mark.timeout(N)`, else `--timeout` (None: no limit)."""
+    mark = item.get_closest_marker("timeout")
+    if mark is None:
+        limit = item.config.getoption("timeout", None)
+    else:
+        limit = mark.args[0] if mark.args else mark.kwargs.get("timeout")
+    return float(limit) if limit else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "setup":  # travels with the report to the xdist controller, which prints the summary
+        report.user_properties.append(("timeout_s", timeout_of(item)))
+    return report
+
+
+def pytest_runtest_logreport(report):
+    took = _took.setdefault(report.nodeid, [0.0, None])
+    took[0] += report.duration
+    took[1] = dict(report.user_properties).get("timeout_s", took[1])
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every test that took more than half its timeout, named at the end of the run (`make test`, CI)."""
+    close = sorted((s / t, s, t, n) for n, (s, t) in _took.items() if t and s * HEADROOM > t)
+    if close:
+        terminalreporter.section(f"tests within {HEADROOM:g}x of their timeout")
+        for _, seconds, limit, nodeid in reversed(close):
+            terminalreporter.line(f"{seconds:7.1f} s of {limit:6.0f} s  {nodeid}")

@@ -265,6 +265,16 @@ def test_the_container_recipe_builds_with_bootstrap_and_runs_with_what_the_docto
 
 
 # ---------------------------------------------------------------------------------------------- memory table
+def test_the_memory_scripts_stored_peaks_are_labelled_stored_with_their_date_and_versions():
+    """Without --measure nothing is measured: the H100 peaks it prints come from a table, and say so."""
+    script = REPO / "benchmarks" / "recipe_memory.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "measured" not in done.stdout.replace("measured earlier", "")
+    assert re.search(r"stored \d", done.stdout)
+    assert re.search(r"measured earlier .* on one H100 80GB, \d{4}-\d\d-\d\d, torch \d", done.stdout)
+
+
 def test_the_memory_table_in_deploy_readme_is_what_the_script_computes():
     """deploy/README.md's table of GPU memory per recipe comes from benchmarks/recipe_memory.py, and its arithmetic
     stays within 10% of what was measured on an H100 (both recipes, generation and training peaks)."""

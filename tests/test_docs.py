@@ -102,3 +102,26 @@ def test_every_repository_path_in_code_names_a_file_that_exists(page):
     text = page.read_text(encoding="utf-8")
     stale = sorted({p for p in CODE_PATH.findall(text) if p not in OTHER_PROJECTS and not (REPO / p).exists()})
     assert not stale, stale
+
+
+def _defined_tests() -> set[str]:
+    found = set()
+    for path in (REPO / "tests").rglob("*.py"):
+        found |= set(re.findall(r"^\s*(?:async )?def (test_\w+)", path.read_text(encoding="utf-8"), re.M))
+    return found
+
+
+def test_every_test_the_spec_names_exists():
+    """SPEC_FUNCTIONS.md says which tests prove each property: each named test (`test_...` in inline code, or a
+    `tests/...py::test_...` path) is defined under tests/, in that file where one is given."""
+    text = (REPO / "SPEC_FUNCTIONS.md").read_text(encoding="utf-8")
+    code = re.findall(r"`([^`]+)`", text)
+    defined = _defined_tests()
+    missing = [name for name in code if re.fullmatch(r"test_\w+", name) and name not in defined]
+    paths = (re.fullmatch(r"(tests/[\w/]+\.py)::(test_\w+)", c) for c in code)
+    for path, name in (match.groups() for match in paths if match):
+        source = REPO / path
+        if not source.is_file() or not re.search(rf"def {name}\b", source.read_text(encoding="utf-8")):
+            missing.append(f"{path}::{name}")
+    assert not missing, f"SPEC_FUNCTIONS.md names tests that do not exist: {missing}"
+    assert len([c for c in code if c.startswith("test_")]) > 200  # the check reads the names it should

@@ -41,7 +41,7 @@ def generate_completions(model, tokenizer, tasks: Sequence[Task], sampling: Samp
     ]
     was_training = model.training
     model.eval()
-    generator_state = torch.random.get_rng_state()
+    generator_state = save_rng(torch)
     torch.manual_seed(sampling.seed)  # the same samples for the same weights, whatever ran before
     out: list[str] = []
     try:
@@ -67,9 +67,21 @@ def generate_completions(model, tokenizer, tasks: Sequence[Task], sampling: Samp
                 )
             out += tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     finally:
-        torch.random.set_rng_state(generator_state)
+        restore_rng(torch, generator_state)
         model.train(was_training)
     return out
+
+
+def save_rng(torch) -> tuple:
+    """The CPU generator's state and, where CUDA is available, every device's: what `torch.manual_seed` reseeds."""
+    return torch.random.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+
+
+def restore_rng(torch, state: tuple) -> None:
+    cpu, cuda = state
+    torch.random.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
 
 
 def score_completions(

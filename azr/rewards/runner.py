@@ -7,10 +7,11 @@ then runs each test in a forked copy of that state (the last one in the process 
 writes one nonce-tagged JSON line per test to descriptor 3. A task's setup code runs once, after the solution
 loads and before the first fork. A stdin/stdout task is run differently: the solution is never loaded here; each
 case runs it afresh in a child process of its own, its input on stdin and its stdout in an unnamed file that this
-process reads back and reports once the child is gone (or killed at the case's time limit). What it binds at import
-(os and json functions, `list`, `iter`, `isinstance`, `bool`, `type`) is bound before any solution runs. Values go
-out as typed plain data (`_encode`); what a value that is not plain data is read as only decides which value is
-rebuilt outside, never how it compares there (SPEC_FUNCTIONS.md section 5).
+process reads back and reports once the child and everything it started are gone (killed at the case's time
+limit); this process is then not dumpable and a subreaper, so no case reaches its descriptor 3 or outlives it.
+What it binds at import (os and json functions, `list`, `iter`, `isinstance`, `bool`, `type`) is bound before any
+solution runs. Values go out as typed plain data (`_encode`); what a value that is not plain data is read as only
+decides which value is rebuilt outside, never how it compares there (SPEC_FUNCTIONS.md section 5).
 """
 
 import contextlib as _contextlib
@@ -181,6 +182,7 @@ def run(payload):
 
 def _run_cases(p, flush):
     """A stdin/stdout task: every case in a fresh child, the parent reporting what each printed; never returns."""
+    _guard_harness()
     try:
         code = _compile(p["code"], "<solution>", "exec")
         setup = _compile(p["setup"], "<setup>", "exec") if p.get("setup") else None
@@ -219,8 +221,9 @@ def _case(code, setup, data, cap, limit_s, folder):
         _child(code, setup, stdin, stdout, folder)
     _os.close(stdin)
     status, timeout = _wait_for(pid, limit_s)
-    with _contextlib.suppress(OSError):  # what the case left running (its process group) goes before the next
+    with _contextlib.suppress(OSError):  # the case's process group (all there is to find without a subreaper)
         _os.killpg(pid, _signal.SIGKILL)
+    _sweep()  # then what it left anywhere else (a session of its own): the subreaper's orphans, before the next
     _os.lseek(stdout, 0, 0)
     out = b""
     while len(out) <= cap:
@@ -246,7 +249,8 @@ def _wait_for(pid, limit_s):
         pidfd = None
     while True:
         done, status = _wait(pid, _os.WNOHANG)
-        if done:
+        if done:  # reaped past the deadline (this process was stopped meanwhile): the case ran out of time
+            status = status if _time.monotonic() <= deadline else None
             break
         left = deadline - _time.monotonic()
         if left <= 0:
@@ -263,12 +267,64 @@ def _wait_for(pid, limit_s):
     return status, status is None
 
 
+_PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36
+
+
+def _prctl(option, value):
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
+def _guard_harness():
+    """Before any case runs: non-dumpable, so no case (same uid) can open /proc/<this>/fd/3, read or write this
+    process's memory, or take its descriptors (pidfd_getfd); and a child subreaper, so every process a case leaves
+    behind, wherever its session or group, is orphaned to this process, which kills it before the next case."""
+    _prctl(_PR_SET_DUMPABLE, 0)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _sweep():
+    """Kill and reap every process the case left: as a subreaper, each is (or becomes, once its parent dies) a
+    child of this process; done when none is left."""
+    me = _os.getpid()
+    while True:
+        try:
+            reaped, _status = _wait(-1, _os.WNOHANG)
+        except ChildProcessError:
+            return
+        if reaped == 0:
+            for child in _children_of(me):
+                for kill in (_os.killpg, _os.kill):
+                    with _contextlib.suppress(OSError):
+                        kill(child, _signal.SIGKILL)
+            _time.sleep(0.0005)
+
+
+def _children_of(ppid):
+    found = []
+    for name in _os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2 :].split()[1]) == ppid:
+                found.append(int(name))
+    return found
+
+
 def _child(code, setup, stdin, stdout, folder):
     """In the case's child: stdin and stdout on the case's files, descriptor 3 closed, a fresh working folder, the
     program run as __main__ (setup first); exits with the program's exit code."""
     exit_code = 1
     try:
         _os.setpgid(0, 0)
+        _prctl(_PR_SET_DUMPABLE, 1)  # the program's own process is as any program's; the harness stays closed
         _os.mkdir(folder)
         _os.chdir(folder)
         _os.dup2(stdin, 0)

@@ -132,6 +132,8 @@ class Worker:
             )
             for name in CAPTURED
         }
+        for name in CAPTURED:  # reachable through descriptors only: no program can open the report channel by name
+            os.unlink(os.path.join(self.scratch, f".{name}-{tag}"))
         # Prepared before the fork: each page of the worker that the child touches is a page the child must copy.
         redirects = ((files["stdout"], 1), (files["stderr"], 2), (files["report"], REPORT_FD))  # 0 is /dev/null
         rlimits = [(getattr(resource, name), (soft, hard)) for name, soft, hard in limits["rlimits"]]

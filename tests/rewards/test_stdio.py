@@ -143,18 +143,89 @@ def test_printed_verdicts_or_harness_text_pass_nothing(pool):
 
 
 def test_a_stolen_nonce_forges_nothing(pool):
-    # The case's child can read the nonce from the harness it was forked from and reach descriptor 3 through
-    # /proc; a forged line for a case only adds a second verdict (forged), and carries no expected output.
+    # The case's child can read the nonce from the harness it was forked from, but descriptor 3 is closed in it and
+    # the harness is not dumpable: /proc/<harness>/fd/3 (and its memory) cannot be opened by the same uid.
     code = (
         "import json, os, sys\n"
         "nonce = sys.modules['_azr_harness']._state['nonce']\n"
-        "fd = os.open(f'/proc/{os.getppid()}/fd/3', os.O_WRONLY | os.O_APPEND)\n"
-        "for i in range(3):\n"
-        "    os.write(fd, (json.dumps([nonce, i, 'stdout', {'out': '3', 'exit': 0}]) + '\\n').encode())\n"
+        "for path in ('fd/3', 'mem'):\n"
+        "    try:\n"
+        "        os.close(os.open(f'/proc/{os.getppid()}/{path}', os.O_WRONLY | os.O_APPEND))\n"
+        "        print('opened', path)\n"
+        "    except OSError as e:\n"
+        "        print(type(e).__name__)\n"
+    )
+    task = Task("steal", "p", cases(("", "PermissionError\nPermissionError\n")))
+    g = run(pool, task, code)
+    assert g.passed, g.failures
+
+
+def test_a_helper_outside_the_case_cannot_write_its_verdicts(pool):
+    # A helper in a session of its own escapes the case's process group, stops the harness, writes one right line per
+    # case to the harness's descriptor 3 (through /proc, or the report file's path in the scratch folder) and kills
+    # the harness: no line but the harness's own may count.
+    code = (
+        "import json, os, signal, sys, time\n"
+        "harness = os.getppid()\n"
+        "nonce = sys.modules['_azr_harness']._state['nonce']\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    os.kill(harness, signal.SIGSTOP)\n"
+        "    lines = ''.join(json.dumps([nonce, i, 'stdout', {'out': o, 'exit': 0}]) + '\\n'\n"
+        "                    for i, o in enumerate(['3', '10', '0'])).encode()\n"
+        "    targets = [f'/proc/{harness}/fd/3'] + [os.path.join('../..', n) for n in os.listdir('../..')\n"
+        "                                          if n.startswith('.report-')]\n"
+        "    for path in targets:\n"
+        "        try:\n"
+        "            fd = os.open(path, os.O_WRONLY | os.O_APPEND)\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        os.write(fd, lines)\n"
+        "        break\n"
+        "    os.kill(harness, signal.SIGKILL)\n"
+        "    os._exit(0)\n"
+        "time.sleep(1)\n"
     )
     g = run(pool, ADD, code)
     assert g.tests_passed == 0, g.failures
-    assert any("forged" in f for f in g.failures)
+
+
+def test_a_helper_that_stops_the_harness_gains_no_time(pool):
+    # The case stops the harness and exits at once; a helper in a session of its own works on past the case's limit,
+    # prints the answer and wakes the harness, which finds the case long over: a time limit exceeded, not a pass.
+    code = (
+        "import os, signal, time\n"
+        "harness = os.getppid()\n"
+        "os.kill(harness, signal.SIGSTOP)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(1.5)\n"
+        "    a, b = map(int, input().split())\n"
+        "    print(a + b, flush=True)\n"
+        "    os.kill(harness, signal.SIGCONT)\n"
+        "    os._exit(0)\n"
+    )
+    task = Task("stop", "p", cases(("1 2\n", "3\n")), timeout_s=1.0)
+    g = grade(task, code, pool, Limits(wall_s=5.0))
+    assert g.per_test == [False] and g.status == "timeout", g.failures
+    assert g.failures == ["test 0: time limit exceeded (1.0 s for this case)"]
+
+
+def test_a_case_leaves_no_process_behind_in_a_session_of_its_own(pool):
+    # A helper that left the case's process group is still found and killed before the next case starts.
+    code = (
+        "import os, time\n"
+        "n = int(input())\n"
+        "if n == 1 and os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(1)\n"  # a second for the harness to find it, even on a loaded machine
+        "    open('../late', 'w').write('x')\n"
+        "    os._exit(0)\n"
+        "time.sleep(1.5 if n == 2 else 0)\n"
+        "print('late' if os.path.exists('../late') else n)\n"
+    )
+    task = Task("stray", "p", cases(("1", "1"), ("2", "2")), timeout_s=5.0)
+    assert grade(task, code, pool, Limits(wall_s=5.0)).per_test == [True, True]
 
 
 def test_descriptor_3_is_closed_in_a_case(pool):

@@ -917,6 +917,17 @@ def test_replacing_a_capture_file_with_a_fifo_does_not_stall_the_worker(solo):
     assert (r.status, r.stdout) == ("ok", "still captured\n"), r
 
 
+def test_the_report_channel_has_no_name_a_program_can_open(pool):
+    """The capture files are unlinked once opened: descriptor 3 is the only way to the report, so a process that
+    closed it (a stdin/stdout case) cannot reopen it by name."""
+    code = """
+        scratch = os.path.dirname(os.getcwd())
+        report(sorted(n for n in os.listdir(scratch) if n.startswith((".stdout-", ".stderr-", ".report-"))))
+    """
+    r = pool.run(prog(code), QUICK)
+    assert r.status == "ok" and report(r) == [], r
+
+
 SHM_GET = """
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)

@@ -1,0 +1,88 @@
+"""The benchmarks print only what they measured: a baseline arm runs the baseline checkout's own azr (wherever the
+script is started from), a rate counts only successful runs, and a measurement with failed runs never meets its
+goal. Fake checkouts stand in for a baseline: what they print proves which tree ran."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+FAKE_CLI = "import sys\n\ndef main():\n    print('fake azr', sys.argv[1:])\n"
+FAKE_SANDBOX = """
+class Result:
+    def __init__(self, ok):
+        self.status, self.exit_code = ("ok", 0) if ok else ("crashed", None)
+
+
+class Pool:
+    size = 1
+
+    class backend:
+        name = "fake"
+
+    def map(self, programs):
+        return [Result(i % 3 != 2) for i, _ in enumerate(programs)]  # every third run fails
+
+    def close(self):
+        pass
+
+
+def open_pool(backend, workers=None):
+    return Pool()
+"""
+
+
+def script(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def fake_tree(tmp_path) -> Path:
+    tree = tmp_path / "baseline"
+    for path, text in {
+        "azr/__init__.py": "",
+        "azr/cli/__init__.py": FAKE_CLI,
+        "azr/sandbox/__init__.py": FAKE_SANDBOX,
+    }.items():
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        (tree / path).write_text(text)
+    return tree
+
+
+def test_the_eval_baseline_arm_runs_the_baselines_azr_even_from_this_checkout(fake_tree, tmp_path, monkeypatch):
+    bench = script("eval_vs_humaneval")
+    monkeypatch.chdir(REPO)  # where a user runs it: this tree's azr/ in the current directory must not win
+    _, done = bench.azr_eval(tmp_path / "samples.jsonl", tmp_path / "out", fake_tree)
+    assert bench.azr_ran_from(done) == fake_tree.resolve(), done.stderr
+    assert done.stdout.startswith("fake azr ['eval', '--samples'")
+    _, done = bench.azr_eval(tmp_path / "samples.jsonl", tmp_path / "out", REPO)  # and this tree's arm, this tree
+    assert bench.azr_ran_from(done) == REPO, done.stderr
+
+
+def test_the_throughput_baseline_arm_runs_the_baselines_azr_and_failed_runs_stop_it(fake_tree, monkeypatch):
+    bench = script("sandbox_throughput")
+    monkeypatch.chdir(REPO)
+    args = argparse.Namespace(n=6, workers=1, backend="auto")
+    with pytest.raises(SystemExit, match=rf"2 of 6 sandboxed runs of {fake_tree}'s azr failed"):
+        bench.pool_rate_of(fake_tree, args)  # the fake's failures, so the fake ran
+
+
+def test_a_throughput_rate_counts_only_successful_runs_and_failures_never_meet_the_goal(fake_tree):
+    argv = [sys.executable, str(REPO / "benchmarks" / "sandbox_throughput.py"), "--n", "3000", "--subprocess-n", "2"]
+    env = {**os.environ, "PYTHONPATH": str(fake_tree)}
+    done = subprocess.run([*argv, "--workers", "1"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "backend fake" in done.stdout
+    assert "NOT MET: runs failed ((b) 1000 of 3000); the rates count only the successful ones" in done.stdout
+    assert "met" not in done.stdout.replace("NOT MET", "")
