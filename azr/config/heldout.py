@@ -45,7 +45,7 @@ class HeldOutConfig:
     stop_on_alarm: bool = field(
         False,
         "Stop the run cleanly (final model saved) when a reward-hacking alarm fires, e.g. the training reward rising "
-        "while the held-out pass rate falls.",
+        "while the held-out pass rate falls (GRPO and Absolute-Zero mode).",
     )
 
 

@@ -148,6 +148,10 @@ def absolute_zero_phase(ctx: RunContext):
         baseline=az.baseline,
     )
     ctx.bind(trainer)
+    if cfg.eval.stop_on_alarm:  # the alarms (a length collapse, completions at the cap) are raised by ctx.metrics
+        from azr.training.alarms import stop_on_alarm
+
+        stop_on_alarm(trainer, ctx.metrics, ctx.ranks.world)
     for n in range(0 if checkpoint else az.seed_rounds):  # a resumed run has its buffers
         valid = rollout.seed_round(TrainerGenerator(trainer), trainer.num_generations)
         log.info("absolute_zero: seeding round %d: valid proposals %s, buffers %s", n + 1, valid, buffers.sizes())
