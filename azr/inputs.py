@@ -1,12 +1,13 @@
 """Bounded reads of what a user hands azr: a file, a stream or a device read up to a limit, never to the end of it.
 
 A limit is a number of bytes with a name; its refusal names the file, the limit and how to raise it (an environment
-variable, or the field that sets it). Nothing here parses but `json_depth`, the scan
-that keeps a deeply nested JSON text away from the recursive parser.
+variable, or the field that sets it). Nothing here parses but `parse_json`, the one JSON reader of text azr did not
+write: bounded in nesting (`json_depth` keeps a deep text away from the recursive parser) and in integer digits.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -64,3 +65,25 @@ def json_depth(text: str | bytes) -> int:
         elif token in (b"]", b"}"):
             depth -= 1
     return deepest
+
+
+MAX_JSON_DEPTH = ("AZR_MAX_JSON_DEPTH", 100)  # task rows, samples, logs and tool calls nest a handful of levels
+MAX_INT_DIGITS = 4300  # Python's own default limit for int <-> str: a longer integer could not even be printed
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {digits:,} digits (the limit is {MAX_INT_DIGITS:,})")
+    return int(text)
+
+
+def parse_json(text: str | bytes, max_depth: int | None = None, **kwargs) -> object:
+    """`json.loads(text)`, refused as a ValueError with a one-line reason when the text nests deeper than `max_depth`
+    (default AZR_MAX_JSON_DEPTH, 100) or holds an integer longer than MAX_INT_DIGITS; bad syntax is
+    json.JSONDecodeError (a ValueError) as usual. NaN and Infinity are read as floats, as json.loads reads them."""
+    depth = env_limit(*MAX_JSON_DEPTH) if max_depth is None else max_depth
+    opening = text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
+    if opening > depth and json_depth(text) > depth:
+        raise ValueError(f"nested more than {depth} levels deep (the limit; {MAX_JSON_DEPTH[0]}=N raises it)")
+    return json.loads(text, parse_int=_bounded_int, **kwargs)
