@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import BinaryIO
 
@@ -49,6 +50,20 @@ def read_bounded_text(path: Path, limit: int, what: str, raise_with: str) -> str
         raise UserError(f"{what}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def regular_file(path: Path, what: str) -> None:
+    """UserError unless `path` is a regular file (or missing: the caller's open says so): a device, a FIFO or a
+    folder is never read as a user's file (`/dev/zero` would never end, a FIFO may never start)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UserError(f"{what}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+        raise UserError(f"{what}: {kind}, not a regular file")
+
+
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{\]}]')
 
 
@@ -71,11 +86,16 @@ MAX_JSON_DEPTH = ("AZR_MAX_JSON_DEPTH", 100)  # task rows, samples, logs and too
 MAX_INT_DIGITS = 4300  # Python's own default limit for int <-> str: a longer integer could not even be printed
 
 
-def _bounded_int(text: str) -> int:
-    digits = len(text.lstrip("-"))
-    if digits > MAX_INT_DIGITS:
+def bounded_int(text: str, base: int = 10) -> int:
+    """`int(text, base)` of a JSON or YAML integer, refused (ValueError, one line) past MAX_INT_DIGITS decimal
+    digits, whatever its base (Python could neither print nor read back a longer one)."""
+    digits = len(text.lstrip("+-"))
+    if base == 10 and digits > MAX_INT_DIGITS:
         raise ValueError(f"an integer of {digits:,} digits (the limit is {MAX_INT_DIGITS:,})")
-    return int(text)
+    value = int(text, base)
+    if value.bit_length() > MAX_INT_DIGITS * 3.32:  # log2(10) bits per decimal digit
+        raise ValueError(f"an integer of more than {MAX_INT_DIGITS:,} digits (the limit)")
+    return value
 
 
 def parse_json(text: str | bytes, max_depth: int | None = None, **kwargs) -> object:
@@ -86,4 +106,4 @@ def parse_json(text: str | bytes, max_depth: int | None = None, **kwargs) -> obj
     opening = text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
     if opening > depth and json_depth(text) > depth:
         raise ValueError(f"nested more than {depth} levels deep (the limit; {MAX_JSON_DEPTH[0]}=N raises it)")
-    return json.loads(text, parse_int=_bounded_int, **kwargs)
+    return json.loads(text, parse_int=bounded_int, **kwargs)

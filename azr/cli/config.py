@@ -27,11 +27,11 @@ def config_fields() -> int:
 @config_options
 def config_show(config_path, overrides) -> int:
     """Print the resolved config (defaults, file, overrides; legacy schema converted) as YAML, once its `grpo:` and
-    `sft.args` keys are checked against TRL's classes as `config check` checks them."""
-    from azr.config import dump_yaml, load_config, validate_grpo
+    `sft.args` keys (and `grpo:`'s bounds) are checked as `config check` checks them."""
+    from azr.config import check_grpo_inputs, dump_yaml, load_config, validate_grpo
 
     cfg = load_config(config_path, overrides)
-    validate_grpo(cfg.grpo)
+    check_grpo_inputs(cfg)
     validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
     click.echo(dump_yaml(cfg), nl=False)
     return 0
