@@ -84,6 +84,7 @@ def json_depth(text: str | bytes) -> int:
 
 MAX_JSON_DEPTH = ("AZR_MAX_JSON_DEPTH", 100)  # task rows, samples, logs and tool calls nest a handful of levels
 MAX_INT_DIGITS = 4300  # Python's own default limit for int <-> str: a longer integer could not even be printed
+_PAST_THE_LIMIT = 10**MAX_INT_DIGITS
 
 
 def bounded_int(text: str, base: int = 10) -> int:
@@ -92,8 +93,8 @@ def bounded_int(text: str, base: int = 10) -> int:
     digits = len(text.lstrip("+-"))
     if base == 10 and digits > MAX_INT_DIGITS:
         raise ValueError(f"an integer of {digits:,} digits (the limit is {MAX_INT_DIGITS:,})")
-    value = int(text, base)
-    if value.bit_length() > MAX_INT_DIGITS * 3.32:  # log2(10) bits per decimal digit
+    value = int(text, base)  # linear in a power-of-two base; a decimal one is bounded above
+    if abs(value) >= _PAST_THE_LIMIT:
         raise ValueError(f"an integer of more than {MAX_INT_DIGITS:,} digits (the limit)")
     return value
 

@@ -31,3 +31,11 @@ def test_an_integer_past_the_digit_limit_is_a_one_line_value_error(text):
     with pytest.raises(ValueError, match=r"^an integer of [0-9,]+ digits \(the limit is 4,300\)$"):
         parse_json(text)
     assert parse_json("9" * 4300) == int("9" * 4300)
+
+
+def test_an_integer_in_another_base_is_held_to_the_same_number_of_decimal_digits():
+    from azr.inputs import bounded_int
+
+    assert bounded_int("ff", 16) == 255 and bounded_int("9" * 4300) == 10**4300 - 1
+    with pytest.raises(ValueError, match=r"^an integer of more than 4,300 digits \(the limit\)$"):
+        bounded_int("f" * 3600, 16)  # 4,335 decimal digits
