@@ -178,7 +178,7 @@ def _usable_metric(record: dict[str, Any]) -> bool:
         return _count(record.get("step")) and _usable_eval(record)
     if is_step_log(record):
         plain = {k: v for k, v in record.items() if k not in ("phase", "kind")}
-        return _count(record.get("step")) and all(v is None or _number(v) for v in plain.values())
+        return _count(record.get("step")) and all(v is None or isinstance(v, (int, float)) for v in plain.values())
     return _numbers(record, ("pass_rate", "loss", "seconds"))
 
 
