@@ -38,6 +38,7 @@ def _data(page: Path) -> dict:
 
 def test_a_thousand_step_run_fits_the_budget_and_fetches_nothing(tmp_path, synthetic):
     run = synthetic(tmp_path / "big", steps=1000)
+    assert not read_run(run).skipped  # records as a run writes them: every one read
     page = run_report([run])
     assert page == run / "report.html"
     size = page.stat().st_size
