@@ -86,9 +86,9 @@ def read_run(path: Path, sample_steps: int = 40, per_step: int = 6, seed: int = 
         run.config_text = config_file.read_text(encoding="utf-8", errors="replace")
         try:
             loaded = yaml.safe_load(run.config_text)
-        except (yaml.YAMLError, RecursionError):  # PyYAML's Python loader recurses once per level
+        except (yaml.YAMLError, ValueError, RecursionError):  # an integer too long; one recursion per level
             loaded = None
-        run.config = loaded if isinstance(loaded, dict) else {}
+        run.config = loaded if isinstance(loaded, dict) else _skip(run, "config.yaml", {})
     phases = (_json(run, path / "state.json") or {}).get("phases") or {}
     run.phases = phases if isinstance(phases, dict) else _skip(run, "state.json", {})
     summary = _json(run, path / "summary.json") or {}
@@ -117,6 +117,8 @@ def _skip(run: Run, name: str, instead: Any) -> Any:
 
 def _json(run: Run, path: Path) -> dict[str, Any] | None:
     """A JSON file's object; None when absent, and None (counted as skipped) when it does not parse or is no object."""
+    if not path.is_file():  # a FIFO would block the read for ever
+        return None
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -131,7 +133,9 @@ def _json(run: Run, path: Path) -> dict[str, Any] | None:
 def _records(run: Run, path: Path, label: str | None = None) -> list[dict[str, Any]]:
     """Every line of a JSONL file that parses (nesting and integer digits bounded) as an object; the others are
     counted as skipped, under `label` (default: the file's name)."""
-    records = []
+    records: list[dict[str, Any]] = []
+    if not path.is_file():  # a FIFO would block the read for ever
+        return records
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if not line.strip():

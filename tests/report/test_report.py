@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
 
@@ -165,9 +166,15 @@ def test_files_of_the_wrong_shape_are_skipped_and_counted(tmp_path, synthetic):
     (run / "summary.json").write_text('{"seconds": "long"}')
     (run / "config.yaml").write_text("rewards: oops\nmodel: " + "[" * 5000 + "\n")
     read = read_run(run)
-    assert read.skipped == {"state.json": 1, "scoreboard.json": 1, "frontier.json": 1, "summary.json": 1}
+    files = {"state.json": 1, "scoreboard.json": 1, "frontier.json": 1, "summary.json": 1, "config.yaml": 1}
+    assert read.skipped == files
     assert read.phases == {} and read.scoreboard is None and read.frontier is None and read.config == {}
-    assert "4 records skipped" in run_report([run]).read_text()
+    assert "5 records skipped" in run_report([run]).read_text()
+    (run / "config.yaml").write_text("seed: " + "9" * 5000 + "\n")  # PyYAML's int(): past Python's digit limit
+    assert read_run(run).skipped["config.yaml"] == 1
+    (run / "state.json").unlink()
+    os.mkfifo(run / "state.json")  # never opened: a FIFO would block the report for ever
+    assert read_run(run).phases == {}
 
 
 def test_hostile_records_make_a_page_of_valid_json_with_every_name_as_text(tmp_path):
