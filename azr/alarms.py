@@ -79,7 +79,7 @@ def heldout_pass(record: dict[str, Any]) -> tuple[str, float, float, float] | No
             low, high = entry.get("low"), entry.get("high")
             low = float(low) if _num(low) else value
             high = float(high) if _num(high) else value
-            found.append((int(k) if str(k).isdigit() else 1 << 30, str(k), value, low, high))
+            found.append((int(k) if str(k).isdecimal() else 1 << 30, str(k), value, low, high))  # not "²"
     if not found:
         return None
     _, k, value, low, high = min(found)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from azr.inputs import parse_json
 from azr.secrets import redact
 
 log = logging.getLogger(__name__)
@@ -106,8 +107,8 @@ def read_jsonl_records(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
-                obj = json.loads(line)
-            except ValueError:
+                obj = parse_json(line)
+            except ValueError:  # a torn line; nested too deep; an integer too long
                 continue
             if isinstance(obj, dict):
                 records.append(obj)

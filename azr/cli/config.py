@@ -1,5 +1,6 @@
 """`azr config fields`, `show` and `check`: the schema as a table, a recipe as resolved, and a recipe checked for
-training. `fields` and `show` import no torch, transformers or trl; `check` does (it builds TRL's config classes)."""
+training. `fields` imports no torch, transformers or trl; `show` imports trl only to check the names in `grpo:` and
+`sft.args` as `check` does; `check` builds TRL's config classes."""
 
 from __future__ import annotations
 
@@ -25,10 +26,14 @@ def config_fields() -> int:
 @config_group.command("show")
 @config_options
 def config_show(config_path, overrides) -> int:
-    """Print the resolved config (defaults, file, overrides; legacy schema converted) as YAML."""
-    from azr.config import dump_yaml, load_config
+    """Print the resolved config (defaults, file, overrides; legacy schema converted) as YAML, once its `grpo:` and
+    `sft.args` keys (and `grpo:`'s bounds) are checked as `config check` checks them."""
+    from azr.config import check_grpo_inputs, dump_yaml, load_config, validate_grpo
 
-    click.echo(dump_yaml(load_config(config_path, overrides)), nl=False)
+    cfg = load_config(config_path, overrides)
+    check_grpo_inputs(cfg)
+    validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
+    click.echo(dump_yaml(cfg), nl=False)
     return 0
 
 

@@ -21,6 +21,7 @@ def report(run_dirs, out) -> int:
     """One self-contained HTML page of a run (finished, unfinished or cut short): recipe, plots over steps, alarms,
     tables and sampled generations; several runs are overlaid, one colour per run."""
     from azr.report import run_report
+    from azr.terminal import printable
 
-    click.echo(run_report(list(run_dirs), out))
+    click.echo(printable(str(run_report(list(run_dirs), out))))  # a folder's name cannot rewrite the terminal
     return 0

@@ -44,19 +44,28 @@ class AbsoluteZeroConfig:
         "share of every generation batch.",
     )
     references: int = field(
-        4, "Reference triplets from its type's buffer shown in each deduction / abduction proposer prompt.", gt=0
+        4,
+        "Reference triplets from its type's buffer shown in each deduction / abduction proposer prompt.",
+        gt=0,
+        le=1000,
     )
     learnability_samples: int = field(
         4,
         "Solver samples, at the training temperature, drawn for each valid proposal to estimate its solve rate; "
         "when at least grpo.num_generations, a solver group built from the proposal trains on these same samples.",
         ge=2,
+        le=1000,
     )
-    induction_inputs: int = field(4, "Inputs an induction proposal gives for its program.", ge=2)
+    induction_inputs: int = field(4, "Inputs an induction proposal gives for its program.", ge=2, le=1000)
     induction_shown: int = field(
-        2, "Of those, input/output pairs shown to the induction solver; the others are hidden and must all pass.", ge=1
+        2,
+        "Of those, input/output pairs shown to the induction solver; the others are hidden and must all pass.",
+        ge=1,
+        le=1000,
     )
-    buffer_size: int = field(1024, "Most triplets kept per task type; a full buffer drops its oldest.", gt=0)
+    buffer_size: int = field(
+        1024, "Most triplets kept per task type; a full buffer drops its oldest.", gt=0, le=10_000_000
+    )
     seed: str | list[str] = field(
         "tasks",
         "How the buffers start: 'tasks' validates triplets made from data.train's reference solutions and test "
@@ -69,6 +78,7 @@ class AbsoluteZeroConfig:
         "Rounds of proposals before the first step (one group per task type each, validated, the valid ones added "
         "to the buffers; nothing is trained): the paper's seeding phase, for seed 'zero'.",
         ge=0,
+        le=1000,
     )
     baseline: Literal["group", "type_role"] = field(
         "group",
@@ -81,9 +91,10 @@ class AbsoluteZeroConfig:
         "Wall-clock limit for one program on all its inputs, in validation and in judging; longer is a timeout "
         "(counted from the program's start: a fresh interpreter's own start is not the program's time).",
         gt=0,
+        le=3600,
     )
     max_output_chars: int = field(
-        1000, "Longest repr of one output; a longer one makes a proposal invalid (never truncated).", gt=0
+        1000, "Longest repr of one output; a longer one makes a proposal invalid (never truncated).", gt=0, le=1 << 24
     )
     allowed_imports: list[str] = field(
         factory=lambda: list(DEFAULT_IMPORTS),

@@ -28,8 +28,10 @@ class AdapterConfig:
         "(the LayerNorm/RMSNorm weights only), or 'none' to train all weights. Prompt tuning is not offered.",
         refused={name: _NO_PROMPT_TUNING for name in ("prompt_tuning", "prefix_tuning", "p_tuning")},
     )
-    r: int = field(16, "LoRA: rank of the update.", gt=0)
-    alpha: int = field(32, "LoRA: alpha; the update is scaled by alpha / r (alpha / sqrt(r) with rslora).", gt=0)
+    r: int = field(16, "LoRA: rank of the update.", gt=0, le=4096)
+    alpha: int = field(
+        32, "LoRA: alpha; the update is scaled by alpha / r (alpha / sqrt(r) with rslora).", gt=0, le=65_536
+    )
     dropout: float = field(0.05, "LoRA: dropout on the adapter branch.", ge=0, le=1)
     target_modules: str | list[str] | None = field(
         None,

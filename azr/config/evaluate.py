@@ -33,9 +33,9 @@ class EvalCommandConfig:
         "chat", "Endpoint API: chat messages, or the raw prompt to /completions (HumanEval's own prompt)."
     )
     api_key_env: str | None = field(None, "Environment variable that holds the endpoint's API key (never the key).")
-    concurrency: int = field(8, "Endpoint requests in flight at once.", ge=1)
-    timeout: float = field(120.0, "Seconds per endpoint request.", gt=0)
-    max_retries: int = field(4, "Retries per endpoint request (429, 5xx, timeouts), with backoff.", ge=0)
+    concurrency: int = field(8, "Endpoint requests in flight at once.", ge=1, le=1024)
+    timeout: float = field(120.0, "Seconds per endpoint request.", gt=0, le=86_400)
+    max_retries: int = field(4, "Retries per endpoint request (429, 5xx, timeouts), with backoff.", ge=0, le=100)
     dataset: str | None = field(
         None,
         "Tasks to evaluate on: held-out (or another shipped split), humaneval, output-prediction (program + input "
@@ -43,18 +43,23 @@ class EvalCommandConfig:
     )
     samples: str | None = field(None, "Score the completions in this file instead of generating.")
     ks: str = field("1", "Comma-separated k values for pass@k (-k).")
-    num_samples: int | None = field(None, "Samples per problem (-n); unset, the largest k.", ge=1)
-    temperature: float = field(0.8, "Sampling temperature; 0 is greedy.", ge=0)
+    num_samples: int | None = field(None, "Samples per problem (-n); unset, the largest k.", ge=1, le=1024)
+    temperature: float = field(0.8, "Sampling temperature; 0 is greedy.", ge=0, le=10)
     top_p: float = field(1.0, "Nucleus sampling threshold.", gt=0, le=1)
     seed: int | None = field(
-        None, "Sampling seed (each sample gets its own from seed, problem and index); unset, the recipe's seed, else 0."
+        None,
+        "Sampling seed (each sample gets its own from seed, problem and index); unset, the recipe's seed, else 0.",
+        ge=0,
+        le=2**32 - 1,
     )
-    max_new_tokens: int = field(1024, "Most tokens generated per sample.", ge=1)
-    batch_size: int = field(32, "Prompts per generate call of a local model.", ge=1)
+    max_new_tokens: int = field(1024, "Most tokens generated per sample.", ge=1, le=1 << 20)
+    batch_size: int = field(32, "Prompts per generate call of a local model.", ge=1, le=4096)
     answer_format: Literal["strict", "relaxed"] | None = field(
         None, "How answers are read; unset, the recipe's answer_format, else relaxed (the last fenced block)."
     )
-    workers: int | None = field(None, "Sandbox workers; unset, the recipe's sandbox.workers (one per core).", ge=1)
+    workers: int | None = field(
+        None, "Sandbox workers; unset, the recipe's sandbox.workers (one per core).", ge=1, le=1024
+    )
     output_dir: str | None = field(
         None, "Folder for report.json and samples.jsonl (a re-run into it resumes); unset, runs/eval-<time>."
     )

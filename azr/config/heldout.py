@@ -24,6 +24,7 @@ class HeldOutConfig:
         "Evaluate the policy on held-out tasks every this many GRPO steps (and at the first and last step); 0 never. "
         "Each evaluation is one 'eval' record in metrics.jsonl and eval/ keys in the grpo.report_to loggers.",
         ge=0,
+        le=10_000_000,
     )
     tasks: str | None = field(
         None,
@@ -33,19 +34,20 @@ class HeldOutConfig:
         64,
         "Evaluate on at most this many of those tasks (a seeded draw, the same at every evaluation); null for all.",
         gt=0,
+        le=10_000_000,
     )
-    samples: int = field(4, "Completions sampled per task at each evaluation (n of pass@k).", gt=0)
-    k: list[int] = field(factory=lambda: [1], help="The k of each pass@k reported; each at most eval.samples.")
+    samples: int = field(4, "Completions sampled per task at each evaluation (n of pass@k).", gt=0, le=1024)
+    k: list[int] = field(factory=lambda: [1], help="The k of each pass@k reported; each at most eval.samples.", le=1024)
     temperature: float | None = field(
-        None, "Sampling temperature; null for GRPO's own (grpo.temperature); 0 is greedy.", ge=0
+        None, "Sampling temperature; null for GRPO's own (grpo.temperature); 0 is greedy.", ge=0, le=10
     )
     max_new_tokens: int | None = field(
-        None, "Most new tokens per completion; null for GRPO's grpo.max_completion_length.", gt=0
+        None, "Most new tokens per completion; null for GRPO's grpo.max_completion_length.", gt=0, le=1 << 20
     )
     stop_on_alarm: bool = field(
         False,
         "Stop the run cleanly (final model saved) when a reward-hacking alarm fires, e.g. the training reward rising "
-        "while the held-out pass rate falls.",
+        "while the held-out pass rate falls (GRPO and Absolute-Zero mode).",
     )
 
 

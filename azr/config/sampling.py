@@ -19,13 +19,14 @@ class SamplingConfig:
         "has zero advantage and teaches nothing.",
     )
     oversample: float = field(
-        2.0, "Prompt groups generated per group still missing, on each attempt (rounded up).", ge=1
+        2.0, "Prompt groups generated per group still missing, on each attempt (rounded up).", ge=1, le=100
     )
     max_attempts: int = field(
         3,
         "Generation rounds per batch; after the last, the batch is topped up with groups that showed no difference "
         "(counted in sampling/short_groups) rather than generating on.",
         gt=0,
+        le=100,
     )
     carry_over: int = field(
         1,
@@ -33,6 +34,7 @@ class SamplingConfig:
         "fill them first (their clipped ratio is taken against the log-probs of the policy that generated them); "
         "0 drops them.",
         ge=0,
+        le=1000,
     )
 
 
@@ -57,11 +59,16 @@ class CurriculumConfig:
         "Floor on a graded task's weight: always-failed and always-solved tasks are still drawn now and then.",
         ge=0,
     )
-    window: int = field(32, "The recent pass rate is over a task's last this many graded completions.", gt=0)
-    rest_after: int = field(
-        2, "A task whose last this many groups passed every graded completion rests for rest_steps steps.", gt=0
+    window: int = field(
+        32, "The recent pass rate is over a task's last this many graded completions.", gt=0, le=10_000_000
     )
-    rest_steps: int = field(20, "Steps a task solved every time is not drawn (0: it never rests).", ge=0)
+    rest_after: int = field(
+        2,
+        "A task whose last this many groups passed every graded completion rests for rest_steps steps.",
+        gt=0,
+        le=10_000_000,
+    )
+    rest_steps: int = field(20, "Steps a task solved every time is not drawn (0: it never rests).", ge=0, le=10_000_000)
     replay: bool = field(
         False,
         "Mix frontier tasks (neither / opponent-only, not solved since) back into training, as whole prompt groups. "

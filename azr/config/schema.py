@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Iterator, Sequence
@@ -19,6 +20,7 @@ from typing import Any
 
 from azr.config.yaml_io import YamlSyntaxError, yaml_load
 from azr.errors import ConfigError, did_you_mean, show
+from azr.inputs import MAX_INT_DIGITS
 
 MISSING = dataclasses.MISSING
 
@@ -222,7 +224,10 @@ def _coerce_scalar(value: Any, hint: Any, where: str) -> Any:
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        if isinstance(value, str) and value.strip().lstrip("+-").isdecimal():
+            digits = len(value.strip().lstrip("+-"))
+            if digits > MAX_INT_DIGITS:
+                raise ConfigError(f"{where}: an integer of {digits:,} digits (the limit is {MAX_INT_DIGITS:,})")
             return int(value)
     elif hint is float:
         number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -248,18 +253,25 @@ def _parse_raw(value: Raw, where: str) -> Any:
     try:
         return yaml_load(text) if text.strip() else ""
     except YamlSyntaxError as exc:
+        if re.fullmatch(r"\s*[-+]?[0-9]+\s*", text):  # an integer the loader refused: too many digits
+            raise ConfigError(f"{where}: {exc.problem}") from None
         if text.lstrip().startswith(("[", "{")):  # meant as a list or mapping: say so rather than keep a string
-            raise ConfigError(f"{where}: cannot parse {text!r}: {exc.problem or 'bad syntax'}") from None
+            raise ConfigError(f"{where}: cannot parse {show(text)}: {exc.problem or 'bad syntax'}") from None
         return text
 
 
 def _check_bounds(value: Any, meta: typing.Mapping[str, Any], where: str) -> None:
+    """A number within the field's bounds; a list of numbers, each one within them."""
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_bounds(item, meta, f"{where}[{i}]")
+        return
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
     checks = (("ge", lambda b: value >= b, ">="), ("gt", lambda b: value > b, ">"), ("le", lambda b: value <= b, "<="))
     for key, ok, sign in checks:
         if key in meta and not ok(meta[key]):
-            raise ConfigError(f"{where}: must be {sign} {meta[key]}, got {value}")
+            raise ConfigError(f"{where}: must be {sign} {meta[key]:,}, got {show(value)}")
 
 
 def iter_fields(cls: type, where: str) -> Iterator[tuple[str, str, str, str]]:
@@ -277,7 +289,14 @@ def iter_fields(cls: type, where: str) -> Iterator[tuple[str, str, str, str]]:
             default = f.default_factory()  # type: ignore[misc]
             if isinstance(default, list) and default and dataclasses.is_dataclass(default[0]):
                 default = [dataclasses.asdict(d) for d in default]
-        yield dotted, _type_name(hint), json.dumps(default), f.metadata.get("help", "")
+        yield dotted, _type_name(hint) + _bounds_text(f.metadata), json.dumps(default), f.metadata.get("help", "")
+
+
+def _bounds_text(meta: typing.Mapping[str, Any]) -> str:
+    """' (> 0, <= 1,024)': a field's bounds as its type's note in the fields table."""
+    signs = {"ge": ">=", "gt": ">", "le": "<="}
+    parts = [f"{sign} {meta[key]:,}" for key, sign in signs.items() if key in meta]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def fields_markdown(cls: type) -> str:

@@ -77,13 +77,16 @@ class DataConfig:
         "'tokens') where a task does not say; null for exact tokens.",
         ge=0,
     )
-    max_tasks: int | None = field(None, "Use at most this many training tasks (after shuffling); null for all.", gt=0)
+    max_tasks: int | None = field(
+        None, "Use at most this many training tasks (after shuffling); null for all.", gt=0, le=10_000_000
+    )
     shuffle: bool = field(True, "Shuffle the training tasks with the run's seed.")
     max_solution_tokens: int | None = field(
         None,
         "Keep only training tasks whose reference answer fits in this many policy tokens (before max_tasks); "
         "null keeps all. For small models with short completion budgets.",
         gt=0,
+        le=1 << 20,
     )
 
 
@@ -95,23 +98,34 @@ class SandboxConfig:
         "no namespaces and is used only when chosen or when nothing else works.",
     )
     workers: int | None = field(
-        None, "Sandbox worker processes on this machine, shared by its training ranks; null for one per CPU core.", gt=0
+        None,
+        "Sandbox worker processes on this machine, shared by its training ranks; null for one per CPU core.",
+        gt=0,
+        le=1024,
     )
     timeout_s: float = field(
-        5.0, "Default wall-clock limit for one program with its tests (a task may set its own).", gt=0
+        5.0, "Default wall-clock limit for one program with its tests (a task may set its own).", gt=0, le=3600
     )
-    memory_mb: int = field(512, "Default address-space limit for one program, in MiB (a task may set its own).", gt=0)
+    memory_mb: int = field(
+        512, "Default address-space limit for one program, in MiB (a task may set its own).", gt=0, le=1 << 20
+    )
     max_task_timeout_s: float = field(
-        60.0, "Ceiling on a task's own timeout_s: a task file asking for more is refused (raise it here).", gt=0
+        60.0,
+        "Ceiling on a task's own timeout_s: a task file asking for more is refused (raise it here).",
+        gt=0,
+        le=3600,
     )
     max_task_memory_mb: int = field(
-        4096, "Ceiling on a task's own memory_mb: a task file asking for more is refused (raise it here).", gt=0
+        4096,
+        "Ceiling on a task's own memory_mb: a task file asking for more is refused (raise it here).",
+        gt=0,
+        le=1 << 20,
     )
-    max_output_kb: int = field(64, "Cap on captured stdout and stderr, each, in KiB.", gt=0)
-    processes: int = field(32, "Most processes and threads one program may run at once.", gt=0)
-    open_files: int = field(64, "Most file descriptors one program may hold open.", gt=0)
-    file_size_mb: int = field(16, "Largest file one program may write, in MiB.", gt=0)
-    tmp_size_mb: int = field(256, "Size of each worker's private /tmp (bwrap, nsjail), in MiB.", gt=0)
+    max_output_kb: int = field(64, "Cap on captured stdout and stderr, each, in KiB.", gt=0, le=1 << 20)
+    processes: int = field(32, "Most processes and threads one program may run at once.", gt=0, le=4096)
+    open_files: int = field(64, "Most file descriptors one program may hold open.", gt=0, le=65_536)
+    file_size_mb: int = field(16, "Largest file one program may write, in MiB.", gt=0, le=1 << 20)
+    tmp_size_mb: int = field(256, "Size of each worker's private /tmp (bwrap, nsjail), in MiB.", gt=0, le=1 << 20)
     packages: list[str] = field(
         factory=list,
         help="Installed packages programs may import (e.g. [numpy]), with the packages they require: bound "
@@ -141,11 +155,13 @@ def _default_rewards() -> list[RewardSpec]:
 @dataclass
 class ThinkingConfig:
     policy: bool = field(False, "Let the policy think: passes enable_thinking to its chat template.")
-    policy_budget_tokens: int = field(0, "Tokens added to the completion length for the policy's thinking.", ge=0)
+    policy_budget_tokens: int = field(
+        0, "Tokens added to the completion length for the policy's thinking.", ge=0, le=1 << 20
+    )
     opponent: bool = field(False, "Ask the opponent to reason before answering (where its API supports it).")
-    opponent_budget_tokens: int = field(0, "Tokens added to the opponent's max_tokens for reasoning.", ge=0)
+    opponent_budget_tokens: int = field(0, "Tokens added to the opponent's max_tokens for reasoning.", ge=0, le=1 << 20)
     teacher: bool = field(False, "Ask the teacher to reason before answering (where its API supports it).")
-    teacher_budget_tokens: int = field(0, "Tokens added to the teacher's max_tokens for reasoning.", ge=0)
+    teacher_budget_tokens: int = field(0, "Tokens added to the teacher's max_tokens for reasoning.", ge=0, le=1 << 20)
 
 
 @dataclass
@@ -164,6 +180,7 @@ class SftConfig:
         "checked to fail the tests, are learned beside it: a policy that knows the answer's shape but not which way "
         "a few decisions go, for GRPO to sharpen (the tiny demo's weak base model). 0 for real models.",
         ge=0,
+        le=10_000,
     )
     rollouts: str | None = field(
         None,
@@ -179,12 +196,15 @@ class SftConfig:
 class LoggingConfig:
     level: Literal["debug", "info", "warning", "error"] = field("info", "Console log level.")
     generations: bool = field(True, "Write prompts, completions and per-test outcomes to generations/*.jsonl.")
-    generations_max_mb: float = field(64.0, "Rotate a generations file once it reaches this size.", gt=0)
+    generations_max_mb: float = field(64.0, "Rotate a generations file once it reaches this size.", gt=0, le=1 << 20)
     console: Literal["rich", "plain"] = field("rich", "Progress bar and summary table ('rich') or plain log lines.")
     pass_rate_tasks: int = field(
-        64, "Training tasks sampled before and after GRPO to measure the train pass rate; 0 skips it.", ge=0
+        64,
+        "Training tasks sampled before and after GRPO to measure the train pass rate; 0 skips it.",
+        ge=0,
+        le=10_000_000,
     )
-    pass_rate_samples: int = field(4, "Completions per task for that measurement.", gt=0)
+    pass_rate_samples: int = field(4, "Completions per task for that measurement.", gt=0, le=1024)
 
 
 @dataclass
@@ -194,7 +214,9 @@ class AzrConfig:
         "Where the run writes config, logs, checkpoints and the final adapter; relative to the recipe when set "
         "there, else to the current directory.",
     )
-    seed: int = field(42, "Seed for data shuffling, sampling and TRL (grpo.seed is set from it).")
+    seed: int = field(
+        42, "Seed for data shuffling, sampling and TRL (grpo.seed is set from it); numpy's range.", ge=0, le=2**32 - 1
+    )
     mode: Literal["grpo", "absolute_zero"] = field(
         "grpo",
         "What GRPO trains on: 'grpo' solves the coding tasks of data.train against their tests; 'absolute_zero' "

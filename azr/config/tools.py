@@ -15,7 +15,7 @@ TOOL_NAMES = ("python_run", "web_search", "web_fetch")
 @dataclass
 class PythonToolConfig:
     timeout_s: float | None = field(
-        None, "Wall-clock limit for one python_run program; null for sandbox.timeout_s.", gt=0
+        None, "Wall-clock limit for one python_run program; null for sandbox.timeout_s.", gt=0, le=3600
     )
     allow_process_backend: bool = field(
         False,
@@ -30,12 +30,14 @@ class WebToolConfig:
         "ddgs", "web_search through the ddgs package, or a SearXNG-compatible JSON endpoint (searxng_url)."
     )
     searxng_url: str = field("", "Base URL of the SearXNG instance (its /search?format=json is asked).")
-    max_results: int = field(5, "Results one web_search returns.", gt=0)
-    search_timeout_s: float = field(15.0, "Deadline for one whole web_search.", gt=0)
-    fetch_timeout_s: float = field(20.0, "Deadline for one whole web_fetch, redirects and body included.", gt=0)
-    max_bytes: int = field(2_000_000, "Most bytes of a page's decoded body web_fetch reads.", gt=0)
-    max_redirects: int = field(5, "Most redirects web_fetch follows, each checked by the address guard.", ge=0)
-    allow_ports: list[int] = field(factory=lambda: [80, 443], help="Ports web_fetch may connect to.")
+    max_results: int = field(5, "Results one web_search returns.", gt=0, le=100)
+    search_timeout_s: float = field(15.0, "Deadline for one whole web_search.", gt=0, le=3600)
+    fetch_timeout_s: float = field(
+        20.0, "Deadline for one whole web_fetch, redirects and body included.", gt=0, le=3600
+    )
+    max_bytes: int = field(2_000_000, "Most bytes of a page's decoded body web_fetch reads.", gt=0, le=1 << 30)
+    max_redirects: int = field(5, "Most redirects web_fetch follows, each checked by the address guard.", ge=0, le=100)
+    allow_ports: list[int] = field(factory=lambda: [80, 443], help="Ports web_fetch may connect to.", le=65_535)
     allow_networks: list[str] = field(
         factory=list,
         help="FOR TESTS ONLY: networks (e.g. 127.0.0.1/32) web_fetch may reach although the address guard refuses "
@@ -54,7 +56,9 @@ class ToolsConfig:
     names: list[str] = field(
         factory=lambda: list(TOOL_NAMES), help="The tools the model is offered: python_run, web_search, web_fetch."
     )
-    max_output_chars: int = field(8000, "A tool result longer than this is cut (and marked truncated).", gt=0)
+    max_output_chars: int = field(
+        8000, "A tool result longer than this is cut (and marked truncated).", gt=0, le=1 << 24
+    )
     python: PythonToolConfig = field(factory=PythonToolConfig, help="python_run: the sandbox.")
     web: WebToolConfig = field(factory=WebToolConfig, help="web_search and web_fetch.")
 
@@ -72,12 +76,16 @@ class GenConfig:
         factory=EndpointConfig, help="The endpoint for policy 'endpoint' (base_url, model, api_key_env, ...)."
     )
     tasks: str | None = field(None, "Tasks to run episodes on, as data.train takes them; null for data.train.")
-    max_tasks: int | None = field(None, "Use at most this many tasks (in file order); null for all.", gt=0)
-    samples: int = field(1, "Episodes per task.", gt=0)
-    max_turns: int = field(6, "Most model turns in one episode.", gt=0)
-    max_tool_calls: int = field(8, "Most tool calls in one episode; calls past it are answered with an error.", ge=0)
-    max_tokens: int = field(4096, "Most tokens the model may generate over a whole episode.", gt=0)
-    max_new_tokens: int = field(1024, "Most tokens in one model turn.", gt=0)
-    temperature: float = field(0.7, "Sampling temperature.", ge=0)
+    max_tasks: int | None = field(
+        None, "Use at most this many tasks (in file order); null for all.", gt=0, le=10_000_000
+    )
+    samples: int = field(1, "Episodes per task.", gt=0, le=1024)
+    max_turns: int = field(6, "Most model turns in one episode.", gt=0, le=1000)
+    max_tool_calls: int = field(
+        8, "Most tool calls in one episode; calls past it are answered with an error.", ge=0, le=1000
+    )
+    max_tokens: int = field(4096, "Most tokens the model may generate over a whole episode.", gt=0, le=1 << 20)
+    max_new_tokens: int = field(1024, "Most tokens in one model turn.", gt=0, le=1 << 20)
+    temperature: float = field(0.7, "Sampling temperature.", ge=0, le=10)
     top_p: float = field(1.0, "Nucleus sampling threshold.", gt=0, le=1)
-    concurrency: int = field(4, "Episodes in flight at once (requests to an endpoint run concurrently).", gt=0)
+    concurrency: int = field(4, "Episodes in flight at once (requests to an endpoint run concurrently).", gt=0, le=1024)

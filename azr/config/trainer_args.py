@@ -29,6 +29,19 @@ from azr.errors import ConfigError, did_you_mean, show
 log = logging.getLogger(__name__)
 # The keys that decide whether a generation batch holds whole groups: an error names those the user set.
 BATCH_FIELDS = ("num_generations", "per_device_train_batch_size", "generation_batch_size", "steps_per_generation")
+# Ceilings on the `grpo:` counts that multiply the work of a step (TRL bounds none of them): past these, a recipe is a
+# typo, not a run, and is refused at load rather than left to allocate.
+GRPO_CEILINGS = {
+    "num_generations": 4096,
+    "per_device_train_batch_size": 65_536,
+    "gradient_accumulation_steps": 65_536,
+    "generation_batch_size": 1 << 20,
+    "steps_per_generation": 65_536,
+    "num_iterations": 1024,
+    "max_completion_length": 1 << 20,
+    "max_prompt_length": 1 << 24,
+    "max_steps": 1 << 30,
+}
 
 
 def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
@@ -180,6 +193,10 @@ def check_grpo_inputs(cfg: AzrConfig) -> None:
 
 
 def _check_managed_inputs(grpo: dict[str, Any]) -> None:
+    for key, ceiling in GRPO_CEILINGS.items():
+        value = grpo.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > ceiling:
+            raise ConfigError(f"grpo.{key}: must be <= {ceiling:,}, got {show(value)}")
     length = grpo.get("max_completion_length", 256)
     if not _ints(length):
         raise ConfigError(f"grpo.max_completion_length: expected a positive integer, got {show(length)}")

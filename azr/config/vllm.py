@@ -54,6 +54,7 @@ class VllmConfig:
         help="GPUs the server runs on (CUDA indices as nvidia-smi numbers them). Server mode: required, and the "
         "trainer must not see them (start azr with CUDA_VISIBLE_DEVICES naming the others). Adapter mode: empty "
         "shares the trainer's GPU.",
+        le=1023,
     )
     gpu_memory_utilization: float | None = field(
         None,
@@ -64,17 +65,18 @@ class VllmConfig:
         le=1,
     )
     tensor_parallel_size: int = field(
-        1, "GPUs vLLM shards the model over (server mode: data parallel over the rest of vllm.gpus).", gt=0
+        1, "GPUs vLLM shards the model over (server mode: data parallel over the rest of vllm.gpus).", gt=0, le=1024
     )
     max_model_len: int | None = field(
         None,
         "Context length vLLM reserves per sequence; null: the run's budget (max_completion_length + 2048) in "
         "training, the model's own in `azr eval`.",
         gt=0,
+        le=1 << 24,
     )
-    startup_timeout_s: float = field(600.0, "How long to wait for the server's health check.", gt=0)
+    startup_timeout_s: float = field(600.0, "How long to wait for the server's health check.", gt=0, le=86_400)
     request_timeout_s: float = field(
-        900.0, "How long one generation request (a whole GRPO batch in adapter mode) may take.", gt=0
+        900.0, "How long one generation request (a whole GRPO batch in adapter mode) may take.", gt=0, le=86_400
     )
     extra_args: list[str] = field(
         factory=list,

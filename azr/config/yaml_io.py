@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.errors import ConfigError
-from azr.inputs import env_limit, json_depth, read_bounded_text
+from azr.inputs import bounded_int, env_limit, json_depth, read_bounded_text
 
 # Recipes are a few kilobytes and a handful of levels deep; the limits leave room for large `extra_body` schemas.
 MAX_BYTES = ("AZR_MAX_RECIPE_BYTES", 1 << 20)
@@ -58,9 +58,12 @@ def _loader() -> type:
 
     def construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
         text = loader.construct_scalar(node)
-        if text.startswith(("0o", "0x")):
-            return int(text[2:], 8 if text[1] == "o" else 16)
-        return int(text, 10)
+        try:
+            if text.startswith(("0o", "0x")):
+                return bounded_int(text[2:], 8 if text[1] == "o" else 16)
+            return bounded_int(text)
+        except ValueError as exc:  # past the digit limit: Python's own int-str limit would raise it as a traceback
+            raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
 
     replaced = ("bool", "int", "float", "timestamp")  # PyYAML's YAML 1.1 resolvers for these go
     Loader.yaml_implicit_resolvers = {
@@ -158,7 +161,7 @@ def json_load(text: str) -> Any:
 
     if json_depth(text) > max_depth:
         raise ValueError(f"nested more than {max_depth} levels deep (the limit; {MAX_DEPTH[0]}=N raises it)")
-    return json.loads(text, object_pairs_hook=no_duplicates)
+    return json.loads(text, object_pairs_hook=no_duplicates, parse_int=bounded_int)
 
 
 def load_raw(path: Path) -> dict[str, Any]:

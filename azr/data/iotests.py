@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import ast
 import json
+import keyword
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from azr.errors import DataError, show
+from azr.inputs import parse_json
 
 Compare = Literal["lines", "tokens"]
 COMPARES: tuple[str, ...] = ("lines", "tokens")
@@ -55,7 +57,7 @@ def decode_case(test: str) -> IOCase | None:
     if not test.startswith(_TAG):
         return None
     try:
-        body = json.loads(test[len(_TAG) :])
+        body = parse_json(test[len(_TAG) :])
         case = IOCase(str(body["input"]), str(body["output"]), body.get("compare", "lines"), body.get("float_tol"))
     except (ValueError, KeyError, TypeError):
         return None
@@ -101,11 +103,19 @@ def check_float_tol(value: Any, where: str) -> float | None:
     return float(value)
 
 
+def is_function_name(name: Any) -> bool:
+    """A name a test may call: a Python identifier that is not a keyword (never an expression such as a lambda)."""
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+
+
 def call_test(
     call: str, args: Sequence[Any], expected: Any, where: str, kwargs: Mapping[str, Any] | None = None
 ) -> str:
     """`assert CALL(*args, **kwargs) == expected` for values given as data; each must be a Python literal (what
-    JSON holds always is, but for infinities and NaN)."""
+    JSON holds always is, but for infinities and NaN). CALL is a function's name, or `Solution().method`: code is
+    built from it, so anything else is refused."""
+    if not all(is_function_name(part.removesuffix("()") if i == 0 else part) for i, part in enumerate(call.split("."))):
+        raise DataError(f"{where}: the function to call must be a Python identifier, got {show(call)}")
     pieces = [_literal(a, f"{where}.args[{i}]") for i, a in enumerate(args)]
     pieces += [f"{k}={_literal(v, f'{where}.kwargs.{k}')}" for k, v in (kwargs or {}).items()]
     return f"assert {call}({', '.join(pieces)}) == {_literal(expected, f'{where}.output')}"

@@ -25,11 +25,12 @@ from azr.data.iotests import (
     call_case,
     check_float_tol,
     is_case,
+    is_function_name,
     shown_test,
     stdio_case,
 )
 from azr.errors import DataError, did_you_mean, show
-from azr.inputs import env_limit
+from azr.inputs import env_limit, parse_json
 
 log = logging.getLogger(__name__)
 SPLITS = {"train": "train.jsonl", "held-out": "heldout.jsonl"}
@@ -158,11 +159,11 @@ def json_lines(path: Path, label: str | None = None) -> list[tuple[int, Any]]:
                 f"({MAX_ROW_CHARS[0]}=N raises it)"
             )
         try:
-            found.append((number, json.loads(line)))
+            found.append((number, parse_json(line)))
         except json.JSONDecodeError as exc:
             raise DataError(f"{label}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-        except RecursionError:  # json's C decoder stops itself at the interpreter's recursion limit
-            raise DataError(f"{label}:{number}: invalid JSON: nested too deeply") from None
+        except ValueError as exc:  # nested too deep, or an integer too long
+            raise DataError(f"{label}:{number}: invalid JSON: {exc}") from None
     return found
 
 
@@ -278,7 +279,7 @@ def task_from_row(
     if "tests" not in row:
         raise DataError(f"{where}: missing field 'tests'")
     entry = row.get("entry_point")
-    if entry is not None and (not isinstance(entry, str) or not entry.isidentifier()):
+    if entry is not None and not is_function_name(entry):  # tests are built from it: `check({entry})`, calls
         raise fail("entry_point", "a Python identifier")
     compare = row.get("compare", compare) or "lines"
     if compare not in COMPARES:

@@ -27,7 +27,7 @@ from azr.data import (
     program_from_answer,
     stub_of,
 )
-from azr.errors import ConfigError
+from azr.errors import ConfigError, show
 from azr.evaluation.measure import Sampling, generate_completions
 from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
 from azr.evaluation.samplers import EndpointSampler, EndpointSpec, LocalSampler
@@ -47,6 +47,7 @@ from azr.sandbox import SandboxPool
 from azr.secrets import public_url
 
 log = logging.getLogger(__name__)
+MAX_K = 1024  # the ceiling of -n (EvalCommandConfig.num_samples), which defaults to the largest k
 
 
 @dataclass
@@ -184,9 +185,11 @@ def parse_ks(text: str) -> list[int]:
     try:
         ks = sorted({int(k) for k in text.split(",") if k.strip()})
     except ValueError:
-        raise ConfigError(f"-k: expected comma-separated integers, got {text!r}") from None
+        raise ConfigError(f"-k: expected comma-separated integers, got {show(text)}") from None
     if not ks or ks[0] < 1:
-        raise ConfigError(f"-k: expected positive integers, got {text!r}")
+        raise ConfigError(f"-k: expected positive integers, got {show(text)}")
+    if ks[-1] > MAX_K:  # unset, -n is the largest k: samples per problem
+        raise ConfigError(f"-k: must be <= {MAX_K:,} (as -n is), got {ks[-1]}")
     return ks
 
 

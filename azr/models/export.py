@@ -10,7 +10,6 @@ re-quantizes, rounding most of the update away.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import shutil
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 from azr.config import ModelConfig, load_config
 from azr.errors import ConfigError
+from azr.inputs import parse_json
 
 log = logging.getLogger(__name__)
 DTYPES = ("bfloat16", "float16", "float32")
@@ -44,7 +44,7 @@ def plan_export(adapter: str | Path, out: str | Path, dtype: str = "bfloat16", b
     if not adapter.is_dir():
         raise ConfigError(f"--adapter {adapter}: no such directory")
     try:
-        peft_cfg = json.loads((adapter / "adapter_config.json").read_text())
+        peft_cfg = parse_json((adapter / "adapter_config.json").read_text())
     except FileNotFoundError:
         raise ConfigError(f"--adapter {adapter}: not a peft adapter directory (no adapter_config.json)") from None
     except (OSError, ValueError) as exc:

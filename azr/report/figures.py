@@ -2,7 +2,9 @@
 
 One colour per run when several runs are overlaid (each run's series told apart by the line's dash), one colour per
 series for a single run. A plot none of the runs has data for is left out. Alarms become marks on every plot's
-step axis. Nothing here draws: the page hands these dicts to plotly.js as they are.
+step axis. Nothing here draws: the page hands these dicts to plotly.js as they are. Plotly reads markup in the texts
+it draws (`<span style=...>`, `<a href=...>`), so every title, trace name and hover text is escaped here
+(`plotly_text`): a reward name, a status or a run's folder name is shown as the text it is, and fetches nothing.
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ LINE_PLOTS: list[tuple[str, str, str, list[Series]]] = [
         [("tools/call_frequency", "calls"), ("tools/failure_frequency", "failures")],
     ),
 ]
+
+
+def plotly_text(value: Any) -> str:
+    """`value` as text plotly draws literally: it decodes the entities back into characters but never reads them as
+    tags."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _num(value: Any) -> bool:
@@ -158,7 +166,7 @@ def _heldout_plot(runs: list[Run]) -> dict[str, Any] | None:
                 one = heldout_pass({"pass_at_k": {k: entry}})
                 if one is not None and isinstance(record.get("step"), int):
                     by_k.setdefault(k, []).append((record["step"], *one[1:]))
-        for j, (k, points) in enumerate(sorted(by_k.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)):
+        for j, (k, points) in enumerate(sorted(by_k.items(), key=lambda kv: int(kv[0]) if kv[0].isdecimal() else 0)):
             xs = [p[0] for p in points]
             ys = [_round(p[1]) for p in points]
             plus = [_round(p[3] - p[1]) for p in points]
@@ -214,6 +222,10 @@ def build_plots(runs: list[Run]) -> list[dict[str, Any]]:
     makers += [lambda spec=spec: _line_plot(runs, *spec) for spec in LINE_PLOTS]
     plots = [p for p in (make() for make in makers) if p is not None]
     plots[2:2] = _verdict_plots(runs)  # beside the pass rates
+    for plot in plots:  # names from the runs' records and folders, shown as text
+        plot["title"] = plotly_text(plot["title"])
+        for trace in plot["traces"]:
+            trace["name"] = plotly_text(trace["name"])
     return plots
 
 
@@ -229,6 +241,7 @@ def alarm_marks(runs: list[Run]) -> list[dict[str, Any]]:
                     "step": alarm.step,
                     "rule": alarm.rule,
                     "message": alarm.message,
+                    "hover": plotly_text(f"step {alarm.step} · {alarm.rule}: {alarm.message}"),
                     "recorded": alarm.rule in run.recorded_alarms,
                 }
             )

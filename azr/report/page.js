@@ -8,7 +8,7 @@
       shapes.push({type: "line", xref: "x", yref: "paper", x0: a.step, x1: a.step, y0: 0, y1: 1,
                    line: {color: a.colour, width: 1.5, dash: "dash"}});
       notes.push({x: a.step, xref: "x", yref: "paper", y: 1, yanchor: "bottom", text: "⚠", showarrow: false,
-                  font: {color: a.colour, size: 13}, hovertext: "step " + a.step + " · " + a.rule + ": " + a.message});
+                  font: {color: a.colour, size: 13}, hovertext: a.hover});
     });
     return {shapes: shapes, annotations: notes};
   }

@@ -2,15 +2,16 @@
 
 Owns the layout and the tables (run facts, per-tag pass rates, self-play scoreboard, Absolute-Zero, tools); the
 plots come from `azr.report.figures`, the runs from `azr.report.runs`. Every text from a run is escaped; the data
-is one JSON block the page's script reads. A window.onerror hook writes script errors into the page (`#errors`),
-and the script writes the number of plots drawn and the resources the page loaded into it, so a headless browser's
-DOM dump can tell whether it rendered.
+is one JSON block the page's script reads, valid JSON whatever the run logged (NaN and the infinities become null).
+A window.onerror hook writes script errors into the page (`#errors`), and the script writes the number of plots
+drawn and the resources the page loaded into it, so a headless browser's DOM dump can tell whether it rendered.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import secrets
 import statistics
@@ -55,7 +56,7 @@ def _table(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
 
 
 def _duration(seconds: Any) -> str:
-    if not isinstance(seconds, (int, float)):
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
         return "–"
     seconds = int(seconds)
     return (
@@ -72,6 +73,9 @@ def _get(config: dict[str, Any], dotted: str) -> Any:
 
 def _run_facts(run: Run) -> str:
     cfg, logs = run.config, run.logs
+    rewards = (
+        [r for r in cfg.get("rewards") or [] if isinstance(r, dict)] if isinstance(cfg.get("rewards"), list) else []
+    )
     last = logs[-1]["step"] if logs else None
     max_steps = _get(cfg, "grpo.max_steps")
     times = [r["time"] for r in run.records if isinstance(r.get("time"), (int, float))]
@@ -85,7 +89,7 @@ def _run_facts(run: Run) -> str:
         ("model", _e(_get(cfg, "model.name_or_path"))),
         ("adapter", _e(_get(cfg, "model.adapter.kind"))),
         ("vLLM", _e(_get(cfg, "vllm.mode") or "off")),
-        ("rewards", _e(", ".join(f"{r.get('weight', 1)} × {r.get('name')}" for r in cfg.get("rewards") or []))),
+        ("rewards", _e(", ".join(f"{r.get('weight', 1)} × {r.get('name')}" for r in rewards))),
         ("GRPO steps", f"{_fmt(last)} of {_fmt(max_steps)}"),
         ("phases finished", _e(", ".join(run.phases) or "none")),
         ("wall time", _duration(wall)),
@@ -96,6 +100,10 @@ def _run_facts(run: Run) -> str:
         ("held-out evaluations", _heldout_cost(run.evals)),
         ("versions", _e(", ".join(f"{k} {v}" for k, v in run.versions.items()) or "not recorded in the run folder")),
     ]
+    if run.skipped:  # records the report could not read (see azr.report.runs): said, never silently dropped
+        where = ", ".join(f"{name} {n}" for name, n in sorted(run.skipped.items()))
+        n = sum(run.skipped.values())
+        rows.append(("skipped", f'<span class="warn">{n} record{"s" * (n != 1)} skipped ({_e(where)})</span>'))
     table = _table(["", ""], [[f"<b>{_e(k)}</b>", v] for k, v in rows], "facts")
     recipe = f"<details><summary>recipe (resolved config.yaml)</summary><pre>{_e(run.config_text)}</pre></details>"
     return f'<div class="card"><h3>{_e(run.name)}</h3>{table}{recipe if run.config_text else ""}</div>'
@@ -168,7 +176,7 @@ def _selfplay(run: Run) -> str:
     )
     entries = (run.frontier or {}).get("entries") or {}
     if entries:
-        top = sorted(entries.items(), key=lambda kv: -int(kv[1].get("count", 0)))[:30]
+        top = sorted(entries.items(), key=lambda kv: -(kv[1].get("count") or 0))[:30]
         rows = [
             [
                 _e(t),
@@ -250,7 +258,9 @@ def render(runs: list[Run], generated: str) -> str:
     nonce = secrets.token_hex(8)
     parts = {
         "plotly": plotly_js().replace("</script", "<\\/script"),
-        "data": json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/"),
+        "data": json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace(
+            "</", "<\\/"
+        ),
         "script": _asset("page.js"),
         "style": _asset("page.css"),
     }
@@ -268,6 +278,18 @@ def render(runs: list[Run], generated: str) -> str:
     for name, text in parts.items():
         body = body.replace(f"@@{nonce}:{name}@@", text)
     return body
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every NaN and infinity replaced by None: JSON has no such numbers, and JSON.parse refuses the
+    `NaN` json.dumps would write (a blank page)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def write_page(runs: list[Run], out: Path, generated: str) -> Path:

@@ -1,14 +1,16 @@
 """Reading a run folder for the report: what `azr train` wrote (config.yaml, state.json, summary.json, metrics.jsonl,
 generations/, heldout/, self-play and Absolute-Zero files), finished or not.
 
-Every file is optional and every JSONL line that does not parse (a log cut mid-line by SIGKILL, a run still
-writing) is skipped: the report shows what is there. Only a missing run folder is an error. It reads files and
-imports no training code.
+Every file is optional, and every record is read defensively: a JSONL line that does not parse (a log cut mid-line
+by SIGKILL, a run still writing), nests too deep, or holds what the report cannot use (a step log without an integer
+`step`, a string or a list where a number belongs, a `pass_at_k` key that is not a whole number) is skipped and
+counted (`Run.skipped`), and so is a JSON file of the wrong shape; the report shows what is left. Only a missing run
+folder is an error. It reads files and imports no training code.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import random
 import re
 import time
@@ -21,7 +23,8 @@ import yaml
 
 from azr.alarms import Alarm, is_alarm, is_eval, is_step_log, replay
 from azr.errors import UserError
-from azr.logs import generation_files, read_jsonl_records
+from azr.inputs import parse_json
+from azr.logs import generation_files
 
 QUIET_S = 15 * 60  # a run without summary.json whose last record is older than this is taken as stopped
 TEXT_CHARS = 3000  # each prompt and completion shown is cut to this many characters
@@ -51,6 +54,7 @@ class Run:
     frontier: dict[str, Any] | None = None
     versions: dict[str, str] = field(default_factory=dict)
     last_write: float | None = None
+    skipped: Counter = field(default_factory=Counter)  # file name -> records (or whole files) the report could not use
 
     @property
     def logs(self) -> list[dict[str, Any]]:
@@ -82,30 +86,162 @@ def read_run(path: Path, sample_steps: int = 40, per_step: int = 6, seed: int = 
         run.config_text = config_file.read_text(encoding="utf-8", errors="replace")
         try:
             loaded = yaml.safe_load(run.config_text)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError, RecursionError):  # an integer too long; one recursion per level
             loaded = None
-        run.config = loaded if isinstance(loaded, dict) else {}
-    run.phases = (_json(path / "state.json") or {}).get("phases") or {}
-    run.summary = _json(path / "summary.json") or {}
+        run.config = loaded if isinstance(loaded, dict) else _skip(run, "config.yaml", {})
+    phases = (_json(run, path / "state.json") or {}).get("phases") or {}
+    run.phases = phases if isinstance(phases, dict) else _skip(run, "state.json", {})
+    summary = _json(run, path / "summary.json") or {}
+    if summary and not (_number(summary.get("seconds")) or summary.get("seconds") is None):
+        summary = _skip(run, "summary.json", {"seconds": None, **{k: v for k, v in summary.items() if k != "seconds"}})
+    run.summary = summary
     metrics = path / "metrics.jsonl"
     if metrics.is_file():
-        run.records = read_jsonl_records(metrics)
+        run.records = [r for r in _records(run, metrics) if _usable_metric(r) or _skip(run, metrics.name, False)]
         run.last_write = metrics.stat().st_mtime
     run.recorded_alarms = {str(r.get("rule")) for r in run.records if is_alarm(r)}
     run.alarms = replay(run.records)
     _read_generations(run, sample_steps, per_step, seed)
-    run.scoreboard = _json(path / "scoreboard.json")
-    run.frontier = _json(path / "frontier.json")
-    run.versions = _versions(path)
+    board, frontier = _json(run, path / "scoreboard.json"), _json(run, path / "frontier.json")
+    run.scoreboard = board if board is None or _usable_board(board) else _skip(run, "scoreboard.json", None)
+    run.frontier = frontier if frontier is None or _usable_frontier(frontier) else _skip(run, "frontier.json", None)
+    run.versions = _versions(run, path)
     return run
 
 
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def _skip(run: Run, name: str, instead: Any) -> Any:
+    """Count one record (or file) of `name` the report could not use; returns `instead`."""
+    run.skipped[name] += 1
+    return instead
+
+
+def _json(run: Run, path: Path) -> dict[str, Any] | None:
+    """A JSON file's object; None when absent, and None (counted as skipped) when it does not parse or is no object."""
+    if not path.is_file():  # a FIFO would block the read for ever
         return None
-    return data if isinstance(data, dict) else None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    try:
+        data = parse_json(text)
+    except ValueError:
+        data = None
+    return data if isinstance(data, dict) else _skip(run, path.name, None)
+
+
+def _records(run: Run, path: Path, label: str | None = None) -> list[dict[str, Any]]:
+    """Every line of a JSONL file that parses (nesting and integer digits bounded) as an object; the others are
+    counted as skipped, under `label` (default: the file's name)."""
+    records: list[dict[str, Any]] = []
+    if not path.is_file():  # a FIFO would block the read for ever
+        return records
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                record = parse_json(line)
+            except ValueError:
+                record = None
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                _skip(run, label or path.name, None)
+    return records
+
+
+def _number(value: Any) -> bool:
+    """A JSON number (NaN and the infinities included: the plots leave those out); not a boolean."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _numbers(mapping: Any, keys: tuple[str, ...]) -> bool:
+    """`mapping` is an object whose `keys`, where present, are numbers or null."""
+    return isinstance(mapping, dict) and all(mapping.get(k) is None or _number(mapping[k]) for k in keys)
+
+
+def _usable_metric(record: dict[str, Any]) -> bool:
+    """A metrics.jsonl record the report can read: a whole-number `step` wherever one is expected, numbers where
+    the plots and tables read numbers, and names (statuses, rules, `pass_at_k` keys) of the kinds they use."""
+    if "step" in record and not _count(record["step"]):
+        return False
+    if "time" in record and not (record["time"] is None or _number(record["time"])):
+        return False
+    if is_alarm(record):
+        return (
+            _count(record.get("step"))
+            and isinstance(record.get("rule"), str)
+            and isinstance(record.get("message"), str)
+        )
+    if is_eval(record):
+        return _count(record.get("step")) and _usable_eval(record)
+    if is_step_log(record):
+        plain = {k: v for k, v in record.items() if k not in ("phase", "kind")}
+        return _count(record.get("step")) and all(v is None or isinstance(v, (int, float)) for v in plain.values())
+    return _numbers(record, ("pass_rate", "loss", "seconds"))
+
+
+def _usable_eval(record: dict[str, Any]) -> bool:
+    """A held-out evaluation record: `pass_at_k` maps whole numbers (as text: "1", "10") to their value and interval,
+    `by_tag` maps tags to their counts and pass@k values."""
+    pass_at_k, by_tag = record.get("pass_at_k") or {}, record.get("by_tag") or {}
+    if not isinstance(pass_at_k, dict) or not isinstance(by_tag, dict):
+        return False
+    if not all(
+        re.fullmatch(r"[0-9]{1,6}", str(k)) and _numbers(v, ("value", "low", "high")) for k, v in pass_at_k.items()
+    ):
+        return False
+    if not all(isinstance(t, dict) and all(v is None or _number(v) for v in t.values()) for t in by_tag.values()):
+        return False
+    return _numbers(record, ("eval_wall_s", "eval_share", "mean_reward", "wall_s"))
+
+
+def _usable_generation(record: dict[str, Any]) -> bool:
+    """A generation record the browser can show: an integer step, texts where texts go, numbers where numbers go."""
+    if not _count(record.get("step")):
+        return False
+    texts = ("status", "verdict", "prompt", "completion", "reason", "source", "role", "type")
+    if not all(record.get(k) is None or isinstance(record[k], str) for k in texts):
+        return False
+    if not (record.get("task_id") is None or isinstance(record["task_id"], (str, int))):
+        return False
+    rewards = record.get("rewards") or {}
+    if not isinstance(rewards, dict) or not all(v is None or _number(v) for v in rewards.values()):
+        return False
+    if not _numbers(record, ("duration_s", "solve_rate")):
+        return False
+    if not all(record.get(k) is None or _count(record[k]) for k in ("tests_passed", "tests_total")):
+        return False
+    lists = {"per_test": bool, "failures": str, "messages": dict}
+    return all(
+        record.get(k) is None or (isinstance(record[k], list) and all(isinstance(x, kind) for x in record[k]))
+        for k, kind in lists.items()
+    )
+
+
+def _usable_board(board: dict[str, Any]) -> bool:
+    """scoreboard.json: win rates of numbers, counts per outcome, the last step."""
+    win = board.get("win_rate") or {}
+    rates = ("rate", "low", "high", "wins", "decisive")
+    if not isinstance(win, dict) or not all(_numbers(win.get(k) or {}, rates) for k in ("problem", "completion")):
+        return False
+    counts = [board.get(k) or {} for k in ("problems", "completions", "hinted")]
+    if not all(isinstance(c, dict) and all(_number(v) for v in c.values()) for c in counts):
+        return False
+    return _numbers(board, ("frontier_tasks", "last_step"))
+
+
+def _usable_frontier(frontier: dict[str, Any]) -> bool:
+    entries = frontier.get("entries") or {}
+    steps = ("count", "first_step", "last_step", "last_solved_step")
+    return isinstance(entries, dict) and all(
+        _numbers(e, steps) and all(e.get(k) is None or math.isfinite(e[k]) for k in steps) for e in entries.values()
+    )
 
 
 def _read_generations(run: Run, sample_steps: int, per_step: int, seed: int) -> None:
@@ -114,10 +250,11 @@ def _read_generations(run: Run, sample_steps: int, per_step: int, seed: int) -> 
     run.generation_files = generation_files(run.path / "generations")
     by_step: dict[int, list[dict[str, Any]]] = {}
     for file in run.generation_files:
-        for record in read_jsonl_records(file):
-            step = record.get("step")
-            if not isinstance(step, int):
+        for record in _records(run, file, "generations"):
+            if not _usable_generation(record):
+                _skip(run, "generations", None)
                 continue
+            step = record["step"]
             run.generations_total += 1
             status = str(record.get("status") or record.get("verdict") or "ungraded")
             run.verdicts.setdefault(step, Counter())[status] += 1
@@ -187,7 +324,7 @@ def _count_tools(run: Run, messages: Any) -> None:
                 run.tool_errors[name] += 1
 
 
-def _versions(path: Path) -> dict[str, str]:
+def _versions(run: Run, path: Path) -> dict[str, str]:
     """What the saved model files say produced them: azr (the model card), transformers and peft."""
     found: dict[str, str] = {}
     for folder in (path / "final", path / "sft" / "final"):
@@ -200,7 +337,7 @@ def _versions(path: Path) -> dict[str, str]:
             ("config.json", "transformers_version", "transformers"),
             ("adapter_config.json", "peft_version", "peft"),
         ):
-            value = (_json(folder / name) or {}).get(key)
+            value = (_json(run, folder / name) or {}).get(key)
             if value and label not in found:
                 found[label] = str(value)
     return found

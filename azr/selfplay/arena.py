@@ -10,13 +10,13 @@ TRL, and nothing here touches a completion or a reward.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from azr.config import AzrConfig
+from azr.inputs import parse_json
 from azr.logs import atomic_write_json
 from azr.remote import ChatClient
 from azr.rewards import CodeGrader
@@ -137,7 +137,7 @@ class Arena:
     def _resume(self, checkpoint: Path) -> None:
         path = checkpoint / STATE_FILE
         try:
-            state = json.loads(path.read_text())
+            state = parse_json(path.read_text())
         except (OSError, ValueError) as exc:
             # Killed between the trainer's save and this file: the newest scoreboard written, batches scored after
             # the checkpoint are then counted again when they are re-run.
@@ -183,8 +183,8 @@ def _load_board(out: Path) -> Scoreboard:
     if not board.exists():
         return Scoreboard()
     try:
-        front = json.loads(frontier.read_text()) if frontier.exists() else None
-        return Scoreboard.from_json(json.loads(board.read_text()), front)
+        front = parse_json(frontier.read_text()) if frontier.exists() else None
+        return Scoreboard.from_json(parse_json(board.read_text()), front)
     except (OSError, ValueError) as exc:
         log.warning("self-play: cannot read %s (%s); starting a new scoreboard", board, exc)
         return Scoreboard()

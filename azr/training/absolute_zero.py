@@ -12,7 +12,6 @@ rollout's random state) from which a resume continues exactly.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -36,6 +35,7 @@ from azr.absolute_zero import (
 from azr.config import AzrConfig, prompt_groups
 from azr.data import Task
 from azr.errors import ConfigError
+from azr.inputs import parse_json
 from azr.logs import atomic_write_json
 from azr.training.context import RunContext
 from azr.training.grpo import finish_grpo
@@ -105,7 +105,7 @@ class AbsoluteZeroState:
         if not (source / "rollout.json").exists():
             raise ConfigError(f"--resume-from {folder}: no {FOLDER}/rollout.json; not an absolute_zero checkpoint")
         self.buffers.load(source)
-        self.rollout.load_state(json.loads((source / "rollout.json").read_text()))
+        self.rollout.load_state(parse_json((source / "rollout.json").read_text()))
 
 
 def absolute_zero_phase(ctx: RunContext):
@@ -148,6 +148,10 @@ def absolute_zero_phase(ctx: RunContext):
         baseline=az.baseline,
     )
     ctx.bind(trainer)
+    if cfg.eval.stop_on_alarm:  # the alarms (a length collapse, completions at the cap) are raised by ctx.metrics
+        from azr.training.alarms import stop_on_alarm
+
+        stop_on_alarm(trainer, ctx.metrics, ctx.ranks.world)
     for n in range(0 if checkpoint else az.seed_rounds):  # a resumed run has its buffers
         valid = rollout.seed_round(TrainerGenerator(trainer), trainer.num_generations)
         log.info("absolute_zero: seeding round %d: valid proposals %s, buffers %s", n + 1, valid, buffers.sizes())

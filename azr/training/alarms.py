@@ -1,4 +1,4 @@
-"""The reward-hacking alarms in the trainer: `eval.stop_on_alarm` as a TrainerCallback.
+"""The reward-hacking alarms in the trainer: `eval.stop_on_alarm` as a TrainerCallback, in GRPO and Absolute-Zero mode.
 
 The rules and the alarm records are `azr.alarms`' (an `AlarmWatch` wraps the run's metrics writer, so every step log
 and held-out evaluation written is checked as it is written). This callback only ends training cleanly once an
@@ -48,3 +48,9 @@ class StopOnAlarm(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         self._check(state, control)
+
+
+def stop_on_alarm(trainer, watch: AlarmWatch | None, world: int) -> None:
+    """`eval.stop_on_alarm` on a built GRPO or Absolute-Zero trainer. Call it after the held-out evaluation's callback
+    is attached: an alarm raised by that evaluation's record then stops training at the same step end."""
+    trainer.add_callback(StopOnAlarm(watch, trainer.summed_over_processes if world > 1 else None))

@@ -64,10 +64,9 @@ def grpo_phase(ctx: RunContext):
         # eval.every_steps: the held-out pass rate as it trains
         attach_heldout(trainer, heldout_evaluator(ctx), TrainerBatches(trainer))
         if cfg.eval.stop_on_alarm:  # the alarms are raised by ctx.metrics; this ends training cleanly once one has
-            from azr.training.alarms import StopOnAlarm
+            from azr.training.alarms import stop_on_alarm
 
-            total = trainer.summed_over_processes if ctx.ranks.world > 1 else None
-            trainer.add_callback(StopOnAlarm(ctx.metrics, total))
+            stop_on_alarm(trainer, ctx.metrics, ctx.ranks.world)
         if (backend := ctx.sidecar.generation(trainer)) is not None:
             use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
         trainer.train(resume_from_checkpoint=checkpoint)

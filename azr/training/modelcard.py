@@ -5,12 +5,12 @@ Built with huggingface_hub's ModelCard so the metadata block is what the Hub exp
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from azr import __version__
 from azr.config import AdapterConfig, AzrConfig
+from azr.inputs import parse_json
 
 
 def write_model_card(folder: Path, cfg: AzrConfig, policy_dir: str, state: Any) -> Path:
@@ -52,7 +52,7 @@ def adapter_summary(adapter: AdapterConfig, folder: Path) -> str:
     if not adapter.enabled:
         return "none (all weights trained)"
     try:
-        saved = json.loads((folder / "adapter_config.json").read_text())
+        saved = parse_json((folder / "adapter_config.json").read_text())
     except (OSError, ValueError):
         saved = {}
     targets = saved.get("target_modules") or adapter.target_modules

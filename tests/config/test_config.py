@@ -290,3 +290,78 @@ def test_one_whole_guarded_range_is_allowed_loudly_and_a_few_addresses_quietly(c
     caplog.clear()
     load_config(None, ["model.name_or_path=x", 'tools.web.allow_networks=["127.0.0.1/32", "::1/128"]'])
     assert "allow_networks" not in caplog.text
+
+
+# Fields of the recipe that need no upper bound: they scale no work (a seed's range is numpy's, below).
+UNBOUNDED = {
+    "data.float_tol",
+    "self_play.weight",
+    "curriculum.ucb_c",
+    "curriculum.unseen_weight",
+    "curriculum.min_weight",
+}
+UNBOUNDED_SUFFIXES = ("price_in_per_mtok", "price_out_per_mtok", ".temperature")
+
+
+def _numeric_fields(cls, where=""):
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        dotted, hint = f"{where}.{f.name}" if where else f.name, hints[f.name]
+        if dataclasses.is_dataclass(hint):
+            yield from _numeric_fields(hint, dotted)
+        elif ({int, float} & set(typing.get_args(hint) or (hint,))) and hint is not bool:
+            yield dotted, f.metadata
+
+
+def test_every_numeric_field_that_drives_work_has_an_upper_bound():
+    from azr.config.evaluate import EvalCommandConfig
+
+    fields = [*_numeric_fields(AzrConfig), *(("eval-command." + n, m) for n, m in _numeric_fields(EvalCommandConfig))]
+    rewards = {n for n, _ in fields if n.startswith("absolute_zero.") and n.split(".")[1].startswith(("solve", "prop"))}
+    free = UNBOUNDED | rewards
+    missing = [n for n, meta in fields if "le" not in meta and n not in free and not n.endswith(UNBOUNDED_SUFFIXES)]
+    assert not missing
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("eval.samples=100000", "eval.samples: must be <= 1,024, got 100000"),
+        ("eval.k=[1, 2000]", "eval.k[1]: must be <= 1,024, got 2000"),
+        ("eval.max_new_tokens=99999999", "eval.max_new_tokens: must be <= 1,048,576, got 99999999"),
+        ("eval.every_steps=99999999999", "eval.every_steps: must be <= 10,000,000, got 99999999999"),
+        ("sandbox.workers=5000", "sandbox.workers: must be <= 1,024, got 5000"),
+        ("seed=-1", "seed: must be >= 0, got -1"),
+        ("seed=4294967296", "seed: must be <= 4,294,967,295, got 4294967296"),
+        ("eval.samples=" + "9" * 5000, "eval.samples: an integer of 5,000 digits (the limit is 4,300)"),
+        ("grpo.num_generations=" + "9" * 5000, "grpo.num_generations: an integer of 5,000 digits (the limit is"),
+        ("eval.k=[" + "9" * 5000 + "]", "eval.k: cannot parse '[999"),
+        ("sandbox.workers=0x" + "f" * 4000, "sandbox.workers: expected an integer, got '0xfff"),
+    ],
+)
+def test_numbers_past_their_bounds_or_digit_limit_are_one_line_errors(override, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [*MIN, override])
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [("r.json", '{"seed": %s}'), ("r.yaml", "seed: %s\n"), ("h.yaml", "seed: 0x%s")]
+)
+def test_a_recipe_file_with_an_integer_too_long_names_the_file(write, name, text):
+    path = write(name, text % ("9" * 5000))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).startswith(f"{path}") and "an integer of" in str(err.value) and "digits" in str(err.value)
+    assert len(str(err.value)) < 200
+
+
+def test_grpo_counts_that_multiply_a_steps_work_have_ceilings(cli, write):
+    recipe = write("r.yaml", "model: {name_or_path: x}\n")
+    for command in ("show", "check"):
+        code, _, err = cli("config", command, "--config", recipe, "--set", "grpo.num_generations=100000")
+        assert code == 2 and err == "azr: error: grpo.num_generations: must be <= 4,096, got 100000\n"

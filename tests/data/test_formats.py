@@ -152,3 +152,61 @@ def test_format_errors_name_file_and_line(tmp_path):
     )
     with pytest.raises(DataError, match=r"args\[0\]: inf cannot be written as a Python literal"):
         load_tasks(path)
+
+
+@pytest.mark.parametrize("fn", ["(lambda *a: 2)", "add; import os", "Solution().add", "class", "", 3])
+def test_an_apps_fn_name_that_is_not_an_identifier_is_refused_naming_the_row(tmp_path, fn):
+    """Code is built from fn_name: `(lambda *a: 2)` would make every call return 2, and a wrong program pass."""
+    io = {"fn_name": fn, "inputs": [[1, 2]] if fn else ["1 2"], "outputs": [[3]] if fn else ["3"]}
+    path = write_jsonl(tmp_path / "apps.jsonl", [{"id": "c", "question": "Add.", "input_output": io}])
+    if fn == "":  # no function named: stdin/stdout cases, as APPS means it
+        assert load_tasks(path, format="apps")[0].stdio
+        return
+    with pytest.raises(DataError) as err:
+        load_tasks(path, format="apps")
+    assert str(err.value).startswith(f"{path}:1: column 'input_output': fn_name: expected a Python identifier, got")
+
+
+@pytest.mark.parametrize("entry", ["(lambda *a: 2)", "f(1) or g", "None", "lambda"])
+def test_an_entry_point_that_is_not_an_identifier_is_refused(tmp_path, entry):
+    rows = [{"id": "x", "prompt": "p", "entry_point": entry, "tests": [{"args": [1], "output": 1}]}]
+    with pytest.raises(DataError, match=r":1: field 'entry_point': expected a Python identifier"):
+        load_tasks(write_jsonl(tmp_path / "t.jsonl", rows))
+    humaneval = {"task_id": "H/0", "prompt": "def f():\n", "test": "def check(c): pass", "entry_point": entry}
+    with pytest.raises(DataError, match=r":1: field 'entry_point': expected a Python identifier"):
+        load_tasks(write_jsonl(tmp_path / "h.jsonl", [humaneval]), format="humaneval")
+
+
+def test_call_test_refuses_an_expression_as_the_function():
+    from azr.data.iotests import call_test
+
+    assert call_test("Solution().add", [1], 2, "w") == "assert Solution().add(1) == 2"
+    with pytest.raises(DataError, match=r"^w: the function to call must be a Python identifier"):
+        call_test("(lambda *a: 2)", [1], 2, "w")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested more than 100 levels deep"),
+        ('{"inputs": [' + "9" * 5000 + '], "outputs": [1]}', "an integer of 5,000 digits"),
+    ],
+)
+def test_input_output_too_deep_or_with_too_long_an_integer_is_one_line(tmp_path, value, message):
+    path = write_jsonl(tmp_path / "apps.jsonl", [{"id": "c", "question": "q", "input_output": value}])
+    with pytest.raises(DataError, match=rf"^{path}:1: column 'input_output': {message}"):
+        load_tasks(path, format="apps")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"id": "x", "prompt": "p", "tests": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested more than 100 levels"),
+        ('{"id": "x", "prompt": "p", "tests": [], "timeout_s": ' + "9" * 5000 + "}", "an integer of 5,000 digits"),
+    ],
+)
+def test_a_task_row_too_deep_or_with_too_long_an_integer_is_one_line(tmp_path, line, message):
+    path = tmp_path / "t.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(DataError, match=rf"^{path}:1: invalid JSON: {message}"):
+        load_tasks(path)

@@ -215,5 +215,5 @@ def test_a_row_past_the_size_limit_is_refused_naming_its_line(write, monkeypatch
 
 def test_a_row_nested_100000_levels_is_a_data_error_not_a_recursion_error(write):
     path = write("deep.jsonl", '{"id": "t", "prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
-    with pytest.raises(DataError, match=r"deep.jsonl:1: invalid JSON: nested too deeply"):
+    with pytest.raises(DataError, match=r"deep.jsonl:1: invalid JSON: nested more than 100 levels deep \(the limit"):
         load_tasks(path)

@@ -1,6 +1,8 @@
 """`azr report`'s page in a real browser: Debian's chromium-headless-shell (installed by `make test`) loads it from a
 file, runs its scripts, and the DOM after them says every plot drew (plotly's `.main-svg`), no script error was
-caught by the page's window.onerror hook, and nothing was fetched; a screenshot is saved beside it."""
+caught by the page's window.onerror hook, and nothing was fetched; a screenshot is saved beside it. A page of hostile
+records is served from a loopback server that records every request its markup could make: only the page is asked
+for."""
 
 from __future__ import annotations
 
@@ -8,11 +10,15 @@ import importlib.util
 import json
 import shutil
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import lxml.html
 import pytest
 import yaml
+from hostile_run import GOOD_STEPS, REWARD, SKIPPED, write_hostile_run
 
 from azr.alarms import Alarm
 from azr.logs import JsonlWriter
@@ -38,10 +44,11 @@ def _chromium() -> str:
     return found
 
 
-def render(page: Path, profile: Path, screenshot: Path | None = None, width: int = 1400, height: int = 2200):
-    """The page's DOM after its scripts ran (and a screenshot of its top when asked), from a fresh profile."""
+def render(page: Path | str, profile: Path, screenshot: Path | None = None, width: int = 1400, height: int = 2200):
+    """The page's DOM after its scripts ran (and a screenshot of its top when asked), from a fresh profile; `page` is
+    a file or a URL."""
     common = [_chromium(), *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=30000"]
-    url = page.resolve().as_uri()
+    url = page if isinstance(page, str) else page.resolve().as_uri()
     done = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     if screenshot is not None:
@@ -111,6 +118,9 @@ def real_run(tiny_model_dir, tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_the_report_of_a_real_run_draws_in_chromium(real_run, tmp_path):
+    from azr.report import read_run
+
+    assert not read_run(real_run).skipped  # every record a real run writes is one the report reads
     page = run_report([real_run])
     shot = tmp_path / "report.png"
     dom = render(page, tmp_path / "profile", screenshot=shot)
@@ -123,3 +133,50 @@ def test_the_report_of_a_real_run_draws_in_chromium(real_run, tmp_path):
     assert len(alarms) == 1 and "length_at_cap" in alarms[0] and "step 10" in alarms[0]
     assert len(dom.cssselect("#plot-reward .annotation")) == 1
     shutil.copy(shot, real_run / "report.png")  # kept beside the run for a person to look at
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Serves the page at /report.html and 404 to anything else; every path asked for is recorded."""
+
+    page = b""
+    asked: ClassVar[list[str]] = []
+
+    def do_GET(self):
+        self.asked.append(self.path)
+        found = self.path == "/report.html"
+        self.send_response(200 if found else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(self.page) if found else 0))
+        self.end_headers()
+        if found:
+            self.wfile.write(self.page)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_page_of_hostile_records_fetches_nothing_and_raises_nothing(tmp_path):
+    """Markup in reward names, statuses, tags, rules and task ids, NaN and Infinity, records of the wrong shape: the
+    page draws every plot, shows each name as the text it is, counts what it skipped, and asks for nothing but
+    itself (the markup points at the server that served it)."""
+    handler = type("Recorder", (_Recorder,), {"asked": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    page = run_report([write_hostile_run(tmp_path / "run", url=base)])
+    handler.page = page.read_bytes()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        dom = render(f"{base}/report.html", tmp_path / "profile")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert handler.asked == ["/report.html"]
+    data = json.loads(lxml.html.fromstring(handler.page).get_element_by_id("data").text_content())
+    assert_rendered(dom, len(data["plots"]))
+    ids = {p["id"] for p in data["plots"]}
+    assert {"reward", "heldout", "verdicts-0", "clipped"} <= ids and "length" not in ids  # its values are all NaN
+    legends = " ".join(t.text_content() for t in dom.cssselect(".legendtext"))
+    assert REWARD in legends and '<span style="background:url(' + base in legends  # names drawn as text
+    assert len(dom.cssselect("#generations .gen")) == 3 * GOOD_STEPS
+    assert f"{SKIPPED} records skipped" in dom.cssselect(".card")[0].text_content()

@@ -1,14 +1,18 @@
 """`azr report` on run folders written the way `azr train` writes them: a 1,000-step run within the size budget,
-self-contained, unfinished and torn logs read, absent data left out, several runs overlaid, and the CLI's errors."""
+self-contained, unfinished and torn logs read, absent data left out, several runs overlaid, and the CLI's errors;
+and on hostile records: each one of the wrong shape skipped and counted, NaN and Infinity written as valid JSON,
+every name from a record escaped for plotly."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
 
 import pytest
+from hostile_run import GOOD_STEPS, SHAPES, SKIPPED, write_hostile_run
 
 from azr.report import read_run, run_report
 from azr.report.figures import build_plots
@@ -35,6 +39,7 @@ def _data(page: Path) -> dict:
 
 def test_a_thousand_step_run_fits_the_budget_and_fetches_nothing(tmp_path, synthetic):
     run = synthetic(tmp_path / "big", steps=1000)
+    assert not read_run(run).skipped  # records as a run writes them: every one read
     page = run_report([run])
     assert page == run / "report.html"
     size = page.stat().st_size
@@ -124,3 +129,85 @@ def test_cli(cli, tmp_path, synthetic):
     ]
     code, _, err = cli("report")
     assert code == 2 and "RUN_DIR" in err
+
+
+def _one_more(run: Path, name: str, record: dict) -> None:
+    path = run / "metrics.jsonl" if name == "metrics.jsonl" else run / "generations" / "generations-00000.jsonl"
+    with open(path, "a") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("name", "record"), [(name, r) for name, records in SHAPES.items() for r in records], ids=lambda v: str(v)[:40]
+)
+def test_a_record_of_the_wrong_shape_is_skipped_and_counted(tmp_path, synthetic, name, record):
+    run = synthetic(tmp_path / "run", steps=3)
+    _one_more(run, name, record)
+    read = read_run(run)
+    assert read.skipped == {name: 1}
+    assert [r["step"] for r in read.logs] == [1, 2, 3]
+    text = run_report([run]).read_text()
+    assert f"1 record skipped ({name} 1)" in text
+
+
+@pytest.mark.parametrize("line", ["[" * 100_000 + "]" * 100_000, "9" * 5000, '{"step": 1, "x": ' + "1" * 5000 + "}"])
+def test_a_line_too_deep_or_too_long_a_number_is_skipped_and_counted(tmp_path, synthetic, line):
+    run = synthetic(tmp_path / "run", steps=3)
+    with open(run / "metrics.jsonl", "a") as fh:
+        fh.write(line + "\n")
+    assert read_run(run).skipped == {"metrics.jsonl": 1}
+
+
+def test_files_of_the_wrong_shape_are_skipped_and_counted(tmp_path, synthetic):
+    run = synthetic(tmp_path / "run", steps=3)
+    (run / "state.json").write_text('{"phases": ["grpo"]}')
+    (run / "scoreboard.json").write_text('{"win_rate": {"problem": {"rate": "most"}}}')
+    (run / "frontier.json").write_text('{"entries": {"t": {"count": null, "last_step": [1]}}}')
+    (run / "summary.json").write_text('{"seconds": "long"}')
+    (run / "config.yaml").write_text("rewards: oops\nmodel: " + "[" * 5000 + "\n")
+    read = read_run(run)
+    files = {"state.json": 1, "scoreboard.json": 1, "frontier.json": 1, "summary.json": 1, "config.yaml": 1}
+    assert read.skipped == files
+    assert read.phases == {} and read.scoreboard is None and read.frontier is None and read.config == {}
+    assert "5 records skipped" in run_report([run]).read_text()
+    (run / "config.yaml").write_text("seed: " + "9" * 5000 + "\n")  # PyYAML's int(): past Python's digit limit
+    assert read_run(run).skipped["config.yaml"] == 1
+    (run / "state.json").unlink()
+    os.mkfifo(run / "state.json")  # never opened: a FIFO would block the report for ever
+    assert read_run(run).phases == {}
+
+
+def test_hostile_records_make_a_page_of_valid_json_with_every_name_as_text(tmp_path):
+    run = write_hostile_run(tmp_path / "run")
+    read = read_run(run)
+    assert sum(read.skipped.values()) == SKIPPED
+    assert len(read.logs) == GOOD_STEPS and len(read.evals) == GOOD_STEPS // 4
+    page = run_report([run])
+    text = page.read_text()
+    block = re.search(r'<script type="application/json" id="data">(.*?)</script>', text, re.S).group(1)
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    data = json.loads(block, parse_constant=refuse)  # NaN and Infinity written as null
+    assert f"{SKIPPED} records skipped" in text
+    texts = [p["title"] for p in data["plots"]] + [t["name"] for p in data["plots"] for t in p["traces"]]
+    texts += [a["hover"] for a in data["alarms"]]
+    assert all("<" not in t and ">" not in t for t in texts), [t for t in texts if "<" in t]
+    reward = next(p for p in data["plots"] if p["id"] == "reward")
+    escaped = '&lt;span style="background:url(reward.png)"&gt;r'
+    assert [t["name"] for t in reward["traces"]] == ["total (weighted)", escaped]
+    assert reward["traces"][0]["y"] == [0.1] * 3  # NaN and the infinities are left out of the plot
+    verdicts = next(p for p in data["plots"] if p["id"] == "verdicts-0")
+    assert "&lt;span style=" in " ".join(t["name"] for t in verdicts["traces"])  # an unknown status, as text
+    heldout = next(p for p in data["plots"] if p["id"] == "heldout")
+    assert [t["name"] for t in heldout["traces"]] == ["pass@1 (95% interval)"]  # pass@10's value is NaN
+    assert {a["rule"] for a in data["alarms"]} >= {"length_at_cap"}
+    assert data["generations"][0]["rewards"]["tests_reward"] is None and data["generations"][0]["duration_s"] is None
+
+
+def test_cli_echoes_the_page_without_the_folders_escape_codes(cli, tmp_path, synthetic):
+    run = synthetic(tmp_path / "run\x1b[2J\x1b[31mred\r", steps=3)
+    code, out, err = cli("report", str(run))
+    assert code == 0 and not err
+    assert "\x1b" not in out and "\r" not in out and out.strip().endswith("run\\x1b[2J\\x1b[31mred\\r/report.html")

@@ -76,6 +76,8 @@ def test_python_run_sees_no_secret(toolbox, monkeypatch):
     [
         ("rm_rf", {}, "unknown tool 'rm_rf'"),
         ("python_run", "{not json", "not valid JSON"),
+        ("python_run", '{"code": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested more than 100 levels deep"),
+        ("python_run", '{"code": ' + "9" * 5000 + "}", "an integer of 5,000 digits"),
         ("python_run", [1, 2], "must be a JSON object"),
         ("python_run", {}, "missing argument 'code'"),
         ("python_run", {"code": 3}, "'code' must be a string"),
@@ -124,6 +126,8 @@ def test_tool_call_cli(cli, tmp_path, write):
     assert code == 1 and json.loads(out)["status"] == "refused"
     code, _, err = cli("tool", "call", "python_run", "--args", "{nope")
     assert code == 2 and "--args: not valid JSON" in err
+    code, _, err = cli("tool", "call", "python_run", "--args", "[" * 100_000 + "]" * 100_000)
+    assert code == 2 and "--args: not valid JSON: nested more than 100 levels deep" in err
     code, _, err = cli("tool", "call", "shell", "--args", "{}")
     assert code == 2 and "NAME: unknown tool 'shell'" in err and all(name in err for name in TOOL_NAMES)
     code, out, _ = cli("tool", "call", "--help")
@@ -131,3 +135,14 @@ def test_tool_call_cli(cli, tmp_path, write):
     recipe = write("r.yaml", "model: {name_or_path: x}\ntools: {python: {timeout_s: 0.5}}\n")
     code, out, _ = cli("tool", "call", "python_run", "--args", '{"code": "while True: pass"}', "--config", recipe)
     assert code == 1 and out.startswith("timeout")
+
+
+def test_a_tool_call_the_policy_nests_too_deep_is_a_failed_call_not_a_recursion_error():
+    from azr.tools import parse_lenient
+
+    deep = "[" * 100_000 + "]" * 100_000
+    turn = parse_lenient(f'<tool_call>{{"name": "python_run", "arguments": {deep}}}</tool_call>')
+    (call,) = turn.tool_calls
+    assert call.error and "nested more than 100 levels deep" in call.error
+    turn = parse_lenient('<tool_call>{"name": "python_run", "arguments": "' + deep + '"}</tool_call>')
+    assert "nested more than 100 levels deep" in turn.tool_calls[0].error

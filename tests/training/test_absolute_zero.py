@@ -103,3 +103,31 @@ def test_a_malformed_seed_file_stops_the_recipe_check(tmp_path):
     assert cfg.absolute_zero.seed_files == [str(good), str(bad)]
     with pytest.raises(DataError, match=rf"^{bad}:1: field 'inputs': expected a non-empty list of strings"):
         check_recipe(cfg)
+
+
+@pytest.mark.slow(minutes=1)  # trains the tiny model for ten steps
+def test_stop_on_alarm_ends_an_absolute_zero_run_at_the_first_alarm(tiny_model_dir, tmp_path, caplog):
+    """The untrained tiny model's completions run to an 8-token cap: the `length_at_cap` alarm fires once the rule's
+    window of 10 logs is full, and `eval.stop_on_alarm` ends the run there, its final model saved."""
+    import logging
+
+    from azr.config import load_config
+    from azr.training.run import run_train
+
+    out = tmp_path / "run"
+    short = [s for s in SHORT if not s.startswith(("grpo.max_steps", "grpo.save_steps", "grpo.max_completion"))]
+    overrides = [*short, "sft.enabled=false", "grpo.max_completion_length=8", "grpo.max_steps=14"]
+    overrides += ["grpo.save_steps=100", "eval.stop_on_alarm=true"]
+    cfg = load_config(RECIPE, [f"model.name_or_path={tiny_model_dir}", f"output_dir={out}", *overrides])
+    caplog.set_level(logging.WARNING, logger="azr")
+    with pytest.MonkeyPatch.context() as env:
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+            env.setenv(name, "1")
+        assert run_train(cfg) == 0
+    logged = records(out / "metrics.jsonl")
+    (alarm, *_) = [r for r in logged if r.get("kind") == "alarm"]
+    assert alarm["rule"] == "length_at_cap"
+    steps = [r["step"] for r in logged if r["phase"] == "grpo" and r.get("kind") is None]
+    assert max(steps) == alarm["step"] < 14  # no step after the one that raised it
+    assert (out / "final" / "model.safetensors").exists()
+    assert any("eval.stop_on_alarm: training stops at step" in m for m in caplog.messages)
