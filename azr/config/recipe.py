@@ -83,9 +83,29 @@ def prompt_groups(cfg: AzrConfig, args: Any) -> int:
     return groups
 
 
+RUN_MARKER = ".azr-run"  # the first file a run writes into output_dir: the folder belongs to an azr run
+_NOT_FOR_RUNS = ("/proc", "/sys", "/dev")  # the kernel's own file systems: nothing of a run's can live there
+
+
 def check_output_dir(out: Path) -> None:
-    """`out` exists as a writable folder or can be made: its nearest existing ancestor is a writable folder."""
-    existing = out
+    """`out` is a folder a run may write into: new (its nearest existing ancestor a writable folder), empty, or an azr
+    run (it holds `RUN_MARKER`). The file system's root, a kernel file system and a folder that holds other files
+    (a project's own, or `.`) are refused: a run would overwrite what is there."""
+    resolved = Path(os.path.realpath(out))
+    if resolved == Path(resolved.anchor):
+        raise ConfigError(f"output_dir: {out} is the file system's root; choose a new folder for the run")
+    if any(resolved == Path(top) or Path(top) in resolved.parents for top in _NOT_FOR_RUNS):
+        raise ConfigError(f"output_dir: {out} is on a kernel file system ({resolved}); choose a new folder for the run")
+    if resolved.is_dir():
+        try:
+            names = os.listdir(resolved)
+        except OSError as exc:
+            raise ConfigError(f"output_dir: cannot read {out}: {exc.strerror}") from None
+        if names and RUN_MARKER not in names:
+            raise ConfigError(
+                f"output_dir: {out} holds files and is not an azr run (no {RUN_MARKER}); choose a new or empty folder"
+            )
+    existing = resolved
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():

@@ -157,6 +157,8 @@ def test_lora_run_saves_checkpoint_adapter_card_and_summary(lora_run):
     assert "GRPO steps: 2" in (final / "README.md").read_text()
     summary = json.loads((lora_run / "summary.json").read_text())
     assert summary["phases"]["grpo"]["steps"] == 2 and summary["last_log"]["step"] == 2
+    assert summary["status"] == "ok" and summary["generation_log"] == {"written": 8, "dropped": 0, "error": None}
+    assert (lora_run / ".azr-run").read_text().startswith("azr ")  # the folder is marked as an azr run
     assert summary["eval_before"]["completions"] == summary["eval_after"]["completions"] == 4
 
 
