@@ -8,10 +8,11 @@ through a bounded queue into size-rotated files, and drains on close (called on 
 that fails records why (`error`), counts what it lost (`dropped`), and never blocks the trainer.
 
 Any Python string can be written: text from a program, an endpoint or a task file may hold lone surrogates
-(`chr(0xD800)`), which UTF-8 cannot encode. The one rule, applied here in `valid_text` by every writer (JSON, JSONL
-and plain text): each surrogate code point becomes U+FFFD (the replacement character), so every file azr writes is
-valid UTF-8 and its JSON is valid for any parser. (The console escapes them instead, like control characters:
-`azr.cli.app` opens stdout and stderr with `errors="backslashreplace"`.)
+(`chr(0xD800)`), which UTF-8 cannot encode. The one rule, applied here (`azr.inputs.valid_text`) by every writer (JSON,
+JSONL and plain text): each surrogate code point becomes U+FFFD (the replacement character), so every file azr writes
+is valid UTF-8 and its JSON is valid for any parser; `read_jsonl_records` reads by the same rule. Only regular files
+are written (`check_regular_file`): never through a device or a FIFO, never renamed over one or over a folder. (The
+console escapes surrogates instead, like control characters: `azr.cli.app` sets `errors="backslashreplace"`.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import json
 import logging
 import os
 import queue
-import re
 import stat
 import tempfile
 import threading
@@ -31,17 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from azr.errors import UserError
+from azr.inputs import load_json, valid_text
 from azr.secrets import redact
 
 log = logging.getLogger(__name__)
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def valid_text(text: str) -> str:
-    """`text` as UTF-8 can hold it: every surrogate code point replaced by U+FFFD (the module's one rule)."""
-    return _SURROGATE.sub("\ufffd", text)
-
 
 _KINDS = {
     stat.S_IFDIR: "a directory",
@@ -149,8 +142,8 @@ def read_jsonl_records(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
-                obj = json.loads(line)
-            except ValueError:
+                obj = load_json(line)
+            except (ValueError, RecursionError):
                 continue
             if isinstance(obj, dict):
                 records.append(obj)
