@@ -70,6 +70,22 @@ def output_file(ctx: click.Context, param: click.Parameter, value: Path | None) 
     return value
 
 
+def output_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A click callback for an option that names a folder azr writes into: refused (exit 2) when something that is
+    not a folder (a file, a device, a FIFO) is there already."""
+    import os
+    import stat
+
+    if value is not None:
+        try:
+            mode = os.stat(value).st_mode
+        except OSError:
+            return value  # absent (made later), or unreadable: the command's own error names it
+        if not stat.S_ISDIR(mode):
+            raise click.BadParameter(f"{value} exists and is not a folder", param=param)
+    return value
+
+
 def require_config(config_path: Path | None) -> None:
     if config_path is None:
         raise ConfigError("--config: a recipe file is required (see examples/)")

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -575,3 +576,22 @@ def test_report_out_dev_null_is_refused_and_the_device_stays(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "azr: error: Invalid value for '--out': /dev/null is a character device; azr writes only regular files"
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["tiny-model", "{t}"], "OUT_DIR"),
+        (["export", "--adapter", "{tmp}", "--out", "{t}"], "--out"),
+        (["eval", "--samples", "{tmp}/s.jsonl", "--dataset", "humaneval", "--output-dir", "{t}"], "--output-dir"),
+        (["train", "--config", "{tmp}/r.yaml", "--output-dir", "{t}"], "--output-dir"),
+    ],
+    ids=lambda a: a[0] if isinstance(a, list) else None,
+)
+def test_an_output_folder_that_is_a_fifo_or_a_file_is_refused_in_one_line(cli, tmp_path, args, option):
+    target = tmp_path / "target"
+    os.mkfifo(target)
+    code, out, err = cli(*[a.replace("{t}", str(target)).replace("{tmp}", str(tmp_path)) for a in args])
+    assert (code, out) == (2, "")
+    assert err == f"azr: error: Invalid value for '{option}': {target} exists and is not a folder\n"
+    assert stat.S_ISFIFO(os.lstat(target).st_mode)
