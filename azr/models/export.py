@@ -19,6 +19,7 @@ from typing import Any
 
 from azr.config import ModelConfig, load_config
 from azr.errors import ConfigError
+from azr.logs import atomic_write_text
 
 log = logging.getLogger(__name__)
 DTYPES = ("bfloat16", "float16", "float32")
@@ -147,7 +148,7 @@ def _write_card(folder: Path, plan: ExportPlan) -> None:
         ),
         "",
     ]
-    ModelCard("\n".join(lines)).save(folder / "README.md")
+    atomic_write_text(folder / "README.md", str(ModelCard("\n".join(lines))))  # as ModelCard.save, any string
 
 
 _OPTIONS = {
