@@ -189,3 +189,19 @@ def test_an_empty_folder_or_an_azr_run_passes_the_output_dir_check(cli, tmp_path
             "config", "check", "--config", _recipe(tmp_path, model_dir), "--set", f"output_dir={tmp_path / out}"
         )
         assert code == 0, err
+
+
+def test_config_check_takes_task_ids_prompts_and_tags_with_lone_surrogate_escapes(cli, tmp_path, model_dir):
+    import json
+
+    rows = [
+        {"id": f"t{chr(0xD800)}{i}", "prompt": f"p{chr(0xDC00)}", "solution": "def f():\n    return 1\n",
+         "tests": ["assert f() == 1"], "tags": [f"x{chr(0xDBFF)}"]}
+        for i in range(4)
+    ]  # fmt: skip
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recipe = _recipe(
+        tmp_path, model_dir, data={"train": str(tmp_path / "tasks.jsonl"), "eval": str(tmp_path / "tasks.jsonl")}
+    )
+    code, out, err = cli("config", "check", "--config", recipe)
+    assert code == 0 and out.startswith("ok: "), err
