@@ -3,6 +3,7 @@ traceback, nothing written, no sandbox started. `azr config check` runs the same
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,8 @@ CASES = [
     (["output_dir=/"], "output_dir: / is the file system's root; choose a new folder for the run"),
     (["output_dir=/proc/x/run"], "output_dir: /proc/x/run is on a kernel file system (/proc/x/run)"),
     (["output_dir=/sys"], "output_dir: /sys is on a kernel file system"),
+    (["output_dir=/dev/azr-run"], "output_dir: /dev/azr-run is on a kernel file system"),
+    (["output_dir=/dev/null"], "output_dir: /dev/null is on a kernel file system"),
     (["model.name_or_path={tmp}/nowhere"], "model.name_or_path: no such directory: {tmp}/nowhere"),
     (
         ["model.name_or_path={tmp}/runs/tiny-model"],
@@ -205,3 +208,14 @@ def test_config_check_takes_task_ids_prompts_and_tags_with_lone_surrogate_escape
     )
     code, out, err = cli("config", "check", "--config", recipe)
     assert code == 0 and out.startswith("ok: "), err
+
+
+def test_a_run_folder_on_dev_shm_a_tmpfs_passes(cli, tmp_path, model_dir, nothing_slow):
+    from azr.config.recipe import filesystem_type
+
+    if filesystem_type(Path("/dev/shm")) != "tmpfs" or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable tmpfs at /dev/shm here")
+    out = f"/dev/shm/azr-test-{os.getpid()}/run"
+    code, _, err = cli("config", "check", "--config", _recipe(tmp_path, model_dir), "--set", f"output_dir={out}")
+    assert code == 0, err
+    assert not Path(out).parent.exists()  # config check writes nothing
