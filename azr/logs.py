@@ -168,7 +168,8 @@ _STOP = object()
 class GenerationLog:
     """Records written by a background thread into `folder/generations-NNNNN.jsonl`, a new file once one passes
     `max_bytes`. The queue is bounded so a slow disk cannot grow memory without limit: a put that waits more than
-    `put_timeout_s` drops the record and counts it in `dropped`.
+    `put_timeout_s` drops the record and counts it in `dropped`, and later puts drop at once while the queue stays
+    full (a stuck disk costs the trainer one wait, not one per record).
 
     A record the thread cannot write (a full disk, or anything else it raises) is dropped and counted, and the first
     such error is kept in `error` (`failed` is then True): a run reports it in summary.json and exits 1. Once the
@@ -191,7 +192,7 @@ class GenerationLog:
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self.dropped = self.written = 0
         self.error: str | None = None
-        self._closed = False
+        self._closed = self._stalled = False
         self._thread = threading.Thread(target=self._drain, name="azr-generation-log", daemon=True)
         self._thread.start()
         atexit.register(self.close)
@@ -208,10 +209,12 @@ class GenerationLog:
             if self._closed or not self._thread.is_alive():  # nobody would take it: a dead writer blocks no one
                 self.dropped += 1
                 continue
-            try:
-                self._queue.put(record, timeout=self.put_timeout_s)
+            try:  # once a put has waited in vain, the next ones do not wait until the writer catches up
+                self._queue.put(record, block=not self._stalled, timeout=self.put_timeout_s)
+                self._stalled = False
             except queue.Full:
                 self.dropped += 1
+                self._stalled = True
 
     def _drain(self) -> None:
         try:

@@ -122,7 +122,7 @@ def test_generation_log_drops_instead_of_blocking_when_the_writer_is_stuck(tmp_p
     log._write = stuck_write
     started = time.monotonic()
     log.put(_record(i) for i in range(10))
-    assert time.monotonic() - started < 5  # bounded: at most put_timeout_s per record it could not queue
+    assert time.monotonic() - started < 2  # one wait of put_timeout_s (0.05 s), then the rest are dropped at once
     assert 7 <= log.dropped <= 8  # one record in the writer (if it got there), two in the queue; the rest dropped
     release.set()
     log.close()
