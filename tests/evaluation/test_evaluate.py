@@ -497,12 +497,12 @@ def test_eval_of_an_endpoint_that_answers_with_lone_surrogates_writes_every_samp
 def test_eval_stores_no_credential_from_its_urls_query(cli, echoing, write, tmp_path, name):
     url = f"{echoing.url}?{name}=CRED-0123456789-{name}"
     out = tmp_path / "out"
-    code, _, err = cli("eval", "--endpoint", url, "--endpoint-model", "m", "--api-key-env", "AZR_TEST_KEY",
+    code, out_text, err = cli("eval", "--endpoint", url, "--endpoint-model", "m", "--api-key-env", "AZR_TEST_KEY",
                        "--dataset", write("two.jsonl", TWO_TASKS), "-n", "1", "--output-dir", out)  # fmt: skip
     assert code == 0, err
     for path in out.iterdir():
         assert "CRED-0123456789" not in path.read_text(), path.name
-    assert "CRED-0123456789" not in err
+    assert "CRED-0123456789" not in err and "CRED-0123456789" not in out_text
     assert _report(out)["settings"]["endpoint"]["base_url"] == echoing.url
 
 
