@@ -20,7 +20,7 @@ from typing import Any
 
 from azr import __version__
 from azr.alarms import AlarmWatch
-from azr.config import RUN_MARKER, AzrConfig, SandboxConfig, save_config, sequence_lengths
+from azr.config import RUN_MARKER, AzrConfig, SandboxConfig, check_output_dir, save_config, sequence_lengths
 from azr.data import Task, load_tasks, select_tasks
 from azr.errors import ConfigError
 from azr.logs import GenerationLog, JsonlWriter, atomic_write_text, read_jsonl_records
@@ -115,6 +115,8 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
     stack.enter_context(sidecar)  # its server starts just before the policy loads, and stops however the run ends
     ranks = start_ranks()
     out = Path(cfg.output_dir)
+    if ranks.main:
+        check_output_dir(out)  # again, as it is now: new, empty or an azr run (check_recipe saw it a while ago)
     try:
         out.mkdir(parents=True, exist_ok=True)
         if ranks.main and not (out / RUN_MARKER).exists():  # first: from now on the folder is this run's
