@@ -595,3 +595,16 @@ def test_an_output_folder_that_is_a_fifo_or_a_file_is_refused_in_one_line(cli, t
     assert (code, out) == (2, "")
     assert err == f"azr: error: Invalid value for '{option}': {target} exists and is not a folder\n"
     assert stat.S_ISFIFO(os.lstat(target).st_mode)
+
+
+def test_a_path_that_is_not_utf8_is_printed_escaped_not_a_traceback(tmp_path):
+    """A folder named with the byte 0xff reaches Python as a lone surrogate (surrogateescape); stdout escapes it."""
+    run = _run_folder(tmp_path)
+    odd = os.fsdecode(bytes(tmp_path) + b"/run\xff")
+    os.rename(run, odd)
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "azr.cli", "report", odd], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.strip() == f"{tmp_path}/run\\udcff/report.html"
