@@ -1,18 +1,23 @@
-"""Bounded reads of what a user hands azr: a file, a stream or a device read up to a limit, never to the end of it.
+"""Reads of what azr did not write (a user's files, an endpoint's replies, a web page): bounded, and valid text.
 
 A limit is a number of bytes with a name; its refusal names the file, the limit and how to raise it (an environment
-variable, or the field that sets it). Nothing here parses but `parse_json`, the one JSON reader of text azr did not
-write: bounded in nesting (`json_depth` keeps a deep text away from the recursive parser) and in integer digits.
+variable, or the field that sets it). Text from outside is made valid before anything uses it: bytes are decoded
+only with a real text encoding (`TEXT_ENCODINGS`; a declared `unicode_escape` or `rot13` falls back to UTF-8),
+undecodable bytes become U+FFFD, and no string azr reads holds a surrogate (`valid_text`: the same rule azr.logs
+applies to every string it writes). Nothing here parses but `load_json`, the one JSON reader of text azr did not
+write: valid text, bounded in nesting (`json_depth` keeps a deep text away from the recursive parser) and in integer
+digits.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from azr.errors import UserError
 
@@ -99,12 +104,57 @@ def bounded_int(text: str, base: int = 10) -> int:
     return value
 
 
-def parse_json(text: str | bytes, max_depth: int | None = None, **kwargs) -> object:
-    """`json.loads(text)`, refused as a ValueError with a one-line reason when the text nests deeper than `max_depth`
-    (default AZR_MAX_JSON_DEPTH, 100) or holds an integer longer than MAX_INT_DIGITS; bad syntax is
-    json.JSONDecodeError (a ValueError) as usual. NaN and Infinity are read as floats, as json.loads reads them."""
+# Python's names (codecs.lookup(...).name) of the encodings a page or a file may declare: the web's (WHATWG) text
+# encodings that Python has. Not codecs that transform text (unicode_escape, rot13, hex) nor UTF-7.
+TEXT_ENCODINGS = frozenset(
+    {"utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be", "ascii"}
+    | {f"iso8859-{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)}
+    | {f"cp{n}" for n in (874, 866, 932, 936, 949, 950, 1250, 1251, 1252, 1253, 1254, 1255, 1256, 1257, 1258)}
+    | {"koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "tis-620", "shift_jis", "euc_jp", "iso2022_jp"}
+    | {"gb2312", "gbk", "gb18030", "big5", "big5hkscs", "euc_kr"}
+)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# An escaped backslash (kept, so the `u` after it is not read as an escape), a valid surrogate pair (kept), or the
+# escape of a lone surrogate (replaced).
+_JSON_SURROGATE = re.compile(
+    r"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
+
+
+def valid_text(text: str) -> str:
+    """`text` as UTF-8 can hold it: every surrogate code point replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def text_encoding(charset: str | None) -> str:
+    """The codec for a declared `charset` when it is a real text encoding (`TEXT_ENCODINGS`), else "utf-8"."""
+    try:
+        name = codecs.lookup(charset.strip()).name if charset else "utf-8"
+    except (LookupError, ValueError):
+        return "utf-8"
+    return name if name in TEXT_ENCODINGS else "utf-8"
+
+
+def decode_text(data: bytes, charset: str | None = None) -> str:
+    """Bytes from outside as valid text: decoded with `charset` if it is a real text encoding, else as UTF-8, every
+    byte that does not decode replaced by U+FFFD (never a surrogate)."""
+    return valid_text(data.decode(text_encoding(charset), errors="replace"))
+
+
+def _json_escape(match: re.Match) -> str:
+    token = match.group()
+    return token if len(token) != 6 else "\\ufffd"
+
+
+def load_json(text: str | bytes, max_depth: int | None = None, **kwargs) -> Any:
+    """`json.loads` of a text from outside: every string in the result valid text (the escape of a lone surrogate
+    becomes U+FFFD; a valid pair stays the character it encodes), refused as a ValueError with a one-line reason when
+    the text nests deeper than `max_depth` (default AZR_MAX_JSON_DEPTH, 100) or holds an integer longer than
+    MAX_INT_DIGITS; bad syntax is json.JSONDecodeError (a ValueError) as usual. NaN and Infinity are read as floats,
+    as json.loads reads them."""
+    if isinstance(text, bytes):
+        text = decode_text(text)
     depth = env_limit(*MAX_JSON_DEPTH) if max_depth is None else max_depth
-    opening = text.count("[") + text.count("{") if isinstance(text, str) else text.count(b"[") + text.count(b"{")
-    if opening > depth and json_depth(text) > depth:
+    if text.count("[") + text.count("{") > depth and json_depth(text) > depth:
         raise ValueError(f"nested more than {depth} levels deep (the limit; {MAX_JSON_DEPTH[0]}=N raises it)")
-    return json.loads(text, parse_int=bounded_int, **kwargs)
+    return json.loads(_JSON_SURROGATE.sub(_json_escape, valid_text(text)), parse_int=bounded_int, **kwargs)

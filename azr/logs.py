@@ -4,7 +4,15 @@ A crash at any moment leaves either the old or the new version of an atomically 
 whose complete lines all parse (a torn last line is dropped on the next open). Every writer here applies
 `azr.secrets.redact`, so no key reaches a file whatever record carries it. `prune_jsonl` rewrites a log
 atomically without the records a resumed run will write again. The generation log writes from a background thread
-through a bounded queue into size-rotated files, and drains on close (called on exit and after a crash).
+through a bounded queue into size-rotated files, and drains on close (called on exit and after a crash); a writer
+that fails records why (`error`), counts what it lost (`dropped`), and never blocks the trainer.
+
+Any Python string can be written: text from a program, an endpoint or a task file may hold lone surrogates
+(`chr(0xD800)`), which UTF-8 cannot encode. The one rule, applied here (`azr.inputs.valid_text`) by every writer (JSON,
+JSONL and plain text): each surrogate code point becomes U+FFFD (the replacement character), so every file azr writes
+is valid UTF-8 and its JSON is valid for any parser; `read_jsonl_records` reads by the same rule. Only regular files
+are written (`check_regular_file`): never through a device or a FIFO, never renamed over one or over a folder. (The
+console escapes surrogates instead, like control characters: `azr.cli.app` sets `errors="backslashreplace"`.)
 """
 
 from __future__ import annotations
@@ -14,21 +22,48 @@ import json
 import logging
 import os
 import queue
+import stat
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from azr.inputs import parse_json
+from azr.errors import UserError
+from azr.inputs import load_json, valid_text
 from azr.secrets import redact
 
 log = logging.getLogger(__name__)
 
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def check_regular_file(path: Path, what: str | None = None) -> Path:
+    """`path` if it is absent or a regular file (a link is followed); a UserError naming `what` otherwise. azr writes
+    regular files only: it never writes through a device, a FIFO or a socket, nor renames over one or a folder."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return Path(path)
+    except OSError as exc:
+        raise UserError(f"{what or path}: cannot write {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise UserError(f"{what or 'output'}: {path} is {kind}; azr writes only regular files")
+    return Path(path)
+
 
 def atomic_write_text(path: Path, text: str) -> Path:
-    """Write `text` to `path` through a temp file in the same directory and an atomic rename; secrets redacted."""
-    path, text = Path(path), redact(text)
+    """Write `text` to `path` through a temp file in the same directory and an atomic rename; secrets redacted,
+    surrogates replaced (`valid_text`). Refused (UserError) where `path` is not a regular file."""
+    path, text = check_regular_file(Path(path)), redact(valid_text(text))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -54,13 +89,13 @@ class JsonlWriter:
     """
 
     def __init__(self, path: Path):
-        self.path = Path(path)
+        self.path = check_regular_file(Path(path))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _drop_torn_tail(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close() / __exit__)
 
     def write(self, record: dict[str, Any]) -> None:
-        self._fh.write(redact(json.dumps(record, ensure_ascii=False, default=str)) + "\n")
+        self._fh.write(redact(valid_text(json.dumps(record, ensure_ascii=False, default=str))) + "\n")
         self._fh.flush()
 
     @property
@@ -107,7 +142,7 @@ def read_jsonl_records(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
-                obj = parse_json(line)
+                obj = load_json(line)
             except ValueError:  # a torn line; nested too deep; an integer too long
                 continue
             if isinstance(obj, dict):
@@ -133,39 +168,70 @@ _STOP = object()
 class GenerationLog:
     """Records written by a background thread into `folder/generations-NNNNN.jsonl`, a new file once one passes
     `max_bytes`. The queue is bounded so a slow disk cannot grow memory without limit: a put that waits more than
-    `put_timeout_s` drops the record and counts it in `dropped`."""
+    `put_timeout_s` drops the record and counts it in `dropped`, and later puts drop at once while the queue stays
+    full (a stuck disk costs the trainer one wait, not one per record).
 
-    def __init__(self, folder: Path, max_bytes: int, queue_size: int = 4096, put_timeout_s: float = 5.0):
+    A record the thread cannot write (a full disk, or anything else it raises) is dropped and counted, and the first
+    such error is kept in `error` (`failed` is then True): a run reports it in summary.json and exits 1. Once the
+    thread is gone, puts drop at once; `close` waits at most `close_timeout_s` and counts what it could not write."""
+
+    def __init__(
+        self,
+        folder: Path,
+        max_bytes: int,
+        queue_size: int = 4096,
+        put_timeout_s: float = 5.0,
+        close_timeout_s: float = 60.0,
+    ):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.max_bytes, self.put_timeout_s = max_bytes, put_timeout_s
+        self.max_bytes, self.put_timeout_s, self.close_timeout_s = max_bytes, put_timeout_s, close_timeout_s
         existing = self.files()
         self._index = int(existing[-1].stem.rsplit("-", 1)[1]) if existing else 0
         self._writer: JsonlWriter | None = None
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self.dropped = self.written = 0
-        self._closed = False
+        self.error: str | None = None
+        self._closed = self._stalled = False
         self._thread = threading.Thread(target=self._drain, name="azr-generation-log", daemon=True)
         self._thread.start()
         atexit.register(self.close)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
 
     def files(self) -> list[Path]:
         return generation_files(self.folder)
 
     def put(self, records: Iterable[dict[str, Any]]) -> None:
         for record in records:
-            try:
-                self._queue.put(record, timeout=self.put_timeout_s)
+            if self._closed or not self._thread.is_alive():  # nobody would take it: a dead writer blocks no one
+                self.dropped += 1
+                continue
+            try:  # once a put has waited in vain, the next ones do not wait until the writer catches up
+                self._queue.put(record, block=not self._stalled, timeout=self.put_timeout_s)
+                self._stalled = False
             except queue.Full:
                 self.dropped += 1
+                self._stalled = True
 
     def _drain(self) -> None:
-        while (record := self._queue.get()) is not _STOP:
-            try:
-                self._write(record)
-            except OSError as exc:  # a full disk must not kill training; the loss is counted and reported
-                self.dropped += 1
-                log.error("generation log: cannot write to %s: %s", self.folder, exc)
+        try:
+            while (record := self._queue.get()) is not _STOP:
+                try:
+                    self._write(record)
+                except Exception as exc:  # a full disk or a record it cannot write must not stop training
+                    self.dropped += 1
+                    self._fail(exc)
+        except BaseException as exc:  # the thread ends here (recorded, not raised): close() counts what is queued
+            self.dropped += 1  # the record it was writing
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.error is None:
+            self.error = f"{type(exc).__name__}: {exc}"
+            log.error("generation log: cannot write to %s: %s", self.folder, self.error)
 
     def _write(self, record: dict[str, Any]) -> None:
         if self._writer is not None and self._writer.size >= self.max_bytes:
@@ -177,17 +243,44 @@ class GenerationLog:
         self.written += 1
 
     def close(self) -> None:
-        """Write everything queued, then close the file; safe to call more than once."""
+        """Write everything queued, then close the file; safe to call more than once. Returns within
+        `close_timeout_s` whatever the thread does: records it did not write by then are counted as dropped."""
         if self._closed:
             return
         self._closed = True
-        self._queue.put(_STOP)
-        self._thread.join()
-        if self._writer is not None:
-            self._writer.close()
         atexit.unregister(self.close)
+        deadline = time.monotonic() + self.close_timeout_s
+        while self._thread.is_alive():
+            try:
+                self._queue.put(_STOP, timeout=0.05)
+                break
+            except queue.Full:
+                if time.monotonic() >= deadline:
+                    break
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():  # stuck in a write: leave it (a daemon thread), never wait for ever
+            self._fail(TimeoutError(f"the writer did not finish within {self.close_timeout_s:g} s"))
+        else:
+            if self._writer is not None:
+                try:
+                    self._writer.close()
+                except OSError as exc:
+                    self._fail(exc)
+        lost = 0
+        while True:
+            try:
+                lost += self._queue.get_nowait() is not _STOP
+            except queue.Empty:
+                break
+        if lost:
+            self.dropped += lost
+            self._fail(RuntimeError(f"the writer stopped with {lost} records queued"))
         if self.dropped:
-            log.warning("generation log: %d records were dropped (queue full or disk error)", self.dropped)
+            log.warning("generation log: %d records were dropped (queue full or writer failure)", self.dropped)
+
+    def summary(self) -> dict[str, Any]:
+        """What the log wrote and lost, as summary.json records it."""
+        return {"written": self.written, "dropped": self.dropped, "error": self.error}
 
 
 def generation_files(folder: Path) -> list[Path]:

@@ -2,7 +2,8 @@
 
 What counts as a secret: the values of API keys in the environment (variables named like `*KEY*`, `*TOKEN*`,
 `*SECRET*`, `*PASSWORD*`), keys registered when a client reads them, bearer tokens, the credentials of a URL
-(`http://user:KEY@host`) and the values of its key-like query parameters (`?api-key=KEY`, `key`, `token`...).
+(`http://user:KEY@host`) and the values of its credential parameters (`CREDENTIAL_PARAMS`: `?api-key=KEY`, `key`,
+`token`, `client_secret`, `X-Amz-Signature`...), in the query or the fragment.
 Whatever an endpoint echoes back is caught by the same rules, since it is the same text. `Secret` holds a key so
 that reprs never show it; `public_url` is a URL as it may be stored. Not covered: a key split, encoded or
 transformed (base64, reversed) before it is written.
@@ -24,9 +25,27 @@ _SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|credential)")
 # escaped quote (`Bearer KEY\"`), and swallowing the backslash would unescape that quote and break the line.
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s\"',\\]+")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\"'<>\\]+@")
-_QUERY_KEY = re.compile(
-    r"(?i)([?&](?:api[-_]?key|key|token|access[-_]?token|secret|password|passwd|sig|signature|auth)=)[^&#\s\"'<>\\]+"
+# The names of URL parameters that carry a credential, matched whole and case-insensitively, `-`/`_` optional
+# between words: API keys (Azure's `subscription-key`, `x-api-key`), tokens (OAuth's, GitLab's `private_token`),
+# client secrets, passwords, and presigned-URL signatures (AWS SigV4's `X-Amz-Credential` / `-Signature` /
+# `-Security-Token`, GCS's `X-Goog-…`, Azure SAS's `sig`).
+_SEP = r"[-_]?"
+CREDENTIAL_PARAMS = (
+    rf"(?:x{_SEP})?api{_SEP}key",
+    r"key",
+    rf"(?:ocp{_SEP}apim{_SEP})?subscription{_SEP}key",
+    rf"(?:access|refresh|id|auth|private|session|security|bearer){_SEP}token",
+    r"token",
+    rf"client{_SEP}secret",
+    r"secret",
+    r"passw(?:or)?d",
+    r"sig(?:nature)?",
+    r"auth(?:orization)?",
+    rf"x{_SEP}(?:amz|goog){_SEP}(?:credential|signature|security{_SEP}token)",
 )
+_PARAM_NAME = "|".join(CREDENTIAL_PARAMS)
+_QUERY_KEY = re.compile(rf"(?i)([?&#](?:{_PARAM_NAME})=)[^&#\s\"'<>\\]+")
+_PARAM = re.compile(rf"(?i)(?:{_PARAM_NAME})")
 _registered: set[str] = set()
 _lock = threading.Lock()
 
@@ -107,10 +126,14 @@ def public_url(url: str) -> str:
     netloc = f"{host}:{port}" if port else host
     query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
     for key, value in query:
-        if _QUERY_KEY.match(f"?{key}=x"):
+        if _PARAM.fullmatch(key):
             register(value)
-    kept = [(k, v) for k, v in query if not _QUERY_KEY.match(f"?{k}=x")]
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, urllib.parse.urlencode(kept), parts.fragment))
+    for key, _, value in (pair.partition("=") for pair in f"{parts.query}&{parts.fragment}".split("&")):
+        if _PARAM.fullmatch(key):
+            register(value)  # as written (`+`, `%2F`), since that is how it turns up in a log line
+    kept = [(k, v) for k, v in query if not _PARAM.fullmatch(k)]
+    fragment = _QUERY_KEY.sub(rf"\1{REDACTED}", f"#{parts.fragment}")[1:]  # `#access_token=…` (OAuth)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, urllib.parse.urlencode(kept), fragment))
 
 
 class RedactingFilter(logging.Filter):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import time
 
 import pytest
 
-from azr.logs import GenerationLog, JsonlWriter, atomic_write_json, prune_jsonl
+from azr.errors import UserError
+from azr.logs import GenerationLog, JsonlWriter, atomic_write_json, atomic_write_text, prune_jsonl, valid_text
 
 
 def test_atomic_write_replaces_whole_file(tmp_path):
@@ -120,9 +122,109 @@ def test_generation_log_drops_instead_of_blocking_when_the_writer_is_stuck(tmp_p
     log._write = stuck_write
     started = time.monotonic()
     log.put(_record(i) for i in range(10))
-    assert time.monotonic() - started < 5  # bounded: at most put_timeout_s per record it could not queue
+    assert time.monotonic() - started < 2  # one wait of put_timeout_s (0.05 s), then the rest are dropped at once
     assert 7 <= log.dropped <= 8  # one record in the writer (if it got there), two in the queue; the rest dropped
     release.set()
     log.close()
     assert log.written == 10 - log.dropped
     assert len(_all_records(tmp_path / "generations")) == log.written
+
+
+# ------------------------------------------------------------------------------------------ any string, any target
+SURROGATE = "bad " + chr(0xD800) + " end"
+
+
+def test_every_writer_replaces_lone_surrogates_with_the_replacement_character(tmp_path):
+    atomic_write_text(tmp_path / "a.txt", SURROGATE)
+    atomic_write_json(tmp_path / "a.json", {SURROGATE: [SURROGATE]})
+    with JsonlWriter(tmp_path / "a.jsonl") as log:
+        log.write({"failure": SURROGATE, "pair": "\ud83d\ude00"})
+    (tmp_path / "p.jsonl").write_text('{"x": 1}\n')
+    prune_jsonl(tmp_path / "p.jsonl", lambda r: True)
+    assert (tmp_path / "a.txt").read_bytes().decode("utf-8") == "bad \ufffd end"
+    assert json.loads((tmp_path / "a.json").read_bytes().decode("utf-8")) == {"bad \ufffd end": ["bad \ufffd end"]}
+    line = (tmp_path / "a.jsonl").read_bytes().decode("utf-8")  # strict: the file is valid UTF-8
+    assert json.loads(line) == {"failure": "bad \ufffd end", "pair": "\ufffd\ufffd"}
+    assert valid_text("plain \u00e9 \U0001f600") == "plain \u00e9 \U0001f600"  # real characters pass untouched
+
+
+def test_generation_log_writes_a_record_with_a_surrogate(tmp_path):
+    log = GenerationLog(tmp_path / "generations", max_bytes=1 << 20)
+    log.put([{"step": 1, "reason": f"ValueError: {chr(0xDC80)}"}, _record(2)])
+    log.close()
+    assert (log.written, log.dropped, log.error) == (2, 0, None)
+    assert [r["reason"] if r["step"] == 1 else r["step"] for r in _all_records(tmp_path / "generations")] == [
+        "ValueError: \ufffd",
+        2,
+    ]
+
+
+def test_generation_log_that_cannot_write_says_why_and_counts_the_loss(tmp_path):
+    log = GenerationLog(tmp_path / "generations", max_bytes=1 << 20)
+
+    def broken(record):  # any error, not only OSError: the thread goes on and the loss is counted
+        raise TypeError("cannot serialise this record")
+
+    log._write = broken
+    log.put(_record(i) for i in range(3))
+    log.close()
+    assert (log.written, log.dropped) == (0, 3)
+    assert log.failed and log.error == "TypeError: cannot serialise this record"
+    assert log.summary() == {"written": 0, "dropped": 3, "error": "TypeError: cannot serialise this record"}
+
+
+def test_generation_log_whose_thread_died_never_blocks_put_or_close(tmp_path):
+    log = GenerationLog(tmp_path / "generations", max_bytes=1 << 20, queue_size=2, put_timeout_s=30, close_timeout_s=1)
+
+    def die(record):
+        raise SystemExit("the writer thread is gone")  # not an Exception: it ends the thread
+
+    log._write = die
+    log.put([_record(0)])
+    log._thread.join(5)
+    assert not log._thread.is_alive()
+    started = time.monotonic()
+    log.put(_record(i) for i in range(1, 10))  # a full queue and no reader: dropped at once, not put_timeout_s each
+    log.close()
+    assert time.monotonic() - started < 5
+    assert log.written == 0 and log.dropped == 10 and log.failed and "SystemExit" in log.error
+
+
+def test_generation_log_close_returns_while_the_writer_is_stuck(tmp_path):
+    log = GenerationLog(
+        tmp_path / "generations", max_bytes=1 << 20, queue_size=2, put_timeout_s=0.05, close_timeout_s=1
+    )
+    release = threading.Event()
+    log._write = lambda record: release.wait(30)
+    log.put(_record(i) for i in range(3))
+    started = time.monotonic()
+    log.close()
+    release.set()
+    assert time.monotonic() - started < 5
+    assert log.failed and "did not finish within 1 s" in log.error and log.dropped >= 2
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "socket"])
+def test_writers_refuse_a_target_that_is_not_a_regular_file(tmp_path, kind):
+    import socket
+
+    target = tmp_path / "out"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "folder":
+        target.mkdir()
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(target))
+    for write in (lambda: atomic_write_text(target, "x"), lambda: JsonlWriter(target)):
+        with pytest.raises(UserError, match=r"out is a (FIFO|directory|socket); azr writes only regular files"):
+            write()
+    assert not stat.S_ISREG(os.lstat(target).st_mode)  # still what it was, nothing renamed over it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp file left
+
+
+def test_a_link_to_a_regular_file_is_written_and_a_dangling_one_replaced(tmp_path):
+    (tmp_path / "real").write_text("old")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    atomic_write_text(tmp_path / "link", "new")
+    assert (tmp_path / "link").read_text() == "new"

@@ -65,3 +65,65 @@ def test_redacting_a_serialized_json_line_keeps_it_json():
     assert json.loads(line) == {
         "error": 'HTTP 503: {"auth": "Bearer <redacted>"} http://<redacted>@h/v1?api-key=<redacted>'
     }
+
+
+# One test per credential parameter name: in any case, with `-` or `_` between words, in the query or the fragment.
+CREDENTIAL_NAMES = [
+    "subscription-key",
+    "Ocp-Apim-Subscription-Key",
+    "X-Amz-Credential",
+    "X-Amz-Signature",
+    "X-Amz-Security-Token",
+    "X-Goog-Signature",
+    "client_secret",
+    "private_token",
+    "x-api-key",
+    "api_key",
+    "apikey",
+    "API-KEY",
+    "access_token",
+    "refresh-token",
+    "token",
+    "key",
+    "sig",
+    "signature",
+    "password",
+    "passwd",
+    "auth",
+    "secret",
+]
+
+
+@pytest.mark.parametrize("name", CREDENTIAL_NAMES)
+def test_each_credential_parameter_is_redacted_and_dropped_from_a_stored_url(name):
+    value = "Cred/0123456789+abc"
+    url = f"https://h.example/v1?model=m&{name}={value}&v=2"
+    assert redact(url) == f"https://h.example/v1?model=m&{name}=<redacted>&v=2"
+    assert redact(f"https://h.example/cb#{name}={value}") == f"https://h.example/cb#{name}=<redacted>"
+    variant = name.replace("-", "_") if "-" in name else name.replace("_", "-")
+    assert redact(f"GET /v1?{variant.lower()}={value} 200") == f"GET /v1?{variant.lower()}=<redacted> 200"
+    assert public_url(url) == "https://h.example/v1?model=m&v=2"
+    assert redact(f"echo {value}") == "echo <redacted>"  # registered by public_url: redacted wherever it turns up
+
+
+@pytest.mark.parametrize("name", ["keyboard", "monkey", "tokens_per_s", "signal", "author", "page"])
+def test_names_that_only_contain_a_credential_word_are_kept(name):
+    assert redact(f"https://h.example/?{name}=visible-0123") == f"https://h.example/?{name}=visible-0123"
+
+
+def test_user_and_password_in_the_netloc_are_redacted_and_dropped():
+    url = "https://alice:Pa55-0123456789@h.example:8443/v1"
+    assert redact(f"POST {url} failed") == "POST https://<redacted>@h.example:8443/v1 failed"
+    assert public_url(url) == "https://h.example:8443/v1"
+
+
+def test_stored_settings_and_error_lines_carry_no_credential(cli, tmp_path):
+    url = "https://127.0.0.1:9/v1?X-Amz-Signature=sig0123456789abc&subscription-key=sub0123456789"
+    code, _, err = cli("eval", "--endpoint", url, "--endpoint-model", "m", "--dataset", tmp_path / "absent.jsonl")
+    assert code == 2 and "sig0123456789abc" not in err and "sub0123456789" not in err
+
+
+def test_a_credential_in_the_fragment_is_not_stored():
+    assert public_url("https://h.example/cb#access_token=frag0123456789&state=1") == (
+        "https://h.example/cb#access_token=<redacted>&state=1"
+    )

@@ -109,6 +109,8 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(0.05)
             except OSError:
                 pass
+        elif route == "/as":  # any body (hex) under any content type: how a page's declared charset is read
+            self._send(200, query["type"][0], bytes.fromhex(query["hex"][0]))
         elif route == "/echo-headers":
             self._send(200, "application/json", json.dumps(dict(self.headers)).encode())
         elif route == "/search":

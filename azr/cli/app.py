@@ -57,6 +57,35 @@ class FiniteFloat(click.ParamType):
         return number
 
 
+def output_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A click callback for an option that names a file azr writes: refused (exit 2) unless it is absent or a regular
+    file; a device (even /dev/stdout), a FIFO or a folder is never written through or replaced."""
+    from azr.logs import check_regular_file
+
+    if value is not None:
+        try:
+            check_regular_file(value, "/".join(param.opts))
+        except UserError as exc:
+            raise click.BadParameter(str(exc).split(": ", 1)[1], param=param) from None
+    return value
+
+
+def output_folder(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """A click callback for an option that names a folder azr writes into: refused (exit 2) when something that is
+    not a folder (a file, a device, a FIFO) is there already."""
+    import os
+    import stat
+
+    if value is not None:
+        try:
+            mode = os.stat(value).st_mode
+        except OSError:
+            return value  # absent (made later), or unreadable: the command's own error names it
+        if not stat.S_ISDIR(mode):
+            raise click.BadParameter(f"{value} exists and is not a folder", param=param)
+    return value
+
+
 def require_config(config_path: Path | None) -> None:
     if config_path is None:
         raise ConfigError("--config: a recipe file is required (see examples/)")
@@ -112,6 +141,9 @@ def azr() -> None:
 
 def invoke(command: click.Command, prog_name: str, args: list[str] | None = None) -> int:
     """Run a Click command and turn every outcome into an exit code; user errors become one line on stderr."""
+    for stream in (sys.stdout, sys.stderr):  # a lone surrogate in text from outside is printed escaped, not raised
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         result = command.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import FiniteFloat, azr, config_options, setup_logging
+from azr.cli.app import FiniteFloat, azr, config_options, output_folder, setup_logging
 
 
 class FieldOption(click.Option):
@@ -52,7 +52,7 @@ def flag(*decls: str, **kwargs):
 @flag("--batch-size", type=click.IntRange(min=1))
 @flag("--answer-format", type=click.Choice(["strict", "relaxed"]))
 @flag("--workers", type=click.IntRange(min=1))
-@flag("--output-dir", type=click.Path(path_type=Path))
+@flag("--output-dir", type=click.Path(path_type=Path), callback=output_folder)
 @click.option(
     "--compare",
     nargs=2,

@@ -6,12 +6,18 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import azr, setup_logging
+from azr.cli.app import azr, output_folder, setup_logging
 
 
 @azr.command("export")
 @click.option("--adapter", required=True, type=click.Path(path_type=Path), help="peft adapter folder (a run's final/).")
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="New folder for the merged model.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    callback=output_folder,
+    help="New folder for the merged model.",
+)
 @click.option(
     "--dtype",
     default="bfloat16",

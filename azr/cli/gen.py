@@ -6,12 +6,18 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import azr, config_options, require_config, setup_logging
+from azr.cli.app import azr, config_options, output_file, require_config, setup_logging
 
 
 @azr.command()
 @config_options
-@click.option("--out", required=True, type=click.Path(path_type=Path, dir_okay=False), help="JSONL file of episodes.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    callback=output_file,
+    help="JSONL file of episodes; a regular file (a device, a FIFO or a folder is refused).",
+)
 @click.option("--resume", is_flag=True, help="Continue --out: skip finished episodes, redo failed ones.")
 @click.option("--vllm", is_flag=True, help="Start a vLLM server on model: (tool calling on) and generate with it.")
 def gen(config_path, overrides, out, resume, vllm) -> int:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import azr
+from azr.cli.app import azr, output_folder
 
 
 @azr.command("tiny-model")
-@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.argument("out_dir", type=click.Path(path_type=Path), callback=output_folder)
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Weights seed; the same seed gives the same files."
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import azr
+from azr.cli.app import azr, output_file
 
 
 @azr.command("report")
@@ -15,7 +15,9 @@ from azr.cli.app import azr
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),
     metavar="FILE",
-    help="Where to write the page [default: RUN_DIR/report.html of the first run].",
+    callback=output_file,
+    help="Where to write the page [default: RUN_DIR/report.html of the first run]; a regular file (a device such as "
+    "/dev/stdout, a FIFO or a folder is refused).",
 )
 def report(run_dirs, out) -> int:
     """One self-contained HTML page of a run (finished, unfinished or cut short): recipe, plots over steps, alarms,

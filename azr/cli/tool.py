@@ -9,7 +9,7 @@ import click
 
 from azr.cli.app import azr, setup_logging
 from azr.errors import ConfigError, did_you_mean
-from azr.inputs import parse_json
+from azr.inputs import load_json
 
 
 @azr.group()
@@ -35,7 +35,7 @@ def tool_call(name, arguments, config_path, overrides, as_json) -> int:
             f"NAME: unknown tool {name!r}{did_you_mean(name, TOOL_NAMES)}; one of {', '.join(TOOL_NAMES)}"
         )
     try:
-        parsed = parse_json(arguments)
+        parsed = load_json(arguments)
     except ValueError as exc:
         raise ConfigError(f"--args: not valid JSON: {exc}") from None
     if not isinstance(parsed, dict):

@@ -6,12 +6,17 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import azr, config_options, require_config, setup_logging
+from azr.cli.app import azr, config_options, output_folder, require_config, setup_logging
 
 
 @azr.command()
 @config_options
-@click.option("--output-dir", type=click.Path(path_type=Path), help="Where outputs go (overrides output_dir).")
+@click.option(
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    callback=output_folder,
+    help="Where outputs go (overrides output_dir): new, empty, or an azr run.",
+)
 @click.option("--max-steps", type=click.IntRange(min=1), help="Stop after N optimizer steps (grpo.max_steps).")
 @click.option("--resume-from", metavar="latest|DIR", help="Continue from the latest checkpoint or a checkpoint DIR.")
 def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:

@@ -18,7 +18,7 @@ from azr.config.load import (
     save_config,
 )
 from azr.config.passthrough import validate_grpo
-from azr.config.recipe import check_recipe, prompt_groups
+from azr.config.recipe import RUN_MARKER, check_output_dir, check_recipe, prompt_groups
 from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import fields_markdown, parse_pairs
 from azr.config.sections import (
@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_IMPORTS",
     "MANAGED_TRAINER_FIELDS",
     "PATH_FIELDS",
+    "RUN_MARKER",
     "TOOL_NAMES",
     "VLLM_LORA_RANKS",
     "AbsoluteZeroConfig",
@@ -70,6 +71,7 @@ __all__ = [
     "check_base_url",
     "check_groups",
     "check_grpo_inputs",
+    "check_output_dir",
     "check_packages",
     "check_recipe",
     "check_vllm_config",

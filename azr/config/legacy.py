@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,9 +81,19 @@ def _remote(name: str) -> Callable[[Any], Pairs]:
     return check
 
 
-def _from_cwd(target: str) -> Callable[[Any], Pairs]:
-    """A path the seed opened relative to the directory it ran in, not to the config file."""
-    return lambda value: [(target, str(Path.cwd() / value) if isinstance(value, str) and value else value)]
+def _from_cwd(target: str, key: str) -> Callable[[Any], Pairs]:
+    """A path the seed opened relative to the directory it ran in, not to the config file, made absolute (`.` and
+    `..` folded); the file system's root is refused."""
+
+    def convert(value: Any) -> Pairs:
+        if not isinstance(value, str) or not value:
+            return [(target, value)]
+        path = Path(os.path.abspath(Path.cwd() / value))
+        if path == Path(path.anchor):
+            raise ConfigError(f"{key}: {value!r} is the file system's root; choose a folder")
+        return [(target, str(path))]
+
+    return convert
 
 
 # Seed key (its main shape, dotted) -> the azr field, a conversion to (field, value) pairs, or DROP. A key that names
@@ -109,7 +120,7 @@ SEED_KEYS: dict[str, str | Callable[[Any], Pairs] | None] = {
     "training.lr": "grpo.learning_rate",
     "training.warmup_ratio": "grpo.warmup_steps",  # TRL takes a float below 1 as a ratio of the steps
     "training.weight_decay": "grpo.weight_decay",
-    "training.output_dir": _from_cwd("output_dir"),
+    "training.output_dir": _from_cwd("output_dir", "training.output_dir"),
     "thinking.policy_enable_thinking": "thinking.policy",
     "thinking.opponent_enable_thinking": "thinking.opponent",
     "thinking.enabled": DROP,  # it only logged whether the template took enable_thinking; the switches are above
@@ -145,7 +156,7 @@ SEED_KEYS: dict[str, str | Callable[[Any], Pairs] | None] = {
     "teacher_assist.max_hint_tokens": "teacher.max_tokens",
     "teacher_solve": DROP,  # the teacher's answer replacing the policy's in its batch: off-policy, not in azr
     "penalties": DROP,  # a format penalty inside its test score; azr's format reward is weighed in `rewards`
-    "data.train_path": _from_cwd("data.train"),
+    "data.train_path": _from_cwd("data.train", "data.train_path"),
     "sandbox.timeout_s": "sandbox.timeout_s",
     "sandbox.memory_mb": "sandbox.memory_mb",
     "sandbox.max_tool_turns": "gen.max_turns",

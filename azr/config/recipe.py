@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -83,11 +84,54 @@ def prompt_groups(cfg: AzrConfig, args: Any) -> int:
     return groups
 
 
+RUN_MARKER = ".azr-run"  # the first file a run writes into output_dir: the folder belongs to an azr run
+_NOT_FOR_RUNS = ("/proc", "/sys")  # the kernel's own trees, whatever is mounted in them
+# File systems that hold the kernel's objects, not files (/dev's devtmpfs, /dev/pts...): /dev/shm (a tmpfs) is fine.
+_KERNEL_FILESYSTEMS = {"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs"}
+_KERNEL_FILESYSTEMS |= {"securityfs", "bpf", "configfs", "pstore", "mqueue", "fusectl", "efivarfs", "binfmt_misc"}
+
+
+def filesystem_type(path: Path) -> str | None:
+    """The type of the file system `path` (an absolute, resolved path) is on, from /proc/self/mountinfo: its
+    longest mount point that holds the path. None where that cannot be read."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    best, found = -1, None
+    for line in lines:
+        fields, _, tail = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not tail:
+            continue
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4]))  # \040 is a space
+        if (point == path or point in path.parents) and len(point.parts) > best:
+            best, found = len(point.parts), tail.split()[0]
+    return found
+
+
 def check_output_dir(out: Path) -> None:
-    """`out` exists as a writable folder or can be made: its nearest existing ancestor is a writable folder."""
-    existing = out
+    """`out` is a folder a run may write into: new (its nearest existing ancestor a writable folder), empty, or an azr
+    run (it holds `RUN_MARKER`). The file system's root, a kernel file system and a folder that holds other files
+    (a project's own, or `.`) are refused: a run would overwrite what is there."""
+    resolved = Path(os.path.realpath(out))
+    if resolved == Path(resolved.anchor):
+        raise ConfigError(f"output_dir: {out} is the file system's root; choose a new folder for the run")
+    existing = resolved
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
+    kernel = any(resolved == Path(top) or Path(top) in resolved.parents for top in _NOT_FOR_RUNS)
+    if kernel or filesystem_type(existing) in _KERNEL_FILESYSTEMS:
+        raise ConfigError(f"output_dir: {out} is on a kernel file system ({resolved}); choose a new folder for the run")
+    if resolved.is_dir():
+        try:
+            names = os.listdir(resolved)
+        except OSError as exc:
+            raise ConfigError(f"output_dir: cannot read {out}: {exc.strerror}") from None
+        if names and RUN_MARKER not in names:
+            raise ConfigError(
+                f"output_dir: {out} holds files and is not an azr run (no {RUN_MARKER}); choose a new or empty folder"
+            )
     if not existing.is_dir():
         reason = os.strerror(errno.ENOTDIR)
     elif not os.access(existing, os.W_OK | os.X_OK):

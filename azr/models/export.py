@@ -18,7 +18,8 @@ from typing import Any
 
 from azr.config import ModelConfig, load_config
 from azr.errors import ConfigError
-from azr.inputs import parse_json
+from azr.inputs import load_json
+from azr.logs import atomic_write_text
 
 log = logging.getLogger(__name__)
 DTYPES = ("bfloat16", "float16", "float32")
@@ -44,7 +45,7 @@ def plan_export(adapter: str | Path, out: str | Path, dtype: str = "bfloat16", b
     if not adapter.is_dir():
         raise ConfigError(f"--adapter {adapter}: no such directory")
     try:
-        peft_cfg = parse_json((adapter / "adapter_config.json").read_text())
+        peft_cfg = load_json((adapter / "adapter_config.json").read_text())
     except FileNotFoundError:
         raise ConfigError(f"--adapter {adapter}: not a peft adapter directory (no adapter_config.json)") from None
     except (OSError, ValueError) as exc:
@@ -147,7 +148,7 @@ def _write_card(folder: Path, plan: ExportPlan) -> None:
         ),
         "",
     ]
-    ModelCard("\n".join(lines)).save(folder / "README.md")
+    atomic_write_text(folder / "README.md", str(ModelCard("\n".join(lines))))  # as ModelCard.save, any string
 
 
 _OPTIONS = {

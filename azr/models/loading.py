@@ -15,7 +15,7 @@ from typing import Any
 
 from azr.config import ModelConfig
 from azr.errors import ConfigError
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.models.source import check_loader
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ def sharded_launch() -> str | None:
     stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
     if stage is None and env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE"):  # a DeepSpeed JSON of one's own
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            config = parse_json(Path(env["ACCELERATE_DEEPSPEED_CONFIG_FILE"]).read_text())
+            config = load_json(Path(env["ACCELERATE_DEEPSPEED_CONFIG_FILE"]).read_text())
             stage = str(config.get("zero_optimization", {}).get("stage"))
     return "zero3" if stage == "3" else None
 

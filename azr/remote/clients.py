@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import os
 import random
@@ -23,7 +22,7 @@ from typing import Any
 
 from azr.config import EndpointConfig, check_base_url
 from azr.errors import ConfigError
-from azr.inputs import env_limit, json_depth
+from azr.inputs import env_limit, json_depth, load_json
 from azr.remote.resilience import CircuitBreaker, Secret, redact, retry_after
 from azr.remote.usage import Usage, UsageTotals, usage_from
 from azr.secrets import public_url
@@ -294,7 +293,7 @@ class ChatClient:
                 f"response too deep: nested more than {max_depth} levels ({MAX_RESPONSE_DEPTH[0]}=N raises it)", False
             )
         try:
-            return self._parse(path, json.loads(text))
+            return self._parse(path, load_json(text))  # a reply's lone surrogates become U+FFFD
         except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
             reason = f"malformed response: {type(exc).__name__}: {exc}"
             raise _AttemptError(redact(reason, self._key, 500), True) from None

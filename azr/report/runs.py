@@ -23,7 +23,7 @@ import yaml
 
 from azr.alarms import Alarm, is_alarm, is_eval, is_step_log, replay
 from azr.errors import UserError
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.logs import generation_files
 
 QUIET_S = 15 * 60  # a run without summary.json whose last record is older than this is taken as stopped
@@ -124,7 +124,7 @@ def _json(run: Run, path: Path) -> dict[str, Any] | None:
     except OSError:
         return None
     try:
-        data = parse_json(text)
+        data = load_json(text)
     except ValueError:
         data = None
     return data if isinstance(data, dict) else _skip(run, path.name, None)
@@ -141,7 +141,7 @@ def _records(run: Run, path: Path, label: str | None = None) -> list[dict[str, A
             if not line.strip():
                 continue
             try:
-                record = parse_json(line)
+                record = load_json(line)
             except ValueError:
                 record = None
             if isinstance(record, dict):

@@ -5,11 +5,11 @@ forged, and a value test's values (or a statement test's checked values) are dec
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from azr.data import decode_case
+from azr.inputs import load_json
 from azr.rewards.plans import TestPlan
 from azr.rewards.stdio import judge_output
 from azr.rewards.values import decode_value
@@ -22,7 +22,7 @@ def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[st
     load_error = None
     for line in report.splitlines():
         try:  # the program can write anything here: deep nesting (RecursionError), wrong shapes, huge lines
-            tag, index, kind, payload = json.loads(line)
+            tag, index, kind, payload = load_json(line)  # a program's `\\ud800` comes back as U+FFFD
         except Exception:
             continue
         if tag != nonce or not isinstance(index, int):

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from azr.config import AzrConfig, SamplingConfig
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.logs import atomic_write_json
 from azr.rollouts.curriculum import Curriculum
 from azr.rollouts.groups import GroupSampler, GroupSource
@@ -229,7 +229,7 @@ class RolloutFilter:
     def _resume(self, checkpoint: Path) -> None:
         path = checkpoint / STATE_FILE
         try:
-            state = parse_json(path.read_text())
+            state = load_json(path.read_text())
         except (OSError, ValueError) as exc:
             log.warning("sampling: no readable %s (%s); the curriculum starts afresh", path, exc)
             return

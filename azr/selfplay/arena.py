@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import AzrConfig
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.logs import atomic_write_json
 from azr.remote import ChatClient
 from azr.rewards import CodeGrader
@@ -137,7 +137,7 @@ class Arena:
     def _resume(self, checkpoint: Path) -> None:
         path = checkpoint / STATE_FILE
         try:
-            state = parse_json(path.read_text())
+            state = load_json(path.read_text())
         except (OSError, ValueError) as exc:
             # Killed between the trainer's save and this file: the newest scoreboard written, batches scored after
             # the checkpoint are then counted again when they are re-run.
@@ -183,8 +183,8 @@ def _load_board(out: Path) -> Scoreboard:
     if not board.exists():
         return Scoreboard()
     try:
-        front = parse_json(frontier.read_text()) if frontier.exists() else None
-        return Scoreboard.from_json(parse_json(board.read_text()), front)
+        front = load_json(frontier.read_text()) if frontier.exists() else None
+        return Scoreboard.from_json(load_json(board.read_text()), front)
     except (OSError, ValueError) as exc:
         log.warning("self-play: cannot read %s (%s); starting a new scoreboard", board, exc)
         return Scoreboard()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from azr.config import AzrConfig, ModelConfig, VllmConfig, served_lora_rank
 from azr.errors import ConfigError, NotAvailableError
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.serving.vllm import INSTALL_HINT, VllmServer, free_port
 
 # Runtime LoRA loading (/v1/load_lora_adapter, /v1/unload_lora_adapter) is off in vLLM unless this is set.
@@ -129,7 +129,7 @@ def adapter_rank(folder: str | Path) -> int:
     """The LoRA rank of a peft adapter folder vLLM can serve; ConfigError naming why it cannot."""
     path = Path(folder) / "adapter_config.json"
     try:
-        config = parse_json(path.read_text())
+        config = load_json(path.read_text())
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--adapter {folder}: not a peft adapter folder ({path.name}: {exc})") from None
     unsupported = {

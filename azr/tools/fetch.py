@@ -4,7 +4,8 @@ Every hop (the first request and each redirect, at most `max_redirects`) is vett
 the vetted address itself, with the host name as Host header and TLS server name. Proxy variables are ignored, only
 gzip and deflate are accepted, the decoded body is capped (a gzip bomb stops at the cap) and the whole fetch,
 redirects included, is bounded by one deadline. HTML becomes its title and main text (readability-lxml); text and
-JSON pass through; other content types are refused before their body is read. Never sends a credential.
+JSON pass through; other content types are refused before their body is read. A body is decoded here, never by a
+library, and only with a real text encoding (`page_text`). Never sends a credential.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from azr.config import WebToolConfig
+from azr.inputs import decode_text
 from azr.tools.guard import AddressGuard, Refused, Unresolvable
 from azr.tools.result import ToolResult
 
@@ -24,6 +26,8 @@ _REDIRECTS = {301, 302, 303, 307, 308}
 _HTML = {"text/html", "application/xhtml+xml"}
 _BLOCKS = {"p", "div", "br", "li", "tr", "pre", "blockquote", "section", "article", "table", "ul", "ol", "dd", "dt"}
 _BLOCKS |= {f"h{i}" for i in range(1, 7)}
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_META_CHARSET = re.compile(rb"(?i)<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9._:-]+)")
 
 
 class FetchError(Exception):
@@ -92,7 +96,7 @@ class WebFetcher:
         if media in _HTML:
             title, text = readable_text(body, charset)
             return ToolResult("ok", f"Title: {title}\nURL: {url}\n\n{text}", meta)
-        return ToolResult("ok", body.decode(charset or "utf-8", errors="replace"), meta)
+        return ToolResult("ok", page_text(body, charset), meta)
 
 
 async def _read_capped(response: Any, limit: int) -> tuple[bytes, bool]:
@@ -128,7 +132,7 @@ def readable_text(body: bytes, charset: str | None) -> tuple[str, str]:
         from readability import Document
     except ImportError:
         raise FetchError("web_fetch needs readability-lxml: pip install readability-lxml") from None
-    html = body.decode(charset, errors="replace") if charset else body
+    html = page_text(body, charset or _meta_charset(body))
     try:
         document = Document(html)
         title = document.short_title() or ""
@@ -150,12 +154,20 @@ def _content_type(value: str) -> tuple[str, str | None]:
         key, _, val = param.partition("=")
         if key.strip().lower() == "charset" and val.strip():
             charset = val.strip().strip("\"'")
-    if charset:
-        try:
-            "".encode(charset)
-        except LookupError:
-            charset = None
     return media.strip().lower(), charset
+
+
+def page_text(body: bytes, charset: str | None) -> str:
+    """A page's bytes as valid text: decoded only with a real text encoding (`azr.inputs.TEXT_ENCODINGS`; a declared
+    `unicode_escape`, `rot13` or unknown name falls back to UTF-8), bad bytes and control characters other than tab,
+    newline and carriage return replaced by U+FFFD: no surrogate, no escape sequence reaches the model or a log."""
+    return _CONTROLS.sub("\ufffd", decode_text(body, charset))
+
+
+def _meta_charset(body: bytes) -> str | None:
+    """The charset an HTML page declares in its first bytes (`<meta charset=…>` or http-equiv), if any."""
+    match = _META_CHARSET.search(body[:4096])
+    return match.group(1).decode("ascii") if match else None
 
 
 def _one_line(text: str) -> str:

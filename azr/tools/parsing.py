@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from azr.inputs import parse_json
+from azr.inputs import load_json
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _OPEN = "<tool_call>"
@@ -112,7 +112,7 @@ def strip_reasoning(text: str) -> str:
 def _call_from_text(body: str) -> ToolCall:
     body = body.strip()
     try:
-        obj = parse_json(body)
+        obj = load_json(body)
     except ValueError as exc:
         return ToolCall(_name_guess(body), body, f"the tool call is not valid JSON: {exc}")
     if not isinstance(obj, dict):
@@ -129,7 +129,7 @@ def _call_from(obj: dict[str, Any]) -> ToolCall:
         return ToolCall(name, {})
     if isinstance(raw_args, str):
         try:
-            parsed = parse_json(raw_args) if raw_args.strip() else {}
+            parsed = load_json(raw_args) if raw_args.strip() else {}
         except ValueError as exc:
             return ToolCall(name, raw_args, f"the arguments are not valid JSON: {exc}")
         raw_args = parsed

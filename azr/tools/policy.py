@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.tools.parsing import ParsedTurn, ToolCall, parse_turn
 
 
@@ -142,7 +142,7 @@ def _call_from_wire(raw: Any) -> ToolCall:
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
-            arguments = parse_json(arguments) if arguments.strip() else {}
+            arguments = load_json(arguments) if arguments.strip() else {}
         except ValueError as exc:
             call = ToolCall(function["name"], function["arguments"], f"the arguments are not valid JSON: {exc}")
             return _with_id(call, call_id)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.errors import ConfigError, DataError
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.logs import prune_jsonl, read_jsonl_records
 
 SCHEMA = "azr.rollout/1"
@@ -91,7 +91,7 @@ def load_rollouts(path: str | Path, which: str = "passed") -> list[dict[str, Any
 
 def _record(line: str, path: Path, number: int) -> dict[str, Any]:
     try:
-        record = parse_json(line)
+        record = load_json(line)
     except ValueError as exc:
         if not line.endswith("\n"):
             return {}  # a torn last line (the writer was killed): not an episode

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from azr.config import WebToolConfig
+from azr.inputs import load_json
 from azr.tools.result import ToolResult
 
 _NO_RESULTS = "no results found"
@@ -65,7 +66,7 @@ class WebSearcher:
             with httpx2.Client(trust_env=False, timeout=self.cfg.search_timeout_s) as client:
                 response = client.get(url, params={"q": query, "format": "json"})
             response.raise_for_status()
-            data = response.json()
+            data = load_json(response.content)  # valid text: no lone surrogate in a title or snippet
         except httpx2.HTTPError as exc:
             raise _SearchError(f"search failed: {type(exc).__name__}: {_one_line(exc)}") from None
         except ValueError:

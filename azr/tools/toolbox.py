@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from azr.config import AzrConfig, SandboxConfig, ToolsConfig
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.sandbox import SandboxPool
 from azr.secrets import redact_data, register
 from azr.tools.fetch import WebFetcher
@@ -175,7 +175,7 @@ class Toolbox:
             arguments = {}
         if isinstance(arguments, str):
             try:
-                arguments = parse_json(arguments) if arguments.strip() else {}
+                arguments = load_json(arguments) if arguments.strip() else {}
             except ValueError as exc:
                 return {}, f"{name}: arguments are not valid JSON: {exc}"
         if not isinstance(arguments, dict):

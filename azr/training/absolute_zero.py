@@ -35,7 +35,7 @@ from azr.absolute_zero import (
 from azr.config import AzrConfig, prompt_groups
 from azr.data import Task
 from azr.errors import ConfigError
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.logs import atomic_write_json
 from azr.training.context import RunContext
 from azr.training.grpo import finish_grpo
@@ -105,7 +105,7 @@ class AbsoluteZeroState:
         if not (source / "rollout.json").exists():
             raise ConfigError(f"--resume-from {folder}: no {FOLDER}/rollout.json; not an absolute_zero checkpoint")
         self.buffers.load(source)
-        self.rollout.load_state(parse_json((source / "rollout.json").read_text()))
+        self.rollout.load_state(load_json((source / "rollout.json").read_text()))
 
 
 def absolute_zero_phase(ctx: RunContext):

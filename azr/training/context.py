@@ -1,5 +1,6 @@
 """The run context of `azr train`: what every phase of one run shares, built once, in the order each part needs the
-ones before it. The sidecar checked and entered; the ranks joined; the run folder, its state and the resume point;
+ones before it. The sidecar checked and entered; the ranks joined; the run folder (its `.azr-run` marker written
+first), its state and the resume point;
 the tasks; the reward functions and their weights (one call, self-play blended in once); the sandbox checked on
 reference solutions; the tokenizer; the vLLM server started; the trainer arguments built once, after the server's
 address is known; the policy loaded; the logs opened.
@@ -17,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from azr import __version__
 from azr.alarms import AlarmWatch
-from azr.config import AzrConfig, SandboxConfig, save_config, sequence_lengths
+from azr.config import RUN_MARKER, AzrConfig, SandboxConfig, check_output_dir, save_config, sequence_lengths
 from azr.data import Task, load_tasks, select_tasks
 from azr.errors import ConfigError
-from azr.logs import GenerationLog, JsonlWriter, read_jsonl_records
+from azr.logs import GenerationLog, JsonlWriter, atomic_write_text, read_jsonl_records
 from azr.prompts import reference_answer
 from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
 from azr.sandbox import SandboxUnhealthy
@@ -113,8 +115,12 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
     stack.enter_context(sidecar)  # its server starts just before the policy loads, and stops however the run ends
     ranks = start_ranks()
     out = Path(cfg.output_dir)
+    if ranks.main:
+        check_output_dir(out)  # again, as it is now: new, empty or an azr run (check_recipe saw it a while ago)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        if ranks.main and not (out / RUN_MARKER).exists():  # first: from now on the folder is this run's
+            atomic_write_text(out / RUN_MARKER, f"azr {__version__}\n")
     except OSError as exc:
         raise ConfigError(f"output_dir: cannot create {out}: {exc.strerror}") from None
     state = RunState.load(out, writes=ranks.main)

@@ -10,7 +10,8 @@ from typing import Any
 
 from azr import __version__
 from azr.config import AdapterConfig, AzrConfig
-from azr.inputs import parse_json
+from azr.inputs import load_json
+from azr.logs import atomic_write_text
 
 
 def write_model_card(folder: Path, cfg: AzrConfig, policy_dir: str, state: Any) -> Path:
@@ -39,9 +40,7 @@ def write_model_card(folder: Path, cfg: AzrConfig, policy_dir: str, state: Any) 
         lines.append(f"- Train pass rate before GRPO: {before['pass_rate']:.3f} (mean reward {before['reward']:.3f})")
     lines += ["", "The run's resolved `config.yaml`, `metrics.jsonl` and `summary.json` sit in the parent folder.", ""]
     card = ModelCard("\n".join(lines))
-    path = Path(folder) / "README.md"
-    card.save(path)
-    return path
+    return atomic_write_text(Path(folder) / "README.md", str(card))  # as ModelCard.save, through azr's one writer
 
 
 _TITLES = {"lora": "LoRA adapter", "ia3": "IA³ adapter", "ln_tuning": "LN-tuning adapter", "none": "Model"}
@@ -52,7 +51,7 @@ def adapter_summary(adapter: AdapterConfig, folder: Path) -> str:
     if not adapter.enabled:
         return "none (all weights trained)"
     try:
-        saved = parse_json((folder / "adapter_config.json").read_text())
+        saved = load_json((folder / "adapter_config.json").read_text())
     except (OSError, ValueError):
         saved = {}
     targets = saved.get("target_modules") or adapter.target_modules

@@ -4,7 +4,9 @@ before GRPO (`passrate`), GRPO (`grpo`) or Absolute Zero's GRPO (`absolute_zero`
 
 Each finished phase is recorded in `output_dir/state.json`, so `--resume-from` skips it; a phase cut short resumes
 from its latest checkpoint (step, optimizer, scheduler and RNG state restored by the HF Trainer) after the logs
-are pruned back to that checkpoint. Outputs: config.yaml, metrics.jsonl, generations/, checkpoints/, sft/, final/
+are pruned back to that checkpoint. A generation log that failed (`azr.logs.GenerationLog`) marks summary.json
+(`status: failed`, `generation_log.error`) and makes the run exit 1 with one error line, its final model saved.
+Outputs: config.yaml, metrics.jsonl, generations/, checkpoints/, sft/, final/
 (adapter or model, tokenizer, model card) and summary.json.
 
 Under a launcher (torchrun, `accelerate launch`), every rank runs this recipe and only the main one writes those
@@ -57,9 +59,17 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             ctx.model, ctx.tokenizer = load_policy(cfg, out / "final")
         if not state.done("eval_after") and sampled:
             state.finish("eval_after", measure(ctx.model, "eval_after", ctx.metrics))
+        generations = ctx.generations
+        if generations is not None:
+            generations.close()  # drained before the summary counts what it wrote and lost
         if ranks.main:
-            ctx.console.show_summary(write_summary(out, state, time.monotonic() - started))
+            logs = {"generation_log": generations.summary()} if generations is not None else {}
+            ctx.console.show_summary(write_summary(out, state, time.monotonic() - started, logs))
     log.info("done: final %s in %s", "adapter" if cfg.model.adapter.enabled else "model", out / "final")
+    if generations is not None and generations.failed:  # the model is saved, but its generation log is not whole
+        lost = generations.dropped
+        log.error("generation log failed: %d records lost (%s); see summary.json", lost, generations.error)
+        return 1
     return 0
 
 

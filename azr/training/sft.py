@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.data import Task
-from azr.inputs import parse_json
+from azr.inputs import load_json
 from azr.logs import atomic_write_json
 from azr.prompts import chat_messages, reference_answer
 from azr.training.context import RunContext
@@ -86,7 +86,7 @@ def near_misses_once(path: Path, find: Callable[[], dict[str, list[str]]]) -> di
     """The near misses in `path` if an earlier start of this warm start found them, else `find()`'s, saved there: a
     resumed warm start trains on the very rows it was checkpointed with, whatever the sandbox says this time."""
     if path.exists():
-        return {str(k): list(v) for k, v in parse_json(path.read_text()).items()}
+        return {str(k): list(v) for k, v in load_json(path.read_text()).items()}
     found = find()
     atomic_write_json(path, found)
     return found

@@ -126,10 +126,11 @@ def resolve_resume(out: Path, state: RunState, resume_from: str | None, sft: boo
     return Resume(phase, str(path), int(match.group(1)))
 
 
-def write_summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
+def write_summary(out: Path, state: RunState, seconds: float, logs: dict[str, Any] | None = None) -> dict[str, Any]:
     """`summary.json`: the run's wall time, each phase's steps, seconds and tokens/s, the pass rate measured before
     and after GRPO, the first and last GRPO records that logged rewards (the summary table's figures), and with
-    eval.every_steps the first and last held-out pass@k and the evaluations' wall time and share of the run's."""
+    eval.every_steps the first and last held-out pass@k and the evaluations' wall time and share of the run's; `logs`
+    (the generation log's written / dropped / error) as given, and `status`: "failed" when a log's writer failed."""
     records = read_jsonl_records(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
     # With num_iterations > 1, TRL logs the rewards only on steps that generated: first/last are those steps.
     grpo = [r for r in records if r.get("phase") == "grpo" and "reward" in r]
@@ -161,6 +162,9 @@ def write_summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
             "wall_s": round(wall, 1),
             "share": round(wall / seconds, 4) if seconds > 0 else None,
         }
+    for name, counts in (logs or {}).items():
+        summary[name] = counts
+    summary["status"] = "failed" if any(c.get("error") for c in (logs or {}).values()) else "ok"
     atomic_write_json(out / "summary.json", summary)
     return summary
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -531,3 +533,83 @@ def test_a_numpy_task_validates_with_numpy_offered_and_says_why_not_without(cli,
     code, out, err = cli("data", "validate", path)
     assert code == 1 and "FAIL np-sum" in out
     assert "ModuleNotFoundError: numpy is not offered to programs; add it to sandbox.packages" in out
+
+
+# ------------------------------------------------------------------------------- output files are regular files
+def _run_folder(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("output_dir: run\n")
+    (run / "metrics.jsonl").write_text('{"phase": "grpo", "step": 1, "time": 1.0, "reward": 0.5}\n')
+    return run
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+@pytest.mark.parametrize("command", ["report", "gen"])
+def test_out_onto_a_fifo_or_a_folder_is_refused_in_one_line(cli, tmp_path, kind, command):
+    target = tmp_path / "target"
+    os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    args = ["report", _run_folder(tmp_path)] if command == "report" else ["gen", "--config", tmp_path / "none.yaml"]
+    code, out, err = cli(*args, "--out", target)
+    what = "a FIFO" if kind == "fifo" else "a directory"
+    assert code == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert line.startswith("azr: error: Invalid value for '--out': ") and f"{target}' is {what}" in line.replace(
+        f"{target} ", f"{target}' "
+    )
+
+
+def test_report_out_dev_null_is_refused_and_the_device_stays(tmp_path):
+    """In a private mount namespace whose /dev is a fresh tmpfs holding only a bind of the real null device: were azr
+    to rename over it, only that namespace's tmpfs would change, never the host's /dev."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) for a private mount namespace")
+    run = _run_folder(tmp_path)
+    stash = tmp_path / "null"
+    stash.touch()
+    script = (
+        f"mount --bind /dev/null {stash} && mount -t tmpfs tmpfs /dev && touch /dev/null && "
+        f"mount --bind {stash} /dev/null || exit 99; "
+        f"{sys.executable} -m azr.cli report {run} --out /dev/null; code=$?; "
+        'test -c /dev/null && echo "still a device"; exit $code'
+    )
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    if proc.returncode == 99:
+        pytest.skip(f"no private mount namespace here: {proc.stderr.strip()}")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout.strip() == "still a device"
+    assert proc.stderr.strip().splitlines() == [
+        "azr: error: Invalid value for '--out': /dev/null is a character device; azr writes only regular files"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["tiny-model", "{t}"], "OUT_DIR"),
+        (["export", "--adapter", "{tmp}", "--out", "{t}"], "--out"),
+        (["eval", "--samples", "{tmp}/s.jsonl", "--dataset", "humaneval", "--output-dir", "{t}"], "--output-dir"),
+        (["train", "--config", "{tmp}/r.yaml", "--output-dir", "{t}"], "--output-dir"),
+    ],
+    ids=lambda a: a[0] if isinstance(a, list) else None,
+)
+def test_an_output_folder_that_is_a_fifo_or_a_file_is_refused_in_one_line(cli, tmp_path, args, option):
+    target = tmp_path / "target"
+    os.mkfifo(target)
+    code, out, err = cli(*[a.replace("{t}", str(target)).replace("{tmp}", str(tmp_path)) for a in args])
+    assert (code, out) == (2, "")
+    assert err == f"azr: error: Invalid value for '{option}': {target} exists and is not a folder\n"
+    assert stat.S_ISFIFO(os.lstat(target).st_mode)
+
+
+def test_a_path_that_is_not_utf8_is_printed_escaped_not_a_traceback(tmp_path):
+    """A folder named with the byte 0xff reaches Python as a lone surrogate (surrogateescape); stdout escapes it."""
+    run = _run_folder(tmp_path)
+    odd = os.fsdecode(bytes(tmp_path) + b"/run\xff")
+    os.rename(run, odd)
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8", "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "azr.cli", "report", odd], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.strip() == f"{tmp_path}/run\\udcff/report.html"

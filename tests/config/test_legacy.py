@@ -295,15 +295,25 @@ def test_the_converted_recipes_pass_the_recipe_check_with_a_local_model(cli, tmp
         ("model: {model_id: m/x}\nself_play: {opponent: {max_token: 9}}", r"^self_play\.opponent\.max_token: unknown"),
         ("azr: {model_id: m/x, lora: {rank: 4}}", r"^azr\.lora\.rank: unknown legacy key"),
         ("training: {lr: 0.1, epochs: 2}", r"^training\.epochs: unknown legacy key"),
+        ("training: {output_dir: /}", r"^training\.output_dir: '/' is the file system's root; choose a folder$"),
+        ("training: {output_dir: run/../..}", r"^training\.output_dir: 'run/\.\./\.\.' is the file system's root"),
         (
             "model: {model_id: m/x, name_or_path: m/y}",
             r"^model\.name_or_path: set twice, as model\.name_or_path and as legacy model\.model_id",
         ),
     ],
 )
-def test_seed_keys_that_do_not_convert_are_one_line_errors(write, text, message):
+def test_seed_keys_that_do_not_convert_are_one_line_errors(write, text, message, monkeypatch):
+    monkeypatch.chdir("/")  # the seed's paths are relative to the directory it runs in: here, the root
     with pytest.raises(ConfigError, match=message):
         load_config(write("seed.yaml", text))
+
+
+def test_the_seeds_relative_output_dir_is_made_absolute_from_the_directory_it_runs_in(write, tmp_path, monkeypatch):
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    recipe = write("conf/seed.yaml", "model: {model_id: m/x}\ntraining: {output_dir: ../runs/./one}\n")
+    assert load_config(recipe).output_dir == str(tmp_path / "runs" / "one")
 
 
 def test_a_current_recipe_is_never_taken_for_the_seeds(caplog):

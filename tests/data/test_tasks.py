@@ -217,3 +217,23 @@ def test_a_row_nested_100000_levels_is_a_data_error_not_a_recursion_error(write)
     path = write("deep.jsonl", '{"id": "t", "prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
     with pytest.raises(DataError, match=r"deep.jsonl:1: invalid JSON: nested more than 100 levels deep \(the limit"):
         load_tasks(path)
+
+
+def test_a_task_file_with_lone_surrogate_escapes_loads_as_valid_text(tmp_path, cli):
+    row = {
+        "id": "t" + chr(0xD800),
+        "prompt": "Write f() returning 1. " + chr(0xDC00),
+        "solution": "def f():\n    return 1\n",
+        "tests": ["assert f() == 1"],
+        "tags": ["tag" + chr(0xDBFF)],
+    }
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(row) + "\n")  # ASCII JSON: the escapes "\ud800", "\udc00", "\udbff"
+    (task,) = load_tasks(str(path))
+    assert (task.id, task.prompt[-1], task.tags) == ("t\ufffd", "\ufffd", ["tag\ufffd"])
+    code, out, err = cli("data", "validate", path)
+    assert (
+        code == 0
+        and "Traceback" not in err
+        and out.splitlines()[-1].endswith(": 1 tasks, 1 passed, 0 failed, 0 without a reference solution")
+    ), out

@@ -482,6 +482,36 @@ def test_eval_writes_no_key_an_endpoint_echoes_nor_one_in_its_url(cli, echoing, 
     assert _report(out)["settings"]["endpoint"]["base_url"] == echoing.url
 
 
+def test_eval_of_an_endpoint_that_answers_with_lone_surrogates_writes_every_sample(cli, echoing, write, tmp_path):
+    """Its reply carries the JSON escape of a lone surrogate, in the code and around it: read as U+FFFD."""
+    text = f"{chr(0xD800)}\n```python\ndef f():\n    return 0  # {chr(0xDC00)}\n```\nFinal answer: f"
+    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+    echoing.always = http_stub.Fault(body=json.dumps(reply))  # ASCII JSON: "\\ud800"
+    out = tmp_path / "out"
+    code, _, err = cli("eval", "--endpoint", echoing.url, "--endpoint-model", "m", "--api-key-env", "AZR_TEST_KEY",
+                       "--dataset", write("two.jsonl", TWO_TASKS), "-n", "1", "--output-dir", out)  # fmt: skip
+    assert code == 0 and "Traceback" not in err, err
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_bytes().decode("utf-8").splitlines()]
+    assert len(samples) == 2 and all(s["completion"].startswith("\ufffd\n```python") for s in samples), samples
+    assert [s["passed"] for s in samples] == [True, False], samples  # graded: the code ran, f() returns 0
+    assert _report(out)["counts"]["samples"] == 2
+
+
+@pytest.mark.parametrize(
+    "name", ["subscription-key", "X-Amz-Credential", "X-Amz-Signature", "client_secret", "private_token", "x-api-key"]
+)
+def test_eval_stores_no_credential_from_its_urls_query(cli, echoing, write, tmp_path, name):
+    url = f"{echoing.url}?{name}=CRED-0123456789-{name}"
+    out = tmp_path / "out"
+    code, out_text, err = cli("eval", "--endpoint", url, "--endpoint-model", "m", "--api-key-env", "AZR_TEST_KEY",
+                       "--dataset", write("two.jsonl", TWO_TASKS), "-n", "1", "--output-dir", out)  # fmt: skip
+    assert code == 0, err
+    for path in out.iterdir():
+        assert "CRED-0123456789" not in path.read_text(), path.name
+    assert "CRED-0123456789" not in err and "CRED-0123456789" not in out_text
+    assert _report(out)["settings"]["endpoint"]["base_url"] == echoing.url
+
+
 def test_eval_counts_a_reply_nested_100000_levels_as_a_failed_request(cli, echoing, write, tmp_path, caplog):
     echoing.always = http_stub.Fault(body="[" * 100_000 + "]" * 100_000)
     out = tmp_path / "out"

@@ -147,6 +147,33 @@ def test_a_record_holds_pass_at_k_with_an_interval_reward_tags_counts_and_cost(c
     assert "eval/mean_reward" in keys and "eval/share" in keys and all(k.startswith("eval/") for k in keys)
 
 
+class SurrogateSampler(ScriptedSampler):
+    """Answers whose program raises ValueError(chr(0xD800)), with a lone surrogate in the text before the code."""
+
+    def sample(self, items):
+        self.seen += [(p.id, i) for p, i in items]
+        code = "def {name}(*args, **kwargs):\n    raise ValueError(chr(0xD800))\n"
+        return [
+            Generated(chr(0xDC00) + "\n" + reference_answer(code.format(name=p.task.entry_point), p.task.entry_point))
+            for p, i in items
+        ]
+
+
+def test_an_evaluation_whose_answers_and_tags_hold_lone_surrogates_is_written(cfg, rewards, tmp_path):
+    """The run must not die at a held-out evaluation: every record is written, as valid UTF-8, surrogates as U+FFFD."""
+    with JsonlWriter(tmp_path / "metrics.jsonl") as metrics:
+        evaluator = _evaluator(cfg, rewards, FakeRanks(0, 1, {}), metrics, tmp_path / "heldout")
+        evaluator.problems[0].task.tags.append("tag" + chr(0xD800))
+        evaluator.begin()
+        record = evaluator.evaluate(SurrogateSampler(), step=2)
+    assert record["counts"]["samples"] == 10 and record["counts"]["passed"] == 0
+    written = json.loads((tmp_path / "metrics.jsonl").read_bytes().decode("utf-8"))  # strict UTF-8
+    assert "tag\ufffd" in written["by_tag"]
+    samples = [json.loads(x) for x in (tmp_path / "heldout" / "step-2.jsonl").read_bytes().decode("utf-8").splitlines()]
+    assert len(samples) == 10 and all(s["completion"].startswith("\ufffd\n") for s in samples)
+    assert any("ValueError: \ufffd" in json.dumps(s, ensure_ascii=False) for s in samples)
+
+
 @pytest.mark.parametrize("world", [2, 3])
 def test_tasks_split_over_ranks_gather_to_the_one_record_a_single_process_writes(cfg, rewards, world):
     alone = _evaluator(cfg, rewards, FakeRanks(0, 1, {})).evaluate(ScriptedSampler(), step=2)

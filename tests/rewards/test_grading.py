@@ -80,6 +80,15 @@ def test_an_exception_in_one_test_fails_only_that_test(pool):
     assert g.failures == ["test 2: ZeroDivisionError: integer division or modulo by zero"]
 
 
+def test_a_failure_text_with_a_lone_surrogate_comes_back_as_valid_text(pool):
+    """A program in plain ASCII can raise ValueError(chr(0xD800)): its failure text reaches logs, so it is read as
+    valid text (U+FFFD), the same at load time."""
+    g = run(pool, INC, "def f(x):\n    raise ValueError(chr(0xD800) + 'x' + chr(0xDFFF))\n")
+    assert g.status == "failed" and g.failures[0] == "test 0: ValueError: \ufffdx\ufffd"
+    loading = run(pool, INC, "raise ValueError(chr(0xDC00))\n")
+    assert all("\ufffd" in f and "\udc00" not in f for f in loading.failures)
+
+
 def test_a_solution_that_fails_to_load_fails_every_test(pool):
     g = run(pool, INC, "def f(x):\n    return x + 1\nraise ValueError('broken import')\n")
     assert (g.status, g.tests_passed) == ("failed", 0)

@@ -156,3 +156,9 @@ def test_the_local_policy_runs_an_episode_on_the_tiny_model(tiny_model_dir, tool
     assert first.finish_reason in ("answer", "max_tokens", "max_turns", "parse_error")
     assert first.messages[2]["role"] == "assistant" and first.completion_tokens > 0
     assert "<tool_call>" not in first.messages[2]["content"]
+
+
+def test_a_tool_calls_arguments_with_a_lone_surrogate_escape_are_read_as_valid_text():
+    text = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(\'\\ud800\')"}}\n</tool_call>'
+    (call,) = parse_turn(text).tool_calls
+    assert call.error is None and call.arguments == {"code": "print('\ufffd')"}

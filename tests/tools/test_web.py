@@ -199,3 +199,66 @@ def test_live_ddgs_search():
 def test_live_fetch_of_a_real_page():
     result = WebFetcher(WebToolConfig(), AddressGuard()).fetch("https://docs.python.org/3/library/bisect.html")
     assert result.status == "ok" and "bisect" in result.content, result.content
+
+
+# ------------------------------------------------------------------------------------ bodies decoded to valid text
+def _served(web, ctype: str, body: bytes) -> str:
+    from urllib.parse import urlencode
+
+    return web.url("/as?" + urlencode({"type": ctype, "hex": body.hex()}))
+
+
+ESCAPES = b"caf\\xe9 \\ud800 \\x1b[31mRED\\x1b[0m \\x00 done"  # what unicode_escape would turn into raw characters
+
+
+@pytest.mark.parametrize("charset", ["unicode_escape", "raw-unicode-escape", "rot13", "hex", "utf-7", "no-such-codec"])
+@pytest.mark.parametrize("media", ["text/plain", "text/html"])
+def test_a_charset_that_is_not_a_text_encoding_falls_back_to_utf8(web, charset, media):
+    body = ESCAPES if media == "text/plain" else b"<html><body><p>" + ESCAPES + b" and more words</p></body></html>"
+    result = fetcher(web.port).fetch(_served(web, f"{media}; charset={charset}", body))
+    assert result.status == "ok", result.content
+    assert "caf\\xe9 \\ud800 \\x1b[31mRED" in result.content  # the backslashes are text, as UTF-8 reads them
+    assert not any(0xD800 <= ord(c) <= 0xDFFF or (ord(c) < 32 and c not in "\t\n\r") for c in result.content)
+    result.content.encode("utf-8")  # strict: valid text
+
+
+def test_a_meta_charset_that_is_not_a_text_encoding_is_not_used_either(web):
+    body = (
+        b'<html><head><meta charset="unicode_escape"><title>t</title></head><body><p>' + ESCAPES + b"</p></body></html>"
+    )
+    result = fetcher(web.port).fetch(_served(web, "text/html", body))
+    assert result.status == "ok" and "\\x1b[31mRED" in result.content and "\x1b" not in result.content
+
+
+@pytest.mark.parametrize(
+    ("ctype", "body", "text"),
+    [
+        ("text/plain; charset=latin-1", "café".encode("latin-1"), "café"),
+        ("text/plain; charset=Windows-1251", "привет".encode("cp1251"), "привет"),
+        ("text/plain; charset=shift_jis", "日本".encode("shift_jis"), "日本"),
+        ("text/plain; charset=utf-16", "wide".encode("utf-16"), "wide"),
+        ("text/plain", b"bad \xff\xfe bytes", "bad \ufffd\ufffd bytes"),
+        ("text/plain; charset=utf-8", b"raw \x1b[2J \x00 \x85 ctl", "raw \ufffd[2J \ufffd \ufffd ctl"),
+        ("text/plain; charset=latin-1", b"c1 \x9b31m", "c1 \ufffd31m"),
+        ("application/json", b'{"s": "\\ud800"}', '{"s": "\\ud800"}'),  # JSON passes through as text
+    ],
+)
+def test_real_text_encodings_decode_and_controls_never_pass(web, ctype, body, text):
+    result = fetcher(web.port).fetch(_served(web, ctype, body))
+    assert (result.status, result.content) == ("ok", text)
+
+
+def test_searxng_results_with_a_lone_surrogate_escape_are_valid_text(web, monkeypatch):
+    import httpx2
+
+    cfg = WebToolConfig(search_backend="searxng", searxng_url=web.url(""), max_results=1)
+    real_get = httpx2.Client.get
+
+    def get(self, url, **kw):  # the stub's search answers with a lone surrogate's escape in a title
+        response = real_get(self, url, **kw)
+        response._content = b'{"results": [{"title": "T\\ud800", "url": "https://x.org/", "content": "s"}]}'
+        return response
+
+    monkeypatch.setattr(httpx2.Client, "get", get)
+    result = WebSearcher(cfg).search("q")
+    assert result.status == "ok" and "T\ufffd" in result.content

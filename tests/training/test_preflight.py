@@ -3,6 +3,7 @@ traceback, nothing written, no sandbox started. `azr config check` runs the same
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,12 @@ CASES = [
     (["data.train={tmp}/missing.jsonl"], "{tmp}/missing.jsonl: task file not found"),
     (["data.eval={tmp}/held.csv"], "{tmp}/held.csv: task file not found"),
     (["output_dir={tmp}/recipe.yaml/run"], "output_dir: cannot create {tmp}/recipe.yaml/run: Not a directory"),
+    (["output_dir={tmp}"], "output_dir: {tmp} holds files and is not an azr run (no .azr-run); choose a new or empty"),
+    (["output_dir=/"], "output_dir: / is the file system's root; choose a new folder for the run"),
+    (["output_dir=/proc/x/run"], "output_dir: /proc/x/run is on a kernel file system (/proc/x/run)"),
+    (["output_dir=/sys"], "output_dir: /sys is on a kernel file system"),
+    (["output_dir=/dev/azr-run"], "output_dir: /dev/azr-run is on a kernel file system"),
+    (["output_dir=/dev/null"], "output_dir: /dev/null is on a kernel file system"),
     (["model.name_or_path={tmp}/nowhere"], "model.name_or_path: no such directory: {tmp}/nowhere"),
     (
         ["model.name_or_path={tmp}/runs/tiny-model"],
@@ -153,3 +160,62 @@ def test_config_check_runs_the_checks_without_training(cli, tmp_path, model_dir,
     assert not (tmp_path / "run").exists()
     code, _, err = cli("config", "check", "--config", recipe, "--set", "grpo.num_generations=1")
     assert code == 2 and err.startswith("azr: error: grpo.num_generations: GRPO needs at least 2")
+
+
+@pytest.mark.parametrize("where", ["in the recipe", "as --set"])
+def test_a_dot_output_dir_in_a_projects_folder_is_refused(cli, tmp_path, model_dir, nothing_slow, monkeypatch, where):
+    """The seed's project with `output_dir: "."`: its own config.yaml, summary.json and final/ would be overwritten."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "config.yaml").write_text("mine: true\n")
+    monkeypatch.chdir(project)
+    recipe = _recipe(project, model_dir, **({"output_dir": "."} if where == "in the recipe" else {}))
+    sets = ["--set", "output_dir=."] if where == "as --set" else []
+    for command in ("config", "train"):
+        args = ["config", "check"] if command == "config" else ["train"]
+        code, _, err = cli(*args, "--config", recipe, *sets)
+        assert code == 2 and err.count("\n") == 1, err
+        assert err == (
+            f"azr: error: output_dir: {project} holds files and is not an azr run (no .azr-run); choose a new or "
+            "empty folder\n"
+        )
+    assert sorted(p.name for p in project.iterdir()) == ["config.yaml", "recipe.yaml"]  # nothing written
+
+
+def test_an_empty_folder_or_an_azr_run_passes_the_output_dir_check(cli, tmp_path, model_dir, nothing_slow):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "earlier").mkdir()
+    (tmp_path / "earlier" / ".azr-run").write_text("azr\n")
+    (tmp_path / "earlier" / "summary.json").write_text("{}")
+    for out in ("empty", "earlier", "new/sub"):
+        code, _, err = cli(
+            "config", "check", "--config", _recipe(tmp_path, model_dir), "--set", f"output_dir={tmp_path / out}"
+        )
+        assert code == 0, err
+
+
+def test_config_check_takes_task_ids_prompts_and_tags_with_lone_surrogate_escapes(cli, tmp_path, model_dir):
+    import json
+
+    rows = [
+        {"id": f"t{chr(0xD800)}{i}", "prompt": f"p{chr(0xDC00)}", "solution": "def f():\n    return 1\n",
+         "tests": ["assert f() == 1"], "tags": [f"x{chr(0xDBFF)}"]}
+        for i in range(4)
+    ]  # fmt: skip
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recipe = _recipe(
+        tmp_path, model_dir, data={"train": str(tmp_path / "tasks.jsonl"), "eval": str(tmp_path / "tasks.jsonl")}
+    )
+    code, out, err = cli("config", "check", "--config", recipe)
+    assert code == 0 and out.startswith("ok: "), err
+
+
+def test_a_run_folder_on_dev_shm_a_tmpfs_passes(cli, tmp_path, model_dir, nothing_slow):
+    from azr.config.recipe import filesystem_type
+
+    if filesystem_type(Path("/dev/shm")) != "tmpfs" or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable tmpfs at /dev/shm here")
+    out = f"/dev/shm/azr-test-{os.getpid()}/run"
+    code, _, err = cli("config", "check", "--config", _recipe(tmp_path, model_dir), "--set", f"output_dir={out}")
+    assert code == 0, err
+    assert not Path(out).parent.exists()  # config check writes nothing

@@ -157,6 +157,8 @@ def test_lora_run_saves_checkpoint_adapter_card_and_summary(lora_run):
     assert "GRPO steps: 2" in (final / "README.md").read_text()
     summary = json.loads((lora_run / "summary.json").read_text())
     assert summary["phases"]["grpo"]["steps"] == 2 and summary["last_log"]["step"] == 2
+    assert summary["status"] == "ok" and summary["generation_log"] == {"written": 8, "dropped": 0, "error": None}
+    assert (lora_run / ".azr-run").read_text().startswith("azr ")  # the folder is marked as an azr run
     assert summary["eval_before"]["completions"] == summary["eval_after"]["completions"] == 4
 
 
@@ -554,3 +556,66 @@ def test_the_p95_length_is_the_nearest_rank():
     assert _p95(list(range(1, 21))) == 19.0  # the 19th of 20
     assert _p95(list(range(1, 101))) == 95.0
     assert _p95([16] * 19 + [3]) == 16.0
+
+
+# ------------------------------------------------------------------------------------- text from outside, any text
+def _surrogate_tasks(path: Path) -> Path:
+    """Four tasks whose id, prompt and tag hold the JSON escape of a lone surrogate (as a task file may)."""
+    rows = [
+        {
+            "id": f"t{chr(0xD800)}{i}",
+            "prompt": f"Write f() returning {i}. {chr(0xDC00)}",
+            "solution": f"def f():\n    return {i}\n",
+            "tests": [f"assert f() == {i}"],
+            "tags": [f"tag{chr(0xDBFF)}"],
+        }
+        for i in range(4)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))  # ASCII JSON: "\ud800" escapes
+    return path
+
+
+@pytest.mark.slow(minutes=0.3)  # trains the tiny model one step
+def test_tasks_with_lone_surrogates_validate_check_and_train_with_their_logs_written(cli, tiny_model_dir, tmp_path):
+    tasks = _surrogate_tasks(tmp_path / "tasks.jsonl")
+    code, out, err = cli("data", "validate", tasks)
+    assert code == 0 and "4 tasks, 4 passed" in out.splitlines()[-1], out + err
+    recipe = _recipe(
+        tmp_path / "r.yaml",
+        tiny_model_dir,
+        tmp_path / "run",
+        data={"train": str(tasks), "max_tasks": 4},
+        grpo={"max_steps": 1, "save_steps": 1},
+    )
+    code, out, err = cli("config", "check", "--config", recipe)
+    assert code == 0, err
+    code, out, err = cli("train", "--config", recipe)
+    assert code == 0 and "Traceback" not in err, err
+    records = read_generations(tmp_path / "run")
+    assert records and {r["task_id"] for r in records} <= {f"t\ufffd{i}" for i in range(4)}
+    assert all(r["prompt"].endswith("\ufffd") for r in records)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_bytes().decode("utf-8"))
+    assert summary["status"] == "ok" and summary["generation_log"]["dropped"] == 0
+
+
+@pytest.mark.slow(minutes=0.3)  # trains the tiny model one step
+def test_a_run_whose_generation_log_fails_says_so_in_its_summary_and_exit_status(
+    cli, tiny_model_dir, tmp_path, monkeypatch, caplog
+):
+    import azr.logs
+
+    def broken(self, record):
+        raise TypeError("cannot write this record")
+
+    monkeypatch.setattr(azr.logs.GenerationLog, "_write", broken)
+    recipe = _recipe(tmp_path / "r.yaml", tiny_model_dir, tmp_path / "run", grpo={"max_steps": 1, "save_steps": 1})
+    code, _, err = cli("train", "--config", recipe)
+    assert code == 1, err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert summary["generation_log"] == {"written": 0, "dropped": 4, "error": "TypeError: cannot write this record"}
+    assert (tmp_path / "run" / "final" / "adapter_config.json").is_file()  # the model is saved all the same
+    errors = [
+        r.getMessage() for r in caplog.records if r.levelname == "ERROR" and "generation log failed" in r.getMessage()
+    ]
+    assert errors == ["generation log failed: 4 records lost (TypeError: cannot write this record); see summary.json"]
