@@ -19,7 +19,14 @@ def data() -> None:
     "--format",
     "format_",
     metavar="NAME",
-    help="The data set's own row shape instead of a column map: mbpp, mbpp+, humaneval or apps.",
+    help="The data set's own row shape instead of a column map: mbpp, mbpp+, humaneval, humaneval+, apps, "
+    "livecodebench, code_contests, primeintellect, kodcode or bigcodebench.",
+)
+@click.option(
+    "--checker",
+    metavar="FILE",
+    help="A Python file defining check(input, expected, output) -> bool: the special judge of every task's "
+    "stdin/stdout cases that has none of its own (run in the sandbox).",
 )
 @click.option(
     "--compare",
@@ -41,19 +48,26 @@ def data() -> None:
     "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
 )
 @package_option
-def data_validate(source, column_map, format_, compare, float_tol, workers, timeout, memory_mb, packages) -> int:
+def data_validate(
+    source, column_map, format_, checker, compare, float_tol, workers, timeout, memory_mb, packages
+) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
     sandbox with the limits training applies, so what passes here passes there. Exit 1 when a solution fails or
     none is there to run, 2 when the file cannot be read as tasks."""
     from azr.config import parse_pairs
     from azr.data import check_task_limits, identical_solutions, load_tasks, near_duplicates, without_checks
+    from azr.data.formats import converter, read_checker
     from azr.rewards import limits_from_config, pool_from_config, start_pool, validate_references
+    from azr.rewards.oracle import sandbox_oracle
     from azr.terminal import printable
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
+    if format_ is not None:
+        converter(format_)  # an unknown name is refused before the sandbox starts
+    judge = read_checker(checker) if checker is not None else None
     cfg = sandbox_config(timeout, memory_mb, workers=workers, packages=list(packages))
     start_pool(cfg)  # the workers start while the tasks are read
-    tasks = load_tasks(source, mapping, format_, compare, float_tol)
+    tasks = load_tasks(source, mapping, format_, compare, float_tol, judge, sandbox_oracle(cfg))
     check_task_limits(tasks, cfg.max_task_timeout_s, cfg.max_task_memory_mb, str(source))
     unchecked = without_checks(tasks)
     if unchecked:

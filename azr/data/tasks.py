@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.data.iotests import (
     COMPARES,
@@ -30,6 +30,9 @@ from azr.data.iotests import (
 )
 from azr.errors import DataError, did_you_mean, show
 from azr.inputs import env_limit
+
+if TYPE_CHECKING:
+    from azr.data.formats import Oracle
 
 log = logging.getLogger(__name__)
 SPLITS = {"train": "train.jsonl", "held-out": "heldout.jsonl"}
@@ -90,12 +93,16 @@ def load_tasks(
     format: str | None = None,
     compare: Compare | None = None,
     float_tol: float | None = None,
+    checker: str | None = None,
+    oracle: Oracle | None = None,
 ) -> list[Task]:
     """Load tasks from a shipped split name ('train', 'held-out') or a .jsonl / .json / .parquet file.
 
     `column_map` maps task fields to a foreign file's columns; `format` names a data set's own shape instead
-    (`azr.data.formats`: mbpp, mbpp+, humaneval, apps). `compare` and `float_tol` are the file's default for how
-    stdin/stdout cases are compared (a row's own fields win)."""
+    (`azr.data.formats`, e.g. mbpp+, livecodebench, kodcode). `compare` and `float_tol` are the file's default for how
+    stdin/stdout cases are compared (a row's own fields win), `checker` the file's special judge (source of
+    `check(input, expected, output)`; a row's own wins). `oracle` runs programs in the sandbox, for a format whose
+    file lacks outputs that its reference solutions give (`azr.data.formats.oracle_rows`)."""
     if format is not None and column_map:
         raise DataError(f"format '{format}' and a column map given together: use one or the other")
     if str(source) in SPLITS:
@@ -111,7 +118,9 @@ def load_tasks(
         rows = [(f"{path}:{number}", row) for number, row in json_lines(path)]
     else:
         rows = _rows_with_datasets(path)
-    return reader.tasks(rows, str(path))
+    from azr.data.formats import prepared_rows  # lazy: formats reads tasks' helpers
+
+    return reader.tasks(prepared_rows(rows, format, checker, oracle), str(path))
 
 
 def check_task_source(source: str | Path) -> Path | None:
