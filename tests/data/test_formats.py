@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from azr.data import IOCase, decode_case, load_tasks
+from azr.data.iotests import shown_test
 from azr.errors import DataError
 
 
@@ -82,7 +83,7 @@ def test_apps_stdin_rows_become_cases(tmp_path):
     assert [decode_case(t) for t in task.tests] == [IOCase("1 2\n", "3\n"), IOCase("3\n4", "7")]
 
 
-def test_apps_call_rows_become_asserts_on_fn_name(tmp_path):
+def test_apps_call_rows_become_calls_of_fn_name(tmp_path):
     io = {"fn_name": "add", "inputs": [[1, 2], [[1], "a"]], "outputs": [[3], ["x"]]}
     row = {
         "id": "c",
@@ -91,7 +92,11 @@ def test_apps_call_rows_become_asserts_on_fn_name(tmp_path):
         "input_output": io,
     }
     (task,) = load_tasks(write_jsonl(tmp_path / "apps.jsonl", [row]), format="apps")
-    assert task.tests == ["assert Solution().add(1, 2) == 3", "assert Solution().add([1], 'a') == 'x'"]
+    assert task.entry_point == "Solution.add"
+    assert [shown_test(t) for t in task.tests] == [
+        {"args": [1, 2], "output": 3},
+        {"args": [[1], "a"], "output": "x"},
+    ]
     assert "Starter code" in task.prompt and not task.stdio
 
 

@@ -11,7 +11,7 @@ The files hold no outputs for `plus_input`: EvalPlus computes them by running th
 run is `oracle_programs` (one program per task, run in the sandbox by the caller: nothing here runs code) whose
 printed values `oracle_outputs` reads back with `ast.literal_eval`; a file with a `plus_output` column is used as
 it stands. Arguments take the container types (tuple, set) that the row's first base assert writes, as EvalPlus's
-loader converts them. A task's `atol` is its float tolerance (and EvalPlus's relative 1e-7 is `rtol`).
+loader converts them. A task's `atol` is its float tolerance.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from azr.data.iotests import call_test
 from azr.data.tasks import split_asserts
 from azr.errors import DataError
 
-EVALPLUS_RTOL = 1e-7
 _MARK = "\x1eazr-oracle "  # starts each value line the oracle prints, so the solution's own prints are ignored
 
 
@@ -66,7 +65,7 @@ def _tolerance(row: Row, where: str) -> Row:
         atol = parsed(atol, where, "atol")
     if isinstance(atol, bool) or not isinstance(atol, (int, float)) or atol < 0:
         raise DataError(f"{where}: column 'atol': expected a non-negative number, got {atol!r}")
-    return {"atol": float(atol), "rtol": EVALPLUS_RTOL} if atol else {"rtol": EVALPLUS_RTOL}
+    return {"atol": float(atol)} if atol else {}
 
 
 def _plus_tests(row: Row, where: str, entry: str | None, template: list[Any] | None) -> list[str]:
