@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 from azr.config import SandboxConfig
 from azr.data import Task, decode_case
-from azr.rewards.harness import build_program, harness_preload, preloads_harness
+from azr.rewards.harness import build_checker_program, build_program, harness_preload, preloads_harness
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
-from azr.rewards.verdicts import read_verdicts
+from azr.rewards.verdicts import CHECKER_PENDING, read_checks, read_verdicts
 from azr.sandbox import Check, ExecResult, Limits, SandboxPool, open_pool, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
@@ -119,11 +119,19 @@ def worker_memory_mb(cfg: SandboxConfig) -> int:
 def grade_many(
     pairs: Sequence[tuple[Task, str]], pool: SandboxPool | None = None, limits: Limits | None = None
 ) -> list[Grade]:
-    """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply."""
+    """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply. Tasks with
+    a special judge get a second run each, of their checker on the outputs (all such runs in parallel too)."""
     pool = pool or shared_pool()
     jobs = list(_jobs(pairs, limits or Limits(), pool))
-    results = pool.map([job[2] for job in jobs], [job[3] for job in jobs])
-    return [_grade(plans, nonce, result) for (plans, nonce, _, _), result in zip(jobs, results, strict=True)]
+    results = pool.map([job.program for job in jobs], [job.limits for job in jobs])
+    read = [job.read(result) for job, result in zip(jobs, results, strict=True)]
+    checks = [job.checker_program(verdicts, outputs) for job, (verdicts, outputs) in zip(jobs, read, strict=True)]
+    todo = [(i, c) for i, c in enumerate(checks) if c is not None]
+    if todo:
+        checked = pool.map([c[1] for _, c in todo], [jobs[i].limits for i, _ in todo])
+        for (i, (nonce, _, indexes)), result in zip(todo, checked, strict=True):
+            jobs[i].apply_checks(read[i][0], indexes, nonce, result)
+    return [job.grade(verdicts, result) for job, (verdicts, _), result in zip(jobs, read, results, strict=True)]
 
 
 def grade_stream(
@@ -131,35 +139,79 @@ def grade_stream(
 ) -> Iterator[Grade]:
     """`grade_many` as a stream: each program is queued as soon as it is built (workers start on the first while the
     rest are planned), and each grade comes, in order, as soon as it and those before it are done."""
-    jobs: list[tuple] = []
+    jobs: list[_Job] = []
     pool = pool or shared_pool()
 
     def programs() -> Iterator[tuple[str, Limits]]:
         for job in _jobs(pairs, limits or Limits(), pool):
             jobs.append(job)
-            yield job[2], job[3]
+            yield job.program, job.limits
 
     for index, result in enumerate(pool.imap(programs())):  # every job is built by then
-        plans, nonce = jobs[index][:2]
-        yield _grade(plans, nonce, result)
+        job = jobs[index]
+        verdicts, outputs = job.read(result)
+        check = job.checker_program(verdicts, outputs)
+        if check is not None:
+            job.apply_checks(verdicts, check[2], check[0], pool.run(check[1], job.limits))
+        yield job.grade(verdicts, result)
 
 
-def _jobs(
-    pairs: Iterable[tuple[Task, str]], base: Limits, pool: SandboxPool
-) -> Iterator[tuple[list[TestPlan], str, str, Limits]]:
-    """(plans, nonce, program, limits) per pair for `pool`: a fresh nonce per program, the task's own limits."""
+CHECKER_LOST = "the checker did not judge this case"
+
+
+@dataclass
+class _Job:
+    """One program to grade: its tests' plans, nonce, program and limits; reads its verdicts back."""
+
+    plans: list[TestPlan]
+    nonce: str
+    program: str
+    limits: Limits
+    preloaded: bool
+
+    def read(self, result: ExecResult) -> tuple[list[str | None], dict[int, str]]:
+        if not self.plans:
+            return [], {}
+        outputs: dict[int, str] = {}
+        verdicts = [_not_offered(why) for why in read_verdicts(result.report, self.nonce, self.plans, outputs)]
+        return verdicts, outputs
+
+    def checker_program(self, verdicts: list[str | None], outputs: dict[int, str]) -> tuple[str, str, list[int]] | None:
+        """(nonce, program, case indexes) of the checker's run over the cases that ran cleanly; None if none."""
+        indexes = [i for i, why in enumerate(verdicts) if why == CHECKER_PENDING]
+        cases = [decode_case(self.plans[i].source) for i in indexes]
+        if not indexes or any(c is None or c.checker is None for c in cases):
+            return None
+        triples = [(c.input, c.output, outputs[i]) for c, i in zip(cases, indexes, strict=True) if c is not None]
+        nonce = os.urandom(16).hex()
+        checker = cases[0].checker  # type: ignore[union-attr]
+        return nonce, build_checker_program(checker or "", triples, nonce, self.preloaded), indexes
+
+    def apply_checks(self, verdicts: list[str | None], indexes: list[int], nonce: str, result: ExecResult) -> None:
+        for i, why in zip(indexes, read_checks(result.report, nonce, len(indexes)), strict=True):
+            verdicts[i] = why
+
+    def grade(self, verdicts: list[str | None], result: ExecResult) -> Grade:
+        verdicts = [CHECKER_LOST if why == CHECKER_PENDING else why for why in verdicts]
+        return _grade(self.plans, verdicts, result)
+
+
+def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits, pool: SandboxPool) -> Iterator[_Job]:
+    """A job per pair for `pool`: a fresh nonce per program, the task's own limits."""
     preloaded = preloads_harness(pool.preload)
     random = b""
     for task, code in pairs:
         plans = [plan_test(t) for t in task.tests]
         if len({p.kind == "stdio" for p in plans} | {task.stdio}) > 1:
             plans = []  # stdin/stdout cases mixed with asserts (the loader refuses such rows): nothing can be judged
+        if task.prelude and not any(p.prelude for p in plans):  # a Task built in code: its prelude, not baked in
+            plans = [dataclasses.replace(p, prelude=task.prelude) for p in plans]
         if not random:  # 128 random bits per program, drawn from the OS in batches (a syscall each is slow in VMs)
             random = os.urandom(16 * 256)  # what secrets.token_bytes returns, without its hashlib import
         nonce, random = random[:16].hex(), random[16:]
         case_s = case_seconds(task, base) if task.stdio else None
         program = build_program(code, plans, nonce, preloaded, task.setup, case_s)
-        yield plans, nonce, program, task_limits(task, base)
+        yield _Job(plans, nonce, program, task_limits(task, base), preloaded)
 
 
 def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits | None = None) -> Grade:
@@ -167,10 +219,9 @@ def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits
     return grade_many([(task, code)], pool, limits)[0]
 
 
-def _grade(plans: Sequence[TestPlan], nonce: str, result: ExecResult) -> Grade:
+def _grade(plans: Sequence[TestPlan], verdicts: list[str | None], result: ExecResult) -> Grade:
     if not plans:  # nothing can be judged: never a pass; the data loader rejects such tasks before this
         return Grade("error", 0, 0, ["the task has no tests"], result.duration_s, backend=result.backend)
-    verdicts = [_not_offered(why) for why in read_verdicts(result.report, nonce, plans)]
     failures = [f"test {i}: {why}" for i, why in enumerate(verdicts) if why is not None]
     passed = len(plans) - len(failures)
     if passed == len(plans):

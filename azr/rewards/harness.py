@@ -1,7 +1,8 @@
 """The harness: the program grading sends to the sandbox for one solution. Its sandbox side (`azr.rewards.runner`)
 loads the solution once, then runs every test in its own forked copy of that state, and writes one nonce-tagged
 JSON line per test to descriptor 3; this module ships that source (or has pools preload it) with a payload of the
-solution, the nonce and what each test's plan sends, never an expected value. Plans are `azr.rewards.plans`'s,
+solution, the nonce and what each test's plan sends, never an expected value (a special judge's checker runs as a
+program of its own, `build_checker_program`, after the program it judges has ended). Plans are `azr.rewards.plans`'s,
 reading the lines `azr.rewards.verdicts`'s (SPEC_FUNCTIONS.md says what a deliberate attack can still forge).
 """
 
@@ -54,12 +55,40 @@ def build_program(
     `preloaded`: for a pool whose workers preload `harness_preload()`, the program leaves out the harness's source
     (about 5 KB that every program would otherwise carry through the pipe and compile). `setup` runs after the
     solution loads; `case_s` (stdin/stdout tasks) is each case's time limit."""
-    body: dict[str, Any] = {"code": code, "nonce": nonce, "tests": [[p.kind, p.sent()] for p in plans]}
+    tests, modules = [], {}  # a module's source travels once, however many of its tests there are
+    for plan in plans:
+        sent = plan.sent()
+        if plan.kind in ("pytest", "unittest"):
+            sent = [modules.setdefault(sent[0], len(modules)), *sent[1:]]
+        tests.append([plan.kind, sent])
+    body: dict[str, Any] = {"code": code, "nonce": nonce, "tests": tests}
+    if modules:
+        body["modules"] = list(modules)
+    if any(p.kind == "pytest" for p in plans):
+        body["pytest_shim"] = pytest_shim_source()
+    prelude = next((p.prelude for p in plans if p.prelude), None)
+    if prelude:
+        body["prelude"] = prelude
     if setup:
         body["setup"] = setup
     if case_s is not None:
         body["case_s"] = case_s
-    payload = json.dumps(body)
+    return _program(json.dumps(body), preloaded)
+
+
+def build_checker_program(checker: str, cases: Sequence[tuple[str, str, str]], nonce: str, preloaded: bool) -> str:
+    """A special judge's run: the checker's source and, per case, (input, expected output, the program's output);
+    each case's verdict comes back on descriptor 3 as a program's tests' do."""
+    return _program(json.dumps({"checker": checker, "cases": [list(c) for c in cases], "nonce": nonce}), preloaded)
+
+
+@functools.cache
+def pytest_shim_source() -> str:
+    """The `pytest` stand-in that module tests import in the sandbox (`azr.rewards.pytest_shim`)."""
+    return (resources.files("azr.rewards") / "pytest_shim.py").read_text(encoding="utf-8")
+
+
+def _program(payload: str, preloaded: bool) -> str:
     if preloaded:
         return _PRELOADED_PROGRAM.format(module=RUNNER_MODULE, payload=payload)
     return _PROGRAM.format(module=RUNNER_MODULE, source=runner_source(), payload=payload)
