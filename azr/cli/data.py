@@ -56,6 +56,7 @@ def data_validate(
     none is there to run, 2 when the file cannot be read as tasks."""
     from azr.config import parse_pairs
     from azr.data import check_task_limits, identical_solutions, load_tasks, near_duplicates, without_checks
+    from azr.data.checks import kinds_of, show_kinds, without_tests
     from azr.data.formats import converter, read_checker
     from azr.rewards import limits_from_config, pool_from_config, start_pool, validate_references
     from azr.rewards.oracle import sandbox_oracle
@@ -92,17 +93,32 @@ def data_validate(
             err=True,
         )
         return 1
-    results = validate_references(tasks, pool_from_config(cfg), limits_from_config(cfg))
+    click.echo(printable(f"tests by kind: {show_kinds(kinds_of(t for task in tasks for t in task.tests))}"))
+    empty = {t.id for t in without_tests(tasks)}  # refused: their verdict is always "no tests ran"
+    for task in tasks:
+        if task.id in empty:
+            click.echo(printable(f"FAIL {task.id}: no tests ran: a test module of it defines no test ({_kinds(task)})"))
+    results = validate_references(
+        [t for t in tasks if t.id not in empty], pool_from_config(cfg), limits_from_config(cfg)
+    )
     failed = [(t, g) for t, g in results if g is not None and not g.passed]
     missing = sum(g is None for _, g in results)
     for task, grade in failed:
-        line = f"FAIL {task.id}: {grade.status}, {grade.tests_passed}/{grade.tests_total} tests passed; "
+        line = (
+            f"FAIL {task.id}: {grade.status}, {grade.tests_passed}/{grade.tests_total} tests passed ({_kinds(task)}); "
+        )
         click.echo(printable(line + "; ".join(grade.failures)[:400]))  # a row's text cannot rewrite its FAIL line
     click.echo(
-        f"{source}: {len(tasks)} tasks, {len(tasks) - missing - len(failed)} passed, {len(failed)} failed, "
-        f"{missing} without a reference solution"
+        f"{source}: {len(tasks)} tasks, {len(tasks) - missing - len(failed) - len(empty)} passed, "
+        f"{len(failed) + len(empty)} failed, {missing} without a reference solution"
     )
-    return 1 if failed else 0
+    return 1 if failed or empty else 0
+
+
+def _kinds(task) -> str:
+    from azr.data.checks import kinds_of, show_kinds
+
+    return show_kinds(kinds_of(task.tests))
 
 
 def _few(ids: list[str], n: int = 5) -> str:

@@ -256,8 +256,23 @@ def test_validate_reports_a_broken_solution(cli, write):
     path = write("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     code, out, _ = cli("data", "validate", path)
     assert code == 1
-    assert "FAIL bad: failed, 1/3 tests passed; test 0: AssertionError" in out
+    assert "FAIL bad: failed, 1/3 tests passed (3 assert); test 0: AssertionError" in out
     assert out.strip().endswith("2 tasks, 1 passed, 1 failed, 0 without a reference solution")
+
+
+def test_validate_refuses_a_test_module_where_no_test_runs_and_counts_tests_by_kind(cli, write):
+    module = "from solution import f\n\ndef test_one():\n    assert f() == 1\n\ndef test_two():\n    assert f() > 0\n"
+    rows = [
+        {"id": "ok", "prompt": "p", "solution": "def f():\n    return 1", "tests": [{"pytest": module}, "assert f()"]},
+        {"id": "empty", "prompt": "p", "solution": "def f():\n    return 1", "tests": [{"unittest": "import os"}]},
+        {"id": "bare", "prompt": "p", "tests": [{"pytest": "def helper():\n    assert True\n"}]},
+    ]
+    code, out, _ = cli("data", "validate", write("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows)))
+    assert code == 1, out
+    assert "tests by kind: 1 assert, 3 pytest, 1 unittest" in out
+    assert "FAIL empty: no tests ran: a test module of it defines no test (1 unittest)" in out
+    assert "FAIL bare: no tests ran" in out and "FAIL ok" not in out
+    assert out.strip().endswith("3 tasks, 1 passed, 2 failed, 0 without a reference solution")
 
 
 def test_validate_says_when_nothing_was_checked(cli, write):
@@ -290,7 +305,7 @@ def test_validate_runs_stdin_stdout_tasks_and_fails_wrong_solutions(cli, write):
     ]
     code, out, _ = cli("data", "validate", write("io.jsonl", "".join(json.dumps(r) + "\n" for r in rows)))
     assert code == 1
-    assert "FAIL wrong: failed, 1/3 tests passed; test 1: wrong answer: line 1: expected '10', got '3'" in out
+    assert "FAIL wrong: failed, 1/3 tests passed (3 stdio); test 1: wrong answer: line 1: expected '10', got '3'" in out
     assert out.strip().endswith("2 tasks, 1 passed, 1 failed, 0 without a reference solution")
 
 
