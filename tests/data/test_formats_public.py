@@ -174,7 +174,7 @@ def test_apps_fn_name_rows_read_json_lines_and_either_output_form(tmp_path):
     tasks = load_tasks(write_jsonl(tmp_path / "apps.jsonl", rows), format="apps")
     assert [shown_test(t.tests[0]) for t in tasks] == [{"args": [[1, 2], 3], "output": [1, 3]}] * 2
     for task in tasks:
-        assert grade(task, "def pair(xs, k):\n    return (xs[0], k)").passed
+        assert grade(task, "def pair(xs: List[int], k):\n    return (xs[0], k)").passed  # List: APPS's imports
     bad = {**rows[0], "input_output": json.dumps({**deepcoder, "inputs": ["[1, 2\n3"]})}
     path = write_jsonl(tmp_path / "bad.jsonl", [bad])
     with pytest.raises(DataError, match=rf"^{path}:1: column 'input_output': inputs\[0\]: line 1 of the arguments"):

