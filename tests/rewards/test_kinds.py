@@ -265,3 +265,45 @@ def test_a_runtime_error_shows_the_exception(pool):
     t = task([{"input": "1\n", "output": "1\n"}])
     g = grades(pool, [(t, "x = int(input())\nraise KeyError('missing')\n")])[0]
     assert g.failures[0] == "test 0: runtime error (exit 1): KeyError: 'missing'"
+
+
+CALL_WRONG = {
+    "another task's solution": "class Solution:\n    def twoSum(self, nums, t):\n        return sorted(nums)[:2]\n",
+    "one operator changed": (
+        "class Solution:\n    def twoSum(self, nums, target):\n        for i in range(len(nums)):\n"
+        "            for j in range(i + 1, len(nums)):\n                if nums[i] - nums[j] == target:\n"
+        "                    return [i, j]\n"
+    ),
+    "defines nothing": "",
+    "a function, not the class": "def twoSum(nums, target):\n    return [0, 1]\n",
+    "sys.exit(0) at import": "import sys\nsys.exit(0)\n",
+    "os._exit(0) in the method": "import os\nclass Solution:\n    def twoSum(self, nums, t):\n        os._exit(0)\n",
+    "SystemExit in the method": "class Solution:\n    def twoSum(self, nums, target):\n        raise SystemExit(0)\n",
+    "always-equal result": (
+        "class A(list):\n    def __eq__(self, other):\n        return True\n"
+        "class Solution:\n    def twoSum(self, nums, target):\n        return A()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CALL_WRONG))
+def test_wrong_programs_fail_class_method_calls(pool, name):
+    t = task([{"args": [[2, 7, 11], 9], "output": [0, 1]}], entry_point="Solution.twoSum")
+    g = grades(pool, [(t, CALL_WRONG[name])])[0]
+    assert g.tests_passed == 0, (name, g.failures)
+
+
+CHECKER_WRONG = {
+    "sys.exit(0) before printing": "import sys\nsys.exit(0)\n",
+    "os._exit(0) after printing": "import os\nn = int(input())\nprint(1, n - 1, flush=True)\nos._exit(3)\n",
+    "prints harness-looking text": "print('True')\nprint('[\"nonce\", 0, \"checked\", true]')\n",
+    "one operator changed": "n = int(input())\nprint(1, n + 1)\n",
+    "defines nothing": "",
+}
+
+
+@pytest.mark.parametrize("name", list(CHECKER_WRONG))
+def test_wrong_programs_fail_a_special_judge(pool, name):
+    t = task([{"input": "5\n", "output": "2 3\n"}], checker=CHECKER)
+    g = grades(pool, [(t, CHECKER_WRONG[name])])[0]
+    assert g.tests_passed == 0, (name, g.failures)
