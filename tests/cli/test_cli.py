@@ -541,3 +541,26 @@ def test_a_numpy_task_validates_with_numpy_offered_and_says_why_not_without(cli,
     code, out, err = cli("data", "validate", path)
     assert code == 1 and "FAIL np-sum" in out
     assert "ModuleNotFoundError: numpy is not offered to programs; add it to sandbox.packages" in out
+
+
+def test_validate_reads_a_published_format_and_applies_a_checker_file(cli, write):
+    row = {"name": "split", "description": "Print two positive integers summing to n."}
+    row |= {"public_tests": {"input": ["5\n"], "output": ["1 4\n"]}}
+    row |= {"solutions": {"language": [3], "solution": ["n = int(input())\nprint(n - 1, 1)"]}}
+    path = write("cc.jsonl", json.dumps(row) + "\n")
+    code, out, _ = cli("data", "validate", path, "--format", "code_contests")
+    assert code == 1 and "FAIL split" in out  # the reference prints another right answer
+    check = write(
+        "check.py", "def check(input, expected, output):\n    return sum(map(int, output.split())) == int(input)\n"
+    )
+    code, out, _ = cli("data", "validate", path, "--format", "code_contests", "--checker", check)
+    assert code == 0, out
+    assert out.strip().endswith("1 tasks, 1 passed, 0 failed, 0 without a reference solution")
+
+
+def test_validate_refuses_an_unknown_format_or_checker_before_the_sandbox_starts(cli, write):
+    path = write("t.jsonl", "{}\n")
+    code, _, err = cli("data", "validate", path, "--format", "kodkode")
+    assert code == 2 and "format 'kodkode': unknown (did you mean 'kodcode'?)" in err
+    code, _, err = cli("data", "validate", path, "--checker", write("c.py", "def judge(): pass\n"))
+    assert code == 2 and "c.py: checker defines no top-level check(input, expected, output)" in err
