@@ -227,3 +227,12 @@ def test_a_checker_file_is_read_and_checked_before_anything_runs(tmp_path):
         read_checker(tmp_path / "bad.py")
     with pytest.raises(DataError, match=r"missing\.py: checker file not found"):
         read_checker(tmp_path / "missing.py")
+
+
+def test_the_recipe_names_every_format_the_loader_has():
+    from typing import get_args
+
+    from azr.config.sections import DataFormat
+    from azr.data import FORMATS
+
+    assert list(get_args(DataFormat)) == list(FORMATS)
