@@ -55,8 +55,16 @@ def data_validate(
     sandbox with the limits training applies, so what passes here passes there. Exit 1 when a solution fails or
     none is there to run, 2 when the file cannot be read as tasks."""
     from azr.config import parse_pairs
-    from azr.data import check_task_limits, identical_solutions, load_tasks, near_duplicates, without_checks
-    from azr.data.checks import kinds_of, show_kinds, without_tests
+    from azr.data import (
+        check_task_limits,
+        identical_solutions,
+        kinds_of,
+        load_tasks,
+        near_duplicates,
+        show_kinds,
+        without_checks,
+        without_tests,
+    )
     from azr.data.formats import converter, read_checker
     from azr.rewards import limits_from_config, pool_from_config, start_pool, validate_references
     from azr.rewards.oracle import sandbox_oracle
@@ -116,7 +124,7 @@ def data_validate(
 
 
 def _kinds(task) -> str:
-    from azr.data.checks import kinds_of, show_kinds
+    from azr.data import kinds_of, show_kinds
 
     return show_kinds(kinds_of(task.tests))
 

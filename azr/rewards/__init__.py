@@ -2,6 +2,7 @@
 functions and their REWARDS table. The face of the rewards package; it imports no torch, transformers or trl.
 """
 
+from azr.rewards.batches import OutcomeCache
 from azr.rewards.functions import (
     REWARDS,
     CodeGrader,
@@ -30,6 +31,7 @@ __all__ = [
     "CodeGrader",
     "Grade",
     "InfraFailures",
+    "OutcomeCache",
     "SelfPlayReward",
     "build_rewards",
     "check_rewards",

@@ -1,9 +1,10 @@
 """Grading: run a task's tests against a completion's code in the sandbox and turn the verdicts into a `Grade`.
 
 The harness (`azr.rewards.harness`) builds the program from each test's plan (`azr.rewards.plans`), and
-`azr.rewards.verdicts` reads back each test's verdict; this module runs it through the sandbox pool with each
-task's own limits, and derives one status per program: `passed` only when the harness saw every test pass;
-otherwise `timeout` / `memory` / `crashed` / `error` from how the program ended, or `failed`.
+`azr.rewards.verdicts` reads back each test's verdict; this module runs it through an execution provider
+(`azr.sandbox.ExecutionProvider`: the sandbox pool, or any other) with each task's own limits, and derives one
+status per program: `passed` only when the harness saw every test pass; otherwise `timeout` / `memory` /
+`crashed` / `error` from how the program ended, or `failed`.
 `error` is the sandbox's own failure (infrastructure), never something a program can cause.
 """
 
@@ -27,7 +28,7 @@ from azr.rewards.harness import build_checker_program, build_program, harness_pr
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
 from azr.rewards.verdicts import CHECKER_PENDING, read_checks, read_verdicts
-from azr.sandbox import Check, ExecResult, Limits, SandboxPool, open_pool, shared_pool
+from azr.sandbox import Check, ExecResult, ExecutionProvider, Limits, SandboxPool, open_pool, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
 
@@ -117,7 +118,7 @@ def worker_memory_mb(cfg: SandboxConfig) -> int:
 
 
 def grade_many(
-    pairs: Sequence[tuple[Task, str]], pool: SandboxPool | None = None, limits: Limits | None = None
+    pairs: Sequence[tuple[Task, str]], pool: ExecutionProvider | None = None, limits: Limits | None = None
 ) -> list[Grade]:
     """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply. Tasks with
     a special judge get a second run each, of their checker on the outputs (all such runs in parallel too)."""
@@ -135,7 +136,7 @@ def grade_many(
 
 
 def grade_stream(
-    pairs: Iterable[tuple[Task, str]], pool: SandboxPool | None = None, limits: Limits | None = None
+    pairs: Iterable[tuple[Task, str]], pool: ExecutionProvider | None = None, limits: Limits | None = None
 ) -> Iterator[Grade]:
     """`grade_many` as a stream: each program is queued as soon as it is built (workers start on the first while the
     rest are planned), and each grade comes, in order, as soon as it and those before it are done."""
@@ -196,7 +197,7 @@ class _Job:
         return _grade(self.plans, verdicts, result)
 
 
-def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits, pool: SandboxPool) -> Iterator[_Job]:
+def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits, pool: ExecutionProvider) -> Iterator[_Job]:
     """A job per pair for `pool`: a fresh nonce per program, the task's own limits."""
     preloaded = preloads_harness(pool.preload)
     random = b""
@@ -214,7 +215,7 @@ def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits, pool: SandboxPool) ->
         yield _Job(plans, nonce, program, task_limits(task, base), preloaded)
 
 
-def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits | None = None) -> Grade:
+def grade(task: Task, code: str, pool: ExecutionProvider | None = None, limits: Limits | None = None) -> Grade:
     """Run `task`'s tests against `code` in the sandbox."""
     return grade_many([(task, code)], pool, limits)[0]
 
@@ -299,7 +300,7 @@ def run_program(code: str, tests: Sequence[str], cfg: SandboxConfig) -> dict[str
 
 
 def validate_references(
-    tasks: Sequence[Task], pool: SandboxPool | None = None, limits: Limits | None = None
+    tasks: Sequence[Task], pool: ExecutionProvider | None = None, limits: Limits | None = None
 ) -> list[tuple[Task, Grade | None]]:
     """Grade each task's reference solution against its own tests; None where a task has no solution."""
     with_solution = [t for t in tasks if t.solution is not None]

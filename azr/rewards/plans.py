@@ -23,8 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from azr.data import decode_case
-from azr.data.iotests import call_source, decode_test
+from azr.data import call_source, decode_case, decode_test
 from azr.rewards.stdio import output_cap
 from azr.rewards.values import Opaque, check_hashed_size, same, short_repr
 
