@@ -8,6 +8,7 @@ reading the lines `azr.rewards.verdicts`'s (SPEC_FUNCTIONS.md says what a delibe
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 from collections.abc import Mapping, Sequence
@@ -79,7 +80,19 @@ def build_program(
 def build_checker_program(checker: str, cases: Sequence[tuple[str, str, str]], nonce: str, preloaded: bool) -> str:
     """A special judge's run: the checker's source and, per case, (input, expected output, the program's output);
     each case's verdict comes back on descriptor 3 as a program's tests' do."""
-    return _program(json.dumps({"checker": checker, "cases": [list(c) for c in cases], "nonce": nonce}), preloaded)
+    body = {"checker": checker, "cases": [list(c) for c in cases], "nonce": nonce, "style": checker_style(checker)}
+    return _program(json.dumps(body), preloaded)
+
+
+def checker_style(source: str) -> str:
+    """`function` for a checker that defines `check(input, expected, output)` at its top level, else `program` (a
+    testlib-style program given the files of the input, the program's output and the expected answer)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return "function"  # fails to load in the sandbox, with its reason
+    defined = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "check" for n in tree.body)
+    return "function" if defined else "program"
 
 
 @functools.cache

@@ -297,12 +297,16 @@ def _run_unittest(g, name):
 
 
 def _run_checker(p):
-    """A special judge's run (a separate program): `check(input, expected, output)` per case; reports `True` or
-    why not. The checker is data: it runs here, in the sandbox, never in azr."""
+    """A special judge's run (a separate program): `check(input, expected, output)` per case, or, for a checker
+    program in testlib's style, the program run per case as `checker INPUT OUTPUT ANSWER` (file names; exit 0
+    accepts); reports each case's verdict. The checker is data: it runs here, in the sandbox, never in azr."""
     _state["nonce"] = p["nonce"]
     ns = {"__name__": "__checker__", "__builtins__": __builtins__}
     try:
-        _exec(_compile(p["checker"], "<checker>", "exec"), ns)
+        code = _compile(p["checker"], "<checker>", "exec")
+        if p.get("style") == "program":
+            _run_checker_program(p, code)
+        _exec(code, ns)
         check = ns["check"]
     except _BaseException as e:
         _report(-1, "load_error", f"checker: {type(e).__name__}: {e}"[:500])
@@ -313,6 +317,39 @@ def _run_checker(p):
         except _BaseException as e:
             out = ("error", f"checker: {type(e).__name__}: {e}"[:500])
         _report(i, *out)
+    _exit(0)
+
+
+def _run_checker_program(p, code):
+    """testlib's convention: exit 0 accepts, 1 (wrong answer) and 2 (presentation error) reject, anything else is
+    the checker's own failure (which rejects too)."""
+    for i, (data, expected, output) in _enumerate(p["cases"]):
+        paths = []
+        for name, text in (("input", data), ("output", output), ("answer", expected)):
+            paths.append(f"checker-{i}-{name}.txt")
+            with open(paths[-1], "w", encoding="utf-8") as f:
+                f.write(text)
+        pid = _fork()
+        if pid == 0:
+            status = 0
+            try:
+                _os.close(3)  # the verdict is the exit code
+                _sys.argv = ["checker", *paths]
+                _exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
+            except SystemExit as e:
+                status = _exit_status(e.code)
+            except _BaseException as e:
+                status = 3
+                with _contextlib.suppress(_BaseException):
+                    print(f"checker: {type(e).__name__}: {e}", file=_sys.stderr)
+            _flush(_sys.stdout.flush)
+            _exit(status)
+        _, status = _wait(pid, 0)
+        exit_code = _os.WEXITSTATUS(status) if _os.WIFEXITED(status) else None
+        if exit_code in (0, 1, 2):
+            _report(i, "checked", exit_code == 0)
+        else:
+            _report(i, "error", f"checker failed (exit {exit_code})")
     _exit(0)
 
 

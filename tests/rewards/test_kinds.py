@@ -307,3 +307,23 @@ def test_wrong_programs_fail_a_special_judge(pool, name):
     t = task([{"input": "5\n", "output": "2 3\n"}], checker=CHECKER)
     g = grades(pool, [(t, CHECKER_WRONG[name])])[0]
     assert g.tests_passed == 0, (name, g.failures)
+
+
+TESTLIB_CHECKER = """
+import sys
+data, output, answer = (open(name).read() for name in sys.argv[1:4])
+try:
+    a, b = map(int, output.split())
+except ValueError:
+    sys.exit(2)  # presentation error
+sys.exit(0 if a + b == int(data) else 1)
+"""
+
+
+def test_a_testlib_style_checker_program_judges_by_its_exit_code(pool):
+    t = task([{"input": "5\n", "output": "2 3\n"}, {"input": "8\n", "output": "4 4\n"}], checker=TESTLIB_CHECKER)
+    answers = ["n = int(input())\nprint(1, n - 1)\n", "n = int(input())\nprint(1, n)\n", "print('x')\n"]
+    g = grades(pool, [(t, code) for code in answers])
+    assert [x.tests_passed for x in g] == [2, 0, 0]
+    failing = task([{"input": "1\n", "output": "1\n"}], checker="import sys\nsys.exit(3)\n")
+    assert "checker failed (exit 3)" in grades(pool, [(failing, "print(1)\n")])[0].failures[0]
