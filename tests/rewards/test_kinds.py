@@ -327,3 +327,14 @@ def test_a_testlib_style_checker_program_judges_by_its_exit_code(pool):
     assert [x.tests_passed for x in g] == [2, 0, 0]
     failing = task([{"input": "1\n", "output": "1\n"}], checker="import sys\nsys.exit(3)\n")
     assert "checker failed (exit 3)" in grades(pool, [(failing, "print(1)\n")])[0].failures[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: a program that rewrites the harness's own functions in its process (through sys.modules or "
+    "its frames) can forge a module test whose checks are not required, e.g. one made only of pytest.raises",
+)
+def test_rewriting_the_harness_does_not_forge_a_module_test(pool):
+    module = "import pytest\nfrom solution import f\ndef test_a():\n    with pytest.raises(ValueError):\n        f(1)\n"
+    code = "import sys\nsys.modules['_azr_harness']._module_test = lambda *a: ('ok', [])\ndef f(x):\n    return 0\n"
+    assert grades(pool, [(task([{"pytest": module}]), code)])[0].tests_passed == 0
