@@ -149,7 +149,7 @@ def run(payload):
         _run_cases(p, flush)
     tests = p["tests"]
     modules = _prepare_modules(p, tests)  # before the solution runs: compiled modules, the state it may not touch
-    ns = {"__name__": "__main__", "__builtins__": __builtins__}
+    ns = {"__name__": "solution" if modules else "__main__", "__builtins__": __builtins__}  # imported, as by pytest
     try:
         if p.get("prelude"):
             _exec(_compile(p["prelude"], "<prelude>", "exec"), ns)

@@ -160,6 +160,12 @@ def test_a_plain_string_that_only_defines_tests_is_read_as_a_module(pool):
     assert [g.tests_passed for g in grades(pool, [(t, ADD), (t, OTHER_TASK)])] == [8, 1]
 
 
+def test_the_solution_of_a_module_test_is_imported_not_run_as_main(pool):
+    t = task([{"pytest": "from solution import add\ndef test_a():\n    assert add(1, 2) == 3\n"}])
+    main = ADD + "if __name__ == '__main__':\n    print(add(int(input()), 1))\n"  # would fail on empty stdin
+    assert grades(pool, [(t, main)])[0].passed
+
+
 def test_a_module_with_no_tests_never_passes(pool):
     t = task([{"pytest": "from solution import add\nassert add(1, 2) == 3\n"}])
     g = grades(pool, [(t, ADD)])[0]
