@@ -10,7 +10,7 @@ Hugging Face hub, or GitHub release assets); `--data DIR` uses files already the
     a mutant that still passes is either equivalent or on a path the tests never take.
 A source whose release carries no solutions (LiveCodeBench) is loaded and counted, nothing more. The remainder
 (references that fail) is listed with the first reason azr gives. Run from the repository root:
-    python scripts/public_sets.py [--data DIR] [--only NAME,...] [--limit N] [--workers N]
+    python scripts/public_sets.py [--data DIR] [--only NAME,...] [--limit N] [--workers N] [--package NAME]...
 """
 
 from __future__ import annotations
@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated source names (default: every source found)")
     parser.add_argument("--limit", type=int, default=0, help="first N rows of each source (default: all)")
     parser.add_argument("--workers", type=int, help="sandbox workers for azr data validate")
+    parser.add_argument(
+        "--package", action="append", default=[], help="offer this installed package to programs (repeatable)"
+    )
     args = parser.parse_args(argv)
     names = args.only.split(",") if args.only else list(SOURCES)
     unknown = [n for n in names if n not in SOURCES]
@@ -89,9 +92,17 @@ def main(argv: list[str] | None = None) -> int:
             if path is None:
                 print(f"{name}: no file in {args.data}", file=sys.stderr)
                 continue
-            figures.append(_measure(name, path, Path(tmp), args.limit, args.workers))
+            figures.append(_measure(name, path, Path(tmp), args.limit, _options(args)))
     _print_table(figures)
     return 0
+
+
+def _options(args: argparse.Namespace) -> list[str]:
+    """`azr data validate` options every run of a source gets."""
+    options = ["--workers", str(args.workers)] if args.workers else []
+    for package in args.package:
+        options += ["--package", package]
+    return options
 
 
 def _local(folder: Path, name: str) -> Path | None:
@@ -122,13 +133,13 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.split("\n") if line.strip()]
 
 
-def _measure(name: str, path: Path, tmp: Path, limit: int, workers: int | None) -> dict[str, Any]:
+def _measure(name: str, path: Path, tmp: Path, limit: int, options: list[str]) -> dict[str, Any]:
     fmt, _, column = SOURCES[name]
     rows = read_rows(path)
     rows = rows[:limit] if limit else rows
     if column is None and any(r.get("solution") for r in rows):
         column = "solution"  # a copy of the release that adds a solution column
-    refs = _validate(_write(tmp / f"{name}.refs.jsonl", rows), fmt, workers)
+    refs = _validate(_write(tmp / f"{name}.refs.jsonl", rows), fmt, options)
     figure: dict[str, Any] = {"source": name, "format": fmt, "rows": len(rows), "refs": refs}
     if column is None or refs["passed"] + refs["failed"] == 0:
         return figure
@@ -137,7 +148,7 @@ def _measure(name: str, path: Path, tmp: Path, limit: int, workers: int | None) 
     swapped = [
         _with_solution(rows[i], column, solutions[passing[(k + 1) % len(passing)]]) for k, i in enumerate(passing)
     ]
-    figure["swapped"] = _validate(_write(tmp / f"{name}.swapped.jsonl", swapped), fmt, workers)
+    figure["swapped"] = _validate(_write(tmp / f"{name}.swapped.jsonl", swapped), fmt, options)
     figure["swapped"]["survivors"] = _survivors([rows[i] for i in passing], fmt, figure["swapped"])
     mutated, kept = [], []
     for i in passing:
@@ -146,7 +157,7 @@ def _measure(name: str, path: Path, tmp: Path, limit: int, workers: int | None) 
             mutated.append(_with_solution(rows[i], column, mutant))
             kept.append(rows[i])
     if mutated:
-        figure["mutated"] = _validate(_write(tmp / f"{name}.mutated.jsonl", mutated), fmt, workers)
+        figure["mutated"] = _validate(_write(tmp / f"{name}.mutated.jsonl", mutated), fmt, options)
         figure["mutated"]["survivors"] = _survivors(kept, fmt, figure["mutated"])
     return figure
 
@@ -210,9 +221,8 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def _validate(path: Path, fmt: str, workers: int | None) -> dict[str, Any]:
-    command = [sys.executable, "-m", "azr.cli", "data", "validate", str(path), "--format", fmt]
-    command += ["--workers", str(workers)] if workers else []
+def _validate(path: Path, fmt: str, options: list[str]) -> dict[str, Any]:
+    command = [sys.executable, "-m", "azr.cli", "data", "validate", str(path), "--format", fmt, *options]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     found = SUMMARY.search(done.stdout)
     bare = re.search(r"(\d+) tasks, none with a reference solution", done.stderr)
