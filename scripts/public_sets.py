@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 HUB = "https://huggingface.co/datasets"
-# name: (format, download URL, the column holding the reference solution; None: the release has none)
+# name: (format, download URL, the column holding the reference solution; None: the release has none). The hub's
+# `refs/convert/parquet` branch is its own Parquet copy of a data set, where the repository's file names vary.
 SOURCES: dict[str, tuple[str, str, str | None]] = {
     "mbpp+": (
         "mbpp+",
@@ -54,16 +55,15 @@ SOURCES: dict[str, tuple[str, str, str | None]] = {
     ),
     "primeintellect": (
         "primeintellect",
-        f"{HUB}/PrimeIntellect/verifiable-coding-problems/resolve/main/data/train-00000-of-00010.parquet",
+        f"{HUB}/PrimeIntellect/verifiable-coding-problems/resolve/refs%2Fconvert%2Fparquet/default/train/0000.parquet",
         "gold_standard_solution",
     ),
     "code_contests": (
         "code_contests",
-        f"{HUB}/deepmind/code_contests/resolve/refs%2Fconvert%2Fparquet/default/test/0000.parquet",
+        f"{HUB}/deepmind/code_contests/resolve/main/data/test-00000-of-00001-9c49eeff30aacaa8.parquet",
         "solutions",
     ),
     "apps": ("apps", f"{HUB}/codeparrot/apps/resolve/main/test.jsonl", "solutions"),
-    "taco": ("apps", f"{HUB}/BAAI/TACO/resolve/main/test.jsonl", "solutions"),
 }
 SUFFIXES = (".jsonl", ".json", ".parquet", ".jsonl.gz")
 SUMMARY = re.compile(r"(\d+) tasks, (\d+) passed, (\d+) failed, (\d+) without a reference solution")
