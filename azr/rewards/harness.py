@@ -20,6 +20,7 @@ from azr.rewards.plans import TestPlan
 # The program sent for each solution: the harness's sandbox side (`azr.rewards.runner`), preloaded by the worker as
 # this module or else compiled from its source, given the payload (solution, nonce, what each test sends) as data.
 RUNNER_MODULE = "_azr_harness"
+SHIM_MODULE = "_azr_pytest"  # preloaded too: the pytest stand-in's code, compiled once per worker (about 10 ms)
 _PROGRAM = """try:
     import {module}
 except ImportError:  # a pool that did not preload the harness
@@ -40,8 +41,16 @@ def runner_source() -> str:
 
 
 def harness_preload() -> dict[str, str]:
-    """What a pool preloads into its workers (`open_pool(preload=...)`) so that no program compiles the harness."""
-    return {RUNNER_MODULE: runner_source()}
+    """What a pool preloads into its workers (`open_pool(preload=...)`) so that no program compiles the harness:
+    its sandbox side, and the pytest stand-in's compiled code (each module test runs it afresh from that code)."""
+    return {RUNNER_MODULE: runner_source(), SHIM_MODULE: shim_preload_source()}
+
+
+@functools.cache
+def shim_preload_source() -> str:
+    """The preloaded module holding the pytest stand-in: its source and its code object (immutable, compiled at the
+    worker's start; a program reads it before its solution loads). unittest is imported there too."""
+    return f"import unittest\nSOURCE = {pytest_shim_source()!r}\nCODE = compile(SOURCE, '<pytest>', 'exec')\n"
 
 
 def build_program(
@@ -65,7 +74,7 @@ def build_program(
     body: dict[str, Any] = {"code": code, "nonce": nonce, "tests": tests}
     if modules:
         body["modules"] = list(modules)
-    if any(p.kind == "pytest" for p in plans):
+    if not preloaded and any(p.kind == "pytest" for p in plans):
         body["pytest_shim"] = pytest_shim_source()
     prelude = next((p.prelude for p in plans if p.prelude), None)
     if prelude:
@@ -109,4 +118,4 @@ def _program(payload: str, preloaded: bool) -> str:
 
 def preloads_harness(pool_preload: Mapping[str, str]) -> bool:
     """Whether a pool's `preload` holds this harness (so its programs may leave the source out)."""
-    return pool_preload.get(RUNNER_MODULE) == runner_source()
+    return pool_preload.get(RUNNER_MODULE) == runner_source() and pool_preload.get(SHIM_MODULE) == shim_preload_source()

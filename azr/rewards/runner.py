@@ -208,7 +208,10 @@ def _prepare_modules(p, tests):
     for t in tests:
         if t[0] in ("pytest", "unittest") and t[1][0] not in state["codes"]:
             state["codes"][t[1][0]] = _compile(p["modules"][t[1][0]], "<test module>", "exec")
-    state["shim"] = _compile(p.get("pytest_shim", ""), "<pytest>", "exec")
+    shim = _modules.get("_azr_pytest")  # preloaded by the pool (its code compiled at the worker's start), or sent
+    state["shim"] = (
+        shim.CODE if "pytest_shim" not in p and shim else _compile(p.get("pytest_shim", ""), "<pytest>", "exec")
+    )
     names = [n for n in _modules if n == "unittest" or n.startswith("unittest.")]
     state["saved_modules"] = {n: _modules[n] for n in names}
     state["saved_dicts"] = [(m, dict(m.__dict__)) for m in state["saved_modules"].values()]
