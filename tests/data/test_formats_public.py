@@ -249,3 +249,32 @@ def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
     assert grade(task, task.solution).passed
     wrong = grade(task, "def inc(x):\n    return x + 1 if x < 100 else x")  # passes check(), not the plus inputs
     assert wrong.per_test == [True, True, False]
+
+
+def _public_sets():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "public_sets.py"
+    spec = importlib.util.spec_from_file_location("public_sets", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_public_sets_mutates_one_operator_and_prints_the_figures(tmp_path, capsys):
+    script = _public_sets()
+    assert script.mutate("def f(a, b):\n    return a + b if a < b else b\n") == (
+        "def f(a, b):\n    return a - b if a < b else b\n"
+    )
+    assert script.mutate("def f():\n    pass\n") is None
+    rows = []
+    for i, (name, body) in enumerate([("inc", "x + 1"), ("dbl", "x * 2"), ("neg", "0 - x")]):
+        test = f"from solution import {name}\n\ndef test_a():\n    assert {name}(3) == {eval(body, {'x': 3})}\n"
+        test += f"\ndef test_b():\n    assert {name}(-2) == {eval(body, {'x': -2})}\n"
+        rows.append({"question_id": f"q{i}", "question": f"Write {name}(x).", "test": test})
+        rows[-1]["solution"] = f"def {name}(x):\n    return {body}\n"
+    write_jsonl(tmp_path / "kodcode.jsonl", rows)
+    assert script.main(["--data", str(tmp_path), "--only", "kodcode"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[2].split() == ["kodcode", "kodcode", "3", "3/3", "3/3", "3/3"]
