@@ -278,3 +278,12 @@ def test_public_sets_mutates_one_operator_and_prints_the_figures(tmp_path, capsy
     assert script.main(["--data", str(tmp_path), "--only", "kodcode"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[2].split() == ["kodcode", "kodcode", "3", "3/3", "3/3", "3/3"]
+
+
+def test_a_bad_row_is_refused_before_the_oracle_runs_anything(tmp_path):
+    ran = []
+    bad = {**MBPP_PLUS, "task_id": "Mbpp/10", "entry_point": "area x"}
+    path = write_jsonl(tmp_path / "plus.jsonl", [MBPP_PLUS, bad])
+    with pytest.raises(DataError, match=rf"^{path}:2: field 'entry_point': expected a Python identifier"):
+        load_tasks(path, format="mbpp+", oracle=lambda programs: ran.extend(programs) or [])
+    assert ran == []

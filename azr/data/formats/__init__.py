@@ -92,6 +92,7 @@ def oracle_rows(rows: list[tuple[str, Any]], name: str | None, oracle: Oracle | 
     if oracle is None:  # a check of the file alone (the recipe's, at load): training and evaluation pass one
         log.info("%s: %d rows' plus_input not graded: no sandbox to run their reference solutions", name, len(todo))
         return rows
+    _check_rows(rows, name)  # a bad row is an error before the slow part starts
     programs = [evalplus.oracle_program(row, where, name) for _, where, row in todo]
     stdouts = oracle(programs)
     done = list(rows)
@@ -118,6 +119,16 @@ __all__ = [
     "prepared_rows",
     "read_checker",
 ]
+
+
+def _check_rows(rows: list[tuple[str, Any]], name: str) -> None:
+    """Every row converted and validated as a task, results thrown away: what the reader will refuse, refused now."""
+    from azr.data.tasks import task_from_row  # lazy: tasks reads formats lazily too
+
+    convert = converter(name)
+    for where, row in rows:
+        if isinstance(row, dict):
+            task_from_row({"id": "check", **convert(row, where)}, where, strict=False)
 
 
 def read_checker(path: str | Path) -> str:
