@@ -48,14 +48,27 @@ _CHECKS["pair!="] = lambda pair, _: _pair(pair, False)
 
 def _pair(pair: Any, equal: bool) -> bool:
     """`A == B` (or `!=`) of a module test, from (A, B, what the comparison gave inside). Plain data on both sides
-    is compared here; an object of the program's own class with its own `__eq__` against plain data fails (that is
-    how an always-equal object forges a pass); two such objects keep the answer they gave inside."""
+    is compared here; an object of the program's own class (at any depth) against plain data fails (that is how an
+    always-equal object forges a pass); where both sides hold such objects, the answer they gave inside stands."""
     left, right, inside = pair
-    if isinstance(left, Opaque) and isinstance(right, Opaque):
-        return bool(inside) if isinstance(inside, bool) else False
-    if isinstance(left, Opaque) or isinstance(right, Opaque):
-        return False
+    opaque = _has_opaque(left), _has_opaque(right)
+    if all(opaque):
+        return inside is True  # what `A == B` (or `A != B`) gave inside
+    if any(opaque):
+        return not equal  # such an object equals no plain data here, as an object without its own __eq__
     return same(left, right) is equal
+
+
+def _has_opaque(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, Opaque):
+        return True
+    if depth > 64:
+        return False
+    if isinstance(value, dict):
+        return any(_has_opaque(k, depth + 1) or _has_opaque(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_has_opaque(v, depth + 1) for v in value)
+    return False
 
 
 # Applied here, to plain data, by the real builtins: the sandbox only materialises the iterable.

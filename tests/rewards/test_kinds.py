@@ -344,3 +344,22 @@ def test_rewriting_the_harness_does_not_forge_a_module_test(pool):
     module = "import pytest\nfrom solution import f\ndef test_a():\n    with pytest.raises(ValueError):\n        f(1)\n"
     code = "import sys\nsys.modules['_azr_harness']._module_test = lambda *a: ('ok', [])\ndef f(x):\n    return 0\n"
     assert grades(pool, [(task([{"pytest": module}]), code)])[0].tests_passed == 0
+
+
+def test_objects_compared_inside_a_module_keep_their_own_equality(pool):
+    module = (
+        "from solution import Point, origin\n"
+        "def test_same():\n    expected = [Point(0, 0)]\n    assert [origin()] == expected\n"
+        "def test_plain():\n    assert origin().x == 0\n"
+        "def test_not_plain():\n    assert origin() != (0, 0)\n"
+    )
+    right = (
+        "class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+        "    def __eq__(self, other):\n"
+        "        return isinstance(other, Point) and (self.x, self.y) == (other.x, other.y)\n"
+        "def origin():\n    return Point(0, 0)\n"
+    )
+    liar = right.replace("return isinstance(other, Point) and", "return True or")
+    g = grades(pool, [(task([{"pytest": module}]), right), (task([{"pytest": module}]), liar)])
+    assert g[0].passed, g[0].failures
+    assert g[1].per_test == [True, True, True]  # objects on both sides: their own comparison stands (documented)
