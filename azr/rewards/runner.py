@@ -214,15 +214,16 @@ def _prepare_modules(p, tests):
     )
     names = [n for n in _modules if n == "unittest" or n.startswith("unittest.")]
     state["saved_modules"] = {n: _modules[n] for n in names}
-    state["saved_dicts"] = [(m, dict(m.__dict__)) for m in state["saved_modules"].values()]
+    state["saved_dicts"] = [(m, dict(m.__dict__), _codes(m)) for m in state["saved_modules"].values()]
     classes = [v for m in state["saved_modules"].values() for v in m.__dict__.values() if _isinstance(v, type)]
     state["saved_classes"] = [(c, dict(c.__dict__), _codes(c)) for c in classes if c.__module__.startswith("unittest")]
     state["unittest"] = unittest
     return state
 
 
-def _codes(cls):
-    return {k: v.__code__ for k, v in cls.__dict__.items() if _type(v).__name__ == "function"}
+def _codes(owner):
+    """The code of each function a class or module holds (a solution could swap a function's `__code__`)."""
+    return {k: v.__code__ for k, v in owner.__dict__.items() if _type(v).__name__ == "function"}
 
 
 def _restore(state):
@@ -234,9 +235,11 @@ def _restore(state):
     for name in [n for n in _modules if n in ("pytest", "solution") or n.startswith("unittest")]:
         del _modules[name]
     _modules.update(state["saved_modules"])
-    for module, saved in state["saved_dicts"]:
+    for module, saved, codes in state["saved_dicts"]:
         module.__dict__.clear()
         module.__dict__.update(saved)
+        for k, code in codes.items():
+            saved[k].__code__ = code
     for cls, saved, codes in state["saved_classes"]:
         for k in [k for k in cls.__dict__ if k not in saved]:
             delattr(cls, k)
