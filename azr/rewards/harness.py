@@ -49,8 +49,10 @@ def harness_preload() -> dict[str, str]:
 @functools.cache
 def shim_preload_source() -> str:
     """The preloaded module holding the pytest stand-in: its source and its code object (immutable, compiled at the
-    worker's start; a program reads it before its solution loads). unittest is imported there too."""
-    return f"import unittest\nSOURCE = {pytest_shim_source()!r}\nCODE = compile(SOURCE, '<pytest>', 'exec')\n"
+    worker's start; a program reads it before its solution loads), with the modules it and unittest tests import
+    already imported, so that no test's fork imports them."""
+    imports = "import contextlib, inspect, io, itertools, math, re, tempfile, unittest, warnings, pathlib\n"
+    return imports + f"SOURCE = {pytest_shim_source()!r}\nCODE = compile(SOURCE, '<pytest>', 'exec')\n"
 
 
 def build_program(
