@@ -26,13 +26,14 @@ from azr.data.formats.classic import call_cases
 from azr.data.formats.common import HARNESS_PRELUDE, Row, io_lists, need, need_text, parsed, row_id, unfenced
 from azr.errors import DataError, show
 
+# The instructions in our own words: complete the starter code, or write a whole program on stdin and stdout.
 LIVECODEBENCH_CALL = (
-    "You will use the following starter code to write the solution to the problem and enclose your code within "
-    "delimiters.\n```python\n{starter}\n```"
+    "Complete this starter code into a solution, and give the whole class in one Python code block.\n"
+    "```python\n{starter}\n```"
 )
 LIVECODEBENCH_STDIN = (
-    "Read the inputs from stdin solve the problem and write the answer to stdout (do not directly test on the "
-    "sample inputs). Enclose your code within delimiters as follows.\n```python\n# YOUR CODE HERE\n```"
+    "Write a complete Python program that reads the input from standard input and prints the answer to standard "
+    "output. Give it in one Python code block."
 )
 _MAX_DECODED = 64 << 20  # one row's decompressed private cases
 

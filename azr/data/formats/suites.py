@@ -16,9 +16,7 @@ from typing import Any
 from azr.data.formats.common import Row, need_text, parsed, row_id
 from azr.errors import DataError
 
-KODCODE_DECLARATION = (
-    "\n\nNote that the function declaration is {declaration}. Your code should be wrapped in a markdown code block."
-)
+KODCODE_DECLARATION = "\n\nThe function to write: `{declaration}`. Give it in one Python code block."
 
 
 def kodcode(row: Row, where: str) -> Row:
