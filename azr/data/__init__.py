@@ -6,7 +6,16 @@ maps and data sets' own formats, HumanEval, and the shipped splits
 from azr.data.checks import identical_solutions, kinds_of, near_duplicates, show_kinds, without_checks, without_tests
 from azr.data.formats import FORMATS
 from azr.data.humaneval import STOP, Problem, load_humaneval, program_from_answer, stub_of
-from azr.data.iotests import COMPARES, KINDS, IOCase, call_source, decode_case, decode_test, test_kind
+from azr.data.iotests import (
+    COMPARES,
+    KINDS,
+    IOCase,
+    call_source,
+    decode_case,
+    decode_test,
+    module_tests,
+    test_kind,
+)
 from azr.data.tasks import (
     SPLITS,
     Task,
@@ -38,6 +47,7 @@ __all__ = [
     "kinds_of",
     "load_humaneval",
     "load_tasks",
+    "module_tests",
     "near_duplicates",
     "program_from_answer",
     "read_jsonl",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from azr.config import SandboxConfig
-from azr.data import Task, decode_case
+from azr.data import Task, decode_case, module_tests
 from azr.rewards.harness import build_checker_program, build_program, harness_preload, preloads_harness
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
@@ -273,11 +273,22 @@ _FORGERIES = {
 }
 
 
+_DOCTOR_MODULE = (
+    "from solution import f\n\ndef test_one():\n    assert f(1) == 2\n\ndef test_two():\n    assert f(2) == 3\n"
+)
+
+
 def verdict_check(pool: SandboxPool) -> Check:
-    """Doctor row: none of the known ways to fake a pass gets a test passed."""
-    task = Task("doctor", "", ["assert f(1) == 2", "assert f(2) == 3"])
-    grades = grade_many([(task, code) for code in _FORGERIES.values()], pool, Limits(wall_s=5.0))
-    forged = [name for name, g in zip(_FORGERIES, grades, strict=True) if g.tests_passed]
+    """Doctor row: none of the known ways to fake a pass gets a test passed, of asserts or of a pytest-style
+    module."""
+    tasks = [
+        Task("doctor", "", ["assert f(1) == 2", "assert f(2) == 3"]),
+        Task("doctor-pytest", "", module_tests("pytest", _DOCTOR_MODULE, "doctor")),
+    ]
+    jobs = [(task, code) for code in _FORGERIES.values() for task in tasks]
+    grades = grade_many(jobs, pool, Limits(wall_s=5.0))
+    passed = [sum(g.tests_passed for g in grades[i : i + len(tasks)]) for i in range(0, len(grades), len(tasks))]
+    forged = [name for name, n in zip(_FORGERIES, passed, strict=True) if n]
     detail = f"forged: {', '.join(forged)}" if forged else f"{len(_FORGERIES)} tricks, none passed a test"
     return Check("verdicts cannot be forged", not forged, detail)
 
