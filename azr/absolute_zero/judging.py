@@ -4,12 +4,12 @@ The answer is read with azr's answer format (one fenced python block and a `Fina
 must hold depends on the task type: the output as a literal (deduction), the arguments of a call (abduction), or
 the program `f` (induction, run on the hidden inputs). Values are compared in the sandbox by `harness`, with
 exact types. A sandbox failure is `error`: counted, never a verdict on the answer. Verdicts are cached, so the
-proposer's learnability samples and the solver's rows that share an answer run once.
+proposer's learnability samples and the solver's rows that share an answer run once: through
+`azr.rewards.batches.OutcomeCache`, the grading path GRPO's `CodeGrader` uses too.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -18,7 +18,7 @@ from azr.absolute_zero.triplets import TaskType, Triplet, split_pairs
 from azr.absolute_zero.validation import SANDBOX_ERROR, Rules, harness_limits, run_payloads
 from azr.config import AbsoluteZeroConfig, SandboxConfig
 from azr.prompts import AnswerFormat, parse_answer
-from azr.rewards import InfraFailures, limits_from_config, pool_from_config
+from azr.rewards import InfraFailures, OutcomeCache, limits_from_config, pool_from_config
 from azr.sandbox import Limits, SandboxPool
 
 Verdict = Literal["correct", "wrong", "format", "error"]
@@ -52,23 +52,27 @@ class Judge:
         self.limits = harness_limits(limits, rules)
         self.health = InfraFailures(max_rate)
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple, Outcome] = OrderedDict()
+        self.cache: OutcomeCache[tuple, Outcome] = OutcomeCache(
+            cache_size, self.health, lambda o: not o.judged, "always", "absolute_zero", lambda o: o.detail
+        )
 
     def judge(self, jobs: Sequence[tuple[TaskType, Triplet, str]]) -> list[Outcome]:
         """An outcome per (type, triplet with outputs, completion text); new answers run in parallel."""
-        keys, todo = [], {}
+        keys, payloads = [], {}
         for kind, triplet, text in jobs:
             code = parse_answer(text or "", self.answer_format).code
             key = (kind, triplet.key, triplet.outputs, code)
             keys.append(key)
-            if code is not None and key not in self._cache:
-                todo[key] = self._payload(kind, triplet, code)
-        reports = run_payloads(list(todo.values()), self.pool, self.limits, self.health)
-        fresh = {key: _outcome(report) for key, report in zip(todo, reports, strict=True)}
-        for key, outcome in fresh.items():
-            self._remember(key, outcome)
+            if code is not None and key not in payloads:
+                payloads[key] = (kind, triplet, code)
+
+        def run(todo: list[tuple]) -> list[Outcome]:
+            fields = [self._payload(*payloads[key]) for key in todo]
+            return [_outcome(report) for report in run_payloads(fields, self.pool, self.limits)]
+
+        found, _ = self.cache.resolve(keys, run, runnable=lambda key: key[3] is not None)
         unread = Outcome("format", "no answer in the asked format")
-        return [unread if k[3] is None else fresh.get(k) or self._cache[k] for k in keys]
+        return [unread if k[3] is None else o or unread for k, o in zip(keys, found, strict=True)]
 
     def check(self, total: Callable[[int, int], list[float]] | None = None) -> None:
         self.health.check(total)
@@ -81,14 +85,6 @@ class Judge:
         else:
             fields |= {"program": triplet.program, "outputs": list(triplet.outputs or ())}
         return self.rules.payload("judge", **fields)
-
-    def _remember(self, key: tuple, outcome: Outcome) -> None:
-        if not outcome.judged:
-            return  # a sandbox failure gets another run when the answer comes again
-        self._cache[key] = outcome
-        self._cache.move_to_end(key)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
 
 
 def _outcome(report: dict[str, Any] | str) -> Outcome:

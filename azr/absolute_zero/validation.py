@@ -94,17 +94,19 @@ class Verdict:
 
 
 def run_payloads(
-    payloads: Sequence[dict[str, Any]], pool: SandboxPool, limits: Limits, health: InfraFailures
+    payloads: Sequence[dict[str, Any]], pool: SandboxPool, limits: Limits, health: InfraFailures | None = None
 ) -> list[dict[str, Any] | str]:
     """The harness's report for each payload, or how the sandbox run ended instead ('timeout', 'memory',
-    'error' for the program; SANDBOX_ERROR for the sandbox's own failure)."""
+    'error' for the program; SANDBOX_ERROR for the sandbox's own failure). The sandbox's failures are counted in
+    `health` where given (the judge counts its own, through its `OutcomeCache`)."""
     nonces = [secrets.token_hex(16) for _ in payloads]
     codes = [harness_program({**p, "nonce": n}) for p, n in zip(payloads, nonces, strict=True)]
     results = pool.map(codes, limits) if codes else []
     errors = sum(r.status == "error" for r in results)
-    if errors:
+    if errors and health is not None:
         log.warning("absolute_zero: %d of %d sandbox runs failed for infrastructure reasons", errors, len(results))
-    health.account(errors, len(results))
+    if health is not None:
+        health.account(errors, len(results))
     return [_report(result, nonce) for result, nonce in zip(results, nonces, strict=True)]
 
 

@@ -19,7 +19,14 @@ def data() -> None:
     "--format",
     "format_",
     metavar="NAME",
-    help="The data set's own row shape instead of a column map: mbpp, mbpp+, humaneval or apps.",
+    help="The data set's own row shape instead of a column map: mbpp, mbpp+, humaneval, humaneval+, apps, "
+    "livecodebench, code_contests, primeintellect, kodcode or bigcodebench.",
+)
+@click.option(
+    "--checker",
+    metavar="FILE",
+    help="A Python file defining check(input, expected, output) -> bool: the special judge of every task's "
+    "stdin/stdout cases that has none of its own (run in the sandbox).",
 )
 @click.option(
     "--compare",
@@ -41,19 +48,35 @@ def data() -> None:
     "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
 )
 @package_option
-def data_validate(source, column_map, format_, compare, float_tol, workers, timeout, memory_mb, packages) -> int:
+def data_validate(
+    source, column_map, format_, checker, compare, float_tol, workers, timeout, memory_mb, packages
+) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
     sandbox with the limits training applies, so what passes here passes there. Exit 1 when a solution fails or
     none is there to run, 2 when the file cannot be read as tasks."""
     from azr.config import parse_pairs
-    from azr.data import check_task_limits, identical_solutions, load_tasks, near_duplicates, without_checks
-    from azr.rewards import limits_from_config, pool_from_config, start_pool, validate_references
+    from azr.data import (
+        check_task_limits,
+        converter,
+        identical_solutions,
+        kinds_of,
+        load_tasks,
+        near_duplicates,
+        read_checker,
+        show_kinds,
+        without_checks,
+        without_tests,
+    )
+    from azr.rewards import limits_from_config, pool_from_config, sandbox_oracle, start_pool, validate_references
     from azr.terminal import printable
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
+    if format_ is not None:
+        converter(format_)  # an unknown name is refused before the sandbox starts
+    judge = read_checker(checker) if checker is not None else None
     cfg = sandbox_config(timeout, memory_mb, workers=workers, packages=list(packages))
     start_pool(cfg)  # the workers start while the tasks are read
-    tasks = load_tasks(source, mapping, format_, compare, float_tol)
+    tasks = load_tasks(source, mapping, format_, compare, float_tol, judge, sandbox_oracle(cfg))
     check_task_limits(tasks, cfg.max_task_timeout_s, cfg.max_task_memory_mb, str(source))
     unchecked = without_checks(tasks)
     if unchecked:
@@ -78,17 +101,32 @@ def data_validate(source, column_map, format_, compare, float_tol, workers, time
             err=True,
         )
         return 1
-    results = validate_references(tasks, pool_from_config(cfg), limits_from_config(cfg))
+    click.echo(printable(f"tests by kind: {show_kinds(kinds_of(t for task in tasks for t in task.tests))}"))
+    empty = {t.id for t in without_tests(tasks)}  # refused: their verdict is always "no tests ran"
+    for task in tasks:
+        if task.id in empty:
+            click.echo(printable(f"FAIL {task.id}: no tests ran: a test module of it defines no test ({_kinds(task)})"))
+    results = validate_references(
+        [t for t in tasks if t.id not in empty], pool_from_config(cfg), limits_from_config(cfg)
+    )
     failed = [(t, g) for t, g in results if g is not None and not g.passed]
     missing = sum(g is None for _, g in results)
     for task, grade in failed:
-        line = f"FAIL {task.id}: {grade.status}, {grade.tests_passed}/{grade.tests_total} tests passed; "
+        line = (
+            f"FAIL {task.id}: {grade.status}, {grade.tests_passed}/{grade.tests_total} tests passed ({_kinds(task)}); "
+        )
         click.echo(printable(line + "; ".join(grade.failures)[:400]))  # a row's text cannot rewrite its FAIL line
     click.echo(
-        f"{source}: {len(tasks)} tasks, {len(tasks) - missing - len(failed)} passed, {len(failed)} failed, "
-        f"{missing} without a reference solution"
+        f"{source}: {len(tasks)} tasks, {len(tasks) - missing - len(failed) - len(empty)} passed, "
+        f"{len(failed) + len(empty)} failed, {missing} without a reference solution"
     )
-    return 1 if failed else 0
+    return 1 if failed or empty else 0
+
+
+def _kinds(task) -> str:
+    from azr.data import kinds_of, show_kinds
+
+    return show_kinds(kinds_of(task.tests))
 
 
 def _few(ids: list[str], n: int = 5) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from azr.config.schema import build, field
+from azr.config.sections import DataFormat
 
 
 @dataclass
@@ -41,6 +42,19 @@ class EvalCommandConfig:
         "Tasks to evaluate on: held-out (or another shipped split), humaneval, output-prediction (program + input "
         "-> output on held-out programs; output-prediction:FILE for a triplet file of one's own), or a task file.",
     )
+    format: DataFormat | None = field(
+        None,
+        "The task file's own row shape (mbpp, mbpp+, humaneval+, livecodebench, kodcode, bigcodebench, ...; "
+        "docs/data.md) instead of azr's fields.",
+    )
+    column_map: list[str] | None = field(
+        None, "FIELD=COLUMN pairs mapping task fields to the task file's columns (repeatable)."
+    )
+    checker: str | None = field(
+        None,
+        "A Python file defining check(input, expected, output) -> bool: the special judge of every task's "
+        "stdin/stdout cases that has none of its own (run in the sandbox).",
+    )
     samples: str | None = field(None, "Score the completions in this file instead of generating.")
     ks: str = field("1", "Comma-separated k values for pass@k (-k).")
     num_samples: int | None = field(None, "Samples per problem (-n); unset, the largest k.", ge=1, le=1024)
@@ -68,6 +82,7 @@ class EvalCommandConfig:
 def eval_command_config(flags: dict[str, Any]) -> EvalCommandConfig:
     """The section from `azr eval`'s flags (a None flag keeps the field's default); ConfigError names the field."""
     given = {name: str(value) if hasattr(value, "__fspath__") else value for name, value in flags.items()}
+    given = {name: list(value) or None if isinstance(value, tuple) else value for name, value in given.items()}
     return build(EvalCommandConfig, {k: v for k, v in given.items() if v is not None}, "eval")
 
 

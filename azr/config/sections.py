@@ -43,6 +43,20 @@ class ModelConfig:
     adapter: AdapterConfig = field(factory=AdapterConfig, help="The adapter trained on the base (peft).")
 
 
+DataFormat = Literal[
+    "mbpp",
+    "mbpp+",
+    "humaneval",
+    "humaneval+",
+    "apps",
+    "livecodebench",
+    "code_contests",
+    "primeintellect",
+    "kodcode",
+    "bigcodebench",
+]
+
+
 @dataclass
 class DataConfig:
     train: str = field(
@@ -57,15 +71,13 @@ class DataConfig:
         "for MBPP-style data; unmapped columns are ignored.",
     )
     eval_column_map: dict[str, str] = field(factory=dict, help="Like column_map, for the evaluation file.")
-    format: Literal["mbpp", "mbpp+", "humaneval", "apps"] | None = field(
+    format: DataFormat | None = field(
         None,
-        "The training file's own row shape, read without a column map: mbpp (MBPP and sanitized MBPP), mbpp+, "
-        "humaneval (task_id, prompt, canonical_solution, test, entry_point) or apps (APPS/TACO input_output); "
-        "null for azr's own fields or column_map.",
+        "The training file's own row shape, read without a column map: mbpp (MBPP and sanitized MBPP), mbpp+ and "
+        "humaneval+ (EvalPlus), humaneval, apps (APPS/TACO), livecodebench, code_contests, primeintellect, kodcode "
+        "or bigcodebench (docs/data.md); null for azr's own fields or column_map.",
     )
-    eval_format: Literal["mbpp", "mbpp+", "humaneval", "apps"] | None = field(
-        None, "Like format, for the evaluation file."
-    )
+    eval_format: DataFormat | None = field(None, "Like format, for the evaluation file.")
     compare: Literal["lines", "tokens"] = field(
         "lines",
         "How stdin/stdout outputs are compared where a task does not say: 'lines' ignores trailing whitespace of "

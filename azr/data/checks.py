@@ -1,6 +1,7 @@
 """Checks over a set of tasks that `azr data validate` reports and the split tests rely on: near-duplicate prompts
 (and, optionally, equal reference solutions) between or within sets, tasks sharing one reference solution, and tests
-that check nothing. Nothing here runs code.
+that check nothing, test modules in which no test can run, and each task's tests counted by kind. Nothing here runs
+code.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import collections
 import re
 from collections.abc import Iterable
 
-from azr.data.iotests import is_case
+from azr.data.iotests import KINDS, decode_test, test_kind
 from azr.data.tasks import Task
 
 
@@ -72,7 +73,7 @@ def without_checks(tasks: Iterable[Task]) -> list[Task]:
     found = []
     for task in tasks:
         for test in task.tests:
-            if is_case(test):
+            if decode_test(test) is not None:  # a case or a module test: judged by its kind, not as a statement
                 continue
             try:
                 nodes = ast.walk(ast.parse(test))
@@ -82,3 +83,27 @@ def without_checks(tasks: Iterable[Task]) -> list[Task]:
                 found.append(task)
                 break
     return found
+
+
+def without_tests(tasks: Iterable[Task]) -> list[Task]:
+    """Tasks with a test module in which no test was collected (no `test_*` function, no TestCase method): its
+    verdict is always `no tests ran`, so `azr data validate` refuses the file."""
+    found = []
+    for task in tasks:
+        for test in task.tests:
+            decoded = decode_test(test)
+            if decoded and decoded[0] in ("pytest", "unittest") and decoded[1].get("test") is None:
+                found.append(task)
+                break
+    return found
+
+
+def kinds_of(tests: Iterable[str]) -> collections.Counter[str]:
+    """How many tests of each kind (`azr.data.iotests.KINDS`), in that order."""
+    counts = collections.Counter(test_kind(t) for t in tests)
+    return collections.Counter({k: counts[k] for k in KINDS if counts[k]})
+
+
+def show_kinds(counts: collections.Counter[str]) -> str:
+    """`3 assert, 8 pytest`: a count per kind, in `KINDS` order."""
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no tests"

@@ -3,9 +3,13 @@
 A stdin/stdout case (`{"input": ..., "output": ...}`) travels inside `Task.tests` as one string: a NUL byte, a tag
 and the case as JSON. NUL never occurs in Python source (compile refuses it), so no assert test can be mistaken for
 a case, and every place that moves a task's `tests` column (training rows, evaluation, self-play) moves cases too.
-How a case is compared (`compare`, `float_tol`) travels with it. A function-call case (`{"args": [...],
-"output": ...}`) is compiled here into the assert `assert f(*args) == output`, so the value rules of
-`azr.rewards.harness` judge it outside the sandbox. Nothing here runs code.
+How a case is compared (`compare`, `float_tol`, a `checker`) travels with it. The other tagged kinds travel the
+same way (`\x00KIND:` and a JSON object), so a new kind never needs a new column: a function-call case
+(`\x00call:`, `CallCase`: the entry point, `args`, `kwargs`, the expected `output` and its tolerance), one test of a
+pytest-style or unittest-style module (`\x00pytest:` / `\x00unittest:`, `ModuleTest`: the module's source and the
+test's name, found here by reading the module's syntax tree, never by running it), and an assert test that needs a
+float tolerance or a prelude (`\x00assert:`). Any tagged body may hold `prelude`: source run before the solution.
+Nothing here runs code.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from azr.inputs import load_json
 Compare = Literal["lines", "tokens"]
 COMPARES: tuple[str, ...] = ("lines", "tokens")
 _TAG = "\x00stdio:"
+KINDS: tuple[str, ...] = ("assert", "stdio", "call", "pytest", "unittest")  # what `test_kind` can answer
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class IOCase:
     output: str
     compare: Compare = "lines"
     float_tol: float | None = None
+    checker: str | None = None  # Python source defining check(input, expected, output) -> bool: a special judge
+    prelude: str | None = None
 
     def encode(self) -> str:
         """The case as one string of `Task.tests`."""
@@ -46,6 +53,10 @@ class IOCase:
             body["compare"] = self.compare
         if self.float_tol is not None:
             body["float_tol"] = self.float_tol
+        if self.checker is not None:
+            body["checker"] = self.checker
+        if self.prelude is not None:
+            body["prelude"] = self.prelude
         return _TAG + json.dumps(body, ensure_ascii=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -58,8 +69,15 @@ def decode_case(test: str) -> IOCase | None:
         return None
     try:
         body = load_json(test[len(_TAG) :])
-        case = IOCase(str(body["input"]), str(body["output"]), body.get("compare", "lines"), body.get("float_tol"))
-    except (ValueError, KeyError, TypeError):
+        case = IOCase(
+            str(body["input"]),
+            str(body["output"]),
+            body.get("compare", "lines"),
+            body.get("float_tol"),
+            body.get("checker"),
+            body.get("prelude"),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     return case if case.compare in COMPARES else None
 
@@ -69,9 +87,68 @@ def is_case(test: str) -> bool:
 
 
 def shown_test(test: str) -> Any:
-    """A test as a user wrote it: the string of an assert test, the object of a stdin/stdout case."""
-    case = decode_case(test)
-    return case.to_json() if case is not None else test
+    """A test as a user wrote it: the string of an assert test, the object of a stdin/stdout or call case (a
+    module's tests are regrouped by `Task.to_json`). Task-level fields baked into each test (`prelude`, `checker`)
+    are left out: the row shows them once."""
+    found = decode_test(test)
+    if found is None:
+        return test
+    kind, body = found
+    body = {k: v for k, v in body.items() if k not in ("prelude", "checker")}
+    if kind == "call":
+        body.pop("call", None)
+    if kind == "assert":
+        return body["test"]  # its tolerance is the task's (`atol`, `rtol`), shown once
+    if kind in ("pytest", "unittest"):
+        return {kind: body["module"]}
+    return body
+
+
+def tagged(kind: str, body: Mapping[str, Any]) -> str:
+    """A test of a tagged kind as one string of `Task.tests`."""
+    return f"\x00{kind}:" + json.dumps(body, ensure_ascii=False)
+
+
+def decode_test(test: str) -> tuple[str, dict[str, Any]] | None:
+    """(kind, body) of a tagged test; None for a plain assert test (or anything malformed)."""
+    if not test.startswith("\x00"):
+        return None
+    kind, sep, rest = test[1:].partition(":")
+    if not sep or kind not in KINDS:
+        return None
+    try:
+        body = load_json(rest)
+    except ValueError:
+        return None
+    return (kind, body) if isinstance(body, dict) else None
+
+
+def test_kind(test: str) -> str:
+    """Which kind a `Task.tests` string is: one of `KINDS` (`assert` for a plain snippet)."""
+    found = decode_test(test)
+    return found[0] if found is not None else "assert"
+
+
+def test_prelude(test: str) -> str | None:
+    found = decode_test(test)
+    prelude = found[1].get("prelude") if found is not None else None
+    return prelude if isinstance(prelude, str) else None
+
+
+def with_options(test: str, prelude: str | None, atol: float | None, rtol: float | None) -> str:
+    """`test` with a task's prelude and float tolerance baked in (a plain assert becomes a tagged one); a call
+    case's own tolerance wins."""
+    if prelude is None and atol is None and rtol is None:
+        return test
+    found = decode_test(test)
+    kind, body = found if found is not None else ("assert", {"test": test})
+    if prelude is not None:
+        body["prelude"] = prelude
+    if kind in ("assert", "call"):
+        for name, value in (("atol", atol), ("rtol", rtol)):
+            if value is not None:
+                body.setdefault(name, value)
+    return tagged(kind, body)
 
 
 def stdio_case(item: Mapping[str, Any], where: str, compare: Compare, float_tol: float | None) -> IOCase:
@@ -121,20 +198,152 @@ def call_test(
     return f"assert {call}({', '.join(pieces)}) == {_literal(expected, f'{where}.output')}"
 
 
-def call_case(item: Mapping[str, Any], entry_point: str | None, where: str) -> str:
-    """A `{"args": [...], "output": ...}` object (optionally `kwargs`) as an assert on the task's entry point."""
+def call_case(
+    item: Mapping[str, Any], entry_point: str | None, where: str, atol: float | None = None, rtol: float | None = None
+) -> str:
+    """A `{"args": [...], "output": ...}` object (optionally `kwargs`, `atol`, `rtol`) as a tagged call case of the
+    task's entry point (`name`, or `Class.method`: a fresh instance per case). The expected value came from JSON,
+    so it is compared as JSON compares (a tuple equals a list), floats within the case's or the task's tolerance."""
     if not entry_point:
         raise DataError(f"{where}: a function-call case needs the task's 'entry_point' (the function to call)")
-    unknown = set(item) - {"args", "kwargs", "output"}
+    unknown = set(item) - {"args", "kwargs", "output", "atol", "rtol"}
     if unknown or "output" not in item:
         bad = f"unknown key '{sorted(unknown)[0]}'" if unknown else "missing key 'output'"
-        raise DataError(f"{where}: {bad} in a function-call case (args, kwargs, output)")
+        raise DataError(f"{where}: {bad} in a function-call case (args, kwargs, output, atol, rtol)")
     args, kwargs = item.get("args", []), item.get("kwargs", {})
     if not isinstance(args, list):
         raise DataError(f"{where}.args: expected a list of arguments, got {show(args)}")
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) and k.isidentifier() for k in kwargs):
         raise DataError(f"{where}.kwargs: expected an object of keyword arguments, got {show(kwargs)}")
-    return call_test(entry_point, args, item["output"], where, kwargs)
+    call_test(entry_point, args, None, where, kwargs)  # every argument must be writable as a literal
+    body: dict[str, Any] = {"call": entry_point, "args": args, "output": item["output"]}
+    if kwargs:
+        body["kwargs"] = kwargs
+    for name, default in (("atol", atol), ("rtol", rtol)):
+        value = check_float_tol(item.get(name, default), f"{where}.{name}")
+        if value is not None:
+            body[name] = value
+    try:
+        return tagged("call", body)
+    except (TypeError, ValueError):
+        raise DataError(f"{where}.output: {show(item['output'])} is not a JSON value") from None
+
+
+def call_source(body: Mapping[str, Any]) -> str:
+    """The expression a call case evaluates in the sandbox: `f(args)`, or `Class().method(args)`."""
+    call = str(body["call"])
+    if "." in call:
+        cls, method = call.split(".", 1)
+        call = f"{cls}().{method}"
+    pieces = [repr(a) for a in body.get("args", [])]
+    pieces += [f"{k}={v!r}" for k, v in (body.get("kwargs") or {}).items()]
+    return f"{call}({', '.join(pieces)})"
+
+
+def is_entry_point(name: Any) -> bool:
+    """`name` or `Class.method`, each part a Python identifier that is not a keyword (code is built from it)."""
+    return isinstance(name, str) and len(name.split(".")) <= 2 and all(is_function_name(p) for p in name.split("."))
+
+
+# Test modules ---------------------------------------------------------------------------------------------------
+
+
+def module_tests(style: str, source: str, where: str, prelude: str | None = None) -> list[str]:
+    """The tests of a pytest- or unittest-style module, one `Task.tests` string each, collected from its syntax
+    tree: pytest's `test_*` functions, `Test*` classes' `test_*` methods and each case of a
+    `pytest.mark.parametrize` whose values are a literal list or tuple; unittest's `TestCase` subclasses' `test*`
+    methods (inherited from classes of the module too). A module with none gives one test whose verdict is
+    `no tests ran`."""
+    if not isinstance(source, str) or not source.strip():
+        raise DataError(f"{where}: expected the {style} module's source, got {show(source)}")
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as exc:
+        raise DataError(f"{where}: the {style} module is not valid Python: {getattr(exc, 'msg', exc)}") from None
+    found = collect_pytest(tree) if style == "pytest" else collect_unittest(tree)
+    extra = {"prelude": prelude} if prelude is not None else {}
+    if not found:
+        return [tagged(style, {"module": source, "test": None, **extra})]
+    return [tagged(style, {"module": source, "test": name, "case": case, **extra}) for name, case in found]
+
+
+def collect_pytest(tree: ast.Module) -> list[tuple[str, int | None]]:
+    """(name, parametrized case or None) of each test pytest would collect from the module's top level."""
+    found: list[tuple[str, int | None]] = []
+
+    def add(name: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        counts = [_parametrize_count(d) for d in node.decorator_list if _is_parametrize(d)]
+        if not counts or None in counts:  # not parametrized, or values not written out: every case at once
+            found.append((name, None))
+        else:
+            found.extend((name, k) for k in range(math.prod(c or 0 for c in counts)))
+
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            add(node.name, node)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test"):
+                    add(f"{node.name}::{item.name}", item)
+    return found
+
+
+def _is_parametrize(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and ast.unparse(node.func).endswith("mark.parametrize")
+
+
+def _parametrize_count(node: ast.expr) -> int | None:
+    """Cases of a parametrize decorator; None when its values are not a literal list or tuple (then its cases
+    cannot be counted without running the module)."""
+    assert isinstance(node, ast.Call)
+    keyword = next((k.value for k in node.keywords if k.arg == "argvalues"), None)
+    values = node.args[1] if len(node.args) > 1 else keyword
+    return len(values.elts) if isinstance(values, (ast.List, ast.Tuple)) else None
+
+
+def collect_unittest(tree: ast.Module) -> list[tuple[str, int | None]]:
+    """(`Class.method`, None) for each `test*` method of the module's TestCase classes."""
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    cases: set[str] = set()
+    changed = True
+    while changed:  # a class is a TestCase when a base is unittest's TestCase or one of the module's TestCases
+        changed = False
+        for name, node in classes.items():
+            bases = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
+            if name not in cases and bases & ({"TestCase", "IsolatedAsyncioTestCase"} | cases):
+                cases.add(name)
+                changed = True
+    found: list[tuple[str, int | None]] = []
+    for name, node in classes.items():
+        if name not in cases:
+            continue
+        methods: list[str] = []
+        todo = [node]
+        while todo:
+            cls = todo.pop(0)
+            for item in cls.body:
+                test = isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
+                if test and item.name not in methods:
+                    methods.append(item.name)
+            todo += [classes[b] for b in (ast.unparse(x) for x in cls.bases) if b in classes]
+        found += [(f"{name}.{m}", None) for m in sorted(methods)]
+    return found
+
+
+def module_style(source: str) -> str | None:
+    """`unittest` or `pytest` when an assert-style test is really a test module whose tests are defined and never
+    called (a TestCase class, or `test_*` functions), so that it must be collected to run anything; else None."""
+    if "test" not in source.lower():
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    if collect_unittest(tree) or any(
+        isinstance(n, ast.ClassDef) and any(ast.unparse(b).endswith("TestCase") for b in n.bases) for n in tree.body
+    ):
+        return "unittest"
+    return "pytest" if collect_pytest(tree) else None
 
 
 def _literal(value: Any, where: str) -> str:
@@ -148,3 +357,15 @@ def _literal(value: Any, where: str) -> str:
     if not same:
         raise DataError(f"{where}: NaN cannot be compared with ==")
     return text
+
+
+def split_asserts(source: str) -> list[str] | str:
+    """A test script given as one string, as separate tests when it is nothing but top-level asserts (partial
+    credit per assert); otherwise the whole script as one test."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return [source]  # reported, with its reason, where the test is compiled
+    if tree.body and all(isinstance(node, ast.Assert) for node in tree.body):
+        return [ast.get_source_segment(source, node) or ast.unparse(node) for node in tree.body]
+    return [source] if source.strip() else source

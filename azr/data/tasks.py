@@ -8,7 +8,7 @@ Owns reading and validating task data (errors name `file:line` and the field); i
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import json
 import logging
 import math
@@ -19,15 +19,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from azr.data.formats import Oracle, prepared_rows
 from azr.data.iotests import (
     COMPARES,
     Compare,
     call_case,
     check_float_tol,
+    decode_test,
     is_case,
-    is_function_name,
+    is_entry_point,
+    module_style,
+    module_tests,
     shown_test,
+    split_asserts,
     stdio_case,
+    with_options,
 )
 from azr.errors import DataError, did_you_mean, show
 from azr.inputs import env_limit, load_json
@@ -40,9 +46,13 @@ SPLITS = {"train": "train.jsonl", "held-out": "heldout.jsonl"}
 class Task:
     """One coding problem: a prompt, the tests that judge an answer, and optionally a reference solution.
 
-    `tests` are assert snippets, or stdin/stdout cases (encoded strings, see `azr.data.iotests`; a task holds one
-    kind or the other). `setup` runs after the solution loads and before each test (imports, helpers the tests
-    use); it belongs to the test side, so the model never sees it unless the prompt shows it."""
+    `tests` are assert snippets, call cases and tests of pytest- or unittest-style modules, or else stdin/stdout
+    cases (tagged strings, see `azr.data.iotests`; stdin/stdout cases stand alone). `setup` runs after the solution
+    loads and before each test (imports, helpers the tests use); it belongs to the test side, so the model never
+    sees it unless the prompt shows it. `prelude` runs before the solution, in its namespace (the imports a data
+    set's harness puts in scope); `checker` is a special judge of the stdin/stdout cases; `atol`/`rtol` the float
+    tolerance of call cases and value asserts. These four are also baked into each test string, so grading needs
+    nothing but `tests` (plus setup and limits) wherever a task travels."""
 
     id: str
     prompt: str
@@ -53,10 +63,20 @@ class Task:
     memory_mb: int | None = None  # None: the sandbox default
     entry_point: str | None = None
     tags: list[str] = field(default_factory=list)
+    prelude: str | None = None
+    checker: str | None = None
+    atol: float | None = None
+    rtol: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         row = {k: v for k, v in asdict(self).items() if v is not None and v != []}
-        row["tests"] = [shown_test(t) for t in self.tests]
+        shown: list[Any] = []
+        for test in self.tests:
+            item = shown_test(test)
+            if isinstance(item, dict) and len(item) == 1 and shown and item == shown[-1] and _is_module(item):
+                continue  # a module's tests after its first: the module is shown once
+            shown.append(item)
+        row["tests"] = shown
         return row
 
     @property
@@ -68,6 +88,10 @@ class Task:
 MAX_ROW_CHARS = ("AZR_MAX_TASK_ROW_CHARS", 16 << 20)  # one task row; a whole APPS problem is under 1 MiB
 # Row fields: the Task's, and how the row's stdin/stdout cases are compared (stored in each case).
 FIELDS = (*Task.__dataclass_fields__, "compare", "float_tol")
+
+
+def _is_module(item: dict[str, Any]) -> bool:
+    return next(iter(item)) in ("pytest", "unittest")
 
 
 def check_task_limits(tasks: list[Task], max_timeout_s: float, max_memory_mb: int, label: str) -> None:
@@ -91,12 +115,16 @@ def load_tasks(
     format: str | None = None,
     compare: Compare | None = None,
     float_tol: float | None = None,
+    checker: str | None = None,
+    oracle: Oracle | None = None,
 ) -> list[Task]:
     """Load tasks from a shipped split name ('train', 'held-out') or a .jsonl / .json / .parquet file.
 
     `column_map` maps task fields to a foreign file's columns; `format` names a data set's own shape instead
-    (`azr.data.formats`: mbpp, mbpp+, humaneval, apps). `compare` and `float_tol` are the file's default for how
-    stdin/stdout cases are compared (a row's own fields win)."""
+    (`azr.data.formats`, e.g. mbpp+, livecodebench, kodcode). `compare` and `float_tol` are the file's default for how
+    stdin/stdout cases are compared (a row's own fields win), `checker` the file's special judge (source of
+    `check(input, expected, output)`; a row's own wins). `oracle` runs programs in the sandbox, for a format whose
+    file lacks outputs that its reference solutions give (`azr.data.formats.oracle_rows`)."""
     if format is not None and column_map:
         raise DataError(f"format '{format}' and a column map given together: use one or the other")
     if str(source) in SPLITS:
@@ -112,7 +140,13 @@ def load_tasks(
         rows = [(f"{path}:{number}", row) for number, row in json_lines(path)]
     else:
         rows = _rows_with_datasets(path)
+    rows = prepared_rows(rows, format, checker, oracle, validate=lambda fields, where: _check_fields(fields, where))
     return reader.tasks(rows, str(path))
+
+
+def _check_fields(fields: dict[str, Any], where: str) -> None:
+    """A converted row validated as a task and thrown away: what the reader will refuse, refused before slow work."""
+    task_from_row({"id": "check", **fields}, where, strict=False)
 
 
 def check_task_source(source: str | Path) -> Path | None:
@@ -279,13 +313,18 @@ def task_from_row(
     if "tests" not in row:
         raise DataError(f"{where}: missing field 'tests'")
     entry = row.get("entry_point")
-    if entry is not None and not is_function_name(entry):  # tests are built from it: `check({entry})`, calls
-        raise fail("entry_point", "a Python identifier")
+    if entry is not None and not is_entry_point(entry):
+        raise fail("entry_point", "a Python identifier (or Class.method)")
     compare = row.get("compare", compare) or "lines"
     if compare not in COMPARES:
         raise fail("compare", f"one of {', '.join(COMPARES)}")
     float_tol = check_float_tol(row.get("float_tol", float_tol), f"{where}: field 'float_tol'")
-    tests = _tests(row["tests"], entry, where, compare, float_tol)
+    sources = {name: _source(row, name, where) for name in ("prelude", "checker")}
+    atol, rtol = (check_float_tol(row.get(name), f"{where}: field '{name}'") for name in ("atol", "rtol"))
+    tests = _tests(row["tests"], entry, where, compare, float_tol, sources["checker"])
+    if sources["checker"] is not None and not is_case(tests[0]):
+        raise DataError(f"{where}: field 'checker': a checker judges stdin/stdout cases, and this task has none")
+    tests = [with_options(t, sources["prelude"], atol, rtol) for t in tests]
     setup = row.get("setup")
     if isinstance(setup, list) and all(isinstance(s, str) for s in setup):
         setup = "\n".join(setup)
@@ -321,14 +360,35 @@ def task_from_row(
         memory_mb=memory,
         entry_point=entry,
         tags=tags,
+        prelude=sources["prelude"],
+        checker=sources["checker"],
+        atol=atol,
+        rtol=rtol,
     )
 
 
-def _tests(value: Any, entry: str | None, where: str, compare: Compare, float_tol: float | None) -> list[str]:
+def _source(row: dict[str, Any], name: str, where: str) -> str | None:
+    """A row's Python source field (`prelude`, `checker`), compiled to check it; None when absent or blank."""
+    value = row.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise DataError(f"{where}: field '{name}': expected Python source (a string), got {show(value)}")
+    try:
+        compile(value, name, "exec")
+    except (SyntaxError, ValueError) as exc:
+        raise DataError(f"{where}: field '{name}': not valid Python: {getattr(exc, 'msg', exc)}") from None
+    return value
+
+
+def _tests(
+    value: Any, entry: str | None, where: str, compare: Compare, float_tol: float | None, checker: str | None = None
+) -> list[str]:
     """A row's tests as `Task.tests`: assert snippets as they are (a string of several top-level asserts is one
-    test per assert), `{"input", "output"}` objects as stdin/stdout cases, `{"args", "output"}` objects as asserts
-    on the entry point. Asserts and function calls mix; stdin/stdout cases stand alone (the program is run on
-    each, rather than loaded once and called)."""
+    test per assert), `{"input", "output"}` objects as stdin/stdout cases, `{"args", "output"}` objects as call
+    cases of the entry point, `{"pytest": SOURCE}` / `{"unittest": SOURCE}` as one test per collected test (and a
+    snippet that only defines such tests is read as such a module, so its tests run). Asserts, call cases and
+    module tests mix; stdin/stdout cases stand alone (the program is run on each, rather than loaded once)."""
     if isinstance(value, str):
         value = split_asserts(value)
     if not isinstance(value, list) or not value:
@@ -339,33 +399,34 @@ def _tests(value: Any, entry: str | None, where: str, compare: Compare, float_to
         at = f"{where}: field 'tests[{i}]'"
         if isinstance(test, dict) and "input" in test:
             kinds.add("stdin/stdout")
-            tests.append(stdio_case(test, at, compare, float_tol).encode())
+            case = stdio_case(test, at, compare, float_tol)
+            if checker is not None:
+                case = dataclasses.replace(case, checker=checker)
+            tests.append(case.encode())
             continue
         kinds.add("assert")
+        if isinstance(test, dict) and len(test) == 1 and next(iter(test)) in ("pytest", "unittest"):
+            style, source = next(iter(test.items()))
+            tests += module_tests(style, source, at)
+            continue
         if isinstance(test, dict):
             test = call_case(test, entry, at)
+            tests.append(test)
+            continue
+        if isinstance(test, str) and decode_test(test) is not None:
+            tests.append(test)  # already a tagged test (a Task's own tests, read back)
+            continue
         if not isinstance(test, str) or not test.strip():
             raise DataError(f"{at}: expected an assert snippet or an input/output object, got {show(test)}")
         try:
             compile(test, f"tests[{i}]", "exec")
         except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte
             raise DataError(f"{at}: not valid Python: {getattr(exc, 'msg', exc)}") from None
-        tests.append(test)
+        style = module_style(test)
+        tests += module_tests(style, test, at) if style else [test]
     if len(kinds) > 1:
         raise DataError(f"{where}: field 'tests': stdin/stdout cases and assert tests in one task; use one kind")
     return tests
-
-
-def split_asserts(source: str) -> list[str] | str:
-    """A test script given as one string, as separate tests when it is nothing but top-level asserts (partial
-    credit per assert); otherwise the whole script as one test."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return [source]  # reported, with its reason, where the test is compiled
-    if tree.body and all(isinstance(node, ast.Assert) for node in tree.body):
-        return [ast.get_source_segment(source, node) or ast.unparse(node) for node in tree.body]
-    return [source] if source.strip() else source
 
 
 def select_tasks(tasks: list[Task], *, shuffle: bool, seed: int, max_tasks: int | None) -> list[Task]:

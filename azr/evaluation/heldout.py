@@ -28,6 +28,7 @@ from azr.evaluation.run import graded
 from azr.evaluation.samplers import Generated, ModelSampler
 from azr.logs import JsonlWriter, atomic_write_text, read_jsonl_records
 from azr.prompts import chat_messages
+from azr.rewards import sandbox_oracle
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,8 @@ def build_heldout(
     source = ev.tasks or cfg.data.eval
     assert source is not None  # refused at load (azr.config.heldout)
     data = cfg.data
-    tasks = load_tasks(source, data.eval_column_map, data.eval_format, data.compare, data.float_tol)
+    oracle = sandbox_oracle(cfg.sandbox)  # a format's outputs its file lacks, run in the sandbox
+    tasks = load_tasks(source, data.eval_column_map, data.eval_format, data.compare, data.float_tol, oracle=oracle)
     if ev.max_tasks is not None and ev.max_tasks < len(tasks):  # a seeded subset; all of them in the file's order
         tasks = select_tasks(tasks, shuffle=True, seed=cfg.seed, max_tasks=ev.max_tasks)
     problems = [Problem(t) for t in tasks]

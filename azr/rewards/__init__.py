@@ -2,6 +2,7 @@
 functions and their REWARDS table. The face of the rewards package; it imports no torch, transformers or trl.
 """
 
+from azr.rewards.batches import OutcomeCache
 from azr.rewards.functions import (
     REWARDS,
     CodeGrader,
@@ -24,12 +25,14 @@ from azr.rewards.grading import (
     verdict_check,
 )
 from azr.rewards.health import InfraFailures
+from azr.rewards.oracle import sandbox_oracle
 
 __all__ = [
     "REWARDS",
     "CodeGrader",
     "Grade",
     "InfraFailures",
+    "OutcomeCache",
     "SelfPlayReward",
     "build_rewards",
     "check_rewards",
@@ -39,6 +42,7 @@ __all__ = [
     "limits_from_config",
     "pool_from_config",
     "run_program",
+    "sandbox_oracle",
     "selfplay_score",
     "start_pool",
     "task_limits",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from azr.config import RewardSpec, SandboxConfig
 from azr.data import Task
 from azr.errors import ConfigError
 from azr.prompts import Answer, AnswerFormat, completion_text, parse_answer
+from azr.rewards.batches import OutcomeCache
 from azr.rewards.grading import Grade, grade_many, limits_from_config, pool_from_config
 from azr.rewards.health import InfraFailures
 from azr.sandbox import Limits, SandboxPool
@@ -66,8 +66,9 @@ class CodeGrader:
         self.pool, self.limits, self.answer_format = pool, limits, answer_format
         self.health = InfraFailures(max_infra_failure_rate)
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple, Outcome] = OrderedDict()
-        self._last_keys: list[tuple] = []
+        self.cache: OutcomeCache[tuple, Outcome] = OutcomeCache(
+            cache_size, self.health, _sandbox_failed, "next_batch", "rewards", _failure_reason
+        )
         self.last_details: list[dict[str, Any]] = []
 
     def grade_answers(self, jobs: Sequence[tuple[Task, str]]) -> list[tuple[str | None, Grade | None]]:
@@ -79,11 +80,12 @@ class CodeGrader:
         return [(code, next(grades) if code is not None else None) for code in codes]
 
     def outcomes(self, completions: Sequence[Any], columns: dict[str, Any]) -> list[Outcome]:
-        """Outcome per completion; programs not seen before run in parallel through the pool."""
+        """Outcome per completion; programs not seen before run in parallel through the pool (`OutcomeCache`, the
+        grading path Absolute Zero's judge shares)."""
         tests = columns.get("tests")
         if tests is None:
             raise KeyError("the dataset has no 'tests' column")
-        keys, todo = [], {}
+        keys, jobs = [], {}
         for i, completion in enumerate(completions):
             answer = parse_answer(completion_text(completion), self.answer_format)
             task = Task(
@@ -95,36 +97,32 @@ class CodeGrader:
                 memory_mb=_column(columns, "memory_mb", i),
             )
             keys.append((answer, tuple(task.tests), task.setup, task.timeout_s, task.memory_mb))
-            todo[keys[-1]] = (task, answer.code)
-        if keys != self._last_keys:  # a new batch: infrastructure failures of earlier batches get another run
-            for key in [k for k, o in self._cache.items() if o.status == "error"]:
-                del self._cache[key]
-            self._last_keys = keys
-        todo = {key: job for key, job in todo.items() if key not in self._cache and key[0].code is not None}
-        grades = grade_many(list(todo.values()), self.pool, self.limits) if todo else []
-        for key, grade in zip(todo, grades, strict=True):
-            self._remember(key, Outcome(key[0], grade))
-        outcomes = [self._cache.get(key) or Outcome(key[0], None) for key in keys]
-        self._account(grades)
+            jobs[keys[-1]] = (task, answer.code)
+
+        def run(todo: list[tuple]) -> list[Outcome]:
+            grades = grade_many([jobs[key] for key in todo], self.pool, self.limits)
+            return [Outcome(key[0], grade) for key, grade in zip(todo, grades, strict=True)]
+
+        found, _ = self.cache.resolve(keys, run, runnable=lambda key: key[0].code is not None)
+        outcomes = [o or Outcome(key[0], None) for o, key in zip(found, keys, strict=True)]
         self.last_details = [o.details() for o in outcomes]
         return outcomes
 
-    def _remember(self, key: tuple, outcome: Outcome) -> None:
-        self._cache[key] = outcome
-        self._cache.move_to_end(key)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-
     def _account(self, grades: list[Grade]) -> None:
-        errors = sum(g.status == "error" for g in grades)
-        self.health.account(errors, len(grades))
-        if errors:
-            reasons = {g.failures[-1] if g.failures else "unknown" for g in grades if g.status == "error"}
-            log.warning("sandbox infrastructure failures: %d of %d runs (%s)", errors, len(grades), "; ".join(reasons))
+        """Count these grades' infrastructure failures (as a batch would)."""
+        self.cache._account([Outcome(Answer(None, False), g) for g in grades])
 
     def check(self, total: Callable[[int, int], list[float]] | None = None) -> None:
         """SandboxUnhealthy once the runs graded since the last check failed past the limit (`InfraFailures`)."""
         self.health.check(total)
+
+
+def _sandbox_failed(outcome: Outcome) -> bool:
+    return outcome.status == "error"
+
+
+def _failure_reason(outcome: Outcome) -> str:
+    return outcome.grade.failures[-1] if outcome.grade is not None and outcome.grade.failures else "unknown"
 
 
 def _tests_cell(cell: Any, row: int) -> list[str]:

@@ -1,9 +1,10 @@
 """Grading: run a task's tests against a completion's code in the sandbox and turn the verdicts into a `Grade`.
 
 The harness (`azr.rewards.harness`) builds the program from each test's plan (`azr.rewards.plans`), and
-`azr.rewards.verdicts` reads back each test's verdict; this module runs it through the sandbox pool with each
-task's own limits, and derives one status per program: `passed` only when the harness saw every test pass;
-otherwise `timeout` / `memory` / `crashed` / `error` from how the program ended, or `failed`.
+`azr.rewards.verdicts` reads back each test's verdict; this module runs it through an execution provider
+(`azr.sandbox.ExecutionProvider`: the sandbox pool, or any other) with each task's own limits, and derives one
+status per program: `passed` only when the harness saw every test pass; otherwise `timeout` / `memory` /
+`crashed` / `error` from how the program ended, or `failed`.
 `error` is the sandbox's own failure (infrastructure), never something a program can cause.
 """
 
@@ -22,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from azr.config import SandboxConfig
-from azr.data import Task, decode_case
-from azr.rewards.harness import build_program, harness_preload, preloads_harness
+from azr.data import Task, decode_case, module_tests
+from azr.rewards.harness import build_checker_program, build_program, harness_preload, preloads_harness
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
-from azr.rewards.verdicts import read_verdicts
-from azr.sandbox import Check, ExecResult, Limits, SandboxPool, open_pool, shared_pool
+from azr.rewards.verdicts import CHECKER_PENDING, read_checks, read_verdicts
+from azr.sandbox import Check, ExecResult, ExecutionProvider, Limits, SandboxPool, open_pool, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
 
@@ -117,60 +118,111 @@ def worker_memory_mb(cfg: SandboxConfig) -> int:
 
 
 def grade_many(
-    pairs: Sequence[tuple[Task, str]], pool: SandboxPool | None = None, limits: Limits | None = None
+    pairs: Sequence[tuple[Task, str]], pool: ExecutionProvider | None = None, limits: Limits | None = None
 ) -> list[Grade]:
-    """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply."""
+    """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply. Tasks with
+    a special judge get a second run each, of their checker on the outputs (all such runs in parallel too)."""
     pool = pool or shared_pool()
     jobs = list(_jobs(pairs, limits or Limits(), pool))
-    results = pool.map([job[2] for job in jobs], [job[3] for job in jobs])
-    return [_grade(plans, nonce, result) for (plans, nonce, _, _), result in zip(jobs, results, strict=True)]
+    results = pool.map([job.program for job in jobs], [job.limits for job in jobs])
+    read = [job.read(result) for job, result in zip(jobs, results, strict=True)]
+    checks = [job.checker_program(verdicts, outputs) for job, (verdicts, outputs) in zip(jobs, read, strict=True)]
+    todo = [(i, c) for i, c in enumerate(checks) if c is not None]
+    if todo:
+        checked = pool.map([c[1] for _, c in todo], [jobs[i].limits for i, _ in todo])
+        for (i, (nonce, _, indexes)), result in zip(todo, checked, strict=True):
+            jobs[i].apply_checks(read[i][0], indexes, nonce, result)
+    return [job.grade(verdicts, result) for job, (verdicts, _), result in zip(jobs, read, results, strict=True)]
 
 
 def grade_stream(
-    pairs: Iterable[tuple[Task, str]], pool: SandboxPool | None = None, limits: Limits | None = None
+    pairs: Iterable[tuple[Task, str]], pool: ExecutionProvider | None = None, limits: Limits | None = None
 ) -> Iterator[Grade]:
     """`grade_many` as a stream: each program is queued as soon as it is built (workers start on the first while the
     rest are planned), and each grade comes, in order, as soon as it and those before it are done."""
-    jobs: list[tuple] = []
+    jobs: list[_Job] = []
     pool = pool or shared_pool()
 
     def programs() -> Iterator[tuple[str, Limits]]:
         for job in _jobs(pairs, limits or Limits(), pool):
             jobs.append(job)
-            yield job[2], job[3]
+            yield job.program, job.limits
 
     for index, result in enumerate(pool.imap(programs())):  # every job is built by then
-        plans, nonce = jobs[index][:2]
-        yield _grade(plans, nonce, result)
+        job = jobs[index]
+        verdicts, outputs = job.read(result)
+        check = job.checker_program(verdicts, outputs)
+        if check is not None:
+            job.apply_checks(verdicts, check[2], check[0], pool.run(check[1], job.limits))
+        yield job.grade(verdicts, result)
 
 
-def _jobs(
-    pairs: Iterable[tuple[Task, str]], base: Limits, pool: SandboxPool
-) -> Iterator[tuple[list[TestPlan], str, str, Limits]]:
-    """(plans, nonce, program, limits) per pair for `pool`: a fresh nonce per program, the task's own limits."""
+CHECKER_LOST = "the checker did not judge this case"
+
+
+@dataclass
+class _Job:
+    """One program to grade: its tests' plans, nonce, program and limits; reads its verdicts back."""
+
+    plans: list[TestPlan]
+    nonce: str
+    program: str
+    limits: Limits
+    preloaded: bool
+
+    def read(self, result: ExecResult) -> tuple[list[str | None], dict[int, str]]:
+        if not self.plans:
+            return [], {}
+        outputs: dict[int, str] = {}
+        verdicts = [_not_offered(why) for why in read_verdicts(result.report, self.nonce, self.plans, outputs)]
+        return verdicts, outputs
+
+    def checker_program(self, verdicts: list[str | None], outputs: dict[int, str]) -> tuple[str, str, list[int]] | None:
+        """(nonce, program, case indexes) of the checker's run over the cases that ran cleanly; None if none."""
+        indexes = [i for i, why in enumerate(verdicts) if why == CHECKER_PENDING]
+        cases = [decode_case(self.plans[i].source) for i in indexes]
+        if not indexes or any(c is None or c.checker is None for c in cases):
+            return None
+        triples = [(c.input, c.output, outputs[i]) for c, i in zip(cases, indexes, strict=True) if c is not None]
+        nonce = os.urandom(16).hex()
+        checker = cases[0].checker  # type: ignore[union-attr]
+        return nonce, build_checker_program(checker or "", triples, nonce, self.preloaded), indexes
+
+    def apply_checks(self, verdicts: list[str | None], indexes: list[int], nonce: str, result: ExecResult) -> None:
+        for i, why in zip(indexes, read_checks(result.report, nonce, len(indexes)), strict=True):
+            verdicts[i] = why
+
+    def grade(self, verdicts: list[str | None], result: ExecResult) -> Grade:
+        verdicts = [CHECKER_LOST if why == CHECKER_PENDING else why for why in verdicts]
+        return _grade(self.plans, verdicts, result)
+
+
+def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits, pool: ExecutionProvider) -> Iterator[_Job]:
+    """A job per pair for `pool`: a fresh nonce per program, the task's own limits."""
     preloaded = preloads_harness(pool.preload)
     random = b""
     for task, code in pairs:
         plans = [plan_test(t) for t in task.tests]
         if len({p.kind == "stdio" for p in plans} | {task.stdio}) > 1:
             plans = []  # stdin/stdout cases mixed with asserts (the loader refuses such rows): nothing can be judged
+        if task.prelude and not any(p.prelude for p in plans):  # a Task built in code: its prelude, not baked in
+            plans = [dataclasses.replace(p, prelude=task.prelude) for p in plans]
         if not random:  # 128 random bits per program, drawn from the OS in batches (a syscall each is slow in VMs)
             random = os.urandom(16 * 256)  # what secrets.token_bytes returns, without its hashlib import
         nonce, random = random[:16].hex(), random[16:]
         case_s = case_seconds(task, base) if task.stdio else None
         program = build_program(code, plans, nonce, preloaded, task.setup, case_s)
-        yield plans, nonce, program, task_limits(task, base)
+        yield _Job(plans, nonce, program, task_limits(task, base), preloaded)
 
 
-def grade(task: Task, code: str, pool: SandboxPool | None = None, limits: Limits | None = None) -> Grade:
+def grade(task: Task, code: str, pool: ExecutionProvider | None = None, limits: Limits | None = None) -> Grade:
     """Run `task`'s tests against `code` in the sandbox."""
     return grade_many([(task, code)], pool, limits)[0]
 
 
-def _grade(plans: Sequence[TestPlan], nonce: str, result: ExecResult) -> Grade:
+def _grade(plans: Sequence[TestPlan], verdicts: list[str | None], result: ExecResult) -> Grade:
     if not plans:  # nothing can be judged: never a pass; the data loader rejects such tasks before this
         return Grade("error", 0, 0, ["the task has no tests"], result.duration_s, backend=result.backend)
-    verdicts = [_not_offered(why) for why in read_verdicts(result.report, nonce, plans)]
     failures = [f"test {i}: {why}" for i, why in enumerate(verdicts) if why is not None]
     passed = len(plans) - len(failures)
     if passed == len(plans):
@@ -221,11 +273,22 @@ _FORGERIES = {
 }
 
 
+_DOCTOR_MODULE = (
+    "from solution import f\n\ndef test_one():\n    assert f(1) == 2\n\ndef test_two():\n    assert f(2) == 3\n"
+)
+
+
 def verdict_check(pool: SandboxPool) -> Check:
-    """Doctor row: none of the known ways to fake a pass gets a test passed."""
-    task = Task("doctor", "", ["assert f(1) == 2", "assert f(2) == 3"])
-    grades = grade_many([(task, code) for code in _FORGERIES.values()], pool, Limits(wall_s=5.0))
-    forged = [name for name, g in zip(_FORGERIES, grades, strict=True) if g.tests_passed]
+    """Doctor row: none of the known ways to fake a pass gets a test passed, of asserts or of a pytest-style
+    module."""
+    tasks = [
+        Task("doctor", "", ["assert f(1) == 2", "assert f(2) == 3"]),
+        Task("doctor-pytest", "", module_tests("pytest", _DOCTOR_MODULE, "doctor")),
+    ]
+    jobs = [(task, code) for code in _FORGERIES.values() for task in tasks]
+    grades = grade_many(jobs, pool, Limits(wall_s=5.0))
+    passed = [sum(g.tests_passed for g in grades[i : i + len(tasks)]) for i in range(0, len(grades), len(tasks))]
+    forged = [name for name, n in zip(_FORGERIES, passed, strict=True) if n]
     detail = f"forged: {', '.join(forged)}" if forged else f"{len(_FORGERIES)} tricks, none passed a test"
     return Check("verdicts cannot be forged", not forged, detail)
 
@@ -248,7 +311,7 @@ def run_program(code: str, tests: Sequence[str], cfg: SandboxConfig) -> dict[str
 
 
 def validate_references(
-    tasks: Sequence[Task], pool: SandboxPool | None = None, limits: Limits | None = None
+    tasks: Sequence[Task], pool: ExecutionProvider | None = None, limits: Limits | None = None
 ) -> list[tuple[Task, Grade | None]]:
     """Grade each task's reference solution against its own tests; None where a task has no solution."""
     with_solution = [t for t in tasks if t.solution is not None]

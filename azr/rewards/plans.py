@@ -4,22 +4,28 @@ the solution's own output with a literal (`f(x) == 3`, `3 > obj.m(x)`, `f(x) is 
 the sandbox, and their values are compared here (`ValueCheck.judge`), with trusted builtins, so the expected values
 never reach the program and its dunder methods or shadowed builtins cannot bend a comparison. Every other test is a
 *statement test*, run inside; its `assert`s of the same shapes (on the solution's output or a name bound to it) are
-rewritten to report their values, compared here, and those at the top level must report.
+rewritten to report their values, compared here, and those at the top level must report. A call case is a value
+test whose expected value came from JSON (compared as JSON compares: `values.same`). One test of a pytest- or
+unittest-style module is a *module test*: the module, rewritten the same way (and unittest's `self.assertEqual(OUT,
+LITERAL)`-style calls too), runs in the sandbox and calls that one test; the checks directly in its body must report.
+Which plan a test gets is decided by its kind (`azr.data.iotests.KINDS`) through `PLANNERS`, the one place a new kind
+is added on this side.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import functools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from azr.data import decode_case
+from azr.data import call_source, decode_case, decode_test
 from azr.rewards.stdio import output_cap
-from azr.rewards.values import Opaque, check_hashed_size, short_repr
+from azr.rewards.values import Opaque, check_hashed_size, same, short_repr
 
 _OPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
     ast.Eq: ("==", operator.eq),
@@ -35,6 +41,36 @@ _MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<=", "
 _CHECKS: dict[str, Callable[[Any, Any], Any]] = {name: fn for name, fn in _OPS.values()}
 _CHECKS["truthy"] = lambda value, _: bool(value)
 _CHECKS["falsy"] = lambda value, _: not value
+_CHECKS["json"] = lambda value, expected: same(value, expected, json=True)  # a call case: JSON's equality
+_CHECKS["pair=="] = lambda pair, _: _pair(pair, True)  # a module test's `assert A == B`: both sides sent back
+_CHECKS["pair!="] = lambda pair, _: _pair(pair, False)
+
+
+def _pair(pair: Any, equal: bool) -> bool:
+    """`A == B` (or `!=`) of a module test, from (A, B, what the comparison gave inside). Plain data on both sides
+    is compared here; an object of the program's own class (at any depth) against plain data fails (that is how an
+    always-equal object forges a pass); where both sides hold such objects, the answer they gave inside stands."""
+    left, right, inside = pair
+    opaque = _has_opaque(left), _has_opaque(right)
+    if all(opaque):
+        return inside is True  # what `A == B` (or `A != B`) gave inside
+    if any(opaque):
+        return not equal  # such an object equals no plain data here, as an object without its own __eq__
+    return same(left, right) is equal
+
+
+def _has_opaque(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, Opaque):
+        return True
+    if depth > 64:
+        return False
+    if isinstance(value, dict):
+        return any(_has_opaque(k, depth + 1) or _has_opaque(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_has_opaque(v, depth + 1) for v in value)
+    return False
+
+
 # Applied here, to plain data, by the real builtins: the sandbox only materialises the iterable.
 _WRAPPERS: dict[str, Callable[[Any], Any]] = {
     "list": list,
@@ -54,20 +90,32 @@ class ValueCheck:
     op: str
     expected: Any = None
     wrap: str = ""
+    atol: float | None = None  # floats (at any depth) of an `==`, `!=` or `json` check may differ by this much
+    rtol: float | None = None  # ... or by this fraction of the expected value
 
     def judge(self, actual: Any) -> str | None:
         if self.wrap:
             if self.wrap in ("set", "frozenset"):
                 check_hashed_size(len(actual))
             actual = _WRAPPERS[self.wrap](actual)
-        if _CHECKS[self.op](actual, self.expected):
+        if self._holds(actual):
             return None
+        if self.op.startswith("pair"):
+            left, right = (short_repr(v) for v in actual[:2])
+            return f"AssertionError: {self.expr}: {left} {self.op[4:]} {right} is false"
         shown = f"{self.wrap}({self.expr})" if self.wrap else self.expr
         expected = "" if self.op in ("truthy", "falsy") else f" {self.expected!r}"
         why = f"AssertionError: {shown} = {short_repr(actual)}, expected {self.op}{expected}"
         if isinstance(actual, Opaque) and actual.own_eq and self.op in ("==", "!="):
             why += f" (a {actual.type_name} is compared here as itself, never by its own __eq__: return plain data)"
         return why
+
+    def _holds(self, actual: Any) -> bool:
+        tolerant = self.atol is not None or self.rtol is not None
+        if self.op == "json" or (tolerant and self.op in ("==", "!=")):
+            equal = same(actual, self.expected, self.atol, self.rtol, json=self.op == "json")
+            return equal if self.op != "!=" else not equal
+        return bool(_CHECKS[self.op](actual, self.expected))
 
 
 @dataclass(frozen=True)
@@ -77,28 +125,47 @@ class TestPlan:
 
     __test__ = False  # not a pytest test class
 
-    kind: Literal["value", "statement", "stdio"]
+    kind: Literal["value", "statement", "stdio", "pytest", "unittest", "none"]
     source: str
     checks: tuple[ValueCheck, ...] = ()
     program: str = ""  # statement tests with checks: the source with each checked `assert` turned into a report
     required: tuple[int, ...] = ()  # checks at the top level of a statement test: each must report a value
+    prelude: str | None = None  # runs before the solution, in its namespace
+    test: str = ""  # a module test: which test of the module (`test_f`, `TestC::test_m`, `Case.test_m`)
+    case: int | None = None  # ... and which parametrized case (None: all of them)
 
     def sent(self) -> Any:
         """All the sandbox is told about this test."""
+        if self.kind == "none":
+            return None
         if self.kind == "value":
             return [[c.expr, c.wrap] for c in self.checks]
         if self.kind == "stdio":
             case = decode_case(self.source)
             assert case is not None  # planned as stdio because it decoded
             return [case.input, output_cap(case)]
+        if self.kind in ("pytest", "unittest"):
+            return [self.program, self.test, self.case, [c.wrap for c in self.checks]]
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a step grades every completion of a group against the same tests
 def plan_test(source: str) -> TestPlan:
+    """The plan of one `Task.tests` string, by its kind (`PLANNERS`)."""
+    found = decode_test(source)
+    if found is None:
+        return plan_assert(source)
+    kind, body = found
+    try:
+        plan = PLANNERS[kind](source, body)
+    except (KeyError, TypeError, ValueError, AttributeError, SyntaxError):
+        return TestPlan("none", source, prelude=None)  # malformed: nothing can be judged, so never a pass
+    prelude = body.get("prelude")
+    return dataclasses.replace(plan, prelude=prelude) if isinstance(prelude, str) else plan
+
+
+def plan_assert(source: str) -> TestPlan:
     """A value test when every conjunct of a single `assert` is a value check (see the module docstring)."""
-    if decode_case(source) is not None:
-        return TestPlan("stdio", source)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -108,6 +175,162 @@ def plan_test(source: str) -> TestPlan:
         if all(checks):
             return TestPlan("value", source, tuple(checks))
     return _instrumented(source, tree)
+
+
+def _plan_tagged_assert(source: str, body: dict[str, Any]) -> TestPlan:
+    """An assert test with a float tolerance: its checks compare within it."""
+    plan = plan_assert(str(body["test"]))
+    tol = {"atol": body.get("atol"), "rtol": body.get("rtol")}
+    checks = tuple(dataclasses.replace(c, **tol) for c in plan.checks)
+    return dataclasses.replace(plan, source=source, checks=checks, program=plan.program or plan.source)
+
+
+def _plan_call(source: str, body: dict[str, Any]) -> TestPlan:
+    check = ValueCheck(call_source(body), "json", body["output"], atol=body.get("atol"), rtol=body.get("rtol"))
+    return TestPlan("value", source, (check,))
+
+
+def _plan_stdio(source: str, body: dict[str, Any]) -> TestPlan:
+    if decode_case(source) is None:
+        raise ValueError("malformed stdin/stdout case")
+    return TestPlan("stdio", source)
+
+
+def _plan_module(source: str, body: dict[str, Any]) -> TestPlan:
+    """One test of a module; a module that collected none is planned as `none` (its verdict: no tests ran)."""
+    kind = source[1 : source.index(":")]
+    if body.get("test") is None:
+        return TestPlan("none", source)
+    module = instrumented_module(str(body["module"]), kind == "unittest")
+    case = body.get("case")
+    name = str(body["test"])
+    return TestPlan(
+        kind,  # type: ignore[arg-type]
+        source,
+        module.checks,
+        module.program,
+        module.required.get(name, ()),
+        test=name,
+        case=case if isinstance(case, int) else None,
+    )
+
+
+PLANNERS: dict[str, Callable[[str, dict[str, Any]], TestPlan]] = {
+    "assert": _plan_tagged_assert,
+    "call": _plan_call,
+    "stdio": _plan_stdio,
+    "pytest": _plan_module,
+    "unittest": _plan_module,
+}
+
+
+@dataclass(frozen=True)
+class _Module:
+    program: str
+    checks: tuple[ValueCheck, ...]
+    required: dict[str, tuple[int, ...]]  # test name -> the checks directly in its body
+
+
+_ASSERT_METHODS = {  # unittest's self.assertX(OUT, ...) calls that become value checks: name -> (op, arguments)
+    "assertEqual": ("==", 2),
+    "assertEquals": ("==", 2),
+    "assertNotEqual": ("!=", 2),
+    "assertTrue": ("truthy", 1),
+    "assertFalse": ("falsy", 1),
+    "assertIsNone": ("is", 1),
+    "assertIsNotNone": ("is not", 1),
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def instrumented_module(source: str, unittest: bool = False) -> _Module:
+    """A test module with its value-check asserts (and, for unittest, `self.assertEqual(OUT, LITERAL)`-style calls)
+    turned into reports compared outside, and for each test function or method the checks directly in its body."""
+    tree = ast.parse(source)
+    owner: dict[int, str] = {}  # id of a statement directly in a test's body -> that test's name
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            owner |= {id(stmt): node.name for stmt in node.body}
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    sep = "." if unittest else "::"
+                    owner |= {id(stmt): f"{node.name}{sep}{item.name}" for stmt in item.body}
+    objects = frozenset(  # names the module binds to objects it constructs: their comparisons stay inside
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and _constructed(node.value)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    )
+    checks: list[ValueCheck] = []
+    required: dict[str, list[int]] = {}
+
+    def report(node: ast.stmt, found: list[ValueCheck], exprs: list[ast.expr]) -> list[ast.stmt]:
+        calls = []
+        for check, expr in zip(found, exprs, strict=True):
+            if id(node) in owner:
+                required.setdefault(owner[id(node)], []).append(len(checks))
+            call = ast.Call(ast.Name("__azr_check__", ast.Load()), [ast.Constant(len(checks)), expr], [])
+            calls.append(ast.copy_location(ast.Expr(call), node))
+            checks.append(check)
+        return calls
+
+    class Rewrite(ast.NodeTransformer):
+        def visit_Assert(self, node: ast.Assert):
+            found = [_value_check(c, names=objects or True) for c in _conjuncts(node.test)]
+            if not all(found):
+                pair = _pair_check(node.test)
+                return report(node, [pair[0]], [pair[1]]) if pair else node
+            return report(node, found, [_checked_expr(c) for c in _conjuncts(node.test)])  # type: ignore[arg-type]
+
+        def visit_Expr(self, node: ast.Expr):
+            found = _assert_method(node.value, objects or True) if unittest else None
+            return report(node, [found[0]], [found[1]]) if found else node
+
+    program = ast.unparse(Rewrite().visit(tree))
+    return _Module(program, tuple(checks), {k: tuple(v) for k, v in required.items()})
+
+
+def _pair_check(test: ast.expr) -> tuple[ValueCheck, ast.expr] | None:
+    """`assert A == B` (or `!=`) of two expressions, neither an `approx(...)` (whose own comparison is the test):
+    sent back as (A, B, A == B) and compared here (`_pair`)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    sides = (test.left, test.comparators[0])
+    if any(isinstance(s, ast.Call) and ast.unparse(s.func).split(".")[-1] == "approx" for s in sides):
+        return None
+    op = "pair==" if isinstance(test.ops[0], ast.Eq) else "pair!="
+    inside = ast.Compare(ast.Name("__azr_a__", ast.Load()), [test.ops[0]], [ast.Name("__azr_b__", ast.Load())])
+    pair = ast.Call(  # (lambda __azr_a__, __azr_b__: (__azr_a__, __azr_b__, __azr_a__ OP __azr_b__))(A, B)
+        ast.Lambda(
+            ast.arguments([], [ast.arg("__azr_a__"), ast.arg("__azr_b__")], None, [], [], None, []),
+            ast.Tuple([ast.Name("__azr_a__", ast.Load()), ast.Name("__azr_b__", ast.Load()), inside], ast.Load()),
+        ),
+        list(sides),
+        [],
+    )
+    return ValueCheck(ast.unparse(test), op), pair
+
+
+def _assert_method(node: ast.expr, names: bool | frozenset[str]) -> tuple[ValueCheck, ast.expr] | None:
+    """`self.assertEqual(OUT, LITERAL)` (either order), `self.assertTrue(OUT)`, ... as a value check."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    if not (isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+        return None
+    spec = _ASSERT_METHODS.get(node.func.attr)
+    if spec is None or node.keywords or len(node.args) < spec[1] or len(node.args) > spec[1] + 1:
+        return None
+    op, count = spec
+    if count == 1:
+        output = _output(node.args[0], names)
+        if output is None:
+            return None
+        return ValueCheck(output[0], op, None, output[1]), _checked_expr(node.args[0])
+    compare = ast.Compare(node.args[0], [ast.Eq() if op == "==" else ast.NotEq()], [node.args[1]])
+    check = _value_check(compare, names=names)
+    return (check, _checked_expr(compare)) if check else _pair_check(compare)
 
 
 def _conjuncts(test: ast.expr) -> list[ast.expr]:

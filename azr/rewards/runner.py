@@ -144,10 +144,16 @@ def run(payload):
     p = _loads(payload)
     _state["nonce"] = p["nonce"]
     flush = _sys.stdout.flush  # the program's own stdout, set up by the worker before this runs
+    if "checker" in p:
+        _run_checker(p)
     if p.get("case_s") is not None:
         _run_cases(p, flush)
-    ns = {"__name__": "__main__", "__builtins__": __builtins__}
+    tests = p["tests"]
+    modules = _prepare_modules(p, tests)  # before the solution runs: compiled modules, the state it may not touch
+    ns = {"__name__": "solution" if modules else "__main__", "__builtins__": __builtins__}  # imported, as by pytest
     try:
+        if p.get("prelude"):
+            _exec(_compile(p["prelude"], "<prelude>", "exec"), ns)
         _exec(_compile(p["code"], "<solution>", "exec"), ns)
     except _BaseException as e:
         _report(-1, "load_error", f"{type(e).__name__}: {e}"[:500])
@@ -158,14 +164,17 @@ def run(payload):
         except _BaseException as e:
             _report(-1, "load_error", f"setup: {type(e).__name__}: {e}"[:500])
             _exit(0)
-    tests = p["tests"]
     for i, t in _enumerate(tests):
+        if t[0] == "none":  # nothing to run: judged outside (no tests ran)
+            continue
         _flush(flush)
         pid = 0 if i == _len(tests) - 1 else _fork()
         if pid == 0:
             try:
                 if t[0] == "value":
                     out = ("value", [_value(i, e, w, ns) for e, w in t[1]])
+                elif t[0] in ("pytest", "unittest"):
+                    out = _module_test(t[0], t[1], ns, modules)
                 else:
                     seen = []
                     ns["__azr_check__"] = _checker(seen, t[1][1])
@@ -180,12 +189,185 @@ def run(payload):
     _exit(0)
 
 
+# Test modules (pytest- and unittest-style) -------------------------------------------------------------------------
+# Everything a module test relies on is made before the solution loads: the modules' code, the pytest shim's code,
+# unittest imported, and a snapshot of the builtins and of unittest's modules and classes, which each test's fork
+# restores before the test module runs, so a solution that patched them (or put its own `pytest` or `unittest` in
+# sys.modules) changes nothing the test sees.
+
+
+def _prepare_modules(p, tests):
+    kinds = {t[0] for t in tests}
+    if not kinds & {"pytest", "unittest"}:
+        return None
+    import builtins
+    import types
+    import unittest
+    import unittest.case
+
+    state = {"codes": {}, "types": types, "builtins": builtins, "saved_builtins": dict(builtins.__dict__)}
+    for t in tests:
+        if t[0] in ("pytest", "unittest") and t[1][0] not in state["codes"]:
+            state["codes"][t[1][0]] = _compile(p["modules"][t[1][0]], "<test module>", "exec")
+    shim = _modules.get("_azr_pytest")  # preloaded by the pool (its code compiled at the worker's start), or sent
+    state["shim"] = (
+        shim.CODE if "pytest_shim" not in p and shim else _compile(p.get("pytest_shim", ""), "<pytest>", "exec")
+    )
+    names = [n for n in _modules if n == "unittest" or n.startswith("unittest.")]
+    state["saved_modules"] = {n: _modules[n] for n in names}
+    state["saved_dicts"] = [(m, dict(m.__dict__), _codes(m)) for m in state["saved_modules"].values()]
+    classes = [v for m in state["saved_modules"].values() for v in m.__dict__.values() if _isinstance(v, type)]
+    state["saved_classes"] = [(c, dict(c.__dict__), _codes(c)) for c in classes if c.__module__.startswith("unittest")]
+    state["unittest"] = unittest
+    return state
+
+
+def _codes(owner):
+    """The code of each function a class or module holds (a solution could swap a function's `__code__`)."""
+    return {k: v.__code__ for k, v in owner.__dict__.items() if _type(v).__name__ == "function"}
+
+
+def _restore(state):
+    """Undo what the solution did to the builtins, unittest and sys.modules before a module test runs."""
+    live = state["builtins"].__dict__
+    for k in [k for k in live if k not in state["saved_builtins"]]:
+        del live[k]
+    live.update(state["saved_builtins"])
+    for name in [n for n in _modules if n in ("pytest", "solution") or n.startswith("unittest")]:
+        del _modules[name]
+    _modules.update(state["saved_modules"])
+    for module, saved, codes in state["saved_dicts"]:
+        module.__dict__.clear()
+        module.__dict__.update(saved)
+        for k, code in codes.items():
+            saved[k].__code__ = code
+    for cls, saved, codes in state["saved_classes"]:
+        for k in [k for k in cls.__dict__ if k not in saved]:
+            delattr(cls, k)
+        for k, v in saved.items():
+            if cls.__dict__.get(k) is not v:
+                setattr(cls, k, v)
+            if k in codes and v.__code__ is not codes[k]:
+                v.__code__ = codes[k]
+
+
+def _module_test(kind, sent, ns, state):
+    """One test of a module: the module run in a namespace of its own (seeing the solution's names, with
+    `solution` importable as the solution's module), then that test called; ("ok", reported values) when it
+    completed, ("skipped", why) when it skipped."""
+    index, name, case, wraps = sent
+    _restore(state)
+    types = state["types"]
+    solution = types.ModuleType("solution")
+    solution.__dict__.update({k: v for k, v in ns.items() if k not in ("__name__", "__builtins__")})
+    _modules["solution"] = solution
+    pytest = types.ModuleType("pytest")
+    pytest.__dict__["__builtins__"] = state["builtins"]
+    _exec(state["shim"], pytest.__dict__)
+    _modules["pytest"] = pytest
+    seen = []
+    g = dict(solution.__dict__)
+    g.update({"__name__": "test_solution", "__builtins__": state["builtins"], "__azr_check__": _checker(seen, wraps)})
+    skipped = pytest.__dict__.get("Skipped", state["unittest"].SkipTest), state["unittest"].SkipTest
+    try:
+        _exec(state["codes"][index], g)
+        if kind == "pytest":
+            pytest.__dict__["run_test"](g, name, case)
+        else:
+            _run_unittest(g, name)
+    except skipped as e:
+        return ("skipped", f"{type(e).__name__}: {e}"[:500])
+    return ("ok", seen)
+
+
+def _run_unittest(g, name):
+    cls_name, method = name.split(".", 1)
+    cls = g[cls_name]
+    if _getattr(cls, "__unittest_skip__", False):
+        raise _modules["unittest"].SkipTest(_getattr(cls, "__unittest_skip_why__", ""))
+    cls.setUpClass()
+    try:
+        test = cls(method)
+        test.setUp()
+        try:
+            result = _getattr(test, method)()
+            if _getattr(result, "__await__", None) is not None:
+                import asyncio
+
+                asyncio.run(result)
+        finally:
+            test.tearDown()
+            test.doCleanups()
+    finally:
+        cls.tearDownClass()
+        cls.doClassCleanups()
+
+
+def _run_checker(p):
+    """A special judge's run (a separate program): `check(input, expected, output)` per case, or, for a checker
+    program in testlib's style, the program run per case as `checker INPUT OUTPUT ANSWER` (file names; exit 0
+    accepts); reports each case's verdict. The checker is data: it runs here, in the sandbox, never in azr."""
+    _state["nonce"] = p["nonce"]
+    ns = {"__name__": "__checker__", "__builtins__": __builtins__}
+    try:
+        code = _compile(p["checker"], "<checker>", "exec")
+        if p.get("style") == "program":
+            _run_checker_program(p, code)
+        _exec(code, ns)
+        check = ns["check"]
+    except _BaseException as e:
+        _report(-1, "load_error", f"checker: {type(e).__name__}: {e}"[:500])
+        _exit(0)
+    for i, (data, expected, output) in _enumerate(p["cases"]):
+        try:
+            out = ("checked", _bool(check(data, expected, output)))
+        except _BaseException as e:
+            out = ("error", f"checker: {type(e).__name__}: {e}"[:500])
+        _report(i, *out)
+    _exit(0)
+
+
+def _run_checker_program(p, code):
+    """testlib's convention: exit 0 accepts, 1 (wrong answer) and 2 (presentation error) reject, anything else is
+    the checker's own failure (which rejects too)."""
+    for i, (data, expected, output) in _enumerate(p["cases"]):
+        paths = []
+        for name, text in (("input", data), ("output", output), ("answer", expected)):
+            paths.append(f"checker-{i}-{name}.txt")
+            with open(paths[-1], "w", encoding="utf-8") as f:
+                f.write(text)
+        pid = _fork()
+        if pid == 0:
+            status = 0
+            try:
+                _os.close(3)  # the verdict is the exit code
+                _sys.argv = ["checker", *paths]
+                _exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
+            except SystemExit as e:
+                status = _exit_status(e.code)
+            except _BaseException as e:
+                status = 3
+                with _contextlib.suppress(_BaseException):
+                    print(f"checker: {type(e).__name__}: {e}", file=_sys.stderr)
+            _flush(_sys.stdout.flush)
+            _exit(status)
+        _, status = _wait(pid, 0)
+        exit_code = _os.WEXITSTATUS(status) if _os.WIFEXITED(status) else None
+        if exit_code in (0, 1, 2):
+            _report(i, "checked", exit_code == 0)
+        else:
+            _report(i, "error", f"checker failed (exit {exit_code})")
+    _exit(0)
+
+
 def _run_cases(p, flush):
     """A stdin/stdout task: every case in a fresh child, the parent reporting what each printed; never returns."""
     _guard_harness()
     try:
         code = _compile(p["code"], "<solution>", "exec")
         setup = _compile(p["setup"], "<setup>", "exec") if p.get("setup") else None
+        if p.get("prelude"):  # before the program, in its namespace (setup runs before both, as it always has)
+            setup = _compile((p.get("setup") or "") + "\n" + p["prelude"], "<prelude>", "exec")
     except _BaseException as e:
         _report(-1, "load_error", f"{type(e).__name__}: {e}"[:500])
         _exit(0)
@@ -210,15 +392,15 @@ def _tmpfile():
 
 def _case(code, setup, data, cap, limit_s, folder):
     """Run one case in a child, in a folder of its own, and report what it printed: {"out", "exit", "signal",
-    "timeout", "cut", "limit_s"}."""
-    stdin, stdout = _tmpfile(), _tmpfile()
+    "timeout", "cut", "limit_s", "error"} (`error`: the last line the program wrote to stderr, when it failed)."""
+    stdin, stdout, stderr = _tmpfile(), _tmpfile(), _tmpfile()
     raw = data.encode("utf-8")
     while raw:
         raw = raw[_os.write(stdin, raw) :]
     _os.lseek(stdin, 0, 0)
     pid = _fork()
     if pid == 0:
-        _child(code, setup, stdin, stdout, folder)
+        _child(code, setup, stdin, stdout, folder, stderr)
     _os.close(stdin)
     status, timeout = _wait_for(pid, limit_s)
     with _contextlib.suppress(OSError):  # the case's process group (all there is to find without a subreaper)
@@ -237,7 +419,28 @@ def _case(code, setup, data, cap, limit_s, folder):
         report["exit"] = _os.WEXITSTATUS(status) if _os.WIFEXITED(status) else None
         report["signal"] = _os.WTERMSIG(status) if _os.WIFSIGNALED(status) else None
     report["limit_s"] = limit_s
+    error = _stderr_tail(stderr)
+    if error and (timeout or report.get("exit") != 0):
+        report["error"] = error
     return report
+
+
+def _stderr_tail(fd, size=4096):
+    """A case's stderr: its last `size` bytes copied to the program's own stderr (as if written there), and its
+    last non-blank line returned (the exception of a traceback)."""
+    end = _os.lseek(fd, 0, 2)
+    _os.lseek(fd, max(0, end - size), 0)
+    tail = b""
+    while True:
+        chunk = _os.read(fd, size)
+        if not chunk:
+            break
+        tail += chunk
+    _os.close(fd)
+    with _contextlib.suppress(OSError):
+        _os.write(2, tail)
+    lines = [line.strip() for line in tail.decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 def _wait_for(pid, limit_s):
@@ -318,9 +521,9 @@ def _children_of(ppid):
     return found
 
 
-def _child(code, setup, stdin, stdout, folder):
-    """In the case's child: stdin and stdout on the case's files, descriptor 3 closed, a fresh working folder, the
-    program run as __main__ (setup first); exits with the program's exit code."""
+def _child(code, setup, stdin, stdout, folder, stderr):
+    """In the case's child: stdin, stdout and stderr on the case's files, descriptor 3 closed, a fresh working
+    folder, the program run as __main__ (setup first); exits with the program's exit code."""
     exit_code = 1
     try:
         _os.setpgid(0, 0)
@@ -329,7 +532,8 @@ def _child(code, setup, stdin, stdout, folder):
         _os.chdir(folder)
         _os.dup2(stdin, 0)
         _os.dup2(stdout, 1)
-        for fd in (stdin, stdout, 3):
+        _os.dup2(stderr, 2)
+        for fd in (stdin, stdout, stderr, 3):
             _os.close(fd)
         _sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the child's streams, closed by its _exit)
         _sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="backslashreplace")  # noqa: SIM115

@@ -29,6 +29,12 @@ def output_cap(case: IOCase) -> int:
 def judge_output(case: IOCase, report: Any) -> str | None:
     """None when the reported run of `case` passes, else why not. `report` comes from the sandbox: anything
     malformed fails the case."""
+    return ran_cleanly(report) or compare_output(case, report["out"])
+
+
+def ran_cleanly(report: Any) -> str | None:
+    """None when the reported run ended cleanly, within its limits (its output is then compared, or given to the
+    task's checker), else why not; a runtime error shows the last line of the program's stderr."""
     if not isinstance(report, dict) or not isinstance(report.get("out"), str):
         return f"malformed stdin/stdout report {report!r:.80}"
     if report.get("timeout"):
@@ -37,8 +43,10 @@ def judge_output(case: IOCase, report: Any) -> str | None:
         return "output limit exceeded"
     if report.get("exit") != 0:
         signal = report.get("signal")
-        return f"runtime error (killed by signal {signal})" if signal else f"runtime error (exit {report.get('exit')})"
-    return compare_output(case, report["out"])
+        why = f"runtime error (killed by signal {signal})" if signal else f"runtime error (exit {report.get('exit')})"
+        error = report.get("error")
+        return f"{why}: {error[:300]}" if isinstance(error, str) and error else why
+    return None
 
 
 def compare_output(case: IOCase, actual: str) -> str | None:

@@ -139,6 +139,36 @@ def check_hashed_size(n: int) -> None:
         raise ValueError(f"{n} items in a set or dict is more than the {MAX_HASHED_ITEMS} that are compared")
 
 
+def same(actual: Any, expected: Any, atol: float | None = None, rtol: float | None = None, json: bool = False) -> bool:
+    """Equality as the field's graders use it, on decoded (trusted) values: Python's `==`, except that floats (at
+    any depth) may differ by `atol + rtol * |expected|` where a tolerance is given, and, with `json` (the expected
+    value came from JSON, which has no tuples), a tuple equals a list of equal items."""
+    tolerant = atol is not None or rtol is not None
+    if not tolerant and not json:
+        return bool(actual == expected)
+    if isinstance(expected, float) or (tolerant and isinstance(actual, float)):
+        if isinstance(actual, bool) or not isinstance(actual, (int, float)) or isinstance(expected, bool):
+            return False
+        if not isinstance(expected, (int, float)):
+            return False
+        if actual == expected:
+            return True
+        if not tolerant or not (math.isfinite(actual) and math.isfinite(expected)):
+            return False
+        return abs(actual - expected) <= (atol or 0.0) + (rtol or 0.0) * abs(expected)
+    sequences = (list, tuple) if json else ()
+    if isinstance(expected, (list, tuple)) and (
+        type(actual) is type(expected) or (isinstance(actual, sequences) and isinstance(expected, sequences))
+    ):
+        return len(actual) == len(expected) and all(
+            same(a, e, atol, rtol, json) for a, e in zip(actual, expected, strict=True)
+        )
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        keys = actual.keys() == expected.keys()
+        return keys and all(same(actual[k], expected[k], atol, rtol, json) for k in expected)
+    return bool(actual == expected)
+
+
 def short_repr(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 200 else text[:200] + "..."

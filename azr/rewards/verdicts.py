@@ -11,13 +11,18 @@ from typing import Any
 from azr.data import decode_case
 from azr.inputs import load_json
 from azr.rewards.plans import TestPlan
-from azr.rewards.stdio import judge_output
+from azr.rewards.stdio import judge_output, ran_cleanly
 from azr.rewards.values import decode_value
 
+CHECKER_PENDING = "the checker has not judged this case"
 
-def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[str | None]:
+
+def read_verdicts(
+    report: str, nonce: str, plans: Sequence[TestPlan], outputs: dict[int, str] | None = None
+) -> list[str | None]:
     """Per test: None when it passed, else why not. Lines without the nonce are ignored; a test with more than
-    one verdict fails (something other than the harness wrote one)."""
+    one verdict fails (something other than the harness wrote one). With `outputs`, a stdin/stdout case that has a
+    checker and ran cleanly gets `CHECKER_PENDING`, and its output goes into `outputs` for the checker's run."""
     seen: dict[int, list] = {}
     load_error = None
     for line in report.splitlines():
@@ -34,7 +39,9 @@ def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[st
     verdicts: list[str | None] = []
     for index, plan in enumerate(plans):
         got = seen.get(index)
-        if load_error is not None:
+        if plan.kind == "none":  # a module that collected no test, or a test that cannot be read: never a pass
+            verdicts.append(NO_TESTS_RAN)
+        elif load_error is not None:
             verdicts.append(f"solution failed to load: {load_error}")
         elif not got:
             verdicts.append("no verdict: the program ended or was stopped before this test finished")
@@ -42,12 +49,55 @@ def read_verdicts(report: str, nonce: str, plans: Sequence[TestPlan]) -> list[st
             verdicts.append("more than one verdict for this test: forged")
         else:
             verdicts.append(_judge(plan, *got[0]))
+            kind, payload = got[0]
+            case = decode_case(plan.source) if plan.kind == "stdio" else None
+            if case is not None and case.checker is not None and outputs is not None and kind == "stdout":
+                why = ran_cleanly(payload)
+                verdicts[-1] = why or CHECKER_PENDING
+                if why is None:
+                    outputs[index] = payload["out"]
     return verdicts
+
+
+def read_checks(report: str, nonce: str, count: int) -> list[str | None]:
+    """A checker run's verdicts, one per case it was given: None when `check` returned True."""
+    seen: dict[int, list] = {}
+    load_error = None
+    for line in report.splitlines():
+        try:
+            tag, index, kind, payload = load_json(line)
+        except Exception:
+            continue
+        if tag != nonce or not isinstance(index, int):
+            continue
+        if index == -1 and kind == "load_error":
+            load_error = str(payload)
+        elif 0 <= index < count:
+            seen.setdefault(index, []).append((kind, payload))
+    verdicts: list[str | None] = []
+    for index in range(count):
+        got = seen.get(index)
+        if load_error is not None:
+            verdicts.append(f"the checker failed to load: {load_error}")
+        elif not got or len(got) > 1:
+            verdicts.append("no verdict from the checker" if not got else "more than one checker verdict: forged")
+        elif got[0][0] == "checked":
+            verdicts.append(None if got[0][1] is True else "wrong answer: the checker rejected the output")
+        else:
+            verdicts.append(str(got[0][1])[:500])
+    return verdicts
+
+
+NO_TESTS_RAN = "no tests ran"
 
 
 def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
     if kind == "error":
         return str(payload)
+    if plan.kind in ("pytest", "unittest"):
+        if kind == "skipped":
+            return f"skipped ({str(payload)[:300]}): a skipped test is not a pass"
+        return _judge_statement(plan, payload) if kind == "ok" else f"unexpected verdict {kind!r}"
     if plan.kind == "stdio":
         case = decode_case(plan.source)
         return judge_output(case, payload) if kind == "stdout" and case else f"unexpected verdict {kind!r}"

@@ -16,6 +16,9 @@ not per program. The `process` backend
 read the host's files, reach the network and signal the caller's processes, and a descendant that starts its own
 session outlives a caller killed with SIGKILL. It is used only when chosen or when
 nothing else works, with a warning.
+
+What callers rely on is the `ExecutionProvider` interface (`azr/sandbox/provider.py`); `SandboxPool` is the
+implementation shipped, and another (a remote HTTP service) is a file away, as that module says.
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ from azr.sandbox.backends import Backend, SandboxUnavailable, SandboxUnhealthy, 
 from azr.sandbox.doctor import Check, namespace_hints, run_doctor
 from azr.sandbox.limits import ExecResult, ExecStatus, Limits
 from azr.sandbox.pool import SandboxPool
+from azr.sandbox.provider import ExecutionProvider
 
 __all__ = [
     "Backend",
     "Check",
     "ExecResult",
     "ExecStatus",
+    "ExecutionProvider",
     "Limits",
     "SandboxPool",
     "SandboxUnavailable",

@@ -25,7 +25,7 @@ from azr.data import Task, load_tasks, select_tasks
 from azr.errors import ConfigError
 from azr.logs import GenerationLog, JsonlWriter, atomic_write_text, read_jsonl_records
 from azr.prompts import reference_answer
-from azr.rewards import CodeGrader, build_rewards, pool_from_config, validate_references
+from azr.rewards import CodeGrader, build_rewards, pool_from_config, sandbox_oracle, validate_references
 from azr.sandbox import SandboxUnhealthy
 from azr.serving import Sidecar
 from azr.training.args import TrainerArgs, build_trainer_args
@@ -129,13 +129,15 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
     if ranks.main:
         save_config(cfg, out / "config.yaml")
 
+    sandbox = sandbox_share(cfg.sandbox, ranks)
+    data = cfg.data
+    oracle = sandbox_oracle(sandbox)  # a format's outputs its file lacks (MBPP+'s plus inputs), run in the sandbox
     tasks = select_tasks(
-        load_tasks(cfg.data.train, cfg.data.column_map, cfg.data.format, cfg.data.compare, cfg.data.float_tol),
+        load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol, oracle=oracle),
         shuffle=cfg.data.shuffle,
         seed=cfg.seed,
         max_tasks=None,
     )
-    sandbox = sandbox_share(cfg.sandbox, ranks)
     pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
     rewards = build_run_rewards(cfg, sandbox, pool)
     check_sandbox(tasks, rewards.grader)

@@ -258,8 +258,23 @@ def test_validate_reports_a_broken_solution(cli, write):
     path = write("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     code, out, _ = cli("data", "validate", path)
     assert code == 1
-    assert "FAIL bad: failed, 1/3 tests passed; test 0: AssertionError" in out
+    assert "FAIL bad: failed, 1/3 tests passed (3 assert); test 0: AssertionError" in out
     assert out.strip().endswith("2 tasks, 1 passed, 1 failed, 0 without a reference solution")
+
+
+def test_validate_refuses_a_test_module_where_no_test_runs_and_counts_tests_by_kind(cli, write):
+    module = "from solution import f\n\ndef test_one():\n    assert f() == 1\n\ndef test_two():\n    assert f() > 0\n"
+    rows = [
+        {"id": "ok", "prompt": "p", "solution": "def f():\n    return 1", "tests": [{"pytest": module}, "assert f()"]},
+        {"id": "empty", "prompt": "p", "solution": "def f():\n    return 1", "tests": [{"unittest": "import os"}]},
+        {"id": "bare", "prompt": "p", "tests": [{"pytest": "def helper():\n    assert True\n"}]},
+    ]
+    code, out, _ = cli("data", "validate", write("t.jsonl", "".join(json.dumps(r) + "\n" for r in rows)))
+    assert code == 1, out
+    assert "tests by kind: 1 assert, 3 pytest, 1 unittest" in out
+    assert "FAIL empty: no tests ran: a test module of it defines no test (1 unittest)" in out
+    assert "FAIL bare: no tests ran" in out and "FAIL ok" not in out
+    assert out.strip().endswith("3 tasks, 1 passed, 2 failed, 0 without a reference solution")
 
 
 def test_validate_says_when_nothing_was_checked(cli, write):
@@ -292,7 +307,7 @@ def test_validate_runs_stdin_stdout_tasks_and_fails_wrong_solutions(cli, write):
     ]
     code, out, _ = cli("data", "validate", write("io.jsonl", "".join(json.dumps(r) + "\n" for r in rows)))
     assert code == 1
-    assert "FAIL wrong: failed, 1/3 tests passed; test 1: wrong answer: line 1: expected '10', got '3'" in out
+    assert "FAIL wrong: failed, 1/3 tests passed (3 stdio); test 1: wrong answer: line 1: expected '10', got '3'" in out
     assert out.strip().endswith("2 tasks, 1 passed, 1 failed, 0 without a reference solution")
 
 
@@ -613,3 +628,26 @@ def test_a_path_that_is_not_utf8_is_printed_escaped_not_a_traceback(tmp_path):
     )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout.strip() == f"{tmp_path}/run\\udcff/report.html"
+
+
+def test_validate_reads_a_published_format_and_applies_a_checker_file(cli, write):
+    row = {"name": "split", "description": "Print two positive integers summing to n."}
+    row |= {"public_tests": {"input": ["5\n"], "output": ["1 4\n"]}}
+    row |= {"solutions": {"language": [3], "solution": ["n = int(input())\nprint(n - 1, 1)"]}}
+    path = write("cc.jsonl", json.dumps(row) + "\n")
+    code, out, _ = cli("data", "validate", path, "--format", "code_contests")
+    assert code == 1 and "FAIL split" in out  # the reference prints another right answer
+    check = write(
+        "check.py", "def check(input, expected, output):\n    return sum(map(int, output.split())) == int(input)\n"
+    )
+    code, out, _ = cli("data", "validate", path, "--format", "code_contests", "--checker", check)
+    assert code == 0, out
+    assert out.strip().endswith("1 tasks, 1 passed, 0 failed, 0 without a reference solution")
+
+
+def test_validate_refuses_an_unknown_format_or_checker_before_the_sandbox_starts(cli, write):
+    path = write("t.jsonl", "{}\n")
+    code, _, err = cli("data", "validate", path, "--format", "kodkode")
+    assert code == 2 and "format 'kodkode': unknown (did you mean 'kodcode'?)" in err
+    code, _, err = cli("data", "validate", path, "--checker", write("c.py", "def judge(): pass\n"))
+    assert code == 2 and "c.py: checker defines no top-level check(input, expected, output)" in err

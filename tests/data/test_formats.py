@@ -9,6 +9,8 @@ import logging
 import pytest
 
 from azr.data import IOCase, decode_case, load_tasks
+from azr.data.formats.common import HARNESS_PRELUDE
+from azr.data.iotests import shown_test
 from azr.errors import DataError
 
 
@@ -79,10 +81,12 @@ def test_apps_stdin_rows_become_cases(tmp_path):
     row |= {"starter_code": "", "input_output": json.dumps(io)}
     (task,) = load_tasks(write_jsonl(tmp_path / "apps.jsonl", [row]), format="apps")
     assert task.stdio and task.id == "12" and task.solution.startswith("print(")
-    assert [decode_case(t) for t in task.tests] == [IOCase("1 2\n", "3\n"), IOCase("3\n4", "7")]
+    cases = [decode_case(t) for t in task.tests]
+    assert [(c.input, c.output) for c in cases] == [("1 2\n", "3\n"), ("3\n4", "7")]
+    assert cases[0].prelude == HARNESS_PRELUDE  # the imports APPS's harness has in scope
 
 
-def test_apps_call_rows_become_asserts_on_fn_name(tmp_path):
+def test_apps_call_rows_become_calls_of_fn_name(tmp_path):
     io = {"fn_name": "add", "inputs": [[1, 2], [[1], "a"]], "outputs": [[3], ["x"]]}
     row = {
         "id": "c",
@@ -91,7 +95,11 @@ def test_apps_call_rows_become_asserts_on_fn_name(tmp_path):
         "input_output": io,
     }
     (task,) = load_tasks(write_jsonl(tmp_path / "apps.jsonl", [row]), format="apps")
-    assert task.tests == ["assert Solution().add(1, 2) == 3", "assert Solution().add([1], 'a') == 'x'"]
+    assert task.entry_point == "Solution.add"
+    assert [shown_test(t) for t in task.tests] == [
+        {"args": [1, 2], "output": 3},
+        {"args": [[1], "a"], "output": "x"},
+    ]
     assert "Starter code" in task.prompt and not task.stdio
 
 
@@ -104,7 +112,7 @@ def test_plain_input_output_lists_and_call_cases_need_no_format(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", rows[:2])
     io, call = load_tasks(path, float_tol=1e-6)
     assert decode_case(io.tests[0]) == IOCase("1", "1", "tokens", 1e-6)
-    assert call.tests == ["assert f(1, [2]) == {'a': None}"]
+    assert [shown_test(t) for t in call.tests] == [{"args": [1, [2]], "output": {"a": None}}]
     (mapped,) = load_tasks(write_jsonl(tmp_path / "m.jsonl", rows[2:]), {"tests": "cases"})
     assert decode_case(mapped.tests[0]) == IOCase("2", "2.0")
     assert json.loads(json.dumps(io.to_json()))["tests"] == [

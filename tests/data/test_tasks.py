@@ -9,7 +9,7 @@ import time
 import pytest
 
 from azr.data.checks import near_duplicates
-from azr.data.tasks import Task, load_tasks, select_tasks
+from azr.data.tasks import Task, load_tasks, select_tasks, task_from_row
 from azr.errors import DataError
 
 
@@ -131,6 +131,12 @@ GOOD = {"id": "t1", "prompt": "p", "tests": ["assert True"]}
         ([json.dumps({**GOOD, "memory_mb": 1.5})], r"^{f}:1: field 'memory_mb': expected a positive integer"),
         ([json.dumps({**GOOD, "entry_point": "not valid"})], r"^{f}:1: field 'entry_point': expected a Python id"),
         ([json.dumps({**GOOD, "tags": "x"})], r"^{f}:1: field 'tags': expected a list of strings"),
+        ([json.dumps({**GOOD, "checker": "def check(:"})], r"^{f}:1: field 'checker': not valid Python"),
+        ([json.dumps({**GOOD, "checker": "def check(i, e, o): return True"})], r"a checker judges stdin/stdout"),
+        ([json.dumps({**GOOD, "prelude": 3})], r"^{f}:1: field 'prelude': expected Python source"),
+        ([json.dumps({**GOOD, "atol": -1})], r"^{f}:1: field 'atol': expected a non-negative number"),
+        ([json.dumps({**GOOD, "tests": [{"pytest": "def test_a(:"}]})], r"the pytest module is not valid Python"),
+        ([json.dumps({**GOOD, "entry_point": "A.b.c"})], r"^{f}:1: field 'entry_point': expected a Python id"),
         ([json.dumps(GOOD), "", json.dumps(GOOD)], r"^{f}:3: duplicate id 't1' \(first at {f}:1\)"),
         (["", "  "], r"^{f}: no tasks$"),
     ],
@@ -237,3 +243,71 @@ def test_a_task_file_with_lone_surrogate_escapes_loads_as_valid_text(tmp_path, c
         and "Traceback" not in err
         and out.splitlines()[-1].endswith(": 1 tasks, 1 passed, 0 failed, 0 without a reference solution")
     ), out
+
+
+PYTEST_MODULE = """
+import pytest
+from solution import f
+
+def test_a():
+    assert f(1) == 1
+
+class TestB:
+    def test_c(self):
+        assert f(2) == 2
+
+@pytest.mark.parametrize("x", [1, 2, 3])
+@pytest.mark.parametrize("y", (4, 5))
+def test_grid(x, y):
+    assert f(x) + y > 0
+
+@pytest.mark.parametrize("x", VALUES)
+def test_named(x):
+    assert f(x)
+
+def helper():
+    pass
+"""
+
+
+def test_test_modules_are_collected_one_test_each_without_running_them():
+    from azr.data.iotests import decode_test, test_kind
+
+    task = task_from_row({"id": "m", "prompt": "p", "tests": [{"pytest": PYTEST_MODULE}, "assert f(0) == 0"]}, "r")
+    bodies = [decode_test(t) for t in task.tests[:-1]]
+    names = [(b[1]["test"], b[1]["case"]) for b in bodies if b]
+    grid = [("test_grid", k) for k in range(6)]
+    assert names == [("test_a", None), ("TestB::test_c", None), *grid, ("test_named", None)]
+    assert [test_kind(t) for t in task.tests] == ["pytest"] * 9 + ["assert"]
+    unit = "import unittest\nclass Base(unittest.TestCase):\n    def test_x(self): pass\n"
+    unit += "class More(Base):\n    def test_y(self): pass\n    def helper(self): pass\n"
+    task = task_from_row({"id": "u", "prompt": "p", "tests": [{"unittest": unit}]}, "r")
+    assert [decode_test(t)[1]["test"] for t in task.tests] == ["Base.test_x", "More.test_x", "More.test_y"]
+
+
+def test_a_module_without_tests_is_kept_as_one_test_that_cannot_pass():
+    from azr.data.iotests import decode_test
+
+    task = task_from_row({"id": "m", "prompt": "p", "tests": [{"pytest": "x = 1"}]}, "r")
+    assert len(task.tests) == 1 and decode_test(task.tests[0])[1]["test"] is None
+
+
+def test_new_fields_round_trip_through_to_json(tmp_path):
+    rows = [
+        {"id": "a", "prompt": "p", "tests": [{"pytest": PYTEST_MODULE}], "prelude": "import math"},
+        {
+            "id": "b",
+            "prompt": "p",
+            "entry_point": "Solution.go",
+            "tests": [{"args": [1], "output": [1, 2]}],
+            "rtol": 0.1,
+        },
+        {"id": "c", "prompt": "p", "tests": [{"input": "1", "output": "2"}], "checker": "def check(i, e, o): return 1"},
+        {"id": "d", "prompt": "p", "tests": ["assert f(1) == 1.0"], "atol": 1e-6},
+    ]
+    tasks = [task_from_row(r, "r") for r in rows]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(t.to_json()) for t in tasks) + "\n")
+    assert load_tasks(path) == tasks
+    assert tasks[0].to_json()["tests"] == [{"pytest": PYTEST_MODULE}]
+    assert tasks[1].to_json()["tests"] == [{"args": [1], "output": [1, 2], "rtol": 0.1}]

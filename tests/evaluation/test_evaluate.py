@@ -543,3 +543,36 @@ def test_samples_on_a_stdin_stdout_set_read_with_its_format(cli, tmp_path):
     assert code == 0, err
     assert [(r["status"], r["tests_passed"]) for r in _records(out)] == [("passed", 2), ("failed", 1)]
     assert _report(out)["pass_at_k"]["pass@1"] == 0.5
+
+
+def test_samples_on_a_published_format_with_format_and_checker_flags(cli, tmp_path):
+    cases = {"input": ["5\n"], "output": ["1 4\n"]}  # any two positive integers summing to n are right
+    row = {"name": "split", "description": "Print two positive integers summing to n.", "public_tests": cases}
+    data = _jsonl(tmp_path / "cc.jsonl", [row])
+    checker = tmp_path / "check.py"
+    checker.write_text(
+        "def check(input, expected, output):\n    a, b = map(int, output.split())\n"
+        "    return a > 0 and b > 0 and a + b == int(input)\n"
+    )
+    rows = [
+        {"task_id": "split", "solution": s} for s in ("print(1, 4)", "n = int(input())\nprint(n - 1, 1)", "print(0, 5)")
+    ]
+    out = tmp_path / "out"
+    code, _, err = cli("eval", "--samples", _jsonl(tmp_path / "s.jsonl", rows), "--dataset", data,
+                       "--format", "code_contests", "--checker", checker, "--output-dir", out)  # fmt: skip
+    assert code == 0, err
+    assert [r["status"] for r in _records(out)] == ["passed", "passed", "failed"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--dataset", "held-out", "--format", "kodcode"], "--format: for a task file; --dataset held-out needs none"),
+        (["--dataset", "t.jsonl", "--format", "kodkode"], "eval.format: expected one of mbpp"),
+        (["--dataset", "t.jsonl", "--format", "apps", "--column-map", "id=x"], "use one or the other"),
+        (["--dataset", "t.jsonl", "--checker", "missing.py"], "missing.py: checker file not found"),
+    ],
+)
+def test_format_column_map_and_checker_flags_are_checked_before_anything_runs(cli, tmp_path, flags, message):
+    code, _, err = cli("eval", "--samples", tmp_path / "s.jsonl", *flags)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1

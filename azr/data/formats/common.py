@@ -1,0 +1,87 @@
+"""Helpers every data set's converter shares: a needed column, JSON text or value, the row's id, Markdown fences.
+Errors name `file:line` (or `file:row N`) and the column. Nothing here runs code."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from azr.errors import DataError, show
+from azr.inputs import load_json
+
+Row = dict[str, Any]
+
+# The names the field's harnesses (LiveCodeBench's, APPS's and the graders built on it: TACO, deepcoder,
+# PrimeIntellect) have in scope before a solution runs: LeetCode signatures use List and Optional, and solutions
+# lean on Counter, heapq, bisect, math and itertools without importing them. The builtins come back after the
+# star imports (math's pow, re's compile and operator's abs must not shadow them).
+HARNESS_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random")
+HARNESS_MODULES += ("statistics", "itertools", "functools", "operator")
+HARNESS_PRELUDE = "\n".join(
+    [
+        "from typing import *",  # first: typing's Counter, Deque... are aliases, and collections' classes win
+        *(f"from {m} import *" for m in HARNESS_MODULES),
+        "from builtins import *",
+        f"import sys, io, json, {', '.join(HARNESS_MODULES)}",
+        "sys.setrecursionlimit(50000)",
+    ]
+)
+
+
+def need(row: Row, where: str, *names: str) -> Any:
+    """The first of `names` the row has (not None); DataError naming the first name otherwise."""
+    for name in names:
+        if name in row and row[name] is not None:
+            return row[name]
+    raise DataError(f"{where}: missing column '{names[0]}'")
+
+
+def need_text(row: Row, where: str, *names: str) -> str:
+    value = need(row, where, *names)
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{where}: column '{names[0]}': expected non-empty text, got {show(value)}")
+    return value
+
+
+def parsed(value: Any, where: str, column: str) -> Any:
+    """A column that data sets store either as JSON text or as the value itself."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return load_json(value)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: column '{column}': not JSON: {exc.msg} (column {exc.colno})") from None
+    except ValueError as exc:  # nested too deep, or an integer too long
+        raise DataError(f"{where}: column '{column}': {exc}") from None
+
+
+def row_id(row: Row, *names: str) -> dict[str, str]:
+    for name in names:
+        if row.get(name) is not None and str(row[name]).strip():
+            return {"id": str(row[name])}
+    return {}  # the reader names it after its file and line
+
+
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
+
+
+def unfenced(text: str) -> str:
+    """The code of a Markdown answer: its last ```python fence (the full program comes last in these sets), or
+    the text itself when it has none."""
+    blocks = _FENCE.findall(text)
+    return blocks[-1] if blocks else text
+
+
+def io_lists(value: Any, where: str, column: str) -> tuple[list[Any], list[Any]]:
+    """`{"input": [...], "output": [...]}` (CodeContests) or `{"inputs", "outputs"}` (APPS), equally long."""
+    value = parsed(value, where, column)
+    if not isinstance(value, dict):
+        raise DataError(
+            f"{where}: column '{column}': expected an object with input and output lists, got {show(value)}"
+        )
+    inputs = value.get("input", value.get("inputs"))
+    outputs = value.get("output", value.get("outputs"))
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+        raise DataError(f"{where}: column '{column}': needs equally long 'input' and 'output' lists")
+    return inputs, outputs

