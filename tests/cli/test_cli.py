@@ -470,6 +470,18 @@ def test_config_show_refuses_what_config_check_refuses(cli, write):
     assert code == 2 and err == "azr: error: sft.args.nope: not a trl.SFTConfig field\n"
 
 
+def test_config_show_of_a_grpo_key_is_one_line_in_a_fresh_interpreter(write):
+    """As a user runs it: TRL is first imported here, and what its imports log (bitsandbytes' kernel notice on some
+    CPUs) stays off the console, as in `config check`."""
+    args = ["--config", str(write("r.yaml", "model: {name_or_path: x}\n")), "--set", "grpo.foo.bar=1"]
+    for command in ("show", "check"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "azr.cli", "config", command, *args], capture_output=True, text=True, timeout=300
+        )
+        assert (proc.returncode, proc.stdout) == (2, "")
+        assert proc.stderr == "azr: error: grpo.foo: not a trl.GRPOConfig field\n"
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1"])
 def test_sandbox_run_refuses_a_timeout_that_is_no_limit(cli, write, value):
     code, _, err = cli("sandbox", "run", "--code", write("p.py", "print(1)"), "--timeout", value)
