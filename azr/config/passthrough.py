@@ -62,7 +62,7 @@ def _scalar(value: Any, hint: Any, where: str) -> Any:
         try:
             return number(value)
         except ValueError:
-            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+            raise ConfigError(f"{where}: expected a number, got {show(value)}") from None
     if isinstance(value, bool):
         ok = bool in kinds
     elif isinstance(value, int):
