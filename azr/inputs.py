@@ -55,17 +55,34 @@ def read_bounded_text(path: Path, limit: int, what: str, raise_with: str) -> str
         raise UserError(f"{what}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def irregular_kind(path: Path) -> str | None:
+    """What `path` is ("a FIFO", "a directory"...) when it exists and is not a regular file; None when it is one (a
+    link is followed) or is absent. The one test of "regular files only", for what azr reads and what it writes
+    (`azr.logs.check_regular_file`); an OSError other than absence propagates."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    return None if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
 def regular_file(path: Path, what: str) -> None:
     """UserError unless `path` is a regular file (or missing: the caller's open says so): a device, a FIFO or a
     folder is never read as a user's file (`/dev/zero` would never end, a FIFO may never start)."""
     try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return
+        kind = irregular_kind(path)
     except OSError as exc:
         raise UserError(f"{what}: cannot read: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+    if kind:
         raise UserError(f"{what}: {kind}, not a regular file")
 
 
