@@ -163,15 +163,15 @@ def _json_escape(match: re.Match) -> str:
     return token if len(token) != 6 else "\\ufffd"
 
 
-def load_json(text: str | bytes, max_depth: int | None = None, **kwargs) -> Any:
+def load_json(text: str | bytes, depth_limit: tuple[str, int] = MAX_JSON_DEPTH, **kwargs) -> Any:
     """`json.loads` of a text from outside: every string in the result valid text (the escape of a lone surrogate
     becomes U+FFFD; a valid pair stays the character it encodes), refused as a ValueError with a one-line reason when
-    the text nests deeper than `max_depth` (default AZR_MAX_JSON_DEPTH, 100) or holds an integer longer than
-    MAX_INT_DIGITS; bad syntax is json.JSONDecodeError (a ValueError) as usual. NaN and Infinity are read as floats,
-    as json.loads reads them."""
+    the text nests deeper than `depth_limit` (an environment variable and its default: AZR_MAX_JSON_DEPTH, 100) or
+    holds an integer longer than MAX_INT_DIGITS; bad syntax is json.JSONDecodeError (a ValueError) as usual. NaN and
+    Infinity are read as floats, as json.loads reads them."""
     if isinstance(text, bytes):
         text = decode_text(text)
-    depth = env_limit(*MAX_JSON_DEPTH) if max_depth is None else max_depth
+    depth = env_limit(*depth_limit)
     if text.count("[") + text.count("{") > depth and json_depth(text) > depth:
-        raise ValueError(f"nested more than {depth} levels deep (the limit; {MAX_JSON_DEPTH[0]}=N raises it)")
+        raise ValueError(f"nested more than {depth} levels deep (the limit; {depth_limit[0]}=N raises it)")
     return json.loads(_JSON_SURROGATE.sub(_json_escape, valid_text(text)), parse_int=bounded_int, **kwargs)
