@@ -443,6 +443,15 @@ def test_a_different_samples_file_is_refused_in_the_same_output_dir(cli, tmp_pat
     assert code == 2 and "holds an evaluation with other settings (samples.file" in err
 
 
+def test_an_output_dir_whose_settings_nest_too_deep_is_refused_in_one_line(cli, tmp_path):
+    task = HELD_OUT[0]
+    given = _jsonl(tmp_path / "a.jsonl", [{"task_id": task.id, "solution": task.solution}])
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "settings.json").write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = cli("eval", "--samples", given, "--dataset", "held-out", "--output-dir", tmp_path / "o")
+    assert code == 2 and err.count("\n") == 1 and "unreadable settings.json (nested more than 100 levels" in err
+
+
 # ------------------------------------------------------------------------------------------ hostile endpoints
 TWO_TASKS = "\n".join(
     json.dumps({"id": f"t{i}", "prompt": f"Write f() returning {i}.", "solution": f"def f():\n    return {i}\n",
