@@ -75,15 +75,15 @@ def irregular_kind(path: Path) -> str | None:
     return None if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def regular_file(path: Path, what: str) -> None:
-    """UserError unless `path` is a regular file (or missing: the caller's open says so): a device, a FIFO or a
-    folder is never read as a user's file (`/dev/zero` would never end, a FIFO may never start)."""
+def regular_file(path: Path, what: str, error: type[UserError] = UserError) -> None:
+    """`error` (a UserError) unless `path` is a regular file (or missing: the caller's open says so): a device, a
+    FIFO or a folder is never read as a user's file (`/dev/zero` would never end, a FIFO may never start)."""
     try:
         kind = irregular_kind(path)
     except OSError as exc:
-        raise UserError(f"{what}: cannot read: {exc.strerror or exc}") from None
+        raise error(f"{what}: cannot read: {exc.strerror or exc}") from None
     if kind:
-        raise UserError(f"{what}: {kind}, not a regular file")
+        raise error(f"{what}: {kind}, not a regular file")
 
 
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{\]}]')

@@ -30,7 +30,7 @@ from azr.data.iotests import (
     stdio_case,
 )
 from azr.errors import DataError, did_you_mean, show
-from azr.inputs import env_limit, irregular_kind, load_json
+from azr.inputs import env_limit, load_json, regular_file
 
 log = logging.getLogger(__name__)
 SPLITS = {"train": "train.jsonl", "held-out": "heldout.jsonl"}
@@ -121,12 +121,7 @@ def check_task_source(source: str | Path) -> Path | None:
     if str(source) in SPLITS:
         return None
     path = Path(source)
-    try:
-        kind = irregular_kind(path)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if kind:  # /dev/zero would never end, a FIFO may never start
-        raise DataError(f"{path}: {kind}, not a regular file")
+    regular_file(path, str(path), DataError)
     if not path.is_file():
         hint = f" (shipped splits: {', '.join(SPLITS)})" if not path.suffix else ""
         raise DataError(f"{path}: task file not found{hint}")
