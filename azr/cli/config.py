@@ -29,10 +29,12 @@ def config_show(config_path, overrides) -> int:
     """Print the resolved config (defaults, file, overrides; legacy schema converted) as YAML, once its `grpo:` and
     `sft.args` keys (and `grpo:`'s bounds) are checked as `config check` checks them."""
     from azr.config import check_grpo_inputs, dump_yaml, load_config, validate_grpo
-    from azr.models.noise import quiet_third_party
 
     cfg = load_config(config_path, overrides)
-    quiet_third_party()  # before TRL's first import: bitsandbytes logs a kernel notice as it is imported
+    if cfg.grpo or cfg.sft.args:  # TRL is imported to check them
+        from azr.models import quiet_third_party
+
+        quiet_third_party()  # first: bitsandbytes logs a kernel notice as TRL imports it
     check_grpo_inputs(cfg)
     validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
     click.echo(dump_yaml(cfg), nl=False)
