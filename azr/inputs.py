@@ -55,18 +55,35 @@ def read_bounded_text(path: Path, limit: int, what: str, raise_with: str) -> str
         raise UserError(f"{what}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def regular_file(path: Path, what: str) -> None:
-    """UserError unless `path` is a regular file (or missing: the caller's open says so): a device, a FIFO or a
-    folder is never read as a user's file (`/dev/zero` would never end, a FIFO may never start)."""
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def irregular_kind(path: Path) -> str | None:
+    """What `path` is ("a FIFO", "a directory"...) when it exists and is not a regular file; None when it is one (a
+    link is followed) or is absent. The one test of "regular files only", for what azr reads and what it writes
+    (`azr.logs.check_regular_file`); an OSError other than absence propagates."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return
+        return None
+    return None if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def regular_file(path: Path, what: str, error: type[UserError] = UserError) -> None:
+    """`error` (a UserError) unless `path` is a regular file (or missing: the caller's open says so): a device, a
+    FIFO or a folder is never read as a user's file (`/dev/zero` would never end, a FIFO may never start)."""
+    try:
+        kind = irregular_kind(path)
     except OSError as exc:
-        raise UserError(f"{what}: cannot read: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
-        raise UserError(f"{what}: {kind}, not a regular file")
+        raise error(f"{what}: cannot read: {exc.strerror or exc}") from None
+    if kind:
+        raise error(f"{what}: {kind}, not a regular file")
 
 
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[{\]}]')
@@ -146,15 +163,15 @@ def _json_escape(match: re.Match) -> str:
     return token if len(token) != 6 else "\\ufffd"
 
 
-def load_json(text: str | bytes, max_depth: int | None = None, **kwargs) -> Any:
+def load_json(text: str | bytes, depth_limit: tuple[str, int] = MAX_JSON_DEPTH, **kwargs) -> Any:
     """`json.loads` of a text from outside: every string in the result valid text (the escape of a lone surrogate
     becomes U+FFFD; a valid pair stays the character it encodes), refused as a ValueError with a one-line reason when
-    the text nests deeper than `max_depth` (default AZR_MAX_JSON_DEPTH, 100) or holds an integer longer than
-    MAX_INT_DIGITS; bad syntax is json.JSONDecodeError (a ValueError) as usual. NaN and Infinity are read as floats,
-    as json.loads reads them."""
+    the text nests deeper than `depth_limit` (an environment variable and its default: AZR_MAX_JSON_DEPTH, 100) or
+    holds an integer longer than MAX_INT_DIGITS; bad syntax is json.JSONDecodeError (a ValueError) as usual. NaN and
+    Infinity are read as floats, as json.loads reads them."""
     if isinstance(text, bytes):
         text = decode_text(text)
-    depth = env_limit(*MAX_JSON_DEPTH) if max_depth is None else max_depth
+    depth = env_limit(*depth_limit)
     if text.count("[") + text.count("{") > depth and json_depth(text) > depth:
-        raise ValueError(f"nested more than {depth} levels deep (the limit; {MAX_JSON_DEPTH[0]}=N raises it)")
+        raise ValueError(f"nested more than {depth} levels deep (the limit; {depth_limit[0]}=N raises it)")
     return json.loads(_JSON_SURROGATE.sub(_json_escape, valid_text(text)), parse_int=bounded_int, **kwargs)

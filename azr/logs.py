@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import queue
-import stat
 import tempfile
 import threading
 import time
@@ -31,31 +30,20 @@ from pathlib import Path
 from typing import Any
 
 from azr.errors import UserError
-from azr.inputs import load_json, valid_text
+from azr.inputs import irregular_kind, load_json, valid_text
 from azr.secrets import redact
 
 log = logging.getLogger(__name__)
-
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-}
 
 
 def check_regular_file(path: Path, what: str | None = None) -> Path:
     """`path` if it is absent or a regular file (a link is followed); a UserError naming `what` otherwise. azr writes
     regular files only: it never writes through a device, a FIFO or a socket, nor renames over one or a folder."""
     try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return Path(path)
+        kind = irregular_kind(path)
     except OSError as exc:
         raise UserError(f"{what or path}: cannot write {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    if kind:
         raise UserError(f"{what or 'output'}: {path} is {kind}; azr writes only regular files")
     return Path(path)
 

@@ -23,6 +23,7 @@ from typing import Any
 from azr.absolute_zero.calls import STARTUP_S
 from azr.absolute_zero.triplets import Triplet
 from azr.config import DEFAULT_IMPORTS, AbsoluteZeroConfig, SandboxConfig
+from azr.inputs import load_json
 from azr.rewards import InfraFailures, limits_from_config, pool_from_config
 from azr.sandbox import ExecResult, Limits, SandboxPool
 
@@ -134,7 +135,7 @@ def _report(result: ExecResult, nonce: str) -> dict[str, Any] | str:
     found = []
     for line in result.report.splitlines():
         try:  # only the harness's parent writes here, but read defensively all the same
-            tag, report = json.loads(line)
+            tag, report = load_json(line)  # within the JSON limits: never a RecursionError here
         except (ValueError, TypeError):
             continue
         if tag == nonce and isinstance(report, dict):

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from azr import __version__
-from azr.errors import ConfigError, NotAvailableError, UserError
+from azr.errors import ConfigError, NotAvailableError, UserError, show
 
 
 def setup_logging(level: str = "info") -> None:
@@ -51,9 +51,9 @@ class FiniteFloat(click.ParamType):
         try:
             number = float(value)
         except (TypeError, ValueError):
-            self.fail(f"expected a number, got {value!r}", param, ctx)
+            self.fail(f"expected a number, got {show(value)}", param, ctx)
         if not math.isfinite(number) or number <= 0:
-            self.fail(f"expected a finite number > 0, got {value!r}", param, ctx)
+            self.fail(f"expected a finite number > 0, got {show(value)}", param, ctx)
         return number
 
 

@@ -31,6 +31,10 @@ def config_show(config_path, overrides) -> int:
     from azr.config import check_grpo_inputs, dump_yaml, load_config, validate_grpo
 
     cfg = load_config(config_path, overrides)
+    if cfg.grpo or cfg.sft.args:  # TRL is imported to check them
+        from azr.models import quiet_third_party
+
+        quiet_third_party()  # first: bitsandbytes logs a kernel notice as TRL imports it
     check_grpo_inputs(cfg)
     validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
     click.echo(dump_yaml(cfg), nl=False)

@@ -60,9 +60,11 @@ def _scalar(value: Any, hint: Any, where: str) -> Any:
     number = float if float in kinds else int if int in kinds and bool not in kinds else None
     if number and isinstance(value, str) and str not in kinds:
         try:
-            return number(value)
+            value = number(value)
         except ValueError:
-            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+            raise ConfigError(f"{where}: expected a number, got {show(value)}") from None
+    if isinstance(value, float) and value != value:  # NaN: no setting means it, and it trains nothing
+        raise ConfigError(f"{where}: expected a number, got NaN")
     if isinstance(value, bool):
         ok = bool in kinds
     elif isinstance(value, int):

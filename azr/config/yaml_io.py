@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.errors import ConfigError
-from azr.inputs import bounded_int, env_limit, json_depth, read_bounded_text
+from azr.inputs import bounded_int, env_limit, load_json, read_bounded_text
 
 # Recipes are a few kilobytes and a handful of levels deep; the limits leave room for large `extra_body` schemas.
 MAX_BYTES = ("AZR_MAX_RECIPE_BYTES", 1 << 20)
@@ -147,9 +147,9 @@ def yaml_load(text: str) -> Any:
 
 
 def json_load(text: str) -> Any:
-    """`text` as JSON: duplicate keys are errors (as in YAML), and so is nesting past the limit. json.JSONDecodeError
-    for bad syntax; ValueError naming the problem otherwise."""
-    max_depth = limit(MAX_DEPTH)
+    """`text` as JSON, read as every text from outside is (`azr.inputs.load_json`): duplicate keys are errors (as in
+    YAML), and so is nesting past the limit. json.JSONDecodeError for bad syntax; ValueError naming the problem
+    otherwise."""
 
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -159,9 +159,7 @@ def json_load(text: str) -> Any:
             out[key] = value
         return out
 
-    if json_depth(text) > max_depth:
-        raise ValueError(f"nested more than {max_depth} levels deep (the limit; {MAX_DEPTH[0]}=N raises it)")
-    return json.loads(text, object_pairs_hook=no_duplicates, parse_int=bounded_int)
+    return load_json(text, MAX_DEPTH, object_pairs_hook=no_duplicates)
 
 
 def load_raw(path: Path) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from azr.data.iotests import (
     with_options,
 )
 from azr.errors import DataError, did_you_mean, show
-from azr.inputs import env_limit, load_json
+from azr.inputs import env_limit, load_json, regular_file
 
 log = logging.getLogger(__name__)
 SPLITS = {"train": "train.jsonl", "held-out": "heldout.jsonl"}
@@ -155,6 +155,7 @@ def check_task_source(source: str | Path) -> Path | None:
     if str(source) in SPLITS:
         return None
     path = Path(source)
+    regular_file(path, str(path), DataError)
     if not path.is_file():
         hint = f" (shipped splits: {', '.join(SPLITS)})" if not path.suffix else ""
         raise DataError(f"{path}: task file not found{hint}")

@@ -90,7 +90,7 @@ def check_output_dir(out: Path, settings: dict[str, Any]) -> None:
     path = out / SETTINGS_FILE
     if path.exists():
         try:
-            before = json.loads(path.read_text(encoding="utf-8"))
+            before = load_json(path.read_bytes())
         except (OSError, ValueError) as exc:
             raise ConfigError(f"--output-dir {out}: unreadable {SETTINGS_FILE} ({exc}); use a new directory") from None
         changed = _first_difference(before, settings)

@@ -8,7 +8,6 @@ readable one was cut short while saving and is passed over. A resumed run's logs
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 from azr.config import AzrConfig
 from azr.errors import ConfigError
+from azr.inputs import load_json
 from azr.logs import atomic_write_json, generation_files, prune_jsonl, read_jsonl_records
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class RunState:
         if not path.exists():
             return cls(path, writes=writes)
         try:
-            phases = json.loads(path.read_text())["phases"]
+            phases = load_json(path.read_bytes())["phases"]  # a folder handed back may hold anything
         except (ValueError, KeyError, TypeError):
             raise ConfigError(f"{path}: not a run state file azr wrote; choose another output_dir") from None
         return cls(path, dict(phases), writes)
@@ -84,7 +84,7 @@ def checkpoints(out: Path, phase: str) -> list[tuple[int, Path]]:
 
 def _complete(path: Path) -> bool:
     try:
-        json.loads((path / "trainer_state.json").read_text())
+        load_json((path / "trainer_state.json").read_bytes())
     except (OSError, ValueError):
         return False
     return True

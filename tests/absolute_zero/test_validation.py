@@ -262,3 +262,13 @@ def test_arguments_are_read_as_literals_only():
 def test_values_compare_with_their_types():
     assert same({"b", "a"}, {"a", "b"}) and same({"k": [1, (2,)]}, {"k": [1, (2,)]})
     assert not same(1, 1.0) and not same(True, 1) and not same([1], (1,))
+
+
+def test_a_report_line_too_deep_or_with_a_lone_surrogate_is_read_within_the_json_limits():
+    from azr.absolute_zero.validation import _report
+    from azr.sandbox import ExecResult
+
+    deep = "[" * 100_000 + "]" * 100_000
+    assert _report(ExecResult(status="ok", report=deep + "\n"), "n") == "error"  # skipped, not a RecursionError
+    line = json.dumps(["n", {"outputs": ["\ud800"]}])
+    assert _report(ExecResult(status="ok", report=line + "\n"), "n") == {"outputs": ["\ufffd"]}

@@ -485,10 +485,31 @@ def test_config_show_refuses_what_config_check_refuses(cli, write):
     assert code == 2 and err == "azr: error: sft.args.nope: not a trl.SFTConfig field\n"
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1"])
+@pytest.mark.parametrize("command", ["show", "check"])
+def test_a_long_value_for_a_trl_field_is_shown_shortened(cli, write, command):
+    args = ["--config", write("r.yaml", "model: {name_or_path: x}\n")]
+    code, _, err = cli("config", command, *args, "--set", "grpo.num_generations=0x" + "f" * 4000)
+    assert code == 2 and err.startswith("azr: error: grpo.num_generations: expected a number, got '0xfff")
+    assert err.count("\n") == 1 and len(err) < 200
+
+
+def test_config_show_of_a_grpo_key_is_one_line_in_a_fresh_interpreter(write):
+    """As a user runs it: TRL is first imported here, and what its imports log (bitsandbytes' kernel notice on some
+    CPUs) stays off the console, as in `config check`."""
+    args = ["--config", str(write("r.yaml", "model: {name_or_path: x}\n")), "--set", "grpo.foo.bar=1"]
+    for command in ("show", "check"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "azr.cli", "config", command, *args], capture_output=True, text=True, timeout=300
+        )
+        assert (proc.returncode, proc.stdout) == (2, "")
+        assert proc.stderr == "azr: error: grpo.foo: not a trl.GRPOConfig field\n"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-1", "9" * 5000])
 def test_sandbox_run_refuses_a_timeout_that_is_no_limit(cli, write, value):
     code, _, err = cli("sandbox", "run", "--code", write("p.py", "print(1)"), "--timeout", value)
     assert code == 2 and "--timeout" in err and "finite number > 0" in err and "Traceback" not in err
+    assert len(err) < 200  # the value is shown shortened
 
 
 def test_sandbox_run_reads_dev_zero_only_up_to_its_limit(cli):

@@ -109,6 +109,9 @@ def test_grpo_keys_are_checked_against_trl():
         validate_grpo({"num_generation": 8})
     with pytest.raises(ConfigError, match=r"^grpo\.learning_rate: expected a number, got 'fast'"):
         validate_grpo({"learning_rate": "fast"})
+    for nan in ("nan", float("nan")):  # as text (--set learning_rate=nan) and as YAML reads .nan
+        with pytest.raises(ConfigError, match=r"^grpo\.learning_rate: expected a number, got NaN$"):
+            validate_grpo({"learning_rate": nan})
 
 
 LEGACY = """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import time
 
 import pytest
@@ -187,6 +188,16 @@ def test_missing_and_unsupported_files(tmp_path):
     (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(DataError, match=r"bin\.jsonl: not UTF-8 text"):
         load_tasks(tmp_path / "bin.jsonl")
+
+
+def test_a_task_file_that_is_a_device_fifo_or_folder_is_named_as_such(tmp_path):
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    (tmp_path / "dir.jsonl").mkdir()
+    for path, kind in [("/dev/zero", "a character device"), (tmp_path / "fifo.jsonl", "a FIFO")]:
+        with pytest.raises(DataError, match=rf"^{path}: {kind}, not a regular file$"):
+            load_tasks(path)
+    with pytest.raises(DataError, match=r"dir\.jsonl: a directory, not a regular file$"):
+        load_tasks(tmp_path / "dir.jsonl")
 
 
 # --------------------------------------------------------------------------------------- bounds on task files

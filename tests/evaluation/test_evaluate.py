@@ -409,8 +409,8 @@ def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, monkeypatch):
         (samples(""), r"s\d+\.jsonl: no samples"),
         (samples("[" * 100_000 + "]" * 100_000), r":1: invalid JSON: nested more than 100 levels deep"),
         (samples('{"task_id": ' + "9" * 5000 + "}"), r":1: invalid JSON: an integer of 5,000 digits"),
-        (["eval", "--samples", "/dev/zero", "--dataset", "held-out"], r"/dev/zero: a device, FIFO or socket, not a"),
-        (["eval", "--samples", tmp_path, "--dataset", "held-out"], r": a folder, not a regular file"),
+        (["eval", "--samples", "/dev/zero", "--dataset", "held-out"], r"/dev/zero: a character device, not a regular"),
+        (["eval", "--samples", tmp_path, "--dataset", "held-out"], r": a directory, not a regular file"),
         (["eval", "--model", "m", "--dataset", "held-out", "-k", "1,99999"], r"-k: must be <= 1,024 \(as -n is\)"),
         (["eval", "--model", "m", "--dataset", "held-out", "-n", "5000"], r"eval\.num_samples: must be <= 1,024"),
         (["eval", "--model", "m", "--dataset", "held-out", "-n", "2", "-k", "1,5"], r"-n 2: must be at least"),
@@ -441,6 +441,15 @@ def test_a_different_samples_file_is_refused_in_the_same_output_dir(cli, tmp_pat
     assert cli("eval", "--samples", first, "--dataset", "held-out", "--output-dir", tmp_path / "o")[0] == 0
     code, _, err = cli("eval", "--samples", second, "--dataset", "held-out", "--output-dir", tmp_path / "o")
     assert code == 2 and "holds an evaluation with other settings (samples.file" in err
+
+
+def test_an_output_dir_whose_settings_nest_too_deep_is_refused_in_one_line(cli, tmp_path):
+    task = HELD_OUT[0]
+    given = _jsonl(tmp_path / "a.jsonl", [{"task_id": task.id, "solution": task.solution}])
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "settings.json").write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = cli("eval", "--samples", given, "--dataset", "held-out", "--output-dir", tmp_path / "o")
+    assert code == 2 and err.count("\n") == 1 and "unreadable settings.json (nested more than 100 levels" in err
 
 
 # ------------------------------------------------------------------------------------------ hostile endpoints

@@ -194,6 +194,30 @@ def test_an_empty_folder_or_an_azr_run_passes_the_output_dir_check(cli, tmp_path
         assert code == 0, err
 
 
+def test_a_folder_that_fills_after_the_checks_is_refused_before_the_marker(
+    cli, tmp_path, model_dir, nothing_slow, monkeypatch
+):
+    """`train` checks output_dir again as it opens the run: another program's files that arrive between the recipe
+    check and the start are never taken over (no .azr-run written beside them)."""
+    import azr.training.run
+
+    checked = azr.training.run.check_recipe
+
+    def check_then_fill(cfg):
+        args = checked(cfg)
+        Path(cfg.output_dir).mkdir(parents=True)
+        (Path(cfg.output_dir) / "theirs.txt").write_text("not a run\n")
+        return args
+
+    monkeypatch.setattr(azr.training.run, "check_recipe", check_then_fill)
+    code, _, err = cli("train", "--config", _recipe(tmp_path, model_dir))
+    out = tmp_path / "run"
+    assert code == 2 and err == (
+        f"azr: error: output_dir: {out} holds files and is not an azr run (no .azr-run); choose a new or empty folder\n"
+    )
+    assert [p.name for p in out.iterdir()] == ["theirs.txt"]
+
+
 def test_config_check_takes_task_ids_prompts_and_tags_with_lone_surrogate_escapes(cli, tmp_path, model_dir):
     import json
 

@@ -151,6 +151,18 @@ def test_run_state_records_phases_in_order_and_rejects_a_foreign_file(tmp_path):
         RunState.load(tmp_path)
 
 
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"phases": {"sft": ' + "9" * 5000 + "}}"])
+def test_a_state_or_checkpoint_file_too_deep_or_too_long_is_refused_not_a_traceback(tmp_path, text):
+    """A folder handed back as a run may hold anything: its files are read within the JSON limits."""
+    (tmp_path / "state.json").write_text(text)
+    with pytest.raises(ConfigError, match=r"state\.json: not a run state file azr wrote"):
+        RunState.load(tmp_path)
+    (tmp_path / "state.json").unlink()
+    folder = _checkpoint(tmp_path, "grpo", 4)
+    (folder / "trainer_state.json").write_text(text)
+    assert checkpoints(tmp_path, "grpo") == []  # not complete: never resumed from
+
+
 def test_the_summary_rate_weights_each_record_by_the_time_it_covers():
     # Step 1 generated (100 tokens/s for 2 s), step 2 re-used that batch (0 tokens/s for 1 s), steps 3-4 one record.
     rows = [
