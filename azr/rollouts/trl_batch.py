@@ -55,6 +55,15 @@ class TrainerBatches:
         return self.trainer.reward_weights
 
     @property
+    def reward_names(self) -> list[str]:
+        return list(self.trainer.reward_func_names)
+
+    @property
+    def rank(self) -> int:
+        """This process's index: its rows' place among every process's rewards."""
+        return int(self.trainer.accelerator.process_index)
+
+    @property
     def device(self) -> Any:
         return self.trainer.accelerator.device
 
