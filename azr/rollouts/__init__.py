@@ -14,6 +14,7 @@ from azr.rollouts.seam import RolloutSource, RolloutTiming, Row, ScoredGroup, Sc
 
 # Heavy (torch at import): loaded on first use, so importing this package stays cheap.
 _LAZY = {
+    "AsyncRollouts": "azr.rollouts.pipeline",
     "RolloutFilter": "azr.rollouts.dynamic",
     "build_sampling": "azr.rollouts.dynamic",
     "TrainerBatches": "azr.rollouts.trl_batch",
@@ -21,6 +22,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AsyncRollouts",
     "Curriculum",
     "GroupSampler",
     "GroupSource",

@@ -33,6 +33,7 @@ from azr.config import AzrConfig, SamplingConfig
 from azr.logs import atomic_write_json
 from azr.rollouts.curriculum import Curriculum
 from azr.rollouts.groups import GroupSampler, GroupSource
+from azr.rollouts.pipeline import AsyncRollouts
 from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.seam import ScoredGroup
 from azr.rollouts.tensors import detached, join_groups
@@ -81,6 +82,7 @@ class RolloutFilter:
     ):
         self.cfg, self.groups, self.ranks = cfg, groups, ranks or OneProcess()
         self.composes = composes  # False: the dataloader's batch is generated as it is, unless dynamic sampling asks
+        self.pipeline: AsyncRollouts | None = None  # asynchronous GRPO (sampling.max_staleness >= 1)
         self.pool: list[ScoredGroup] = []  # kept groups waiting for a later batch, oldest first
         self.waiting = 0  # groups waiting, every process's
         self.batches = 0  # generation batches filled
@@ -95,7 +97,13 @@ class RolloutFilter:
         self.batches += 1
         source = TrlRounds(trl)
         if not self.cfg.dynamic:
-            scored = source.round(self._compose(rows, size, step), self.batches)
+            rows = self._compose(rows, size, step)
+            if self.pipeline is not None:
+                trl.sync_backend()  # the weights trained now are served (version step - 1) before anything queues
+                rows = self.pipeline.swap(rows, step - 1)
+            scored = source.round(rows, self.batches)
+            if self.pipeline is not None:
+                self.pipeline.observe(scored.groups, step - 1, trl.correction)
             signal = scored.signals  # every process's groups: every process counts the same
             self._count(generated=len(signal), kept=sum(signal), trained=len(signal), useful=sum(signal), rounds=1)
             return scored.batch
@@ -208,7 +216,7 @@ class RolloutFilter:
             out[f"sampling/{name}"] = w[key]
         out["sampling/rounds"] = w["rounds"]
         out["sampling/unaligned_batches"] = self.groups.totals["unaligned_batches"]
-        return out
+        return out | (self.pipeline.metrics() if self.pipeline is not None else {})
 
     # ------------------------------------------------------------------------------------------------ state
     def save(self, folder: Path) -> None:

@@ -41,6 +41,7 @@ def grpo_phase(ctx: RunContext):
     sampling = build_sampling(cfg, rows, sources, checkpoint, ctx.ranks)
     observers.append(sampling.observe)
     saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])
+    pipeline = None
     try:
         trainer = AZRGRPOTrainer(
             model=ctx.model,
@@ -70,11 +71,28 @@ def grpo_phase(ctx: RunContext):
             trainer.add_callback(StopOnAlarm(ctx.metrics, total))
         if (backend := ctx.sidecar.generation(trainer)) is not None:
             use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
+            if cfg.sampling.max_staleness:  # asynchronous GRPO: the server samples ahead, one LoRA per version
+                pipeline = asynchronous(trainer, backend, cfg.sampling.max_staleness)
+                sampling.pipeline = pipeline
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
+        if pipeline is not None:
+            pipeline.close()  # what it was sampling is discarded, never trained
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended
     return finish_grpo(ctx, trainer, started)
+
+
+def asynchronous(trainer, backend, max_staleness: int):
+    """Asynchronous GRPO over adapter mode's `backend` (`azr.serving.LoraSync`): it serves each policy version under
+    its own name, and TRL's round takes the completions the pipeline sampled ahead through its `rollout_func`."""
+    from azr.rollouts import AsyncRollouts
+
+    view = TrainerBatches(trainer)
+    backend.serve_versions()
+    pipeline = AsyncRollouts(backend, view.tokenize, max_staleness, view.group_size)
+    view.use_rollouts(pipeline)
+    return pipeline
 
 
 def heldout_evaluator(ctx: RunContext):
