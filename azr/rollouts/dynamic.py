@@ -36,7 +36,7 @@ from azr.rollouts.groups import GroupSampler, GroupSource
 from azr.rollouts.pipeline import AsyncRollouts
 from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.seam import ScoredGroup
-from azr.rollouts.tensors import detached, join_groups
+from azr.rollouts.tensors import detached, join_groups, split_groups, unsplittable
 from azr.rollouts.trl_batch import TrainerBatches
 from azr.rollouts.trl_round import TrlRounds
 
@@ -119,7 +119,10 @@ class RolloutFilter:
                 break
             n = math.ceil(self.cfg.oversample * missing)
             batch = self._compose(rows, size, step, attempt=rounds, groups=n, exclude=seen)
-            for group in source.round(batch, self.batches).groups:
+            scored = source.round(batch, self.batches)
+            if unsplittable(scored.batch):
+                split_groups(scored.batch, batch, [], self.batches)  # raises, naming the keys
+            for group in scored.groups:
                 (kept if group.signal else spare).append(group)
                 seen.add(group.task_id)
             generated, rounds = generated + n, rounds + 1

@@ -32,6 +32,11 @@ def group_signal(rewards: torch.Tensor, weights: torch.Tensor, size: int) -> lis
     return out
 
 
+def unsplittable(output: dict[str, Any]) -> list[str]:
+    """The keys of a round's output that are not per row (an image batch's), which no group can take a slice of."""
+    return sorted(k for k, v in output.items() if k not in KNOWN and v is not None)
+
+
 def split_groups(
     output: dict[str, Any],
     rows: list[dict[str, Any]],
@@ -47,7 +52,7 @@ def split_groups(
     """A round's output (TRL's dict), its input rows and the signal of each group, as scored groups; with
     `rewards` (these rows', (rows, reward functions), NaN where not graded) and `weights`, each group's rewards and
     their breakdown by `names`; `versions` is each group's sampling policy version."""
-    unknown = sorted(k for k, v in output.items() if k not in KNOWN and v is not None)
+    unknown = unsplittable(output)
     if unknown:
         raise NotImplementedError(
             f"sampling.dynamic: TRL's batch holds {unknown}, which cannot be split by prompt group (text prompts only)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from azr.rollouts.seam import RolloutTiming, Row, ScoredRound
-from azr.rollouts.tensors import group_signal, split_groups
+from azr.rollouts.tensors import group_signal, split_groups, unsplittable
 from azr.rollouts.trl_batch import TrainerBatches
 
 VERSION = "policy_version"  # the row column the asynchronous pipeline's rollout function sets
@@ -36,7 +36,7 @@ class TrlRounds:
         # The whole round's rewards (every process's, in rank order) are whole groups even when a process's rows are
         # not: every process counts the same.
         signals = group_signal(rewards, trl.reward_weights, size) if len(rewards) % size == 0 else []
-        if len(rows) % size:
+        if len(rows) % size or unsplittable(output):  # a group split over processes; an image batch
             return ScoredRound(output, [], signals)
         mine = rewards[trl.rank * len(rows) : (trl.rank + 1) * len(rows)]
         now = trl.step - 1  # a round samples from the weights it trains unless the rows say otherwise
