@@ -9,7 +9,7 @@ Nothing here computes a reward or an advantage; `azr.training` wires these into 
 from azr.rollouts.curriculum import Curriculum, TaskStats
 from azr.rollouts.groups import GroupSampler, GroupSource, whole_groups
 from azr.rollouts.processes import OneProcess, Processes
-from azr.rollouts.rounds import MainRounds
+from azr.rollouts.rounds import MainRounds, RoundHooks
 from azr.rollouts.seam import RolloutSource, RolloutTiming, Row, ScoredGroup, ScoredRound
 
 # Heavy (torch at import): loaded on first use, so importing this package stays cheap.
@@ -32,6 +32,7 @@ __all__ = [
     "RolloutFilter",
     "RolloutSource",
     "RolloutTiming",
+    "RoundHooks",
     "Row",
     "ScoredGroup",
     "ScoredRound",

@@ -22,7 +22,7 @@ from trl.trainer.utils import RepeatSampler
 from azr.models import keep_vectors_fp32
 from azr.prompts import completion_text, last_user_message
 from azr.rewards import CodeGrader
-from azr.rollouts import RolloutFilter, TrainerBatches
+from azr.rollouts import RolloutFilter, RoundHooks, TrainerBatches
 from azr.training.callbacks import SandboxHealth
 
 
@@ -102,7 +102,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         grader: CodeGrader | None = None,
         mask_reward: str | None = "tests_reward",
         observers: Sequence[Callable[[ScoredBatch], None]] = (),
-        rounds: Any = None,
+        rounds: RoundHooks | None = None,
         sampling: RolloutFilter | None = None,
         health: Sequence[Any] = (),
         **kwargs: Any,
