@@ -34,6 +34,7 @@ def check_recipe(cfg: AzrConfig, weights: Sequence[float], cpu: bool, vllm_field
     check_staleness(cfg)
     grpo = grpo_args(cfg, weights, cpu, vllm_fields)
     check_groups(cfg, grpo)
+    check_generation_steps(cfg, grpo)
     sft = sft_args(cfg, cpu) if cfg.sft.enabled else None
     if cfg.mode == "absolute_zero":
         prompt_groups(cfg, grpo)
@@ -83,6 +84,23 @@ def check_staleness(cfg: AzrConfig) -> None:
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
     if world > 1:
         raise NotAvailableError(f"{name}: runs in one training process in this version (WORLD_SIZE={world})")
+
+
+def check_generation_steps(cfg: AzrConfig, grpo: Any) -> None:
+    """A batch sampled one generation ahead is as many policy versions old when it trains as there are optimizer
+    steps between two generations: a smaller `sampling.max_staleness` could never be met."""
+    every = steps_per_generation(grpo)
+    if 0 < cfg.sampling.max_staleness < every:
+        raise ConfigError(
+            f"sampling.max_staleness: {cfg.sampling.max_staleness} is less than the {every} optimizer steps between "
+            f"two generations (grpo.steps_per_generation x grpo.num_iterations / gradient_accumulation_steps), so no "
+            f"batch sampled ahead could train; set it to {every} (one generation ahead) or a multiple"
+        )
+
+
+def steps_per_generation(grpo: Any) -> int:
+    """Optimizer steps between two of TRL's generations (its `steps_per_generation` counts micro-batches)."""
+    return -(-grpo.steps_per_generation * grpo.num_iterations // grpo.gradient_accumulation_steps)
 
 
 def check_launch(cfg: AzrConfig) -> None:

@@ -2,10 +2,11 @@
 
 Each generation batch's rows are handed in (`swap`) and queued; a producer thread samples the queue in order from
 the newest policy version the engine serves (adapter mode: `azr.serving.LoraSync`, one LoRA per version), and
-`swap` hands back the oldest queued rows, tagged with the version that sampled them. `max_staleness` N keeps N
-batches in flight, so a batch is sampled during the N steps before it trains; the first call queues its rows N + 1
-times to fill the pipeline. A batch whose version lags the weights being trained by more than N (which the order of
-the queue rules out, but a stall or a resume could not) is dropped, counted, and sampled again now. TRL's round
+`swap` hands back the oldest queued rows, tagged with the version that sampled them. With a generation every
+`every` optimizer steps (TRL's steps_per_generation x num_iterations), `max_staleness` N keeps N // every batches
+in flight, so a batch is sampled during the steps before it trains; the first call queues its rows that many
+times plus one to fill the pipeline. A batch whose version lags the weights being trained by more than N (which
+the order of the queue rules out, but a stall could not) is dropped, counted, and sampled again now. TRL's round
 then takes the completions through its public `rollout_func` (this object is one), rewards them, computes the
 advantages and weighs each token by its importance ratio against the sampler's log-probabilities (TRL's
 `vllm_importance_sampling_*` correction). Nothing in flight is saved: a resumed run samples afresh, and no sample
@@ -64,10 +65,13 @@ class AsyncRollouts:
         tokenize: Callable[[list[object]], list[list[int]]],
         max_staleness: int,
         group_size: int,
+        every: int = 1,
     ):
-        if max_staleness < 1:
-            raise ValueError("AsyncRollouts: max_staleness must be at least 1 (0 is the synchronous path)")
+        if max_staleness < every:
+            raise ValueError(f"AsyncRollouts: max_staleness {max_staleness} is below the {every} steps per generation")
         self.engine, self.tokenize, self.max_staleness, self.size = engine, tokenize, max_staleness, group_size
+        # Generation batches in flight: a batch sampled d generations ahead is up to d x `every` versions old.
+        self.depth = max_staleness // every
         self._queue: deque[_Batch] = deque()  # handed in, not yet trained, oldest first
         self._todo: deque[_Batch] = deque()  # of which not yet sampled
         self._wake = threading.Condition()
@@ -122,7 +126,7 @@ class AsyncRollouts:
         if len(rows) % self.size:
             raise ValueError(f"sampling.max_staleness: {len(rows)} rows are not whole groups of {self.size}")
         self.start()
-        for _ in range(self.max_staleness + 1 - len(self._queue) if not self._queue else 1):
+        for _ in range(self.depth + 1 if not self._queue else 1):
             self._put(rows)
         batch = self._queue.popleft()
         waited = time.perf_counter()

@@ -90,7 +90,10 @@ def asynchronous(trainer, backend, max_staleness: int):
 
     view = TrainerBatches(trainer)
     backend.serve_versions()
-    pipeline = AsyncRollouts(backend, view.tokenize, max_staleness, view.group_size)
+    from azr.config import steps_per_generation
+
+    every = steps_per_generation(trainer.args)  # optimizer steps between two generations
+    pipeline = AsyncRollouts(backend, view.tokenize, max_staleness, view.group_size, every)
     view.use_rollouts(pipeline)
     return pipeline
 

@@ -70,3 +70,16 @@ def test_asynchronous_grpo_in_adapter_mode_loads_and_asks_vllm_for_enough_adapte
     check_staleness(cfg)
     assert max_loras(cfg) == 5
     assert max_loras(load_config(None, MIN)) == 2  # synchronous: the one served and the one loading
+
+
+def test_asynchronous_grpo_must_allow_at_least_one_generation_ahead():
+    from types import SimpleNamespace
+
+    from azr.config.recipe import check_generation_steps
+
+    cfg = load_config(None, [*MIN, "vllm.mode=adapter", "sampling.max_staleness=1"])
+    two = SimpleNamespace(steps_per_generation=4, num_iterations=2, gradient_accumulation_steps=4)
+    with pytest.raises(ConfigError, match=r"^sampling\.max_staleness: 1 is less than the 2 optimizer steps .* to 2"):
+        check_generation_steps(cfg, two)
+    one = SimpleNamespace(steps_per_generation=4, num_iterations=1, gradient_accumulation_steps=4)
+    check_generation_steps(cfg, one)

@@ -80,6 +80,23 @@ def test_the_first_batches_reuse_the_first_rows_then_rows_train_max_staleness_ba
     assert trained == ["p1-0", "p1-0", "p1-0", "p2-0", "p3-0"]
 
 
+def test_with_two_steps_per_generation_one_batch_is_in_flight_and_two_versions_old_at_most():
+    engine = _Engine(0.0)
+    pipeline = AsyncRollouts(engine, _tokenize, 2, G, every=2)
+    try:
+        assert pipeline.depth == 1
+        first = pipeline.swap(_rows(1), 0)
+        time.sleep(0.1)
+        engine.version = 2  # two optimizer steps on the same generation
+        second = pipeline.swap(_rows(3), 2)
+    finally:
+        pipeline.close()
+    assert [r["prompt"] for r in first] == [r["prompt"] for r in second]  # the pipeline's first fill, twice
+    assert {r[VERSION] for r in second} == {0} and pipeline.dropped == 0  # two versions old: within the bound
+    with pytest.raises(ValueError):
+        AsyncRollouts(engine, _tokenize, 1, G, every=2)
+
+
 def test_a_batch_staler_than_the_bound_is_dropped_counted_and_sampled_again():
     engine = _Engine(0.0)
     pipeline = AsyncRollouts(engine, _tokenize, 1, G)

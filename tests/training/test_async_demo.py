@@ -1,5 +1,7 @@
 """The demo learns asynchronously: `examples/tiny.yaml` in adapter mode (a LoRA policy sampled by the vLLM CPU
-server) with `sampling.max_staleness: 1`, through `azr train`. GRPO alone, training on samples one version old
+server) sampling one generation ahead, through `azr train`. The recipe updates twice per generated batch
+(num_iterations 2), so one generation ahead is `sampling.max_staleness: 2` (1 is refused at load: it could never
+be met). GRPO alone, training on samples a generation old
 and corrected by TRL's importance ratio against the version that drew them, still lifts the sampled train pass
 rate by 0.15, with the mean importance ratio near 1. A module of its own: the longest vLLM test."""
 
@@ -24,7 +26,7 @@ ADAPTER = ["model.adapter.kind=lora", "model.adapter.r=64", "model.adapter.alpha
     os.environ.get("AZR_ASYNC_DEMO") != "1",
     reason="the asynchronous demo takes about 15 minutes on 2 cores, beyond CI's budget; set AZR_ASYNC_DEMO=1",
 )
-def test_the_demo_learns_with_one_step_stale_samples_in_adapter_mode(cli, tiny_model_dir, tmp_path):
+def test_the_demo_learns_with_samples_a_generation_old_in_adapter_mode(cli, tiny_model_dir, tmp_path):
     out = tmp_path / "run"
     overrides = [
         f"model.name_or_path={tiny_model_dir}",
@@ -38,7 +40,7 @@ def test_the_demo_learns_with_one_step_stale_samples_in_adapter_mode(cli, tiny_m
         f"vllm.extra_args={json.dumps(VLLM_CPU_ARGS)}",
         f"vllm.env={json.dumps(VLLM_CPU_ENV)}",
         "vllm.startup_timeout_s=540",
-        "sampling.max_staleness=1",
+        "sampling.max_staleness=2",  # one generation ahead: the recipe updates twice per generated batch
     ]
     code, _, err = cli(
         "train",
