@@ -104,14 +104,15 @@ class LoraSync:
         log.debug("adapter %s served (%d syncs, %.2fs in all)", name, self.syncs, self.sync_seconds)
 
     def _publish(self) -> None:
+        version = self.step()
+        if version in self.versions:  # these weights are served already (a second sync within one step)
+            return
         started = time.perf_counter()
         self.syncs += 1
-        version = self.step()
         name = f"policy-v{version}"
         path = self.save(name)
         self.save_seconds += time.perf_counter() - started
-        if version not in self.versions:
-            self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
+        self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
         with self._lock:
             self.versions[version] = self.name = name
         self._retire()
