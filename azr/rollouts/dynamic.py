@@ -8,7 +8,9 @@ whose rewards differ, and repeats with `ceil(sampling.oversample x missing)` new
 Kept groups beyond a full batch wait for the next batches (`sampling.carry_over`); after the last round a batch still
 short is topped up with groups that showed no difference. So a batch always has the rows TRL expects, and
 `steps_per_generation`, gradient accumulation and `num_items_in_batch` (recounted over the rows trained) agree with
-it. With `sampling.dynamic` off it runs one round and only counts.
+it. With `sampling.dynamic` off it runs one round and only counts; with `sampling.max_staleness` that round trains
+the rows the asynchronous pipeline sampled ahead (`azr.rollouts.pipeline`). Rounds arrive as scored groups
+(`azr.rollouts.seam`, through `azr.rollouts.trl_round`).
 
 Owns the keep decision, the carry-over pool, joining rounds' tensors and the `sampling/*` metrics. It never changes
 a reward or an advantage: a kept group's advantages are those TRL computed in its own round (with the default
