@@ -18,7 +18,7 @@ from azr.config.load import (
     save_config,
 )
 from azr.config.passthrough import validate_grpo
-from azr.config.recipe import RUN_MARKER, check_output_dir, check_recipe, prompt_groups
+from azr.config.recipe import RUN_MARKER, check_output_dir, check_recipe, prompt_groups, steps_per_generation
 from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import fields_markdown, parse_pairs
 from azr.config.sections import (
@@ -88,6 +88,7 @@ __all__ = [
     "sequence_lengths",
     "served_lora_rank",
     "sft_args",
+    "steps_per_generation",
     "validate_grpo",
     "vllm_lora_problem",
 ]

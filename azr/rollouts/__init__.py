@@ -1,4 +1,5 @@
-"""Rollouts: what goes into a generation batch. The group sampler (which prompt groups: data, curriculum, self-play's
+"""Rollouts: the rollout seam (`seam`: scored groups tagged with the policy version, and the source protocol), and
+what goes into a generation batch. The group sampler (which prompt groups: data, curriculum, self-play's
 replay and hinted retries), the curriculum, dynamic sampling (which generated groups are trained), self-play rounds
 across processes, and the one adapter to TRL's private batch API (`trl_batch`). The face of the package.
 
@@ -8,16 +9,20 @@ Nothing here computes a reward or an advantage; `azr.training` wires these into 
 from azr.rollouts.curriculum import Curriculum, TaskStats
 from azr.rollouts.groups import GroupSampler, GroupSource, whole_groups
 from azr.rollouts.processes import OneProcess, Processes
-from azr.rollouts.rounds import MainRounds
+from azr.rollouts.rounds import MainRounds, RoundHooks
+from azr.rollouts.seam import RolloutSource, RolloutTiming, Row, ScoredGroup, ScoredRound
 
 # Heavy (torch at import): loaded on first use, so importing this package stays cheap.
 _LAZY = {
+    "AsyncRollouts": "azr.rollouts.pipeline",
     "RolloutFilter": "azr.rollouts.dynamic",
     "build_sampling": "azr.rollouts.dynamic",
     "TrainerBatches": "azr.rollouts.trl_batch",
+    "TrlRounds": "azr.rollouts.trl_round",
 }
 
 __all__ = [
+    "AsyncRollouts",
     "Curriculum",
     "GroupSampler",
     "GroupSource",
@@ -25,8 +30,15 @@ __all__ = [
     "OneProcess",
     "Processes",
     "RolloutFilter",
+    "RolloutSource",
+    "RolloutTiming",
+    "RoundHooks",
+    "Row",
+    "ScoredGroup",
+    "ScoredRound",
     "TaskStats",
     "TrainerBatches",
+    "TrlRounds",
     "build_sampling",
     "whole_groups",
 ]

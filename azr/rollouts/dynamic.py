@@ -8,7 +8,9 @@ whose rewards differ, and repeats with `ceil(sampling.oversample x missing)` new
 Kept groups beyond a full batch wait for the next batches (`sampling.carry_over`); after the last round a batch still
 short is topped up with groups that showed no difference. So a batch always has the rows TRL expects, and
 `steps_per_generation`, gradient accumulation and `num_items_in_batch` (recounted over the rows trained) agree with
-it. With `sampling.dynamic` off it runs one round and only counts.
+it. With `sampling.dynamic` off it runs one round and only counts; with `sampling.max_staleness` that round trains
+the rows the asynchronous pipeline sampled ahead (`azr.rollouts.pipeline`). Rounds arrive as scored groups
+(`azr.rollouts.seam`, through `azr.rollouts.trl_round`).
 
 Owns the keep decision, the carry-over pool, joining rounds' tensors and the `sampling/*` metrics. It never changes
 a reward or an advantage: a kept group's advantages are those TRL computed in its own round (with the default
@@ -33,9 +35,12 @@ from azr.inputs import load_json
 from azr.logs import atomic_write_json
 from azr.rollouts.curriculum import Curriculum
 from azr.rollouts.groups import GroupSampler, GroupSource
+from azr.rollouts.pipeline import AsyncRollouts
 from azr.rollouts.processes import OneProcess, Processes
-from azr.rollouts.tensors import Group, detached, group_signal, join_groups, split_groups
+from azr.rollouts.seam import ScoredGroup
+from azr.rollouts.tensors import detached, join_groups, split_groups, unsplittable
 from azr.rollouts.trl_batch import TrainerBatches
+from azr.rollouts.trl_round import TrlRounds
 
 log = logging.getLogger(__name__)
 STATE_FILE = "sampling_state.json"  # beside each checkpoint's trainer_state.json
@@ -79,7 +84,8 @@ class RolloutFilter:
     ):
         self.cfg, self.groups, self.ranks = cfg, groups, ranks or OneProcess()
         self.composes = composes  # False: the dataloader's batch is generated as it is, unless dynamic sampling asks
-        self.pool: list[Group] = []  # kept groups waiting for a later batch, oldest first
+        self.pipeline: AsyncRollouts | None = None  # asynchronous GRPO (sampling.max_staleness >= 1)
+        self.pool: list[ScoredGroup] = []  # kept groups waiting for a later batch, oldest first
         self.waiting = 0  # groups waiting, every process's
         self.batches = 0  # generation batches filled
         self.totals: Counter[str] = Counter()
@@ -91,13 +97,18 @@ class RolloutFilter:
         """The generation batch for the dataloader's `rows`: TRL's output dict over the same number of rows."""
         size, step = trl.group_size, trl.step
         self.batches += 1
+        source = TrlRounds(trl)
         if not self.cfg.dynamic:
-            output, rewards = trl.score_round(self._compose(rows, size, step))
-            # The whole round's rewards (every process's, in rank order) are whole groups even when a process's
-            # rows are not: every process counts the same.
-            signal = group_signal(rewards, trl.reward_weights, size) if len(rewards) % size == 0 else []
+            rows = self._compose(rows, size, step)
+            if self.pipeline is not None:
+                trl.sync_backend()  # the weights trained now are served (version step - 1) before anything queues
+                rows = self.pipeline.swap(rows, step - 1)
+            scored = source.round(rows, self.batches)
+            if self.pipeline is not None:
+                self.pipeline.observe(scored.groups, step - 1, trl.correction)
+            signal = scored.signals  # every process's groups: every process counts the same
             self._count(generated=len(signal), kept=sum(signal), trained=len(signal), useful=sum(signal), rounds=1)
-            return output
+            return scored.batch
         if len(rows) % size:
             raise ValueError(f"sampling.dynamic: {len(rows)} rows on this process are not whole groups of {size}")
         need, device = len(rows) // size, trl.device
@@ -110,9 +121,10 @@ class RolloutFilter:
                 break
             n = math.ceil(self.cfg.oversample * missing)
             batch = self._compose(rows, size, step, attempt=rounds, groups=n, exclude=seen)
-            output, rewards = trl.score_round(batch)
-            mine = rewards[self.ranks.rank * len(batch) : (self.ranks.rank + 1) * len(batch)]
-            for group in split_groups(output, batch, group_signal(mine, trl.reward_weights, size), self.batches):
+            scored = source.round(batch, self.batches)
+            if unsplittable(scored.batch):
+                split_groups(scored.batch, batch, [], self.batches)  # raises, naming the keys
+            for group in scored.groups:
                 (kept if group.signal else spare).append(group)
                 seen.add(group.task_id)
             generated, rounds = generated + n, rounds + 1
@@ -165,14 +177,16 @@ class RolloutFilter:
         if self.groups.curriculum is not None:
             self.groups.curriculum.observe(batch)
 
-    def _carried(self, counts: Counter[str]) -> list[Group]:
+    def _carried(self, counts: Counter[str]) -> list[ScoredGroup]:
         """The pool's groups still young enough to train, oldest first; the rest are dropped and counted."""
         young = [g for g in self.pool if self.batches - g.born <= self.cfg.carry_over]
         counts.update(dropped=len(self.pool) - len(young))
         self.pool = []
         return young
 
-    def _add_old_logps(self, trl: TrainerBatches, trained: list[Group], surplus: list[Group], device: Any) -> None:
+    def _add_old_logps(
+        self, trl: TrainerBatches, trained: list[ScoredGroup], surplus: list[ScoredGroup], device: Any
+    ) -> None:
         """Carried groups need the log-probs of the policy that generated them; so do the fresh groups trained beside
         one (TRL's loss takes old log-probs for the whole batch or for none). TRL has taken them already when its
         generation and updates are misaligned; else they are computed here, in one pass, before any update."""
@@ -207,7 +221,7 @@ class RolloutFilter:
             out[f"sampling/{name}"] = w[key]
         out["sampling/rounds"] = w["rounds"]
         out["sampling/unaligned_batches"] = self.groups.totals["unaligned_batches"]
-        return out
+        return out | (self.pipeline.metrics() if self.pipeline is not None else {})
 
     # ------------------------------------------------------------------------------------------------ state
     def save(self, folder: Path) -> None:
@@ -216,7 +230,10 @@ class RolloutFilter:
         waiting to be trained (`sampling_carry.pt`, or `sampling_carry_<rank>.pt` with several processes)."""
         carry = Path(folder) / self._carry_file()
         if self.pool:
-            torch.save([{"tensors": g.tensors, "task_id": g.task_id, "born": g.born} for g in self.pool], carry)
+            saved = [
+                {"tensors": g.tensors, "task_id": g.task_id, "born": g.born, "version": g.version} for g in self.pool
+            ]
+            torch.save(saved, carry)
         else:
             carry.unlink(missing_ok=True)
         if self.ranks.main:
@@ -238,5 +255,5 @@ class RolloutFilter:
         self.groups.restore(state["groups"])
         if (checkpoint / self._carry_file()).exists():
             saved = torch.load(checkpoint / self._carry_file(), map_location="cpu", weights_only=True)
-            self.pool = [Group(g["tensors"], g["task_id"], True, g["born"]) for g in saved]
+            self.pool = [ScoredGroup(g["tensors"], g["task_id"], True, g["born"], g.get("version", 0)) for g in saved]
         log.info("sampling: resumed from %s (%d groups waiting)", path, len(self.pool))

@@ -6,9 +6,23 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from azr.rollouts.processes import Processes
+
+
+class RoundHooks(Protocol):
+    """What the trainer calls around each generation round (`azr.selfplay.Arena`, or `MainRounds` over several
+    processes): `start` before the policy generates, `finish` before the rewards, `observe` with each scored batch
+    (the trainer's `ScoredBatch`), `metrics` for every log."""
+
+    def start(self, rows: list[dict[str, Any]], step: int) -> list[dict[str, Any]]: ...
+
+    def finish(self, rows: list[dict[str, Any]]) -> None: ...
+
+    def observe(self, batch: Any) -> None: ...
+
+    def metrics(self) -> dict[str, float]: ...
 
 
 class MainRounds:

@@ -7,13 +7,15 @@ holds is `azr.rollouts.trl_batch`'s.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from azr.rollouts.seam import RolloutTiming, ScoredGroup
 from azr.rollouts.trl_batch import KNOWN, LEFT_PADDED, RIGHT_PADDED
 
 
@@ -30,35 +32,63 @@ def group_signal(rewards: torch.Tensor, weights: torch.Tensor, size: int) -> lis
     return out
 
 
-@dataclass
-class Group:
-    """One prompt group of a round: its rows of TRL's per-row tensors, its task, whether its rewards differ, and the
-    generation batch it was generated for."""
-
-    tensors: dict[str, torch.Tensor]
-    task_id: str
-    signal: bool
-    born: int
+def unsplittable(output: dict[str, Any]) -> list[str]:
+    """The keys of a round's output that are not per row (an image batch's), which no group can take a slice of."""
+    return sorted(k for k, v in output.items() if k not in KNOWN and v is not None)
 
 
-def split_groups(output: dict[str, Any], rows: list[dict[str, Any]], signal: list[bool], born: int) -> list[Group]:
-    """A round's output (TRL's dict), its input rows and the signal of each group, as groups."""
-    unknown = sorted(k for k, v in output.items() if k not in KNOWN and v is not None)
+def split_groups(
+    output: dict[str, Any],
+    rows: list[dict[str, Any]],
+    signal: list[bool],
+    born: int,
+    *,
+    rewards: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
+    names: Sequence[str] = (),
+    versions: Sequence[int] = (),
+    timing: RolloutTiming | None = None,
+) -> list[ScoredGroup]:
+    """A round's output (TRL's dict), its input rows and the signal of each group, as scored groups; with
+    `rewards` (these rows', (rows, reward functions), NaN where not graded) and `weights`, each group's rewards and
+    their breakdown by `names`; `versions` is each group's sampling policy version."""
+    unknown = unsplittable(output)
     if unknown:
         raise NotImplementedError(
             f"sampling.dynamic: TRL's batch holds {unknown}, which cannot be split by prompt group (text prompts only)"
         )
     size = len(rows) // len(signal)
     per_row = {k: v for k, v in output.items() if k in KNOWN - {"num_items_in_batch"} and v is not None}
-    return [
-        Group(
-            {k: v[i * size : (i + 1) * size] for k, v in per_row.items()}, str(rows[i * size].get("task_id")), s, born
+    groups = []
+    for i, s in enumerate(signal):
+        part = slice(i * size, (i + 1) * size)
+        group = ScoredGroup(
+            {k: v[part] for k, v in per_row.items()},
+            str(rows[i * size].get("task_id")),
+            s,
+            born,
+            version=versions[i] if i < len(versions) else 0,
+            timing=timing or RolloutTiming(),
         )
-        for i, s in enumerate(signal)
-    ]
+        if rewards is not None and weights is not None:
+            group.rewards, group.breakdown = _scores(rewards[part], weights, names)
+        groups.append(group)
+    return groups
 
 
-def join_groups(groups: list[Group], pad_id: int, multiple: int | None, device: Any, trim: bool = True) -> dict:
+def _scores(
+    rewards: torch.Tensor, weights: torch.Tensor, names: Sequence[str]
+) -> tuple[list[float | None], dict[str, list[float | None]]]:
+    """The weighted total of each row (None where no reward applies: not graded) and each function's rewards."""
+    graded = ~torch.isnan(rewards).all(dim=1)
+    total = (rewards.float() * weights.to(rewards.device).float()).nansum(dim=1)
+    totals = [float(t) if g else None for t, g in zip(total.tolist(), graded.tolist(), strict=True)]
+    columns = rewards.float().t().tolist()
+    breakdown = {n: [None if v != v else v for v in col] for n, col in zip(names, columns, strict=False)}
+    return totals, breakdown
+
+
+def join_groups(groups: list[ScoredGroup], pad_id: int, multiple: int | None, device: Any, trim: bool = True) -> dict:
     """One batch of `groups`' rows, padded as TRL pads (prompts on the left, completions on the right); with `trim`,
     columns no row uses are cut (keeping widths a multiple of `multiple`), so the batch is what TRL would have built
     from these rows in one round."""
@@ -94,6 +124,6 @@ def _trim(batch: dict[str, torch.Tensor], multiple: int | None) -> None:
             batch[key] = batch[key][:, :keep]
 
 
-def detached(group: Group) -> Group:
+def detached(group: ScoredGroup) -> ScoredGroup:
     """A group to keep past this batch: its own copy of its rows (not a view holding the whole round's tensors)."""
-    return Group({k: v.detach().clone() for k, v in group.tensors.items()}, group.task_id, group.signal, group.born)
+    return dataclasses.replace(group, tensors={k: v.detach().clone() for k, v in group.tensors.items()})

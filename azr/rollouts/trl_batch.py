@@ -5,7 +5,9 @@ the held-out evaluation use instead of the trainer itself.
 
 Every call of a private TRL method, and every read or write of a private TRL attribute, goes through here:
 `_get_per_token_logps_and_entropies`, `_tokenize_prompts`, `_generate_single_turn`; the generation backend
-(`vllm_generation`, `use_vllm`, `vllm_mode`, `_last_loaded_step`); the logged advantages (`_logs`). The round
+(`vllm_generation`, `use_vllm`, `vllm_mode`, `_last_loaded_step`), the rollout function asynchronous GRPO sets
+(`rollout_func`) and the importance-sampling settings it reports (`vllm_importance_sampling_mode` / `_clip_min` /
+`_clip_max`); the logged advantages (`_logs`). The round
 itself is `AZRGRPOTrainer._score_round`, azr's own wrapper of `_generate_and_score_completions`, one of the three
 hooks `AZRGRPOTrainer` overrides (with `_calculate_rewards` and `_get_train_sampler`).
 tests/rollouts/test_trl_batch.py pins that contract against the installed TRL. It owns no decision about which
@@ -53,6 +55,15 @@ class TrainerBatches:
     @property
     def reward_weights(self) -> torch.Tensor:
         return self.trainer.reward_weights
+
+    @property
+    def reward_names(self) -> list[str]:
+        return list(self.trainer.reward_func_names)
+
+    @property
+    def rank(self) -> int:
+        """This process's index: its rows' place among every process's rewards."""
+        return int(self.trainer.accelerator.process_index)
 
     @property
     def device(self) -> Any:
@@ -140,6 +151,26 @@ class TrainerBatches:
         if trainer.state.global_step != trainer._last_loaded_step:
             trainer.vllm_generation.sync_weights()
             trainer._last_loaded_step = trainer.state.global_step
+
+    def tokenize(self, prompts: list[Any]) -> list[list[int]]:
+        """The prompts' token ids as TRL's round makes them (its chat template and tokenizer settings)."""
+        prompt_ids, _, _ = self.trainer._tokenize_prompts(prompts)
+        return [list(p) for p in prompt_ids]
+
+    def use_rollouts(self, rollout_func: Any) -> None:
+        """Make TRL's round take its completions from `rollout_func(prompts, trainer)` (TRL's public but experimental
+        `rollout_func`, set after construction: asynchronous GRPO's pipeline needs the trainer to exist first)."""
+        self.trainer.rollout_func = rollout_func
+
+    @property
+    def correction(self) -> tuple[str, float | None, float | None]:
+        """TRL's importance-sampling correction of vLLM samples: its mode and the ratio's lower and upper bounds."""
+        trainer = self.trainer
+        return (
+            trainer.vllm_importance_sampling_mode,
+            trainer.vllm_importance_sampling_clip_min,
+            trainer.vllm_importance_sampling_clip_max,
+        )
 
     @property
     def policy(self) -> Any:

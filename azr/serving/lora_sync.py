@@ -17,9 +17,11 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -60,15 +62,31 @@ class LoraSync:
         self.sync_seconds = 0.0  # save + load + unload, summed over syncs
         self.save_seconds = 0.0  # of which writing the adapter
         self.main = accelerator is None or accelerator.is_main_process
+        # Versioned serving (asynchronous GRPO): each sync adds `policy-v<step>` beside the versions in use.
+        self.versioned = False
+        self.versions: dict[int, str] = {}  # version -> name, every version loaded now
+        self._in_use: Counter[int] = Counter()  # versions a request is being generated with
+        self._lock = threading.Lock()
+        self._train_sampling = dict(self.sampling)
         if self.main:
             shutil.rmtree(self.folder, ignore_errors=True)  # versions of an earlier run's server, gone with it
             self.folder.mkdir(parents=True)
 
     # --- TRL's contract ---------------------------------------------------------------------------------------
 
+    def serve_versions(self) -> None:
+        """Keep every version a request may still use (asynchronous GRPO): each sync loads `policy-v<step>` beside
+        the versions in use, and a version is unloaded once it is neither the newest nor generating. Sampling for
+        training uses the request fields as they are now, whatever an evaluation sets for its own calls."""
+        self.versioned = True
+        self._train_sampling = dict(self.sampling)
+
     def sync_weights(self) -> None:
         """Serve the adapter as it is now: save it to a new folder, load it, unload the previous version."""
         if not self.main:
+            return
+        if self.versioned:
+            self._publish()
             return
         started = time.perf_counter()
         self.syncs += 1
@@ -84,6 +102,51 @@ class LoraSync:
                 shutil.rmtree(old, ignore_errors=True)
         self.sync_seconds += time.perf_counter() - started
         log.debug("adapter %s served (%d syncs, %.2fs in all)", name, self.syncs, self.sync_seconds)
+
+    def _publish(self) -> None:
+        version = self.step()
+        if version in self.versions:  # these weights are served already (a second sync within one step)
+            return
+        started = time.perf_counter()
+        self.syncs += 1
+        name = f"policy-v{version}"
+        path = self.save(name)
+        self.save_seconds += time.perf_counter() - started
+        self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
+        with self._lock:
+            self.versions[version] = self.name = name
+        self._retire()
+        self.sync_seconds += time.perf_counter() - started
+
+    @property
+    def latest_version(self) -> int:
+        return max(self.versions) if self.versions else -1
+
+    def sample_latest(self, prompt_ids: list[list[int]], n: int) -> tuple[int, list[list[int]], list[list[float]]]:
+        """`n` completions of each prompt from the newest version served (asynchronous GRPO's producer): that
+        version, the completions' token ids, and each token's processed logprob, prompt-major."""
+        with self._lock:
+            version = self.latest_version
+            if version < 0:
+                raise VllmServerError("adapter mode: sample_latest() before the first sync_weights()")
+            self._in_use[version] += 1
+        try:
+            ids, logprobs, _ = self.complete(prompt_ids, n, name=self.versions[version], sampling=self._train_sampling)
+        finally:
+            with self._lock:
+                self._in_use[version] -= 1
+            self._retire()
+        return version, ids, [[lp[0] for lp in seq] for seq in logprobs]
+
+    def _retire(self) -> None:
+        """Unload every version that is neither the newest nor generating: no sample can be drawn from it again."""
+        with self._lock:
+            newest = self.latest_version
+            old = [v for v in self.versions if v != newest and self._in_use[v] <= 0]
+            names = [self.versions.pop(v) for v in old]
+        for name in names:
+            self._post("/v1/unload_lora_adapter", {"lora_name": name})
+            shutil.rmtree(self.folder / name, ignore_errors=True)
 
     def generate(self, prompts: list[list[int]], images: Any, num_generations: int, profiler: Any = None) -> tuple:
         """(prompt_ids, completion_ids, logprobs, logprob_token_ids) for this process's `prompts`, which hold each
@@ -110,29 +173,34 @@ class LoraSync:
     def close(self) -> None:
         """Unload the adapter being served and remove its folder (a server that outlives this backend, as in a
         benchmark, may then take another backend's versions under the same names)."""
-        if self.main and self.name is not None and self.server.exit_code() is None:
-            self._post("/v1/unload_lora_adapter", {"lora_name": self.name})
-        self.name = None
+        names = set(self.versions.values()) | ({self.name} if self.name is not None else set())
+        if self.main and self.server.exit_code() is None:
+            for name in sorted(names):
+                self._post("/v1/unload_lora_adapter", {"lora_name": name})
+        self.name, self.versions = None, {}
         if self.main:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     # --- the server -------------------------------------------------------------------------------------------
 
-    def complete(self, prompt_ids: list[list[int]], n: int) -> tuple[list, list, list]:
-        """Sample `n` completions of each prompt from the served adapter: their token ids, and per token the
-        sampled token's processed logprob (and token id), in TRL's nesting, prompt-major."""
+    def complete(
+        self, prompt_ids: list[list[int]], n: int, name: str | None = None, sampling: dict[str, Any] | None = None
+    ) -> tuple[list, list, list]:
+        """Sample `n` completions of each prompt from the served adapter (or the version `name`): their token ids,
+        and per token the sampled token's processed logprob (and token id), in TRL's nesting, prompt-major."""
         from trl.generation.vllm_client import parse_logprobs  # TRL's reading of a completions reply
 
-        if self.name is None:
+        name = name or self.name
+        if name is None:
             raise VllmServerError("adapter mode: generate() before the first sync_weights()")
         body = {
-            "model": self.name,
+            "model": name,
             "prompt": prompt_ids,
             "n": n,
             "logprobs": 0,  # the sampled token's own logprob only
             "return_token_ids": True,
             "return_tokens_as_token_ids": True,
-            **self.sampling,
+            **(self.sampling if sampling is None else sampling),
         }
         choices = json.loads(self._post("/v1/completions", body))["choices"]
         if len(choices) != n * len(prompt_ids):

@@ -41,6 +41,7 @@ def grpo_phase(ctx: RunContext):
     sampling = build_sampling(cfg, rows, sources, checkpoint, ctx.ranks)
     observers.append(sampling.observe)
     saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])
+    pipeline = None
     try:
         trainer = AZRGRPOTrainer(
             model=ctx.model,
@@ -69,11 +70,31 @@ def grpo_phase(ctx: RunContext):
             stop_on_alarm(trainer, ctx.metrics, ctx.ranks.world)
         if (backend := ctx.sidecar.generation(trainer)) is not None:
             use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
+            if cfg.sampling.max_staleness:  # asynchronous GRPO: the server samples ahead, one LoRA per version
+                pipeline = asynchronous(trainer, backend, cfg.sampling.max_staleness)
+                sampling.pipeline = pipeline
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
+        if pipeline is not None:
+            pipeline.close()  # what it was sampling is discarded, never trained
         if arena is not None:
             arena.close()  # scoreboard.json and frontier.json written however training ended
     return finish_grpo(ctx, trainer, started)
+
+
+def asynchronous(trainer, backend, max_staleness: int):
+    """Asynchronous GRPO over adapter mode's `backend` (`azr.serving.LoraSync`): it serves each policy version under
+    its own name, and TRL's round takes the completions the pipeline sampled ahead through its `rollout_func`."""
+    from azr.rollouts import AsyncRollouts
+
+    view = TrainerBatches(trainer)
+    backend.serve_versions()
+    from azr.config import steps_per_generation
+
+    every = steps_per_generation(trainer.args)  # optimizer steps between two generations
+    pipeline = AsyncRollouts(backend, view.tokenize, max_staleness, view.group_size, every)
+    view.use_rollouts(pipeline)
+    return pipeline
 
 
 def heldout_evaluator(ctx: RunContext):

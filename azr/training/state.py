@@ -111,7 +111,10 @@ def resolve_resume(out: Path, state: RunState, resume_from: str | None, sft: boo
         if not todo:
             log.info("resume: every phase of %s has finished", out)
             return Resume()
-        phase = todo[0]
+        # A phase that never ran (eval_before with logging.pass_rate_tasks 0) is not finished either: the first
+        # unfinished phase with checkpoints is where the run was.
+        saved = [p for p in todo if p in CHECKPOINT_DIRS and checkpoints(out, p)]
+        phase = saved[0] if saved else todo[0]
         found = checkpoints(out, phase) if phase in CHECKPOINT_DIRS else []
         step, path = found[-1] if found else (0, None)
         return Resume(phase, str(path) if path else None, step)

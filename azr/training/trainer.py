@@ -22,7 +22,7 @@ from trl.trainer.utils import RepeatSampler
 from azr.models import keep_vectors_fp32
 from azr.prompts import completion_text, last_user_message
 from azr.rewards import CodeGrader
-from azr.rollouts import TrainerBatches
+from azr.rollouts import RolloutFilter, RoundHooks, TrainerBatches
 from azr.training.callbacks import SandboxHealth
 
 
@@ -52,6 +52,7 @@ class ScoredBatch:
                     "source": row.get("source", "data"),  # data / hint (a hinted retry) / replay (frontier)
                     "hinted": bool(row.get("hint")),
                     "opponent_passed": row.get("opponent_passed"),
+                    **({"policy_version": row["policy_version"]} if "policy_version" in row else {}),
                     "rewards": rewards,
                     **(self.details[i] if i < len(self.details) else {}),
                     **({"messages": completion} if _used_tools(completion) else {}),  # calls and results, in order
@@ -101,8 +102,8 @@ class AZRGRPOTrainer(GRPOTrainer):
         grader: CodeGrader | None = None,
         mask_reward: str | None = "tests_reward",
         observers: Sequence[Callable[[ScoredBatch], None]] = (),
-        rounds: Any = None,
-        sampling: Any = None,
+        rounds: RoundHooks | None = None,
+        sampling: RolloutFilter | None = None,
         health: Sequence[Any] = (),
         **kwargs: Any,
     ):

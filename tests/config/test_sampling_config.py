@@ -41,3 +41,45 @@ curriculum: {enabled: true, weighting: ucb, ucb_c: 0.3, rest_steps: 0}
 def test_bad_values_name_the_field(overrides, message):
     with pytest.raises(ConfigError, match="^" + re.escape(message)):
         load_config(None, MIN + overrides)
+
+
+@pytest.mark.parametrize(
+    ("sets", "reason"),
+    [
+        ([], "needs vllm.mode: adapter; HF generate"),
+        (["vllm.mode=colocate"], "colocate mode generates inside"),
+        (["vllm.mode=server", "vllm.gpus=[1]"], "NCCL sync replaces the served weights"),
+        (["vllm.mode=adapter", "sampling.dynamic=true"], "not with sampling.dynamic"),
+        (["vllm.mode=adapter", "tools.enabled=true"], "not with tools.enabled"),
+        (["vllm.mode=adapter", "grpo.vllm_importance_sampling_correction=false"], "without the off-policy correction"),
+    ],
+)
+def test_asynchronous_grpo_is_refused_where_it_cannot_work_with_the_reason(sets, reason):
+    from azr.config.recipe import check_staleness
+
+    cfg = load_config(None, [*MIN, "sampling.max_staleness=1", *sets])
+    with pytest.raises(ConfigError, match=rf"^sampling\.max_staleness: .*{re.escape(reason)}"):
+        check_staleness(cfg)
+
+
+def test_asynchronous_grpo_in_adapter_mode_loads_and_asks_vllm_for_enough_adapters():
+    from azr.config.recipe import check_staleness
+    from azr.serving.modes import max_loras
+
+    cfg = load_config(None, [*MIN, "vllm.mode=adapter", "sampling.max_staleness=3"])
+    check_staleness(cfg)
+    assert max_loras(cfg) == 5
+    assert max_loras(load_config(None, MIN)) == 2  # synchronous: the one served and the one loading
+
+
+def test_asynchronous_grpo_must_allow_at_least_one_generation_ahead():
+    from types import SimpleNamespace
+
+    from azr.config.recipe import check_generation_steps
+
+    cfg = load_config(None, [*MIN, "vllm.mode=adapter", "sampling.max_staleness=1"])
+    two = SimpleNamespace(steps_per_generation=4, num_iterations=2, gradient_accumulation_steps=4)
+    with pytest.raises(ConfigError, match=r"^sampling\.max_staleness: 1 is less than the 2 optimizer steps .* to 2"):
+        check_generation_steps(cfg, two)
+    one = SimpleNamespace(steps_per_generation=4, num_iterations=1, gradient_accumulation_steps=4)
+    check_generation_steps(cfg, one)

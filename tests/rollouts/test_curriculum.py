@@ -14,7 +14,7 @@ from azr.config import CurriculumConfig, SamplingConfig
 from azr.rollouts.curriculum import Curriculum
 from azr.rollouts.dynamic import RolloutFilter
 from azr.rollouts.groups import GroupSampler
-from azr.rollouts.tensors import Group
+from azr.rollouts.seam import ScoredGroup
 
 IDS = ["a", "b", "c", "d"]
 
@@ -100,7 +100,7 @@ def test_a_resume_continues_the_curriculum_and_the_carried_groups_exactly(tmp_pa
         running.observe(_batch(step, passed))
     running.batches = 2
     waiting = {"completion_ids": torch.arange(6).reshape(2, 3), "advantages": torch.tensor([0.5, -0.5])}
-    running.pool = [Group(waiting, "b", True, born=2)]
+    running.pool = [ScoredGroup(waiting, "b", True, born=2)]
     running.totals.update(generated=8, trained=4, useful=4)
     running.save(tmp_path)
 

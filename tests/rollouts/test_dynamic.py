@@ -64,6 +64,7 @@ class ScriptedRounds:
 
     num_generations = G
     reward_weights = torch.tensor([1.0])
+    reward_func_names = ("scripted_reward",)
     pad_to_multiple_of = None
 
     def __init__(self):

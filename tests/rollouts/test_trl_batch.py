@@ -83,6 +83,29 @@ def test_the_generation_backend_attributes_are_trls_and_it_syncs_on_a_new_step()
     assert "self.vllm_generation.generate(" in turn
 
 
+def test_the_rollout_function_and_the_correction_asynchronous_grpo_relies_on():
+    """Asynchronous GRPO sets `rollout_func` after construction and reads the correction's settings: TRL's
+    `_generate` calls `self.rollout_func(prompts, self)` after syncing the backend on a new step, takes its
+    prompt_ids / completion_ids / logprobs, merges the other keys into the rows as columns, and compares the
+    sampler's log-probs with the policy's through `vllm_importance_sampling_*`."""
+    init = inspect.getsource(trl.GRPOTrainer.__init__)
+    for name in (
+        "rollout_func",
+        "vllm_importance_sampling_correction",
+        "vllm_importance_sampling_mode",
+        "vllm_importance_sampling_clip_min",
+        "vllm_importance_sampling_clip_max",
+    ):
+        assert re.search(rf"self\.{name}\s*=", init), name
+    generate = inspect.getsource(trl.GRPOTrainer._generate)
+    assert "self.rollout_func(prompts, self)" in generate
+    assert 'output["prompt_ids"], output["completion_ids"], output["logprobs"]' in generate
+    assert "self.state.global_step != self._last_loaded_step" in generate
+    scored = inspect.getsource(trl.GRPOTrainer._generate_and_score_completions)
+    assert "inp[key] = values[i]" in scored  # extra fields become row columns (our policy_version)
+    assert "old_per_token_logps - sampling_per_token_logps" in scored
+
+
 def test_the_logged_advantages_are_a_list_trl_extends_per_batch():
     init = inspect.getsource(trl.GRPOTrainer.__init__)
     assert re.search(r'self\._logs = \{[^}]*"advantages"', init, re.S)

@@ -204,6 +204,51 @@ def test_an_adapter_trained_on_a_4bit_base_is_served_on_the_full_precision_base(
     assert max(abs(a[0] - b) for a, b in zip(logprobs[0], expected, strict=True)) < LOGPROB_TOLERANCE
 
 
+def test_versioned_serving_samples_each_version_from_its_own_weights_and_unloads_what_no_request_uses(
+    server, tiny_model_dir, tmp_path
+):
+    """Asynchronous GRPO's serving: each sync adds `policy-v<step>` beside the versions a request still uses; a
+    sample tagged with a version has that version's logprobs, and a version neither newest nor in use is unloaded."""
+    first, second = peft_policy(tiny_model_dir, seed=4), peft_policy(tiny_model_dir, seed=5)
+    trained = peft_policy(tiny_model_dir, seed=4)  # the policy being trained: first's weights, then second's
+    step = [0]
+    backend = LoraSync(
+        server,
+        tmp_path / "adapters",
+        model=trained,
+        accelerator=None,
+        sampling={"temperature": TEMPERATURE, "top_p": 1.0, "top_k": 0, "max_tokens": 8},
+        step=lambda: step[0],
+        timeout_s=300,
+    )
+    backend.serve_versions()
+    backend.sync_weights()
+    version, ids, logprobs = backend.sample_latest([PROMPTS[0]], 2)
+    assert version == 0 and backend.versions == {0: "policy-v0"} and len(ids) == len(logprobs) == 2
+
+    def worst(model, completion, lps) -> float:
+        return max(abs(a - b) for a, b in zip(lps, hf_logprobs(model, PROMPTS[0], completion), strict=True))
+
+    assert max(worst(first, c, lp) for c, lp in zip(ids, logprobs, strict=True)) < LOGPROB_TOLERANCE
+    backend._in_use[0] += 1  # a request drawn by version 0 still in flight while version 1 is published
+    trained.load_state_dict(second.state_dict())
+    step[0] = 1
+    backend.sync_weights()
+    assert backend.versions == {0: "policy-v0", 1: "policy-v1"}
+    assert {"policy-v0", "policy-v1"} <= set(served_names(server))
+    old_ids, old_lps, _ = backend.complete([PROMPTS[0]], 1, name="policy-v0")
+    assert worst(first, old_ids[0], [lp[0] for lp in old_lps[0]]) < LOGPROB_TOLERANCE  # v0's, not v1's
+    version, ids, logprobs = backend.sample_latest([PROMPTS[0]], 1)
+    assert version == 1 and worst(second, ids[0], logprobs[0]) < LOGPROB_TOLERANCE
+    assert worst(first, ids[0], logprobs[0]) > 0.1  # the two versions' weights differ plainly
+    backend._in_use[0] -= 1
+    backend._retire()
+    assert backend.versions == {1: "policy-v1"} and "policy-v0" not in served_names(server)
+    assert [p.name for p in backend.folder.iterdir()] == ["policy-v1"]
+    backend.close()
+    assert "policy-v1" not in served_names(server)
+
+
 def test_a_server_that_dies_mid_run_stops_the_backend_with_its_log_tail(server, sync):
     """Runs last: it kills the module's server, as an OOM killer would."""
     os.killpg(server.pid, signal.SIGKILL)

@@ -49,6 +49,16 @@ def test_latest_continues_the_highest_complete_checkpoint_of_the_first_unfinishe
     assert [step for step, _ in checkpoints(tmp_path, "grpo")] == [2, 4]
 
 
+def test_latest_passes_over_a_measurement_that_never_ran_to_the_checkpoints_after_it(tmp_path):
+    """logging.pass_rate_tasks 0: eval_before never runs, so it is never finished; GRPO's checkpoints still say
+    where the run was (it used to restart GRPO from step 0, pruning every record)."""
+    _checkpoint(tmp_path, "grpo", 2)
+    state = _state(tmp_path)
+    assert resolve_resume(tmp_path, state, "latest", sft=False) == Resume(
+        "grpo", str(tmp_path / "checkpoints" / "checkpoint-2"), 2
+    )
+
+
 def test_latest_without_a_checkpoint_restarts_the_unfinished_phase_and_prunes_its_logs(tmp_path):
     state = _state(tmp_path, "eval_before")
     assert resolve_resume(tmp_path, state, "latest", sft=False) == Resume("grpo", None, 0)

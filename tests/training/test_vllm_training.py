@@ -30,7 +30,7 @@ def vowels(completions, **columns):
 """
 
 
-def recipe(path: Path, model_dir: Path, out: Path, python: str, max_steps: int) -> Path:
+def recipe(path: Path, model_dir: Path, out: Path, python: str, max_steps: int, **sections) -> Path:
     (path.parent / "vowel_plugin.py").write_text(PLUGIN)
     body = {
         "output_dir": str(out),
@@ -58,15 +58,17 @@ def recipe(path: Path, model_dir: Path, out: Path, python: str, max_steps: int) 
             "env": VLLM_CPU_ENV,
             "startup_timeout_s": 540,
         },
+        **sections,
     }
     path.write_text(yaml.safe_dump(body))
     return path
 
 
-def train(recipe: Path, **popen) -> subprocess.Popen:
-    """`azr-train --config recipe` in a session of its own, with the recipe's folder importable (the plugin)."""
+def train(recipe: Path, *flags: str, **popen) -> subprocess.Popen:
+    """`azr-train --config recipe [flags]` in a session of its own, with the recipe's folder importable (the
+    plugin)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(recipe.parent), os.environ.get("PYTHONPATH", "")])}
-    argv = [sys.executable, "-c", "from azr.cli import train_main; train_main()", "--config", str(recipe)]
+    argv = [sys.executable, "-c", "from azr.cli import train_main; train_main()", "--config", str(recipe), *flags]
     return subprocess.Popen(argv, env=env, start_new_session=True, **popen)
 
 
@@ -150,6 +152,72 @@ def test_a_sigkilled_trainer_leaves_no_server_behind(tiny_model_dir, tmp_path):
             trainer.wait()
         if pid is not None and group_members(pid):
             os.killpg(pid, signal.SIGKILL)  # leave nothing behind when the test fails
+
+
+def grpo_records(out: Path) -> list[dict]:
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in records if r["phase"] == "grpo" and "loss" in r]
+
+
+def generation_records(out: Path) -> list[dict]:
+    files = sorted((out / "generations").glob("*.jsonl"))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
+
+
+@pytest.mark.slow(minutes=3.1)  # trains the tiny model with a vLLM server, is killed, and resumes
+def test_asynchronous_grpo_stays_within_its_bound_and_a_sigkilled_run_resumes_without_stale_samples(
+    tiny_model_dir, tmp_path
+):
+    """sampling.max_staleness 1 in adapter mode: every GRPO record says how stale its samples were (never more
+    than 1) and how TRL's correction weighed them; SIGKILLed after its first checkpoint, the run leaves no server
+    behind, and resumed it trains only samples drawn after the checkpoint (what was in flight is gone)."""
+    python = require_vllm_python()
+    out = tmp_path / "run"
+    sections = {"sampling": {"max_staleness": 1}}
+    path = recipe(tmp_path / "r.yaml", tiny_model_dir, out, python, max_steps=6, **sections)
+    body = yaml.safe_load(path.read_text())
+    body["grpo"]["save_steps"] = 2
+    path.write_text(yaml.safe_dump(body))
+    log = tmp_path / "train.log"
+    with open(log, "w") as fh:
+        trainer = train(path, stdout=fh, stderr=subprocess.STDOUT)
+    pid = None
+    try:
+        deadline = time.monotonic() + 1200
+        while not (out / "checkpoints" / "checkpoint-2").is_dir() or len(grpo_records(out)) < 3:
+            assert trainer.poll() is None, f"the run ended (exit {trainer.returncode}):\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        pid = server_pid(out)
+        os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.wait()
+        assert pid and gone(pid, within_s=60), f"left behind: {group_members(pid)}"
+    finally:
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)
+            trainer.wait()
+    saved = max(int(p.name.split("-")[1]) for p in (out / "checkpoints").glob("checkpoint-*"))
+    assert saved < 6, f"killed too late to test a resume: checkpoint-{saved}"
+    resumed = train(path, "--resume-from", "latest", stdout=PIPE, stderr=PIPE, text=True)
+    _, stderr = resumed.communicate(timeout=1500)
+    assert resumed.returncode == 0, stderr[-4000:]
+    records = {r["step"]: r for r in grpo_records(out)}  # pruned back to the checkpoint, then the resumed steps
+    summary = {s: (r["async/staleness_mean"], r["sampling/importance_sampling_ratio/mean"]) for s, r in records.items()}
+    assert sorted(records) == list(range(1, 7)), summary
+    for r in records.values():
+        assert r["async/staleness_0"] + r["async/staleness_1"] == pytest.approx(1.0), r
+        assert r["async/dropped_samples"] == 0 and "async/importance_outside_band_share" in r
+        # TRL's default correction masks (to 0) whole sequences whose ratio leaves the band
+        assert 0 <= r["sampling/importance_sampling_ratio/min"] <= r["sampling/importance_sampling_ratio/max"]
+    # The resumed run refills the pipeline from the checkpoint's weights: its first batch is fresh.
+    assert records[saved + 1]["async/staleness_0"] == 1.0, summary
+    assert any(r["async/staleness_1"] > 0 for r in records.values()), summary  # it sampled ahead
+    generations = generation_records(out)
+    assert all(0 <= g["step"] - 1 - g["policy_version"] <= 1 for g in generations)
+    # Nothing drawn before the checkpoint's weights trains after it: what was in flight died with the run.
+    assert all(g["policy_version"] >= saved for g in generations if g["step"] > saved)
+    assert "policy-v" in (out / "vllm" / "server.log").read_text()  # one LoRA name per version
+    assert not group_members(server_pid(out))
 
 
 @pytest.mark.parametrize(

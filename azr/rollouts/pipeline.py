@@ -1,0 +1,222 @@
+"""Asynchronous GRPO's pipeline: completions for the next batches are sampled while the trainer trains.
+
+Each generation batch's rows are handed in (`swap`) and queued; a producer thread samples the queue in order from
+the newest policy version the engine serves (adapter mode: `azr.serving.LoraSync`, one LoRA per version), and
+`swap` hands back the oldest queued rows, tagged with the version that sampled them. With a generation every
+`every` optimizer steps (TRL's steps_per_generation x num_iterations), `max_staleness` N keeps N // every batches
+in flight, so a batch is sampled during the steps before it trains; the first call queues its rows that many
+times plus one to fill the pipeline. A batch whose version lags the weights being trained by more than N (which
+the order of the queue rules out, but a stall could not) is dropped, counted, and sampled again now. TRL's round
+then takes the completions through its public `rollout_func` (this object is one), rewards them, computes the
+advantages and weighs each token by its importance ratio against the sampler's log-probabilities (TRL's
+`vllm_importance_sampling_*` correction). Nothing in flight is saved: a resumed run samples afresh, and no sample
+is trained twice.
+
+Owns the queue, the producer and the `async/*` metrics; not the rewards, not the weights' transfer.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from azr.rollouts.seam import Row, ScoredGroup
+from azr.rollouts.trl_round import VERSION
+
+log = logging.getLogger(__name__)
+
+
+class VersionedEngine(Protocol):
+    """A generation engine apart from the trainer that serves several policy versions (`azr.serving.LoraSync`)."""
+
+    @property
+    def latest_version(self) -> int: ...
+
+    def sample_latest(self, prompt_ids: list[list[int]], n: int) -> tuple[int, list[list[int]], list[list[float]]]:
+        """`n` completions per prompt from the newest version: (version, token ids, per-token logprobs)."""
+        ...
+
+
+@dataclass
+class _Batch:
+    rows: list[Row]
+    prompt_ids: list[list[int]]  # one per group
+    done: threading.Event = field(default_factory=threading.Event)
+    version: int = -1
+    completion_ids: list[list[int]] = field(default_factory=list)
+    logprobs: list[list[float]] = field(default_factory=list)
+    seconds: float = 0.0
+    error: BaseException | None = None
+
+
+class AsyncRollouts:
+    """The pipeline of one training run. `tokenize` turns a list of prompts into token ids (the trainer's own);
+    call `start()` once the engine serves a version, and `close()` however training ends."""
+
+    def __init__(
+        self,
+        engine: VersionedEngine,
+        tokenize: Callable[[list[object]], list[list[int]]],
+        max_staleness: int,
+        group_size: int,
+        every: int = 1,
+    ):
+        if max_staleness < every:
+            raise ValueError(f"AsyncRollouts: max_staleness {max_staleness} is below the {every} steps per generation")
+        self.engine, self.tokenize, self.max_staleness, self.size = engine, tokenize, max_staleness, group_size
+        # Generation batches in flight: a batch sampled d generations ahead is up to d x `every` versions old.
+        self.depth = max_staleness // every
+        self._queue: deque[_Batch] = deque()  # handed in, not yet trained, oldest first
+        self._todo: deque[_Batch] = deque()  # of which not yet sampled
+        self._wake = threading.Condition()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._ready: _Batch | None = None  # the batch TRL's round takes next
+        self._window: Counter[str] = Counter()
+        self._seconds: Counter[str] = Counter()
+        self.dropped = 0  # samples dropped for staleness, in all
+
+    # ------------------------------------------------------------------------------------------------ producer
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._produce, name="azr-async-rollouts", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop the producer; what it was sampling is discarded (never trained)."""
+        with self._wake:
+            self._stop = True
+            self._todo.clear()
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+            self._thread = None
+        self._queue.clear()
+
+    def _produce(self) -> None:
+        while True:
+            with self._wake:
+                while not self._todo and not self._stop:
+                    self._wake.wait()
+                if self._stop:
+                    return
+                batch = self._todo.popleft()
+            self._sample(batch)
+
+    def _sample(self, batch: _Batch) -> None:
+        started = time.perf_counter()
+        try:
+            batch.version, batch.completion_ids, batch.logprobs = self.engine.sample_latest(batch.prompt_ids, self.size)
+        except BaseException as exc:  # handed to the trainer, which raises it
+            batch.error = exc
+        batch.seconds = time.perf_counter() - started
+        self._seconds["generate"] += batch.seconds
+        batch.done.set()
+
+    # ------------------------------------------------------------------------------------------------ trainer
+    def swap(self, rows: list[Row], version_now: int) -> list[Row]:
+        """Queue `rows` (whole groups of `group_size`) for sampling and return the rows to train now, sampled by a
+        version at most `max_staleness` behind `version_now` and tagged with it (column `policy_version`)."""
+        if len(rows) % self.size:
+            raise ValueError(f"sampling.max_staleness: {len(rows)} rows are not whole groups of {self.size}")
+        self.start()
+        for _ in range(self.depth + 1 if not self._queue else 1):
+            self._put(rows)
+        batch = self._queue.popleft()
+        waited = time.perf_counter()
+        batch.done.wait()
+        self._seconds["wait"] += time.perf_counter() - waited
+        if batch.error is not None:
+            raise batch.error
+        if version_now - batch.version > self.max_staleness:
+            log.warning("async: a batch of version %d is too stale at %d; sampled again", batch.version, version_now)
+            self.dropped += len(batch.rows)
+            self._window["dropped"] += len(batch.rows)
+            fresh = _Batch(batch.rows, batch.prompt_ids)
+            self._sample(fresh)
+            self._seconds["wait"] += fresh.seconds
+            if fresh.error is not None:
+                raise fresh.error
+            batch = fresh
+        self._ready = batch
+        return [{**row, VERSION: batch.version} for row in batch.rows]
+
+    def _put(self, rows: list[Row]) -> None:
+        prompts = [row["prompt"] for row in rows[:: self.size]]
+        batch = _Batch([dict(r) for r in rows], self.tokenize(prompts))
+        self._queue.append(batch)
+        with self._wake:
+            self._todo.append(batch)
+            self._wake.notify()
+
+    def __call__(self, prompts: list[object], trainer: object) -> dict[str, list[object]]:
+        """TRL's `rollout_func`: the completions of the batch `swap` returned last (whose rows' prompts are
+        `prompts`, one per completion), as TRL takes them: prompt ids and completion ids per completion, each
+        completion token's sampler log-probability, and each row's `policy_version`."""
+        batch, self._ready = self._ready, None
+        if batch is None or len(prompts) != len(batch.rows):
+            raise RuntimeError("sampling.max_staleness: TRL's round asked for completions the pipeline did not swap in")
+        if any(p != r["prompt"] for p, r in zip(prompts, batch.rows, strict=True)):
+            raise RuntimeError("sampling.max_staleness: TRL's round holds other prompts than the batch sampled")
+        return {
+            "prompt_ids": [ids for ids in batch.prompt_ids for _ in range(self.size)],
+            "completion_ids": list(batch.completion_ids),
+            "logprobs": list(batch.logprobs),
+            VERSION: [batch.version] * len(batch.rows),
+        }
+
+    # ------------------------------------------------------------------------------------------------ metrics
+    def observe(
+        self, groups: list[ScoredGroup], version_now: int, correction: tuple[str, float | None, float | None]
+    ) -> None:
+        """The groups of a trained batch: their staleness, and how many of their importance ratios (TRL's
+        correction: `mode`, lower and upper bound) fell outside the band and were clipped or masked."""
+        mode, low, high = correction
+        for group in groups:
+            rows = group.tensors["completion_ids"].shape[0]
+            self._window[f"staleness_{group.staleness(version_now)}"] += rows
+            self._window["rows"] += rows
+            outside, counted = outside_band(group, mode, low, high)
+            self._window["outside"] += outside
+            self._window["ratios"] += counted
+
+    def metrics(self) -> dict[str, float]:
+        """`async/*` since the last call: the staleness histogram of trained samples (`async/staleness_<k>`, a share
+        of the rows, k = 0..max_staleness), its mean, the samples dropped as too stale, and the seconds spent
+        sampling against those the trainer waited for them (the rest overlapped training)."""
+        w, self._window = self._window, Counter()
+        s, self._seconds = self._seconds, Counter()
+        rows = w["rows"]
+        out: dict[str, float] = {"async/dropped_samples": w["dropped"], "async/dropped_samples_total": self.dropped}
+        if rows:
+            shares = {k: w[f"staleness_{k}"] / rows for k in range(self.max_staleness + 1)}
+            out |= {f"async/staleness_{k}": round(v, 4) for k, v in shares.items()}
+            out["async/staleness_mean"] = round(sum(k * v for k, v in shares.items()), 4)
+        out["async/generate_seconds"] = round(s["generate"], 3)
+        out["async/wait_seconds"] = round(s["wait"], 3)
+        if s["generate"]:
+            out["async/overlap_share"] = round(max(0.0, 1 - s["wait"] / s["generate"]), 4)
+        if w["ratios"]:
+            out["async/importance_outside_band_share"] = round(w["outside"] / w["ratios"], 4)
+        return out
+
+
+def outside_band(group: ScoredGroup, mode: str, low: float | None, high: float | None) -> tuple[int, int]:
+    """How many of `group`'s importance ratios (the policy's old log-probs against the sampler's, per token or per
+    sequence as TRL's `mode` says) fall outside [low, high], and how many there are."""
+    import torch
+
+    old, sampled = group.tensors.get("old_per_token_logps"), group.tensors.get("sampling_per_token_logps")
+    if old is None or sampled is None:
+        return 0, 0
+    mask = group.tensors["completion_mask"].bool()
+    diff = torch.nan_to_num((old - sampled) * mask, nan=0.0)
+    ratios = diff.sum(dim=1).exp() if mode.startswith("sequence") else diff.exp()[mask]
+    lo, hi = (low if low is not None else -math.inf), (high if high is not None else math.inf)
+    return int(((ratios < lo) | (ratios > hi)).sum()), int(ratios.numel())

@@ -1,0 +1,96 @@
+"""The rollout seam: what every sampler hands the consumers of its samples, as typed data.
+
+A `ScoredGroup` is one prompt's completions, scored: the token ids and the sampler's log-probabilities of each
+completion, each reward and their weighted total (None where a completion could not be graded), the policy
+`version` that sampled them (the optimizer steps its weights had taken) and when. A `RolloutSource` makes a
+`ScoredRound` of such groups from dataset rows. GRPO's batch composition (dynamic sampling, carry-over, the
+curriculum's statistics, the masking of ungraded rows and the sandbox alarms that count them) works on these groups;
+TRL's round is one source (`azr.rollouts.trl_batch.TrainerBatches`), and asynchronous GRPO's pipeline
+(`azr.rollouts.pipeline`) feeds it completions sampled earlier, tagged with their version.
+
+Owns the shapes of the seam only: no generation, no reward, no TRL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import torch
+
+# A dataset row as the group sampler shapes it (prompt, task_id, tests, ... and the columns rewards read).
+Row = dict[str, object]
+
+
+@dataclass(frozen=True)
+class RolloutTiming:
+    """When a group was sampled: wall-clock start (time.time()) and seconds spent generating and scoring."""
+
+    started: float = 0.0
+    generate_s: float = 0.0
+    score_s: float = 0.0
+
+
+@dataclass
+class ScoredGroup:
+    """One prompt group of a round. `tensors` are the rows as the trainer trains them (TRL's per-row tensors:
+    prompt and completion ids and masks, advantages, the sampler's and the old policy's per-token log-probs);
+    `signal` whether its graded rewards differ (a group that teaches under GRPO); `born` the generation batch it was
+    generated for. The rest describes it for every other consumer."""
+
+    tensors: dict[str, torch.Tensor]
+    task_id: str
+    signal: bool
+    born: int
+    version: int = 0  # optimizer steps the sampling policy had taken
+    rewards: list[float | None] = field(default_factory=list)  # weighted total per completion; None: not graded
+    breakdown: dict[str, list[float | None]] = field(default_factory=dict)  # reward function -> per completion
+    timing: RolloutTiming = field(default_factory=RolloutTiming)
+
+    @property
+    def completion_ids(self) -> list[list[int]]:
+        """Each completion's token ids, without padding."""
+        ids, mask = self.tensors["completion_ids"], self.tensors["completion_mask"]
+        return [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)]
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        """The prompt's token ids (the group shares one prompt), without padding."""
+        ids, mask = self.tensors["prompt_ids"][0], self.tensors["prompt_mask"][0]
+        return ids[mask.bool()].tolist()
+
+    @property
+    def sampler_logprobs(self) -> list[list[float]] | None:
+        """Per completion token, the log-probability the sampler gave it (vLLM's processed logprobs); None when the
+        policy generated in the trainer, which then is the sampler."""
+        logps = self.tensors.get("sampling_per_token_logps")
+        if logps is None:
+            return None
+        mask = self.tensors["completion_mask"]
+        return [row[m.bool()].tolist() for row, m in zip(logps, mask, strict=True)]
+
+    def staleness(self, version_now: int) -> int:
+        """Policy versions between the sampler and the weights that train this group."""
+        return version_now - self.version
+
+
+@dataclass
+class ScoredRound:
+    """One round of a source: `batch`, this process's rows as the trainer trains them (TRL's dict, intact);
+    `groups`, the same rows as whole prompt groups (empty when a group is split over processes); `signals`, whether
+    each group of every process's rows differs (the counts are the same on every process)."""
+
+    batch: dict[str, torch.Tensor]
+    groups: list[ScoredGroup]
+    signals: list[bool]
+
+
+class RolloutSource(Protocol):
+    """What produces scored groups from dataset rows, `group_size` completions per prompt (TRL's round, with or
+    without completions sampled ahead by the asynchronous pipeline)."""
+
+    @property
+    def group_size(self) -> int: ...
+
+    def round(self, rows: list[Row], born: int) -> ScoredRound: ...

@@ -1,0 +1,66 @@
+"""The demo learns asynchronously: `examples/tiny.yaml` in adapter mode (a LoRA policy sampled by the vLLM CPU
+server) sampling one generation ahead, through `azr train`. The recipe updates twice per generated batch
+(num_iterations 2), so one generation ahead is `sampling.max_staleness: 2` (1 is refused at load: it could never
+be met). GRPO alone, training on samples a generation old
+and corrected by TRL's importance ratio against the version that drew them, still lifts the sampled train pass
+rate by 0.15, with the mean importance ratio near 1. A module of its own: the longest vLLM test.
+
+Not yet passing: run once, these adapter settings left the warm start at a pass rate of 0.0 before GRPO (the demo's
+full-weight SFT reaches about 0.58), so GRPO had nothing to learn from. The LoRA warm start needs tuning (rank,
+learning rates, epochs) before this test can say anything about asynchronous GRPO; hence opt-in."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+import pytest
+from conftest import VLLM_CPU_ARGS, VLLM_CPU_ENV, require_vllm_python
+
+REPO = Path(__file__).resolve().parents[2]
+# A near-full-rank LoRA on the 128-wide tiny model (a low rank learns too slowly from random weights), at learning
+# rates scaled up for an adapter as LoRA recipes do.
+ADAPTER = ["model.adapter.kind=lora", "model.adapter.r=64", "model.adapter.alpha=128", "model.adapter.dropout=0"]
+
+
+@pytest.mark.slow(minutes=15)  # the whole demo with a vLLM server on 2 cores
+@pytest.mark.skipif(
+    os.environ.get("AZR_ASYNC_DEMO") != "1",
+    reason="the asynchronous demo takes about 15 minutes on 2 cores, beyond CI's budget; set AZR_ASYNC_DEMO=1",
+)
+def test_the_demo_learns_with_samples_a_generation_old_in_adapter_mode(cli, tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    overrides = [
+        f"model.name_or_path={tiny_model_dir}",
+        "logging.console=plain",
+        *ADAPTER,
+        "sft.args.learning_rate=1.0e-2",
+        "grpo.learning_rate=5.0e-4",
+        "vllm.mode=adapter",
+        f"vllm.python={require_vllm_python()}",
+        "vllm.max_model_len=1024",
+        f"vllm.extra_args={json.dumps(VLLM_CPU_ARGS)}",
+        f"vllm.env={json.dumps(VLLM_CPU_ENV)}",
+        "vllm.startup_timeout_s=540",
+        "sampling.max_staleness=2",  # one generation ahead: the recipe updates twice per generated batch
+    ]
+    code, _, err = cli(
+        "train",
+        "--config",
+        REPO / "examples" / "tiny.yaml",
+        "--output-dir",
+        out,
+        *(x for o in overrides for x in ("--set", o)),
+    )
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text())
+    before, after = summary["eval_before"], summary["eval_after"]
+    assert after["pass_rate"] - before["pass_rate"] >= 0.15, (before, after)
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    grpo = [r for r in records if r.get("phase") == "grpo" and "loss" in r]
+    ratios = [r["sampling/importance_sampling_ratio/mean"] for r in grpo]
+    assert abs(statistics.mean(ratios) - 1) < 0.05, ratios
+    assert all(r["async/dropped_samples"] == 0 for r in grpo)
+    assert statistics.mean(r["async/staleness_mean"] for r in grpo) > 0.5  # it did sample ahead
