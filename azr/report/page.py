@@ -270,6 +270,45 @@ def render(runs: list[Run], generated: str) -> str:
     return body
 
 
+def standalone_page(title: str, body: str, plots: list[dict[str, Any]], generated: str) -> str:
+    """A page in the report's look for another command (`azr data audit`): `body` is HTML its caller built with every
+    text escaped (`escape`), `plots` are plot dicts as `azr.report.figures` makes them (`xtitle` names the x axis)."""
+    nonce = secrets.token_hex(8)
+    data = {"plots": plots, "alarms": [], "generations": [], "runs": []}
+    parts = {
+        "plotly": plotly_js().replace("</script", "<\\/script"),
+        "data": json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/"),
+        "script": _asset("page.js"),
+        "style": _asset("page.css"),
+    }
+    page = STANDALONE.format(
+        title=_e(title),
+        generated=_e(generated),
+        version=_e(__version__),
+        body=f"@@{nonce}:body@@",
+        **{name: f"@@{nonce}:{name}@@" for name in parts},
+    )
+    for name, text in {**parts, "body": body}.items():
+        page = page.replace(f"@@{nonce}:{name}@@", text)
+    return page
+
+
+def escape(value: Any) -> str:
+    """Text for the page, escaped."""
+    return _e(value)
+
+
+def write_html(out: Path, page: str) -> Path:
+    """Write a page atomically, readable as any file the user writes."""
+    from azr.logs import atomic_write_text
+
+    page_path = atomic_write_text(out, page)
+    umask = os.umask(0)
+    os.umask(umask)
+    page_path.chmod(0o666 & ~umask)
+    return page_path
+
+
 def write_page(runs: list[Run], out: Path, generated: str) -> Path:
     from azr.logs import atomic_write_text
 
@@ -307,6 +346,25 @@ to reset · hover for values · click a legend entry to hide it</div></header>
 <h2>Tables</h2>{tables}
 <h2>Generations</h2><p class="muted">{generation_note}</p>
 <div class="controls" id="gen-controls"></div><div id="generations"></div>
+<pre id="errors"></pre><pre id="rendered" hidden></pre><pre id="resources" hidden></pre>
+</main>
+<script type="application/json" id="data">{data}</script>
+<script>{script}</script>
+</body></html>
+"""
+
+STANDALONE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>{style}</style>
+<script>{plotly}</script>
+</head><body>
+<header><h1>{title}</h1><div class="sub">written {generated} by azr {version}</div></header>
+<main>
+<div class="plots" id="plots"></div>
+{body}
+<div hidden><div id="gen-controls"></div><div id="generations"></div></div>
 <pre id="errors"></pre><pre id="rendered" hidden></pre><pre id="resources" hidden></pre>
 </main>
 <script type="application/json" id="data">{data}</script>

@@ -24,12 +24,14 @@ from azr.rewards.grading import (
     verdict_check,
 )
 from azr.rewards.health import InfraFailures
+from azr.rewards.outputs import Output, outputs_many
 
 __all__ = [
     "REWARDS",
     "CodeGrader",
     "Grade",
     "InfraFailures",
+    "Output",
     "SelfPlayReward",
     "build_rewards",
     "check_rewards",
@@ -37,6 +39,7 @@ __all__ = [
     "grade_many",
     "grade_stream",
     "limits_from_config",
+    "outputs_many",
     "pool_from_config",
     "run_program",
     "selfplay_score",

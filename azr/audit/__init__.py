@@ -1,0 +1,20 @@
+"""`azr data audit`: how strong a task set's tests are, measured by the near-miss programs they let through (mutants
+of each reference solution, and probes that must fail every task), and new cases that make weak tests stronger.
+The face of the audit package; it sits over `azr.rewards` (everything runs in its sandbox) and imports no torch.
+"""
+
+from azr.audit.command import AuditRequest, run_audit
+from azr.audit.mutants import Mutant, candidates, mutants, sample_candidates
+from azr.audit.strength import TaskAudit, audit_tasks, kill_rate
+
+__all__ = [
+    "AuditRequest",
+    "Mutant",
+    "TaskAudit",
+    "audit_tasks",
+    "candidates",
+    "kill_rate",
+    "mutants",
+    "run_audit",
+    "sample_candidates",
+]

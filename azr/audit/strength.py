@@ -1,0 +1,225 @@
+"""The audit of a task set's tests: how many near-miss programs each task's tests let through.
+
+For every task with a reference solution that passes its own tests: its mutants (`azr.audit.mutants`) and probes
+(`azr.audit.probes`) are graded against the tests; the reference is run twice on the tests' inputs and on inputs made
+from them (`azr.audit.cases`), and the outputs that came back the same both times are the oracle; each surviving
+mutant is graded against the oracle's cases. A survivor that passes them all behaves as the reference does wherever
+we looked: it is counted as equivalent, not against the tests. Kill rate = killed / (mutants - equivalent).
+
+Everything runs in the sandbox, through the grading path of training (`azr.rewards`), in three batches over all
+tasks at once: (1) references, mutants and probes; (2) the reference's outputs; (3) survivors against the oracle,
+and the probe that returns the empty value of the reference's type. Comparisons are made here, outside.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from azr.audit.cases import generated_inputs, tested_inputs
+from azr.audit.mutants import mutants as make_mutants
+from azr.audit.probes import empty_value_probe, static_probes
+from azr.data import IOCase, Task, decode_case
+from azr.rewards import grade_many, grade_stream, outputs_many
+from azr.sandbox import Limits, SandboxPool
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class OracleCase:
+    """One input with the reference's output on it (the same on two runs), as a test of azr's own kinds."""
+
+    input: str
+    test: str  # an assert, or an encoded stdin/stdout case
+    generated: bool  # made by the audit, not one of the tests' own inputs
+    value: Any = None  # what the reference returned or printed
+
+
+@dataclass
+class TaskAudit:
+    """One task's figures: what `audit.jsonl` holds (`record()`), and for hardening the oracle and which of its
+    cases kill which survivor."""
+
+    id: str
+    kill_rate: float | None = None
+    mutants: int = 0
+    killed: int = 0
+    equivalent: int = 0
+    survivors: list[str] = field(default_factory=list)  # unified diffs against the reference
+    probes_passed: list[str] = field(default_factory=list)
+    note: str = ""  # why the task was not audited, or what limits its figures
+    errors: int = 0  # mutants the sandbox failed to run (infrastructure): counted nowhere
+    survivor_sources: list[str] = field(default_factory=list, repr=False)
+    oracle: list[OracleCase] = field(default_factory=list, repr=False)
+    kills: list[list[bool]] = field(default_factory=list, repr=False)  # per survivor: oracle case i kills it?
+
+    def record(self) -> dict[str, Any]:
+        keys = ("id", "kill_rate", "mutants", "killed", "equivalent", "survivors", "probes_passed")
+        row = {k: getattr(self, k) for k in keys}
+        if self.note:
+            row["note"] = self.note
+        if self.errors:
+            row["errors"] = self.errors
+        return row
+
+
+def audit_tasks(
+    tasks: Sequence[Task],
+    pool: SandboxPool,
+    limits: Limits,
+    max_mutants: int = 30,
+    max_generated: int = 30,
+    progress: Progress | None = None,
+) -> list[TaskAudit]:
+    """Audit every task (see the module docstring); one `TaskAudit` per task, in order."""
+    audits = [TaskAudit(t.id) for t in tasks]
+    plans: list[
+        tuple[int, str, str]
+    ] = []  # (task index, role, program): role "reference", "mutant:<op>", "probe:<name>"
+    for i, task in enumerate(tasks):
+        if not task.solution:
+            audits[i].note = "no reference solution"
+            continue
+        plans.append((i, "reference", task.solution))
+        plans += [(i, f"mutant:{m.operator}", m.source) for m in make_mutants(task.solution, max_mutants)]
+        plans += [(i, f"probe:{name}", code) for name, code in static_probes(task).items()]
+    total = len(plans)
+    grades = []
+    for grade in grade_stream([(tasks[i], code) for i, _, code in plans], pool, limits):
+        grades.append(grade)
+        if progress:
+            progress(len(grades), total)
+    passing = {i for (i, role, _), g in zip(plans, grades, strict=True) if role == "reference" and g.passed}
+    survivors: dict[int, list[str]] = {}
+    for (i, role, code), grade in zip(plans, grades, strict=True):
+        if i not in passing:
+            if role == "reference":
+                audits[i].note = f"the reference fails its own tests ({grade.status})"
+            continue
+        kind = role.split(":", 1)[0]
+        if kind == "probe" and grade.passed:
+            audits[i].probes_passed.append(role.split(":", 1)[1])
+        elif kind == "mutant":
+            audits[i].mutants += 1
+            if grade.status == "error":
+                audits[i].errors += 1
+            elif grade.passed:
+                survivors.setdefault(i, []).append(code)
+            else:
+                audits[i].killed += 1
+    _oracles(tasks, sorted(passing), audits, pool, limits, max_generated)
+    _against_oracle(tasks, survivors, audits, pool, limits)
+    for i in passing:
+        audit = audits[i]
+        counted = audit.mutants - audit.equivalent - audit.errors
+        audit.kill_rate = round(audit.killed / counted, 4) if counted > 0 else None
+        if not audit.oracle and audit.survivor_sources:
+            audit.note = "no input to compare outputs on: every survivor is counted against the tests"
+    return audits
+
+
+def _oracles(
+    tasks: Sequence[Task],
+    indices: list[int],
+    audits: list[TaskAudit],
+    pool: SandboxPool,
+    limits: Limits,
+    max_generated: int,
+) -> None:
+    """Each passing reference run twice on its tests' inputs and the generated ones; the inputs whose outputs came
+    back, the same both times, become the task's oracle cases."""
+    inputs = {i: (tested_inputs(tasks[i]), generated_inputs(tasks[i], max_generated)) for i in indices}
+    jobs = [(tasks[i], tasks[i].solution or "", own + new) for i in indices for own, new in [inputs[i]]]
+    runs = outputs_many(jobs + jobs, pool, limits)
+    first, second = runs[: len(jobs)], runs[len(jobs) :]
+    for i, a, b in zip(indices, first, second, strict=True):
+        own, new = inputs[i]
+        for k, (text, x, y) in enumerate(zip(own + new, a, b, strict=True)):
+            if not (x.ok and y.ok and _same(x.value, y.value)):
+                continue
+            test = _oracle_test(tasks[i], text, x.value)
+            if test is not None:
+                audits[i].oracle.append(OracleCase(text, test, k >= len(own), x.value))
+
+
+def _oracle_test(task: Task, text: str, value: Any) -> str | None:
+    if task.stdio:
+        first = next((c for c in map(decode_case, task.tests) if c is not None), None)
+        compare, tol = (first.compare, first.float_tol) if first else ("lines", None)
+        return IOCase(text, value, compare, tol).encode()
+    literal = repr(value)
+    try:
+        if not _same(ast.literal_eval(literal), value):
+            return None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return f"assert {text} == {literal}"
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and repr(a) == repr(b)  # 1 and 1.0, [..] and (..) told apart; NaN equal to itself
+
+
+def _against_oracle(
+    tasks: Sequence[Task],
+    survivors: dict[int, list[str]],
+    audits: list[TaskAudit],
+    pool: SandboxPool,
+    limits: Limits,
+) -> None:
+    """Survivors graded against their task's oracle cases (equivalent when they pass every one), and the probe that
+    returns the empty value of the reference's type graded against the task's own tests."""
+    pairs: list[tuple[Task, str]] = []
+    owners: list[tuple[int, str]] = []
+    for i, codes in survivors.items():
+        audit = audits[i]
+        if not audit.oracle:
+            audit.survivor_sources = codes
+            continue
+        oracle_task = Task(
+            tasks[i].id,
+            tasks[i].prompt,
+            [c.test for c in audit.oracle],
+            tasks[i].solution,
+            tasks[i].setup,
+            tasks[i].timeout_s,
+            tasks[i].memory_mb,
+        )
+        pairs += [(oracle_task, code) for code in codes]
+        owners += [(i, code) for code in codes]
+    for i, audit in enumerate(audits):
+        first = next((c for c in audit.oracle if not c.generated), None)
+        if first is None or tasks[i].stdio:
+            continue
+        probe = empty_value_probe(tasks[i], first.input.split("(", 1)[0], first.value)
+        if probe is not None:
+            pairs.append((tasks[i], probe))
+            owners.append((i, "\0probe"))
+    for (i, code), grade in zip(owners, grade_many(pairs, pool, limits), strict=True):
+        audit = audits[i]
+        if code == "\0probe":
+            if grade.passed:
+                audit.probes_passed.append("returns the empty value")
+        elif grade.passed:
+            audit.equivalent += 1
+        else:
+            audit.survivor_sources.append(code)
+            audit.kills.append([not ok for ok in grade.per_test] or [False] * len(audit.oracle))
+    for i, task in enumerate(tasks):
+        reference = task.solution or ""
+        audits[i].survivors = [_diff(reference, code) for code in audits[i].survivor_sources]
+
+
+def _diff(reference: str, mutant: str) -> str:
+    lines = difflib.unified_diff(reference.splitlines(), mutant.splitlines(), "reference", "mutant", n=1, lineterm="")
+    return "\n".join(lines)
+
+
+def kill_rate(audits: Sequence[TaskAudit]) -> float | None:
+    """The file's kill rate: the mean of the tasks' kill rates (each task counts once, whatever its mutant count)."""
+    rates = [a.kill_rate for a in audits if a.kill_rate is not None]
+    return sum(rates) / len(rates) if rates else None
