@@ -320,16 +320,9 @@ def _needs_parens(raw: bytes, begin: int, end: int) -> bool:
     between brackets, commas or at a statement's edge (kept minimal, so diffs stay readable)."""
     before = raw[:begin].rstrip()[-1:]
     after = raw[end:].lstrip(b" \t")[:1]
-    return not (before in (b"(", b"[", b",", b"=", b":", b"") or before.isalpha()) or after not in (
-        b")",
-        b"]",
-        b",",
-        b":",
-        b"",
-        b"\n",
-        b"#",
-        b";",
-    )
+    alone_before = before in (b"(", b"[", b",", b"=", b":", b"") or before.isalpha()  # a keyword: if, return, and
+    alone_after = after in (b")", b"]", b",", b":", b"", b"\n", b"#", b";") or after.isalpha()
+    return not (alone_before and alone_after)
 
 
 def _spread(found: list[Mutant], limit: int, seed: int) -> list[Mutant]:
