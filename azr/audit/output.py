@@ -111,3 +111,31 @@ def read_audit(path: Path) -> dict[str, dict[str, Any]]:
             raise DataError(f"{path}:{number}: field 'kill_rate': expected null or a number in [0, 1]")
         records[row["id"]] = row
     return records
+
+
+def weak_tasks(tasks: Sequence[Any], records: dict[str, dict[str, Any]], min_kill_rate: float) -> set[str]:
+    """Ids of `tasks` whose audit record shows tests too weak to train on: a kill rate under `min_kill_rate`, or a
+    probe that passed. Tasks without a record, or whose record has no kill rate, are not among them."""
+    weak = set()
+    for task in tasks:
+        row = records.get(task.id)
+        if row is None:
+            continue
+        rate = row.get("kill_rate")
+        if row.get("probes_passed") or (rate is not None and rate < min_kill_rate):
+            weak.add(task.id)
+    return weak
+
+
+def audit_figures(tasks: Sequence[Any], records: dict[str, dict[str, Any]], path: str, dropped: int) -> dict[str, Any]:
+    """What summary.json and the report show of a run's audit: the file, the training tasks' mean kill rate, how
+    many have a record, how many were dropped by data.min_kill_rate."""
+    rates = [records[t.id]["kill_rate"] for t in tasks if t.id in records and records[t.id]["kill_rate"] is not None]
+    return {
+        "file": path,
+        "kill_rate": round(sum(rates) / len(rates), 4) if rates else None,
+        "tasks_with_record": sum(t.id in records for t in tasks),
+        "tasks": len(tasks),
+        "dropped": dropped,
+        "probes_passed": sum(bool(records[t.id].get("probes_passed")) for t in tasks if t.id in records),
+    }

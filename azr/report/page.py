@@ -94,11 +94,22 @@ def _run_facts(run: Run) -> str:
             f"{_fmt((before or {}).get('pass_rate'))} → {_fmt((after or {}).get('pass_rate'))}",
         ),
         ("held-out evaluations", _heldout_cost(run.evals)),
+        ("test strength (data.audit)", _audit_fact(run.audit)),
         ("versions", _e(", ".join(f"{k} {v}" for k, v in run.versions.items()) or "not recorded in the run folder")),
     ]
     table = _table(["", ""], [[f"<b>{_e(k)}</b>", v] for k, v in rows], "facts")
     recipe = f"<details><summary>recipe (resolved config.yaml)</summary><pre>{_e(run.config_text)}</pre></details>"
     return f'<div class="card"><h3>{_e(run.name)}</h3>{table}{recipe if run.config_text else ""}</div>'
+
+
+def _audit_fact(audit: dict[str, Any] | None) -> str:
+    if not isinstance(audit, dict):
+        return "no audit given (data.audit)"
+    return _e(
+        f"kill rate {_fmt(audit.get('kill_rate'), 2)} over {audit.get('tasks_with_record')} of {audit.get('tasks')} "
+        f"training tasks; {audit.get('dropped')} dropped by data.min_kill_rate; {audit.get('probes_passed')} with a "
+        f"probe passed ({audit.get('file')})"
+    )
 
 
 def _heldout_cost(evals: list[dict[str, Any]]) -> str:

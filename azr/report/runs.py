@@ -51,6 +51,7 @@ class Run:
     frontier: dict[str, Any] | None = None
     versions: dict[str, str] = field(default_factory=dict)
     last_write: float | None = None
+    audit: dict[str, Any] | None = None  # audit.json: the training tasks' test strength (data.audit)
 
     @property
     def logs(self) -> list[dict[str, Any]]:
@@ -87,6 +88,7 @@ def read_run(path: Path, sample_steps: int = 40, per_step: int = 6, seed: int = 
         run.config = loaded if isinstance(loaded, dict) else {}
     run.phases = (_json(path / "state.json") or {}).get("phases") or {}
     run.summary = _json(path / "summary.json") or {}
+    run.audit = _json(path / "audit.json")
     metrics = path / "metrics.jsonl"
     if metrics.is_file():
         run.records = read_jsonl_records(metrics)

@@ -161,6 +161,8 @@ def write_summary(out: Path, state: RunState, seconds: float) -> dict[str, Any]:
             "wall_s": round(wall, 1),
             "share": round(wall / seconds, 4) if seconds > 0 else None,
         }
+    if (out / "audit.json").is_file():  # data.audit: the training tasks' test strength (azr.audit)
+        summary["audit"] = json.loads((out / "audit.json").read_text(encoding="utf-8"))
     atomic_write_json(out / "summary.json", summary)
     return summary
 
