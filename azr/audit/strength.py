@@ -6,14 +6,17 @@ from them (`azr.audit.cases`), and the outputs that came back the same both time
 mutant is graded against the oracle's cases. A survivor that passes them all behaves as the reference does wherever
 we looked: it is counted as equivalent, not against the tests. Kill rate = killed / (mutants - equivalent).
 
-Everything runs in the sandbox, through the grading path of training (`azr.rewards`), in three batches over all
-tasks at once: (1) references, mutants and probes; (2) the reference's outputs; (3) survivors against the oracle,
-and the probe that returns the empty value of the reference's type. Comparisons are made here, outside.
+Everything runs in the sandbox, through the grading path of training (`azr.rewards`), in four batches over all
+tasks at once: (0) references; (1) mutants and probes, each with SLOWER times its reference's time (at most the
+task's limit: a mutant that loops forever costs a second, and one that slow counts as killed); (2) the reference's
+outputs; (3) survivors against the oracle, and the probe that returns the empty value of the reference's type.
+Comparisons are made here, outside.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -77,29 +80,32 @@ def audit_tasks(
 ) -> list[TaskAudit]:
     """Audit every task (see the module docstring); one `TaskAudit` per task, in order."""
     audits = [TaskAudit(t.id) for t in tasks]
-    plans: list[
-        tuple[int, str, str]
-    ] = []  # (task index, role, program): role "reference", "mutant:<op>", "probe:<name>"
-    for i, task in enumerate(tasks):
+    for audit, task in zip(audits, tasks, strict=True):
         if not task.solution:
-            audits[i].note = "no reference solution"
-            continue
-        plans.append((i, "reference", task.solution))
-        plans += [(i, f"mutant:{m.operator}", m.source) for m in make_mutants(task.solution, max_mutants)]
-        plans += [(i, f"probe:{name}", code) for name, code in static_probes(task).items()]
+            audit.note = "no reference solution"
+    with_solution = [i for i, t in enumerate(tasks) if t.solution]
+    references = grade_many([(tasks[i], tasks[i].solution or "") for i in with_solution], pool, limits)
+    passing = set()
+    timed = list(tasks)
+    for i, grade in zip(with_solution, references, strict=True):
+        if grade.passed:
+            passing.add(i)
+            timed[i] = _timed(tasks[i], grade.duration_s, limits)
+        else:
+            audits[i].note = f"the reference fails its own tests ({grade.status})"
+    plans: list[tuple[int, str, str]] = []  # (task index, role "mutant:<op>" or "probe:<name>", program)
+    for i in sorted(passing):
+        solution = tasks[i].solution or ""
+        plans += [(i, f"mutant:{m.operator}", m.source) for m in make_mutants(solution, max_mutants)]
+        plans += [(i, f"probe:{name}", code) for name, code in static_probes(tasks[i]).items()]
     total = len(plans)
     grades = []
-    for grade in grade_stream([(tasks[i], code) for i, _, code in plans], pool, limits):
+    for grade in grade_stream([(timed[i], code) for i, _, code in plans], pool, limits):
         grades.append(grade)
         if progress:
             progress(len(grades), total)
-    passing = {i for (i, role, _), g in zip(plans, grades, strict=True) if role == "reference" and g.passed}
     survivors: dict[int, list[str]] = {}
     for (i, role, code), grade in zip(plans, grades, strict=True):
-        if i not in passing:
-            if role == "reference":
-                audits[i].note = f"the reference fails its own tests ({grade.status})"
-            continue
         kind = role.split(":", 1)[0]
         if kind == "probe" and grade.passed:
             audits[i].probes_passed.append(role.split(":", 1)[1])
@@ -112,7 +118,7 @@ def audit_tasks(
             else:
                 audits[i].killed += 1
     _oracles(tasks, sorted(passing), audits, pool, limits, max_generated)
-    _against_oracle(tasks, survivors, audits, pool, limits)
+    _against_oracle(timed, survivors, audits, pool, limits)
     for i in passing:
         audit = audits[i]
         counted = audit.mutants - audit.equivalent - audit.errors
@@ -120,6 +126,22 @@ def audit_tasks(
         if not audit.oracle and audit.survivor_sources:
             audit.note = "no input to compare outputs on: every survivor is counted against the tests"
     return audits
+
+
+# A mutant's time: this many times what its reference took, at least MIN_S, at most the task's own limit. A mutant
+# that loops forever (a dropped loop exit) then costs a second, not the task's whole limit.
+SLOWER = 20.0
+MIN_S = 1.0
+
+
+def _timed(task: Task, reference_s: float, limits: Limits) -> Task:
+    """`task` with the time limit its mutants get (see SLOWER): per program, or per case for a stdin task."""
+    if task.stdio:
+        cases = max(1, len(task.tests))
+        own = task.timeout_s or limits.wall_s
+        return dataclasses.replace(task, timeout_s=min(own, max(MIN_S, SLOWER * reference_s / cases)))
+    own = task.timeout_s or limits.wall_s
+    return dataclasses.replace(task, timeout_s=min(own, max(MIN_S, SLOWER * reference_s)))
 
 
 def _oracles(
@@ -180,15 +202,9 @@ def _against_oracle(
         if not audit.oracle:
             audit.survivor_sources = codes
             continue
-        oracle_task = Task(
-            tasks[i].id,
-            tasks[i].prompt,
-            [c.test for c in audit.oracle],
-            tasks[i].solution,
-            tasks[i].setup,
-            tasks[i].timeout_s,
-            tasks[i].memory_mb,
-        )
+        scale = 1.0 if tasks[i].stdio else max(1.0, len(audit.oracle) / max(1, len(tasks[i].tests)))
+        timeout = tasks[i].timeout_s * scale if tasks[i].timeout_s else None
+        oracle_task = dataclasses.replace(tasks[i], tests=[c.test for c in audit.oracle], timeout_s=timeout)
         pairs += [(oracle_task, code) for code in codes]
         owners += [(i, code) for code in codes]
     for i, audit in enumerate(audits):
