@@ -98,6 +98,9 @@ def _print(audits: list[TaskAudit], req: AuditRequest, echo: Callable[[str], Non
     rates = [a.kill_rate for a in audits if a.kill_rate is not None]
     below = sum(r < req.threshold for r in rates)
     echo(f"{below} of {len(rates)} tasks below kill rate {req.threshold:.2f}; distribution: " + _distribution(rates))
+    timeouts = sum(a.timeouts for a in audits)
+    if timeouts:
+        echo(f"{timeouts} of {sum(a.killed for a in audits)} killed mutants ran out of time (20x the reference's)")
     for a in audits:
         if a.probes_passed:
             echo(f"PROBE {a.id}: passed {', '.join(a.probes_passed)}")

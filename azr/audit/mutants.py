@@ -237,13 +237,14 @@ def _call_edits(node: ast.Call) -> Iterator[tuple[str, ast.AST, str]]:
         return
     if isinstance(node.func, ast.Name) and node.func.id == "range" and args:
         stop = len(args) >= 2
+        bound = 1 if stop else 0
         for delta in (" + 1", " - 1"):
-            edited = [ast.unparse(a) for a in args]
-            edited[1 if stop else 0] = f"({edited[1 if stop else 0]}){delta}"
+            edited = [_operand(a) if i == bound else ast.unparse(a) for i, a in enumerate(args)]
+            edited[bound] += delta
             yield "range bound", node, f"range({', '.join(edited)})"
         if stop:
             rest = [ast.unparse(a) for a in args[1:]]
-            yield "range bound", node, f"range({', '.join([f'({ast.unparse(args[0])}) + 1', *rest])})"
+            yield "range bound", node, f"range({', '.join([f'{_operand(args[0])} + 1', *rest])})"
     elif isinstance(node.func, ast.Attribute) and node.func.attr in METHOD_SWAPS:
         copy = copy_module.deepcopy(node)
         copy.func.attr = METHOD_SWAPS[node.func.attr][0]
@@ -253,6 +254,13 @@ def _call_edits(node: ast.Call) -> Iterator[tuple[str, ast.AST, str]]:
         copy.args[0], copy.args[1] = copy.args[1], copy.args[0]
         if ast.unparse(copy.args[0]) != ast.unparse(copy.args[1]):
             yield "swapped arguments", node, ast.unparse(copy)
+
+
+def _operand(node: ast.expr) -> str:
+    """`node` as the left operand of `+ 1`: parenthesised unless it is a name, call, constant, attribute or item."""
+    text = ast.unparse(node)
+    atomic = (ast.Name, ast.Call, ast.Constant, ast.Attribute, ast.Subscript)
+    return text if isinstance(node, atomic) else f"({text})"
 
 
 def _early_returns(tree: ast.Module, lines: list[str]) -> Iterator[tuple[int, str]]:

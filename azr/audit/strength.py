@@ -56,6 +56,7 @@ class TaskAudit:
     probes_passed: list[str] = field(default_factory=list)
     note: str = ""  # why the task was not audited, or what limits its figures
     errors: int = 0  # mutants the sandbox failed to run (infrastructure): counted nowhere
+    timeouts: int = 0  # killed mutants that ran out of time (SLOWER times the reference's)
     survivor_sources: list[str] = field(default_factory=list, repr=False)
     oracle: list[OracleCase] = field(default_factory=list, repr=False)
     kills: list[list[bool]] = field(default_factory=list, repr=False)  # per survivor: oracle case i kills it?
@@ -67,6 +68,8 @@ class TaskAudit:
             row["note"] = self.note
         if self.errors:
             row["errors"] = self.errors
+        if self.timeouts:
+            row["timeouts"] = self.timeouts
         return row
 
 
@@ -117,6 +120,7 @@ def audit_tasks(
                 survivors.setdefault(i, []).append(code)
             else:
                 audits[i].killed += 1
+                audits[i].timeouts += grade.status == "timeout"
     _oracles(tasks, sorted(passing), audits, pool, limits, max_generated)
     _against_oracle(timed, survivors, audits, pool, limits)
     for i in passing:

@@ -59,7 +59,7 @@ def test_each_kind_of_edit_the_audit_promises_is_made():
     } <= set(found)
     sources = {m.source for m in mutants(SOURCE)}
     assert SOURCE.replace("x > 0 and", "x >= 0 and") in sources
-    assert SOURCE.replace("range(a, b)", "range(a, (b) + 1)") in sources
+    assert SOURCE.replace("range(a, b)", "range(a, b + 1)") in sources
     assert SOURCE.replace("min(total, limit)", "min(limit, total)") in sources
     assert SOURCE.replace("s[start:-1]", "s[:-1]") in sources
     assert SOURCE.replace("    total = 0\n", "    total = 0\n    return min(total, limit)\n") in sources
