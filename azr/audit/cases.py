@@ -45,7 +45,7 @@ def callables(task: Task) -> set[str]:
     return names | {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
-def tested_calls(task: Task) -> list[Call]:
+def calls_in_tests(task: Task) -> list[Call]:
     """Every call of one of `callables(task)` with literal arguments in the task's (assert) tests, in order, without
     duplicates."""
     names = callables(task)
@@ -110,23 +110,23 @@ def _literal_ok(source: str) -> bool:
     return True
 
 
-def tested_inputs(task: Task) -> list[str]:
+def inputs_in_tests(task: Task) -> list[str]:
     """The inputs the tests use: call expressions, or a stdin task's inputs."""
     if task.stdio:
         return [c.input for c in map(decode_case, task.tests) if c is not None]
-    return [c.source() for c in tested_calls(task)]
+    return [c.source() for c in calls_in_tests(task)]
 
 
 def generated_inputs(task: Task, limit: int) -> list[str]:
     """Up to `limit` new inputs made from the tests' own (none already among them), the same for a given task: edits
     of the tests' inputs, then edits of those (two rounds, as EvalPlus mutates its growing corpus)."""
     rng = random.Random(zlib.crc32(task.id.encode("utf-8")))
-    known = set(tested_inputs(task))
+    known = set(inputs_in_tests(task))
     if task.stdio:
         first = [v for text in sorted(known) for v in _stdin_variants(text)]
         second = [v for text in first[:20] for v in _stdin_variants(text)]
     else:
-        calls = tested_calls(task)
+        calls = calls_in_tests(task)
         domain = _Domain.of(calls)
         first_calls = [v for call in calls for v in _call_variants(call, domain, rng)]
         rng.shuffle(first_calls)
@@ -147,13 +147,16 @@ class _Domain:
 
     negatives: bool
     chars: str
+    numbers: bool = True  # the tests pass numbers (new list items are numbers)
+    strings: bool = True  # the tests pass strings (new list items may be strings)
 
     @classmethod
     def of(cls, calls: list[Call]) -> _Domain:
         values = [v for call in calls for v in (*call.args, *call.kwargs.values())]
         numbers = [x for v in values for x in _leaves(v) if isinstance(x, (int, float)) and not isinstance(x, bool)]
         chars = sorted({ch for v in values for x in _leaves(v) if isinstance(x, str) for ch in x})
-        return cls(any(x < 0 for x in numbers), "".join(chars) or "ab")
+        strings = any(isinstance(x, str) for v in values for x in _leaves(v))
+        return cls(any(x < 0 for x in numbers), "".join(chars) or "ab", bool(numbers) or not strings, strings)
 
 
 def _leaves(value: Any) -> Iterator[Any]:
@@ -195,9 +198,11 @@ def _variants(value: Any, domain: _Domain, rng: random.Random, depth: int = 0) -
     if isinstance(value, (list, tuple)):
         items = list(value)
         if not items:  # nothing to edit: small lists of the kinds tests use (a reference that refuses one drops it)
-            seeds = [[1], [2, 1], [1, 2, 3], [3, 0, 2, 2], [rng.choice(domain.chars)], list(domain.chars[:3])]
-            if domain.negatives:
-                seeds.append([-1, 2])
+            seeds: list[list[Any]] = []
+            if domain.numbers:
+                seeds += [[1], [2, 1], [1, 2, 3], [3, 0, 2, 2]] + ([[-1, 2]] if domain.negatives else [])
+            if domain.strings:
+                seeds += [[rng.choice(domain.chars)], list(domain.chars[:3])]
             return [type(value)(x) for x in seeds]
         found: list[list[Any]] = [[], items[:-1], items[::-1], items + items[-1:]]
         shuffled = items[:]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from azr.audit.cases import generated_inputs, tested_inputs
+from azr.audit.cases import generated_inputs, inputs_in_tests
 from azr.audit.mutants import mutants as make_mutants
 from azr.audit.probes import empty_value_probe, static_probes
 from azr.data import IOCase, Task, decode_case
@@ -158,7 +158,7 @@ def _oracles(
 ) -> None:
     """Each passing reference run twice on its tests' inputs and the generated ones; the inputs whose outputs came
     back, the same both times, become the task's oracle cases."""
-    inputs = {i: (tested_inputs(tasks[i]), generated_inputs(tasks[i], max_generated)) for i in indices}
+    inputs = {i: (inputs_in_tests(tasks[i]), generated_inputs(tasks[i], max_generated)) for i in indices}
     jobs = [(tasks[i], tasks[i].solution or "", own + new) for i in indices for own, new in [inputs[i]]]
     runs = outputs_many(jobs + jobs, pool, limits)
     first, second = runs[: len(jobs)], runs[len(jobs) :]
