@@ -6,6 +6,7 @@ kill rates, the weakest tasks with their surviving mutants), the summary line ou
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,6 +51,9 @@ def write_audit(audits: Sequence[TaskAudit], out: Path, source: str, threshold: 
     out.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(a.record(), ensure_ascii=False) + "\n" for a in audits)
     jsonl = atomic_write_text(out / "audit.jsonl", lines)
+    umask = os.umask(0)
+    os.umask(umask)
+    jsonl.chmod(0o666 & ~umask)  # readable as any file the user writes (the temp file it was renamed from is 0600)
     return jsonl, write_page(audits, out / "audit.html", source, threshold)
 
 
