@@ -5,6 +5,7 @@ callable from tests without Click. Printing goes through one `echo` the caller g
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -121,8 +122,14 @@ def _harden(tasks, audits, pool, limits, req: AuditRequest, echo, progress: bool
     new_tasks, added = hardened(tasks, audits, req.threshold)
     rows = "".join(json.dumps(t.to_json(), ensure_ascii=False) + "\n" for t in new_tasks)
     assert req.harden is not None
-    atomic_write_text(req.harden, rows)
+    atomic_write_text(req.harden, rows).chmod(0o666 & ~_umask())
     echo(f"hardened {len(added)} tasks with {sum(added.values())} new tests: wrote {req.harden}")
     again = _audit(new_tasks, pool, limits, req, progress, "re-auditing")
     echo(f"before: {line(audits)}")
     echo(f"after:  {line(again)}")
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
