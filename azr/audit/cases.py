@@ -29,10 +29,12 @@ class Call:
     name: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
+    wrap: str = ""  # list, tuple, sorted, set or frozenset around the call, as the test has it (a generator's values)
 
     def source(self) -> str:
         parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
-        return f"{self.name}({', '.join(parts)})"
+        call = f"{self.name}({', '.join(parts)})"
+        return f"{self.wrap}({call})" if self.wrap else call
 
 
 def callables(task: Task) -> set[str]:
@@ -66,6 +68,16 @@ def _calls_in(test: str, names: set[str]) -> Iterator[Call]:
     except (SyntaxError, ValueError):
         return
     aliases = _candidate_aliases(tree, names)
+    wrapped = {  # inner call -> the container builtin around it
+        id(node.args[0]): node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _WRAPS
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Call)
+    }
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
             continue
@@ -78,7 +90,10 @@ def _calls_in(test: str, names: set[str]) -> Iterator[Call]:
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             continue
         if len(kwargs) == len(node.keywords):
-            yield Call(name, args, kwargs)
+            yield Call(name, args, kwargs, wrapped.get(id(node), ""))
+
+
+_WRAPS = ("list", "tuple", "sorted", "set", "frozenset")
 
 
 def _candidate_aliases(tree: ast.Module, names: set[str]) -> dict[str, str]:
@@ -101,13 +116,25 @@ def _candidate_aliases(tree: ast.Module, names: set[str]) -> dict[str, str]:
 def _literal_ok(source: str) -> bool:
     """Whether the call's source reads back as the same literals (no inf, nan or object reprs)."""
     try:
-        call = ast.parse(source, mode="eval").body
+        call = _unwrapped(ast.parse(source, mode="eval").body)
         assert isinstance(call, ast.Call)
         for arg in [*call.args, *(k.value for k in call.keywords)]:
             ast.literal_eval(arg)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, AssertionError):
         return False
     return True
+
+
+def _unwrapped(node: ast.expr) -> ast.expr:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _WRAPS and node.args:
+        return node.args[0]
+    return node
+
+
+def called_name(source: str) -> str:
+    """The function a call input calls (inside its wrapper, if any)."""
+    node = _unwrapped(ast.parse(source, mode="eval").body)
+    return node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else ""
 
 
 def inputs_in_tests(task: Task) -> list[str]:
@@ -174,10 +201,10 @@ def _leaves(value: Any) -> Iterator[Any]:
 def _call_variants(call: Call, domain: _Domain, rng: random.Random) -> Iterator[Call]:
     for i, arg in enumerate(call.args):
         for new in _variants(arg, domain, rng):
-            yield Call(call.name, (*call.args[:i], new, *call.args[i + 1 :]), call.kwargs)
+            yield Call(call.name, (*call.args[:i], new, *call.args[i + 1 :]), call.kwargs, call.wrap)
     for key, arg in call.kwargs.items():
         for new in _variants(arg, domain, rng):
-            yield Call(call.name, call.args, {**call.kwargs, key: new})
+            yield Call(call.name, call.args, {**call.kwargs, key: new}, call.wrap)
 
 
 def _variants(value: Any, domain: _Domain, rng: random.Random, depth: int = 0) -> list[Any]:

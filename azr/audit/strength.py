@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from azr.audit.cases import generated_inputs, inputs_in_tests
+from azr.audit.cases import called_name, generated_inputs, inputs_in_tests
 from azr.audit.mutants import mutants as make_mutants
 from azr.audit.probes import empty_value_probe, static_probes
 from azr.data import IOCase, Task, decode_case
@@ -215,7 +215,7 @@ def _against_oracle(
         first = next((c for c in audit.oracle if not c.generated), None)
         if first is None or tasks[i].stdio:
             continue
-        probe = empty_value_probe(tasks[i], first.input.split("(", 1)[0], first.value)
+        probe = empty_value_probe(tasks[i], called_name(first.input), first.value)
         if probe is not None:
             pairs.append((tasks[i], probe))
             owners.append((i, "\0probe"))

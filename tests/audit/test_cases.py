@@ -37,3 +37,9 @@ def test_stdin_inputs_change_one_integer_and_keep_its_sign():
     made = generated_inputs(task, 20)
     assert "3\n0 7\n" in made and "2\n1 7\n" in made and "2\n0 6\n" in made
     assert all("-" not in m for m in made)
+
+
+def test_a_generator_call_inside_list_is_an_input_with_its_wrapper():
+    task = Task("g", "p", ["assert list(gen([1, 2], 1)) == [1]"], "def gen(xs, n):\n    yield from xs[:n]\n")
+    assert inputs_in_tests(task) == ["list(gen([1, 2], 1))"]
+    assert all(m.startswith("list(gen(") for m in generated_inputs(task, 10))

@@ -116,3 +116,14 @@ def test_hardening_a_stdin_task_adds_cases_the_reference_passes(audits, pool):
     if audits["io"].survivors:
         assert added.get("io", 0) >= 1
     assert grade_many([(task, STDIO.solution)], pool, LIMITS)[0].passed
+
+
+def test_a_generator_is_compared_through_the_list_its_test_builds(pool):
+    source = (
+        "def running_max(xs):\n    best = None\n    for x in xs:\n"
+        "        best = x if best is None or x > best else best\n        yield best\n"
+    )
+    task = Task("gen", "p", ["assert list(running_max([1, 3, 2])) == [1, 3, 3]"], source)
+    (audit,) = audit_tasks([task], pool, LIMITS)
+    assert audit.oracle and all(c.input.startswith("list(running_max(") for c in audit.oracle)
+    assert "no input" not in audit.note and audit.kill_rate is not None
