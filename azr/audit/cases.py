@@ -125,6 +125,39 @@ def _literal_ok(source: str) -> bool:
     return True
 
 
+def compares_values(task: Task) -> bool:
+    """Whether a test compares a call's value with a literal (`assert f(x) == 3`), so that an exact expected value
+    is what the tests mean; tests that only check properties of the value (any valid answer is accepted) are not."""
+    names = callables(task)
+    for test in task.tests:
+        try:
+            tree = ast.parse(test)
+        except (SyntaxError, ValueError):
+            continue
+        names_here = names | set(_candidate_aliases(tree, names))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+                sides = (node.left, node.comparators[0])
+                for call, other in (sides, sides[::-1]):
+                    inner = _unwrapped(call)
+                    if (
+                        isinstance(inner, ast.Call)
+                        and isinstance(inner.func, ast.Name)
+                        and inner.func.id in names_here
+                        and _is_literal(other)
+                    ):
+                        return True
+    return False
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
 def _unwrapped(node: ast.expr) -> ast.expr:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _WRAPS and node.args:
         return node.args[0]

@@ -3,11 +3,11 @@
 A weak task (kill rate under the threshold, or a survivor left) gets, greedily, the oracle cases that kill the most
 survivors not yet killed, until none is left that a case kills. Each case is the reference's own output on an input
 the tests use or one made from them (`azr.audit.cases`), the same on two runs within the task's limits, so every new
-case passes the reference. Cases whose expected value holds a float are left out (an exact float is no fair test of
-another correct solution). What cannot be hardened: tasks whose tests call nothing with literal arguments (statement
-tests over objects the test builds, setup-made values) have no input to vary; stdin/stdout tasks get cases that
-change one integer of an input, which may leave the statement's constraints (the reference's answer is still the
-one kept).
+case passes the reference. Left out: cases whose expected value holds a float (an exact float is no fair test of
+another correct solution), and tasks whose tests only check properties of a value (no `assert f(x) == literal`:
+several answers may be right, so the reference's own is no fair expected value). Tasks whose tests call nothing
+with literal arguments have no input to vary; stdin/stdout tasks get cases that change one integer of an input,
+which may leave the statement's constraints (the reference's answer on it is what is kept).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from azr.audit.cases import compares_values
 from azr.audit.strength import OracleCase, TaskAudit
 from azr.data import Task
 
@@ -25,6 +26,7 @@ def hardened(tasks: Sequence[Task], audits: Sequence[TaskAudit], threshold: floa
     added: dict[str, int] = {}
     for task, audit in zip(tasks, audits, strict=True):
         weak = audit.kill_rate is not None and (audit.kill_rate < threshold or audit.survivor_sources)
+        weak = weak and (task.stdio or compares_values(task))
         cases = _cover(audit) if weak else []
         existing = set(task.tests)
         new = [c.test for c in cases if c.test not in existing]
