@@ -7,9 +7,11 @@ mutant is graded against the oracle's cases. A survivor that passes them all beh
 we looked: it is counted as equivalent, not against the tests. Kill rate = killed / (mutants - equivalent).
 
 Everything runs in the sandbox, through the grading path of training (`azr.rewards`), in four batches over all
-tasks at once: (0) references; (1) mutants and probes, each with SLOWER times its reference's time (at most the
-task's limit: a mutant that loops forever costs a second, and one that slow counts as killed); (2) the reference's
-outputs; (3) survivors against the oracle, and the probe that returns the empty value of the reference's type.
+tasks at once: (0) references; (1) mutants and probes; (2) the reference's outputs; (3) survivors against the
+oracle, and the probe that returns the empty value of the reference's type. From (1) on, each program gets SLOWER
+times what the reference took on its tests, scaled to the inputs it runs (at least MIN_S, at most the task's own
+limit scaled the same way): a mutant that loops forever costs a second, and one that slow counts as killed; an
+input the reference itself is that slow on is left out of the oracle.
 Comparisons are made here, outside.
 """
 
@@ -90,9 +92,11 @@ def audit_tasks(
     references = grade_many([(tasks[i], tasks[i].solution or "") for i in with_solution], pool, limits)
     passing = set()
     timed = list(tasks)
+    durations: dict[int, float] = {}
     for i, grade in zip(with_solution, references, strict=True):
         if grade.passed:
             passing.add(i)
+            durations[i] = grade.duration_s
             timed[i] = _timed(tasks[i], grade.duration_s, limits)
         else:
             audits[i].note = f"the reference fails its own tests ({grade.status})"
@@ -121,8 +125,8 @@ def audit_tasks(
             else:
                 audits[i].killed += 1
                 audits[i].timeouts += grade.status == "timeout"
-    _oracles(tasks, sorted(passing), audits, pool, limits, max_generated)
-    _against_oracle(timed, survivors, audits, pool, limits)
+    _oracles(tasks, durations, audits, pool, limits, max_generated)
+    _against_oracle(tasks, durations, survivors, audits, pool, limits)
     for i in passing:
         audit = audits[i]
         counted = audit.mutants - audit.equivalent - audit.errors
@@ -138,19 +142,19 @@ SLOWER = 20.0
 MIN_S = 1.0
 
 
-def _timed(task: Task, reference_s: float, limits: Limits) -> Task:
-    """`task` with the time limit its mutants get (see SLOWER): per program, or per case for a stdin task."""
+def _timed(task: Task, reference_s: float, limits: Limits, scale: float = 1.0) -> Task:
+    """`task` with the time limit a program running `scale` times its tests' work gets (see SLOWER): per program,
+    or per case for a stdin task. At least MIN_S, at most the task's own limit scaled the same way."""
+    own = task.timeout_s or limits.wall_s
     if task.stdio:
         cases = max(1, len(task.tests))
-        own = task.timeout_s or limits.wall_s
         return dataclasses.replace(task, timeout_s=min(own, max(MIN_S, SLOWER * reference_s / cases)))
-    own = task.timeout_s or limits.wall_s
-    return dataclasses.replace(task, timeout_s=min(own, max(MIN_S, SLOWER * reference_s)))
+    return dataclasses.replace(task, timeout_s=min(own * scale, max(MIN_S, SLOWER * reference_s * scale)))
 
 
 def _oracles(
     tasks: Sequence[Task],
-    indices: list[int],
+    durations: dict[int, float],
     audits: list[TaskAudit],
     pool: SandboxPool,
     limits: Limits,
@@ -158,8 +162,16 @@ def _oracles(
 ) -> None:
     """Each passing reference run twice on its tests' inputs and the generated ones; the inputs whose outputs came
     back, the same both times, become the task's oracle cases."""
+    indices = sorted(durations)
     inputs = {i: (inputs_in_tests(tasks[i]), generated_inputs(tasks[i], max_generated)) for i in indices}
-    jobs = [(tasks[i], tasks[i].solution or "", own + new) for i in indices for own, new in [inputs[i]]]
+    jobs = []
+    for i in indices:
+        own, new = inputs[i]
+        scale = _scale(tasks[i], len(own) + len(new))
+        budget = _timed(tasks[i], durations[i], limits, scale)  # outputs_many scales a call task's time itself
+        if not tasks[i].stdio and budget.timeout_s:
+            budget = dataclasses.replace(budget, timeout_s=budget.timeout_s / scale)
+        jobs.append((budget, tasks[i].solution or "", own + new))
     runs = outputs_many(jobs + jobs, pool, limits)
     first, second = runs[: len(jobs)], runs[len(jobs) :]
     for i, a, b in zip(indices, first, second, strict=True):
@@ -170,6 +182,12 @@ def _oracles(
             test = _oracle_test(tasks[i], text, x.value)
             if test is not None:
                 audits[i].oracle.append(OracleCase(text, test, k >= len(own), x.value))
+
+
+def _scale(task: Task, inputs: int) -> float:
+    """How many times its own tests' work a program running `inputs` inputs of a call task does (1 for stdin tasks,
+    whose limit is per case)."""
+    return 1.0 if task.stdio else max(1.0, inputs / max(1, len(task.tests)))
 
 
 def _oracle_test(task: Task, text: str, value: Any) -> str | None:
@@ -192,6 +210,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def _against_oracle(
     tasks: Sequence[Task],
+    durations: dict[int, float],
     survivors: dict[int, list[str]],
     audits: list[TaskAudit],
     pool: SandboxPool,
@@ -206,9 +225,8 @@ def _against_oracle(
         if not audit.oracle:
             audit.survivor_sources = codes
             continue
-        scale = 1.0 if tasks[i].stdio else max(1.0, len(audit.oracle) / max(1, len(tasks[i].tests)))
-        timeout = tasks[i].timeout_s * scale if tasks[i].timeout_s else None
-        oracle_task = dataclasses.replace(tasks[i], tests=[c.test for c in audit.oracle], timeout_s=timeout)
+        budget = _timed(tasks[i], durations[i], limits, _scale(tasks[i], len(audit.oracle)))
+        oracle_task = dataclasses.replace(budget, tests=[c.test for c in audit.oracle])
         pairs += [(oracle_task, code) for code in codes]
         owners += [(i, code) for code in codes]
     for i, audit in enumerate(audits):
@@ -217,7 +235,7 @@ def _against_oracle(
             continue
         probe = empty_value_probe(tasks[i], called_name(first.input), first.value)
         if probe is not None:
-            pairs.append((tasks[i], probe))
+            pairs.append((_timed(tasks[i], durations[i], limits), probe))
             owners.append((i, "\0probe"))
     for (i, code), grade in zip(owners, grade_many(pairs, pool, limits), strict=True):
         audit = audits[i]
