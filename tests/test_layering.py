@@ -50,9 +50,11 @@ ALLOWED: dict[str, set[str]] = {
     "selfplay": {"data", "remote", "rewards"},
     "absolute_zero": {"config", "data", "rewards", "sandbox"},
     "report": set(),  # reads run folders; imports no training code
+    "audit": {"config", "data", "report", "rewards", "sandbox"},
     "tools": {"config", "data", "models", "remote", "rewards", "sandbox", "serving"},
     "training": {
         "absolute_zero",
+        "audit",
         "config",
         "data",
         "evaluation",
@@ -66,6 +68,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "cli": {
         "absolute_zero",
+        "audit",
         "config",
         "data",
         "evaluation",
@@ -105,6 +108,7 @@ LIGHT = {
     "cli",
     "absolute_zero",
     "report",
+    "audit",
 }
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
 from azr.cli.app import FiniteFloat, azr, package_option, sandbox_config
@@ -127,6 +130,59 @@ def _kinds(task) -> str:
     from azr.data import kinds_of, show_kinds
 
     return show_kinds(kinds_of(task.tests))
+
+
+@data.command("audit")
+@click.argument("source", metavar="PATH")
+@click.option("--format", "format_", metavar="NAME", help="The data set's own row shape (as `azr data validate`).")
+@click.option("--column-map", multiple=True, metavar="FIELD=COLUMN", help="Map a task field to a column (repeatable).")
+@click.option("--out", type=click.Path(path_type=Path), metavar="DIR", help="Write DIR/audit.jsonl and DIR/audit.html.")
+@click.option(
+    "--harden",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Write the tasks, weak ones with new cases that kill their survivors, to FILE (azr's JSONL), and re-audit.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=0.8,
+    show_default=True,
+    help="Tasks under this kill rate are weak (listed first, hardened).",
+)
+@click.option(
+    "--max-mutants",
+    type=click.IntRange(min=1, max=1000),
+    default=30,
+    show_default=True,
+    help="Mutants per task, at most.",
+)
+@click.option(
+    "--max-inputs",
+    type=click.IntRange(min=0, max=1000),
+    default=30,
+    show_default=True,
+    help="New inputs per task made from the tests' own, at most (to tell equivalent mutants; to harden).",
+)
+@click.option("--workers", type=click.IntRange(min=1), help="Programs run in parallel (default: CPU cores).")
+@click.option("--timeout", type=FiniteFloat(), help="Seconds per task that sets none [default: sandbox.timeout_s].")
+@click.option(
+    "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
+)
+@package_option
+def data_audit(
+    source, format_, column_map, out, harden, threshold, max_mutants, max_inputs, workers, timeout, memory_mb, packages
+) -> int:
+    """How strong PATH's tests are: each reference solution's mutants (one small edit each) and probes that must
+    fail are run against the tests in the sandbox. Per task the kill rate (killed / non-equivalent mutants), its
+    survivors as diffs and any probe that passed. Exit 1 when a probe passed, 2 for unreadable data."""
+    from azr.audit import AuditRequest, run_audit
+    from azr.config import parse_pairs
+
+    mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
+    cfg = sandbox_config(timeout, memory_mb, workers=workers, packages=list(packages))
+    request = AuditRequest(source, format_, mapping, out, harden, threshold, max_mutants, max_inputs)
+    return run_audit(request, cfg, click.echo, progress=sys.stderr.isatty())
 
 
 def _few(ids: list[str], n: int = 5) -> str:

@@ -48,6 +48,7 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "model.name_or_path": lambda value, base: value.startswith((".", "/", "~")) or (base / value).exists(),
     "data.train": lambda value, base: value not in SPLITS,
     "data.eval": lambda value, base: value not in SPLITS,
+    "data.audit": lambda value, base: True,
     "eval.tasks": lambda value, base: value not in SPLITS,
     "vllm.python": lambda value, base: "/" in value,
     "sft.rollouts": lambda value, base: True,

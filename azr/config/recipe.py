@@ -48,6 +48,10 @@ def check_task_files(cfg: AzrConfig) -> None:
     """Every task file the recipe names reads as tasks (column maps and formats applied; its first bad row named
     `file:line`), and no task asks for limits over the sandbox's ceilings."""
     data, sandbox = cfg.data, cfg.sandbox
+    if data.min_kill_rate is not None and data.audit is None:
+        raise ConfigError("data.min_kill_rate: needs data.audit (an audit.jsonl from `azr data audit TRAIN --out DIR`)")
+    if data.audit is not None and not Path(data.audit).is_file():
+        raise ConfigError(f"data.audit: {data.audit}: file not found (`azr data audit TRAIN --out DIR` writes one)")
     train = load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol)
     check_task_limits(train, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(data.train))
     for held_out in {data.eval, cfg.eval.tasks} - {None}:  # eval.tasks: the held-out evaluation during GRPO

@@ -100,6 +100,18 @@ class DataConfig:
         gt=0,
         le=1 << 20,
     )
+    audit: str | None = field(
+        None,
+        "An audit.jsonl written by `azr data audit TRAIN --out DIR` (relative to the config file): its figures go "
+        "into summary.json and the report, and data.min_kill_rate reads it; null for none.",
+    )
+    min_kill_rate: float | None = field(
+        None,
+        "Drop training tasks whose tests are too weak: a kill rate under this in data.audit, or a probe that passed "
+        "(tasks without a record or a kill rate are kept); null keeps all. Needs data.audit.",
+        ge=0,
+        le=1,
+    )
 
 
 @dataclass

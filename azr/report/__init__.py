@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 from azr.errors import UserError
+from azr.report.page import escape, standalone_page, write_html
 from azr.report.runs import Run, read_run
 
-__all__ = ["Run", "read_run", "run_report"]
+__all__ = ["Run", "escape", "read_run", "run_report", "standalone_page", "write_html"]
 
 
 def run_report(run_dirs: list[Path], out: Path | None = None) -> Path:

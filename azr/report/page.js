@@ -22,7 +22,7 @@
       title: {text: plot.title, font: {size: 14}, x: 0.02, xanchor: "left"},
       margin: {l: 60, r: 16, t: 40, b: 76}, hovermode: "x unified", barmode: plot.stack ? "stack" : undefined,
       bargap: 0.05, yaxis: {title: {text: plot.ytitle}, rangemode: "tozero"},
-      xaxis: {title: {text: "step", standoff: 4}, zeroline: false, dtick: last <= 12 ? 1 : undefined},
+      xaxis: {title: {text: plot.xtitle || "step", standoff: 4}, zeroline: false, dtick: last <= 12 ? 1 : undefined},
       legend: {orientation: "h", y: -0.3, yanchor: "top", font: {size: 11}},
       shapes: m.shapes, annotations: m.annotations, showlegend: plot.traces.length > 1 || !!plot.stack,
       paper_bgcolor: "#fff", plot_bgcolor: "#fff", font: {family: "system-ui, sans-serif", size: 12}

@@ -98,6 +98,7 @@ def _run_facts(run: Run) -> str:
             f"{_fmt((before or {}).get('pass_rate'))} → {_fmt((after or {}).get('pass_rate'))}",
         ),
         ("held-out evaluations", _heldout_cost(run.evals)),
+        ("test strength (data.audit)", _audit_fact(run.audit)),
         ("versions", _e(", ".join(f"{k} {v}" for k, v in run.versions.items()) or "not recorded in the run folder")),
     ]
     if run.skipped:  # records the report could not read (see azr.report.runs): said, never silently dropped
@@ -107,6 +108,16 @@ def _run_facts(run: Run) -> str:
     table = _table(["", ""], [[f"<b>{_e(k)}</b>", v] for k, v in rows], "facts")
     recipe = f"<details><summary>recipe (resolved config.yaml)</summary><pre>{_e(run.config_text)}</pre></details>"
     return f'<div class="card"><h3>{_e(run.name)}</h3>{table}{recipe if run.config_text else ""}</div>'
+
+
+def _audit_fact(audit: dict[str, Any] | None) -> str:
+    if not isinstance(audit, dict):
+        return "no audit given (data.audit)"
+    return _e(
+        f"kill rate {_fmt(audit.get('kill_rate'), 2)} over {audit.get('tasks_with_record')} of {audit.get('tasks')} "
+        f"training tasks; {audit.get('dropped')} dropped by data.min_kill_rate; {audit.get('probes_passed')} with a "
+        f"probe passed ({audit.get('file')})"
+    )
 
 
 def _heldout_cost(evals: list[dict[str, Any]]) -> str:
@@ -292,6 +303,45 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def standalone_page(title: str, body: str, plots: list[dict[str, Any]], generated: str) -> str:
+    """A page in the report's look for another command (`azr data audit`): `body` is HTML its caller built with every
+    text escaped (`escape`), `plots` are plot dicts as `azr.report.figures` makes them (`xtitle` names the x axis)."""
+    nonce = secrets.token_hex(8)
+    data = _finite({"plots": plots, "alarms": [], "generations": [], "runs": []})
+    parts = {
+        "plotly": plotly_js().replace("</script", "<\\/script"),
+        "data": json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("</", "<\\/"),
+        "script": _asset("page.js"),
+        "style": _asset("page.css"),
+    }
+    page = STANDALONE.format(
+        title=_e(title),
+        generated=_e(generated),
+        version=_e(__version__),
+        body=f"@@{nonce}:body@@",
+        **{name: f"@@{nonce}:{name}@@" for name in parts},
+    )
+    for name, text in {**parts, "body": body}.items():
+        page = page.replace(f"@@{nonce}:{name}@@", text)
+    return page
+
+
+def escape(value: Any) -> str:
+    """Text for the page, escaped."""
+    return _e(value)
+
+
+def write_html(out: Path, page: str) -> Path:
+    """Write a page atomically, readable as any file the user writes."""
+    from azr.logs import atomic_write_text
+
+    page_path = atomic_write_text(out, page)
+    umask = os.umask(0)
+    os.umask(umask)
+    page_path.chmod(0o666 & ~umask)
+    return page_path
+
+
 def write_page(runs: list[Run], out: Path, generated: str) -> Path:
     from azr.logs import atomic_write_text
 
@@ -329,6 +379,25 @@ to reset · hover for values · click a legend entry to hide it</div></header>
 <h2>Tables</h2>{tables}
 <h2>Generations</h2><p class="muted">{generation_note}</p>
 <div class="controls" id="gen-controls"></div><div id="generations"></div>
+<pre id="errors"></pre><pre id="rendered" hidden></pre><pre id="resources" hidden></pre>
+</main>
+<script type="application/json" id="data">{data}</script>
+<script>{script}</script>
+</body></html>
+"""
+
+STANDALONE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>{style}</style>
+<script>{plotly}</script>
+</head><body>
+<header><h1>{title}</h1><div class="sub">written {generated} by azr {version}</div></header>
+<main>
+<div class="plots" id="plots"></div>
+{body}
+<div hidden><div id="gen-controls"></div><div id="generations"></div></div>
 <pre id="errors"></pre><pre id="rendered" hidden></pre><pre id="resources" hidden></pre>
 </main>
 <script type="application/json" id="data">{data}</script>

@@ -55,6 +55,7 @@ class Run:
     versions: dict[str, str] = field(default_factory=dict)
     last_write: float | None = None
     skipped: Counter = field(default_factory=Counter)  # file name -> records (or whole files) the report could not use
+    audit: dict[str, Any] | None = None  # audit.json: the training tasks' test strength (data.audit)
 
     @property
     def logs(self) -> list[dict[str, Any]]:
@@ -95,6 +96,8 @@ def read_run(path: Path, sample_steps: int = 40, per_step: int = 6, seed: int = 
     if summary and not (_number(summary.get("seconds")) or summary.get("seconds") is None):
         summary = _skip(run, "summary.json", {"seconds": None, **{k: v for k, v in summary.items() if k != "seconds"}})
     run.summary = summary
+    audit = _json(run, path / "audit.json")
+    run.audit = audit if audit is None or isinstance(audit, dict) else _skip(run, "audit.json", None)
     metrics = path / "metrics.jsonl"
     if metrics.is_file():
         run.records = [r for r in _records(run, metrics) if _usable_metric(r) or _skip(run, metrics.name, False)]

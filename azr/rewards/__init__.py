@@ -26,6 +26,7 @@ from azr.rewards.grading import (
 )
 from azr.rewards.health import InfraFailures
 from azr.rewards.oracle import sandbox_oracle
+from azr.rewards.outputs import Output, outputs_many
 
 __all__ = [
     "REWARDS",
@@ -33,6 +34,7 @@ __all__ = [
     "Grade",
     "InfraFailures",
     "OutcomeCache",
+    "Output",
     "SelfPlayReward",
     "build_rewards",
     "check_rewards",
@@ -40,6 +42,7 @@ __all__ = [
     "grade_many",
     "grade_stream",
     "limits_from_config",
+    "outputs_many",
     "pool_from_config",
     "run_program",
     "sandbox_oracle",

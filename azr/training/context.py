@@ -138,6 +138,8 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
         seed=cfg.seed,
         max_tasks=None,
     )
+    if cfg.data.audit:
+        tasks = audited_tasks(tasks, cfg, out if ranks.main else None)
     pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
     rewards = build_run_rewards(cfg, sandbox, pool)
     check_sandbox(tasks, rewards.grader)
@@ -200,6 +202,34 @@ def watched_metrics(path: Path, stack: ExitStack) -> AlarmWatch:
     watch = AlarmWatch(stack.enter_context(JsonlWriter(path)))
     watch.prime(before)
     return watch
+
+
+def audited_tasks(tasks: list[Task], cfg: AzrConfig, out: Path | None) -> list[Task]:
+    """The training tasks less those data.min_kill_rate drops by data.audit's records (one log line says how many);
+    the audit's figures go to `out/audit.json`, which summary.json and the report read."""
+    from azr.audit import audit_figures, read_audit, weak_tasks
+    from azr.logs import atomic_write_json
+
+    assert cfg.data.audit is not None
+    records = read_audit(Path(cfg.data.audit))
+    dropped = 0
+    if cfg.data.min_kill_rate is not None:
+        weak = weak_tasks(tasks, records, cfg.data.min_kill_rate)
+        kept = [t for t in tasks if t.id not in weak]
+        dropped = len(tasks) - len(kept)
+        missing = sum(t.id not in records for t in tasks)
+        log.info(
+            "data.min_kill_rate=%.2f drops %d of %d tasks with weak tests (%s; %d without a record, kept)",
+            cfg.data.min_kill_rate,
+            dropped,
+            len(tasks),
+            cfg.data.audit,
+            missing,
+        )
+        tasks = kept
+    if out is not None:
+        atomic_write_json(out / "audit.json", audit_figures(tasks, records, cfg.data.audit, dropped))
+    return tasks
 
 
 def fit_tasks(tasks: list[Task], tokenizer, cfg: AzrConfig) -> list[Task]:

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from azr.audit import sample_candidates
 from azr.data import Task
 from azr.inputs import load_json
 from azr.logs import atomic_write_json
 from azr.prompts import chat_messages, reference_answer
 from azr.training.context import RunContext
-from azr.training.mutants import sample_candidates
 
 log = logging.getLogger(__name__)
 NEAR_MISS_WALL_S = 2.0  # per variant; reference solutions take milliseconds, so a slower variant is a hung one

@@ -8,6 +8,7 @@ readable one was cut short while saving and is passed over. A resumed run's logs
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -168,6 +169,10 @@ def write_summary(out: Path, state: RunState, seconds: float, logs: dict[str, An
     for name, counts in (logs or {}).items():
         summary[name] = counts
     summary["status"] = "failed" if any(c.get("error") for c in (logs or {}).values()) else "ok"
+    audit = out / "audit.json"
+    if audit.is_file():  # data.audit: the training tasks' test strength (azr.audit)
+        with contextlib.suppress(OSError, ValueError):
+            summary["audit"] = load_json(audit.read_text(encoding="utf-8"))
     atomic_write_json(out / "summary.json", summary)
     return summary
 

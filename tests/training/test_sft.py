@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from azr.data.tasks import Task, load_tasks
-from azr.training import mutants
+from azr.audit import candidates, sample_candidates
+from azr.data import Task, load_tasks
 from azr.training.sft import find_near_misses, sft_dataset
 
 SOLUTION = """def clamp_sum(xs, limit):
@@ -26,7 +26,7 @@ def _changed_lines(a: str, b: str) -> list[str]:
 
 
 def test_every_candidate_compiles_and_differs_from_the_source_on_one_line():
-    found = mutants.candidates(SOLUTION)
+    found = candidates(SOLUTION)
     assert len(found) == len(set(found)) and SOLUTION not in found
     for variant in found:
         compile(variant, "<variant>", "exec")
@@ -46,7 +46,7 @@ def test_every_candidate_compiles_and_differs_from_the_source_on_one_line():
 
 def test_method_names_are_swapped_only_after_a_dot():
     source = "def f(s):\n    upper = s.upper()\n    return upper\n"
-    found = mutants.candidates(source)
+    found = candidates(source)
     assert found == ["def f(s):\n    upper = s.lower()\n    return upper\n"]
 
 
@@ -54,25 +54,25 @@ def test_method_names_are_swapped_only_after_a_dot():
 def test_edits_land_on_their_token_whatever_breaks_the_lines(odd):
     # Characters that str.splitlines treats as line breaks but Python's tokenizer does not, inside a string.
     source = f'def f(a, b):\n    s = "x{odd}y"\n    if a < b:\n        return a + 1\n    return b\n'
-    found = mutants.candidates(source)
+    found = candidates(source)
     assert source.replace("a < b", "a <= b") in found and source.replace("a + 1", "a - 1") in found
     for variant in found:
         assert len(_changed_lines(source, variant)) <= 4 and variant.count(odd) == source.count(odd)
 
 
 def test_variants_that_only_warn_at_compile_time_raise_no_warning(recwarn):
-    mutants.candidates("def f():\n    return (1, 2)(0) if True else 0\n")
+    candidates("def f():\n    return (1, 2)(0) if True else 0\n")
     assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
 
 
 def test_code_that_does_not_tokenize_has_no_candidates():
-    assert mutants.candidates('def f(:\n    return "') == []
+    assert candidates('def f(:\n    return "') == []
 
 
 def test_sampling_is_fixed_by_the_seed():
-    a = mutants.sample_candidates(SOLUTION, random.Random(3), 4)
-    assert a == mutants.sample_candidates(SOLUTION, random.Random(3), 4)
-    assert len(a) == 4 and set(a) <= set(mutants.candidates(SOLUTION))
+    a = sample_candidates(SOLUTION, random.Random(3), 4)
+    assert a == sample_candidates(SOLUTION, random.Random(3), 4)
+    assert len(a) == 4 and set(a) <= set(candidates(SOLUTION))
 
 
 def test_near_misses_fail_their_tests_in_the_sandbox_and_the_seed_fixes_them(grader):

@@ -1,0 +1,263 @@
+"""The audit of a task set's tests: how many near-miss programs each task's tests let through.
+
+For every task with a reference solution that passes its own tests: its mutants (`azr.audit.mutants`) and probes
+(`azr.audit.probes`) are graded against the tests; the reference is run twice on the tests' inputs and on inputs made
+from them (`azr.audit.cases`), and the outputs that came back the same both times are the oracle; each surviving
+mutant is graded against the oracle's cases. A survivor that passes them all behaves as the reference does wherever
+we looked: it is counted as equivalent, not against the tests. Kill rate = killed / (mutants - equivalent).
+
+Everything runs in the sandbox, through the grading path of training (`azr.rewards`), in four batches over all
+tasks at once: (0) references; (1) mutants and probes; (2) the reference's outputs; (3) survivors against the
+oracle, and the probe that returns the empty value of the reference's type. From (1) on, each program gets SLOWER
+times what the reference took on its tests, scaled to the inputs it runs (at least MIN_S, at most the task's own
+limit scaled the same way): a mutant that loops forever costs a second, and one that slow counts as killed; an
+input the reference itself is that slow on is left out of the oracle.
+Comparisons are made here, outside.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from azr.audit.cases import called_name, generated_inputs, inputs_in_tests
+from azr.audit.mutants import mutants as make_mutants
+from azr.audit.probes import empty_value_probe, static_probes
+from azr.data import IOCase, Task, decode_case
+from azr.rewards import grade_many, grade_stream, outputs_many
+from azr.sandbox import Limits, SandboxPool
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class OracleCase:
+    """One input with the reference's output on it (the same on two runs), as a test of azr's own kinds."""
+
+    input: str
+    test: str  # an assert, or an encoded stdin/stdout case
+    generated: bool  # made by the audit, not one of the tests' own inputs
+    value: Any = None  # what the reference returned or printed
+
+
+@dataclass
+class TaskAudit:
+    """One task's figures: what `audit.jsonl` holds (`record()`), and for hardening the oracle and which of its
+    cases kill which survivor."""
+
+    id: str
+    kill_rate: float | None = None
+    mutants: int = 0
+    killed: int = 0
+    equivalent: int = 0
+    survivors: list[str] = field(default_factory=list)  # unified diffs against the reference
+    probes_passed: list[str] = field(default_factory=list)
+    note: str = ""  # why the task was not audited, or what limits its figures
+    errors: int = 0  # mutants the sandbox failed to run (infrastructure): counted nowhere
+    timeouts: int = 0  # killed mutants that ran out of time (SLOWER times the reference's)
+    survivor_sources: list[str] = field(default_factory=list, repr=False)
+    oracle: list[OracleCase] = field(default_factory=list, repr=False)
+    kills: list[list[bool]] = field(default_factory=list, repr=False)  # per survivor: oracle case i kills it?
+
+    def record(self) -> dict[str, Any]:
+        keys = ("id", "kill_rate", "mutants", "killed", "equivalent", "survivors", "probes_passed")
+        row = {k: getattr(self, k) for k in keys}
+        if self.note:
+            row["note"] = self.note
+        if self.errors:
+            row["errors"] = self.errors
+        if self.timeouts:
+            row["timeouts"] = self.timeouts
+        return row
+
+
+def audit_tasks(
+    tasks: Sequence[Task],
+    pool: SandboxPool,
+    limits: Limits,
+    max_mutants: int = 30,
+    max_generated: int = 30,
+    progress: Progress | None = None,
+) -> list[TaskAudit]:
+    """Audit every task (see the module docstring); one `TaskAudit` per task, in order."""
+    audits = [TaskAudit(t.id) for t in tasks]
+    for audit, task in zip(audits, tasks, strict=True):
+        if not task.solution:
+            audit.note = "no reference solution"
+    with_solution = [i for i, t in enumerate(tasks) if t.solution]
+    references = grade_many([(tasks[i], tasks[i].solution or "") for i in with_solution], pool, limits)
+    passing = set()
+    timed = list(tasks)
+    durations: dict[int, float] = {}
+    for i, grade in zip(with_solution, references, strict=True):
+        if grade.passed:
+            passing.add(i)
+            durations[i] = grade.duration_s
+            timed[i] = _timed(tasks[i], grade.duration_s, limits)
+        else:
+            audits[i].note = f"the reference fails its own tests ({grade.status})"
+    plans: list[tuple[int, str, str]] = []  # (task index, role "mutant:<op>" or "probe:<name>", program)
+    for i in sorted(passing):
+        solution = tasks[i].solution or ""
+        plans += [(i, f"mutant:{m.operator}", m.source) for m in make_mutants(solution, max_mutants)]
+        plans += [(i, f"probe:{name}", code) for name, code in static_probes(tasks[i]).items()]
+    total = len(plans)
+    grades = []
+    for grade in grade_stream([(timed[i], code) for i, _, code in plans], pool, limits):
+        grades.append(grade)
+        if progress:
+            progress(len(grades), total)
+    survivors: dict[int, list[str]] = {}
+    for (i, role, code), grade in zip(plans, grades, strict=True):
+        kind = role.split(":", 1)[0]
+        if kind == "probe" and grade.passed:
+            audits[i].probes_passed.append(role.split(":", 1)[1])
+        elif kind == "mutant":
+            audits[i].mutants += 1
+            if grade.status == "error":
+                audits[i].errors += 1
+            elif grade.passed:
+                survivors.setdefault(i, []).append(code)
+            else:
+                audits[i].killed += 1
+                audits[i].timeouts += grade.status == "timeout"
+    _oracles(tasks, durations, audits, pool, limits, max_generated)
+    _against_oracle(tasks, durations, survivors, audits, pool, limits)
+    for i in passing:
+        audit = audits[i]
+        counted = audit.mutants - audit.equivalent - audit.errors
+        audit.kill_rate = round(audit.killed / counted, 4) if counted > 0 else None
+        if not audit.oracle and audit.survivor_sources:
+            audit.note = "no input to compare outputs on: every survivor is counted against the tests"
+    return audits
+
+
+# A mutant's time: this many times what its reference took, at least MIN_S, at most the task's own limit. A mutant
+# that loops forever (a dropped loop exit) then costs a second, not the task's whole limit.
+SLOWER = 20.0
+MIN_S = 1.0
+
+
+def _timed(task: Task, reference_s: float, limits: Limits, scale: float = 1.0) -> Task:
+    """`task` with the time limit a program running `scale` times its tests' work gets (see SLOWER): per program,
+    or per case for a stdin task. At least MIN_S, at most the task's own limit scaled the same way."""
+    own = task.timeout_s or limits.wall_s
+    if task.stdio:
+        cases = max(1, len(task.tests))
+        return dataclasses.replace(task, timeout_s=min(own, max(MIN_S, SLOWER * reference_s / cases)))
+    return dataclasses.replace(task, timeout_s=min(own * scale, max(MIN_S, SLOWER * reference_s * scale)))
+
+
+def _oracles(
+    tasks: Sequence[Task],
+    durations: dict[int, float],
+    audits: list[TaskAudit],
+    pool: SandboxPool,
+    limits: Limits,
+    max_generated: int,
+) -> None:
+    """Each passing reference run twice on its tests' inputs and the generated ones; the inputs whose outputs came
+    back, the same both times, become the task's oracle cases."""
+    indices = sorted(durations)
+    inputs = {i: (inputs_in_tests(tasks[i]), generated_inputs(tasks[i], max_generated)) for i in indices}
+    jobs = []
+    for i in indices:
+        own, new = inputs[i]
+        scale = _scale(tasks[i], len(own) + len(new))
+        budget = _timed(tasks[i], durations[i], limits, scale)  # outputs_many scales a call task's time itself
+        if not tasks[i].stdio and budget.timeout_s:
+            budget = dataclasses.replace(budget, timeout_s=budget.timeout_s / scale)
+        jobs.append((budget, tasks[i].solution or "", own + new))
+    runs = outputs_many(jobs + jobs, pool, limits)
+    first, second = runs[: len(jobs)], runs[len(jobs) :]
+    for i, a, b in zip(indices, first, second, strict=True):
+        own, new = inputs[i]
+        for k, (text, x, y) in enumerate(zip(own + new, a, b, strict=True)):
+            if not (x.ok and y.ok and _same(x.value, y.value)):
+                continue
+            test = _oracle_test(tasks[i], text, x.value)
+            if test is not None:
+                audits[i].oracle.append(OracleCase(text, test, k >= len(own), x.value))
+
+
+def _scale(task: Task, inputs: int) -> float:
+    """How many times its own tests' work a program running `inputs` inputs of a call task does (1 for stdin tasks,
+    whose limit is per case)."""
+    return 1.0 if task.stdio else max(1.0, inputs / max(1, len(task.tests)))
+
+
+def _oracle_test(task: Task, text: str, value: Any) -> str | None:
+    if task.stdio:
+        first = next((c for c in map(decode_case, task.tests) if c is not None), None)
+        compare, tol = (first.compare, first.float_tol) if first else ("lines", None)
+        return IOCase(text, value, compare, tol).encode()
+    literal = repr(value)
+    try:
+        if not _same(ast.literal_eval(literal), value):
+            return None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return f"assert {text} == {literal}"
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and repr(a) == repr(b)  # 1 and 1.0, [..] and (..) told apart; NaN equal to itself
+
+
+def _against_oracle(
+    tasks: Sequence[Task],
+    durations: dict[int, float],
+    survivors: dict[int, list[str]],
+    audits: list[TaskAudit],
+    pool: SandboxPool,
+    limits: Limits,
+) -> None:
+    """Survivors graded against their task's oracle cases (equivalent when they pass every one), and the probe that
+    returns the empty value of the reference's type graded against the task's own tests."""
+    pairs: list[tuple[Task, str]] = []
+    owners: list[tuple[int, str]] = []
+    for i, codes in survivors.items():
+        audit = audits[i]
+        if not audit.oracle:
+            audit.survivor_sources = codes
+            continue
+        budget = _timed(tasks[i], durations[i], limits, _scale(tasks[i], len(audit.oracle)))
+        oracle_task = dataclasses.replace(budget, tests=[c.test for c in audit.oracle])
+        pairs += [(oracle_task, code) for code in codes]
+        owners += [(i, code) for code in codes]
+    for i, audit in enumerate(audits):
+        first = next((c for c in audit.oracle if not c.generated), None)
+        if first is None or tasks[i].stdio:
+            continue
+        probe = empty_value_probe(tasks[i], called_name(first.input), first.value)
+        if probe is not None:
+            pairs.append((_timed(tasks[i], durations[i], limits), probe))
+            owners.append((i, "\0probe"))
+    for (i, code), grade in zip(owners, grade_many(pairs, pool, limits), strict=True):
+        audit = audits[i]
+        if code == "\0probe":
+            if grade.passed:
+                audit.probes_passed.append("returns the empty value")
+        elif grade.passed:
+            audit.equivalent += 1
+        else:
+            audit.survivor_sources.append(code)
+            audit.kills.append([not ok for ok in grade.per_test] or [False] * len(audit.oracle))
+    for i, task in enumerate(tasks):
+        reference = task.solution or ""
+        audits[i].survivors = [_diff(reference, code) for code in audits[i].survivor_sources]
+
+
+def _diff(reference: str, mutant: str) -> str:
+    lines = difflib.unified_diff(reference.splitlines(), mutant.splitlines(), "reference", "mutant", n=1, lineterm="")
+    return "\n".join(lines)
+
+
+def kill_rate(audits: Sequence[TaskAudit]) -> float | None:
+    """The file's kill rate: the mean of the tasks' kill rates (each task counts once, whatever its mutant count)."""
+    rates = [a.kill_rate for a in audits if a.kill_rate is not None]
+    return sum(rates) / len(rates) if rates else None

@@ -1,0 +1,65 @@
+"""`azr data audit`: the last line, the files it writes, its exit codes and the hardened file."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from azr.data import read_jsonl
+
+SOLUTION = """def clamp_sum(xs, limit):
+    total = 0
+    for x in xs:
+        if x > 0 and total + x <= limit:
+            total += x
+    return min(total, limit)
+"""
+LAST = re.compile(r"kill rate \d\.\d\d over \d+ tasks \(\d+ mutants, \d+ equivalent, \d+ probes passed\)")
+
+
+def _row(id_, tests, solution=SOLUTION):
+    return json.dumps({"id": id_, "prompt": "<b>sum</b>", "tests": tests, "solution": solution}) + "\n"
+
+
+def test_a_file_whose_tests_check_something_exits_0_and_writes_its_records(cli, write, tmp_path):
+    path = write("t.jsonl", _row("<script>alert(1)</script>", ["assert clamp_sum([2, 3], 4) == 2"]))
+    code, out, _ = cli("data", "audit", path, "--out", tmp_path / "out", "--workers", "2")
+    assert code == 0, out
+    assert LAST.fullmatch(out.strip().splitlines()[-1])
+    (record,) = [json.loads(line) for line in (tmp_path / "out" / "audit.jsonl").read_text().splitlines()]
+    assert set(record) >= {"id", "kill_rate", "mutants", "killed", "equivalent", "survivors", "probes_passed"}
+    assert record["mutants"] >= 5 and isinstance(record["survivors"], list)
+    page = (tmp_path / "out" / "audit.html").read_text()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert '"xtitle":"kill rate"' in page
+
+
+def test_a_probe_that_passes_exits_1_and_is_named(cli, write):
+    path = write("t.jsonl", _row("vacuous", ["clamp_sum([1], 2)"]))
+    code, out, _ = cli("data", "audit", path, "--workers", "2")
+    assert code == 1 and "PROBE vacuous: passed" in out and "returns None" in out
+    assert LAST.fullmatch(out.strip().splitlines()[-1])
+
+
+def test_harden_writes_azr_tasks_and_prints_both_kill_rates(cli, write, tmp_path):
+    path = write("t.jsonl", _row("weak", ["assert clamp_sum([], 0) == 0"]))
+    out_file = tmp_path / "hard.jsonl"
+    code, out, _ = cli("data", "audit", path, "--harden", out_file, "--workers", "2")
+    lines = out.strip().splitlines()
+    before = float(next(x for x in lines if x.startswith("before:")).split()[3])
+    after = float(next(x for x in lines if x.startswith("after:")).split()[3])
+    assert after > before and code == 1  # the weak file lets the empty-value probe through
+    (task,) = read_jsonl(out_file)
+    assert len(task.tests) > 1 and task.tests[0] == "assert clamp_sum([], 0) == 0"
+    code, out, _ = cli("data", "validate", out_file, "--workers", "2")
+    assert code == 0, out
+
+
+def test_user_errors_exit_2_before_anything_runs(cli, write, tmp_path):
+    assert cli("data", "audit", tmp_path / "missing.jsonl")[0] == 2
+    path = write("t.jsonl", _row("a", ["assert clamp_sum([], 0) == 0"]))
+    assert cli("data", "audit", path, "--harden", tmp_path / "h.txt")[0] == 2
+    assert cli("data", "audit", path, "--format", "nope")[0] == 2
+    none = write("n.jsonl", json.dumps({"id": "a", "prompt": "p", "tests": ["assert 1"]}) + "\n")
+    code, _, err = cli("data", "audit", none)
+    assert code == 2 and "no task has a reference solution" in err
