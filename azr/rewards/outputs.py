@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from azr.data import IOCase, Task
-from azr.inputs import load_json
 from azr.rewards.grading import case_seconds, task_limits
 from azr.rewards.harness import build_program, preloads_harness
 from azr.rewards.plans import TestPlan, ValueCheck
 from azr.rewards.stdio import MIN_OUTPUT_CAP
 from azr.rewards.values import Opaque, decode_value
+from azr.rewards.verdicts import harness_lines
 from azr.sandbox import Limits, SandboxPool
 
 
@@ -65,22 +65,11 @@ def _limits(task: Task, base: Limits, n: int) -> Limits:
 
 
 def _read(report: str, nonce: str, n: int) -> list[Output]:
-    seen: dict[int, Output] = {}
-    load_error = ""
-    for line in report.splitlines():
-        try:
-            tag, index, kind, payload = load_json(line)
-        except Exception:  # anything the program wrote that is not a harness line
-            continue
-        if tag != nonce or not isinstance(index, int):
-            continue
-        if index == -1 and kind == "load_error":
-            load_error = str(payload)
-        elif 0 <= index < n and index not in seen:
-            seen[index] = _output(kind, payload)
-    if load_error:
+    seen, load_error = harness_lines(report, nonce, n)
+    if load_error is not None:
         return [Output(False, why=f"failed to load: {load_error}")] * n
-    return [seen.get(i, Output(False, why="no output: the program ended or was stopped first")) for i in range(n)]
+    missing = Output(False, why="no output: the program ended or was stopped first")
+    return [_output(*seen[i][0]) if i in seen else missing for i in range(n)]
 
 
 def _output(kind: str, payload: Any) -> Output:

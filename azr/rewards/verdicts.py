@@ -17,25 +17,33 @@ from azr.rewards.values import decode_value
 CHECKER_PENDING = "the checker has not judged this case"
 
 
-def read_verdicts(
-    report: str, nonce: str, plans: Sequence[TestPlan], outputs: dict[int, str] | None = None
-) -> list[str | None]:
-    """Per test: None when it passed, else why not. Lines without the nonce are ignored; a test with more than
-    one verdict fails (something other than the harness wrote one). With `outputs`, a stdin/stdout case that has a
-    checker and ran cleanly gets `CHECKER_PENDING`, and its output goes into `outputs` for the checker's run."""
-    seen: dict[int, list] = {}
+def harness_lines(report: str, nonce: str, count: int) -> tuple[dict[int, list[tuple[str, Any]]], str | None]:
+    """The lines of a report that carry `nonce`, as (kind, payload) per test index below `count`, and the program's
+    load error if the harness reported one. Every other line is ignored: the program can write anything there (deep
+    nesting, wrong shapes, huge lines), and a program's `\\ud800` comes back as U+FFFD."""
+    seen: dict[int, list[tuple[str, Any]]] = {}
     load_error = None
     for line in report.splitlines():
-        try:  # the program can write anything here: deep nesting (RecursionError), wrong shapes, huge lines
-            tag, index, kind, payload = load_json(line)  # a program's `\\ud800` comes back as U+FFFD
+        try:
+            tag, index, kind, payload = load_json(line)
         except Exception:
             continue
         if tag != nonce or not isinstance(index, int):
             continue
         if index == -1 and kind == "load_error":
             load_error = str(payload)
-        elif 0 <= index < len(plans):
+        elif 0 <= index < count:
             seen.setdefault(index, []).append((kind, payload))
+    return seen, load_error
+
+
+def read_verdicts(
+    report: str, nonce: str, plans: Sequence[TestPlan], outputs: dict[int, str] | None = None
+) -> list[str | None]:
+    """Per test: None when it passed, else why not. Lines without the nonce are ignored; a test with more than
+    one verdict fails (something other than the harness wrote one). With `outputs`, a stdin/stdout case that has a
+    checker and ran cleanly gets `CHECKER_PENDING`, and its output goes into `outputs` for the checker's run."""
+    seen, load_error = harness_lines(report, nonce, len(plans))
     verdicts: list[str | None] = []
     for index, plan in enumerate(plans):
         got = seen.get(index)
@@ -61,19 +69,7 @@ def read_verdicts(
 
 def read_checks(report: str, nonce: str, count: int) -> list[str | None]:
     """A checker run's verdicts, one per case it was given: None when `check` returned True."""
-    seen: dict[int, list] = {}
-    load_error = None
-    for line in report.splitlines():
-        try:
-            tag, index, kind, payload = load_json(line)
-        except Exception:
-            continue
-        if tag != nonce or not isinstance(index, int):
-            continue
-        if index == -1 and kind == "load_error":
-            load_error = str(payload)
-        elif 0 <= index < count:
-            seen.setdefault(index, []).append((kind, payload))
+    seen, load_error = harness_lines(report, nonce, count)
     verdicts: list[str | None] = []
     for index in range(count):
         got = seen.get(index)
