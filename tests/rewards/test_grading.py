@@ -55,6 +55,16 @@ def test_partial_credit_counts_the_tests_that_pass(pool):
     assert len(g.failures) == 1 and g.failures[0].startswith("test 1: AssertionError: f(2) = 7, expected == 3")
 
 
+def test_right_answers_larger_than_the_report_channel_all_pass(pool):
+    """Three 400 kB strings come back on the report channel (1 MiB by default): it is sized from the tests' own text,
+    so a right answer is not cut off after the first large ones (EvalPlus's HumanEval/15 failed so)."""
+    big = Task("big", "p", [f"assert f({n}) == {'x' * n!r}" for n in (400_000, 400_001, 400_002)])
+    g = run(pool, big, "def f(n):\n    return 'x' * n\n")
+    assert (g.status, g.tests_passed) == ("passed", 3), g.failures[:1]
+    assert task_limits(big, QUICK).report_bytes > 2 * 1_200_000
+    assert task_limits(INC, QUICK) is QUICK  # the usual task: the base limits as they are
+
+
 def test_state_mutated_by_one_test_is_invisible_to_the_next(pool):
     code = "SEEN = []\ndef push(x):\n    SEEN.append(x)\n    return len(SEEN)\n"
     task = Task("t", "p", ["assert push(1) == 1", "assert push(2) == 1", "SEEN.append(3)\nassert SEEN == [3]"] * 2)
