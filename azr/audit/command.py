@@ -37,12 +37,13 @@ class AuditRequest:
 def run_audit(req: AuditRequest, cfg: SandboxConfig, echo: Callable[[str], None], progress: bool = True) -> int:
     """Audit `req.source`; exit code 1 when a probe passed (on the file as given), else 0. DataError before any
     program runs for unreadable data or a hardened file's path that cannot be written."""
-    from azr.rewards import limits_from_config, pool_from_config, start_pool
+    from azr.rewards import limits_from_config, pool_from_config, sandbox_oracle, start_pool
 
     if req.harden is not None and req.harden.suffix != ".jsonl":
         raise DataError(f"--harden {req.harden}: the hardened file is written as JSONL: name it *.jsonl")
     start_pool(cfg)
-    tasks = load_tasks(req.source, dict(req.column_map), req.format)
+    # a format's outputs its file lacks (MBPP+'s plus inputs) come from the reference, run in the sandbox
+    tasks = load_tasks(req.source, dict(req.column_map), req.format, oracle=sandbox_oracle(cfg))
     check_task_limits(tasks, cfg.max_task_timeout_s, cfg.max_task_memory_mb, str(req.source))
     if not any(t.solution for t in tasks):
         raise DataError(f"{req.source}: no task has a reference solution: nothing to mutate")

@@ -63,3 +63,22 @@ def test_user_errors_exit_2_before_anything_runs(cli, write, tmp_path):
     none = write("n.jsonl", json.dumps({"id": "a", "prompt": "p", "tests": ["assert 1"]}) + "\n")
     code, _, err = cli("data", "audit", none)
     assert code == 2 and "no task has a reference solution" in err
+
+
+def test_an_evalplus_file_is_audited_with_its_plus_inputs_graded(cli, write):
+    """MBPP+ rows carry plus inputs without outputs: the audit reads them with the reference run as oracle, as
+    data validate does, so a mutant only the plus inputs catch (`>` for `>=` at 10) is killed."""
+    row = {
+        "task_id": "Mbpp/900",
+        "prompt": '"""\nWrite big(x): whether x is at least 10.\n"""\nassert big(20) == True\n',
+        "entry_point": "big",
+        "canonical_solution": "def big(x):\n    return x >= 10\n",
+        "assertion": "\nassert big(20) == True\n",
+        "base_input": [[20]],
+        "plus_input": [[10], [9], [0]],
+        "atol": 0,
+    }
+    path = write("plus.jsonl", json.dumps(row) + "\n")
+    code, out, _ = cli("data", "audit", path, "--format", "mbpp+", "--workers", "2")
+    assert code == 0, out
+    assert "kill rate 1.00 over 1 tasks" in out.strip().splitlines()[-1], out
