@@ -28,7 +28,8 @@ ADAPTER = ["model.adapter.kind=lora", "model.adapter.r=64", "model.adapter.alpha
 @pytest.mark.slow(minutes=15)  # the whole demo with a vLLM server on 2 cores
 @pytest.mark.skipif(
     os.environ.get("AZR_ASYNC_DEMO") != "1",
-    reason="the asynchronous demo takes about 15 minutes on 2 cores, beyond CI's budget; set AZR_ASYNC_DEMO=1",
+    reason="opt-in (AZR_ASYNC_DEMO=1): about 15 minutes on 2 cores, beyond CI's budget, and NOT PASSING yet: its one "
+    "run left a train pass rate of 0 after the LoRA warm start, so GRPO had nothing to learn (issue 34 stays open)",
 )
 def test_the_demo_learns_with_samples_a_generation_old_in_adapter_mode(cli, tiny_model_dir, tmp_path):
     out = tmp_path / "run"
