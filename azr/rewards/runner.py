@@ -205,6 +205,9 @@ def _prepare_modules(p, tests):
     import unittest
     import unittest.case
 
+    for name in ("contextlib", "inspect", "io", "itertools", "math", "pathlib", "re", "tempfile", "warnings"):
+        __import__(name)  # the stand-in's own imports, once before the tests fork (not in every worker)
+
     state = {"codes": {}, "types": types, "builtins": builtins, "saved_builtins": dict(builtins.__dict__)}
     for t in tests:
         if t[0] in ("pytest", "unittest") and t[1][0] not in state["codes"]:
