@@ -265,17 +265,9 @@ def render(runs: list[Run], generated: str) -> str:
     data = {"plots": plots, "alarms": marks, "generations": generations, "runs": [r.name for r in runs]}
     tables = "".join(_tags_table(r) + _selfplay(r) + _absolute_zero(r) + _tools(r) for r in runs)
     title = "azr report: " + ", ".join(r.name for r in runs)
-    # The inlined parts go in last, at markers no run's text can hold (a fresh nonce), so none is read as markup.
-    nonce = secrets.token_hex(8)
-    parts = {
-        "plotly": plotly_js().replace("</script", "<\\/script"),
-        "data": json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace(
-            "</", "<\\/"
-        ),
-        "script": _asset("page.js"),
-        "style": _asset("page.css"),
-    }
-    body = TEMPLATE.format(
+    return _filled(
+        TEMPLATE,
+        data,
         title=_e(title),
         generated=_e(generated),
         version=_e(__version__),
@@ -284,11 +276,27 @@ def render(runs: list[Run], generated: str) -> str:
         no_plots="" if plots else '<p class="empty">No data to plot yet (no GRPO step logged).</p>',
         tables=tables or '<p class="empty">No per-tag, self-play, Absolute-Zero or tool data in these runs.</p>',
         generation_note=_generation_note(runs),
-        **{name: f"@@{nonce}:{name}@@" for name in parts},
     )
+
+
+def _filled(template: str, data: Any, inlined: dict[str, str] | None = None, **fields: str) -> str:
+    """`template` with `fields` (escaped by the caller) and, last, the inlined parts (plotly, the data as JSON with
+    NaN made null, the script, the style, and `inlined`), put at markers no run's text can hold (a fresh nonce), so
+    none of them is read as markup or as a format field."""
+    nonce = secrets.token_hex(8)
+    parts = {
+        "plotly": plotly_js().replace("</script", "<\\/script"),
+        "data": json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace(
+            "</", "<\\/"
+        ),
+        "script": _asset("page.js"),
+        "style": _asset("page.css"),
+        **(inlined or {}),
+    }
+    page = template.format(**fields, **{name: f"@@{nonce}:{name}@@" for name in parts})
     for name, text in parts.items():
-        body = body.replace(f"@@{nonce}:{name}@@", text)
-    return body
+        page = page.replace(f"@@{nonce}:{name}@@", text)
+    return page
 
 
 def _finite(value: Any) -> Any:
@@ -306,24 +314,8 @@ def _finite(value: Any) -> Any:
 def standalone_page(title: str, body: str, plots: list[dict[str, Any]], generated: str) -> str:
     """A page in the report's look for another command (`azr data audit`): `body` is HTML its caller built with every
     text escaped (`escape`), `plots` are plot dicts as `azr.report.figures` makes them (`xtitle` names the x axis)."""
-    nonce = secrets.token_hex(8)
-    data = _finite({"plots": plots, "alarms": [], "generations": [], "runs": []})
-    parts = {
-        "plotly": plotly_js().replace("</script", "<\\/script"),
-        "data": json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("</", "<\\/"),
-        "script": _asset("page.js"),
-        "style": _asset("page.css"),
-    }
-    page = STANDALONE.format(
-        title=_e(title),
-        generated=_e(generated),
-        version=_e(__version__),
-        body=f"@@{nonce}:body@@",
-        **{name: f"@@{nonce}:{name}@@" for name in parts},
-    )
-    for name, text in {**parts, "body": body}.items():
-        page = page.replace(f"@@{nonce}:{name}@@", text)
-    return page
+    data = {"plots": plots, "alarms": [], "generations": [], "runs": []}
+    return _filled(STANDALONE, data, {"body": body}, title=_e(title), generated=_e(generated), version=_e(__version__))
 
 
 def escape(value: Any) -> str:
