@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import math
 import types
 import typing
 from typing import Any
@@ -65,6 +66,8 @@ def _scalar(value: Any, hint: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a number, got {show(value)}") from None
     if isinstance(value, float) and value != value:  # NaN: no setting means it, and it trains nothing
         raise ConfigError(f"{where}: expected a number, got NaN")
+    if isinstance(value, float) and value in (math.inf, -math.inf):  # a rate or a cap of infinity trains nothing sane
+        raise ConfigError(f"{where}: expected a finite number, got {value} (leave a bound out, or null, for none)")
     if isinstance(value, bool):
         ok = bool in kinds
     elif isinstance(value, int):

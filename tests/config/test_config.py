@@ -112,6 +112,9 @@ def test_grpo_keys_are_checked_against_trl():
     for nan in ("nan", float("nan")):  # as text (--set learning_rate=nan) and as YAML reads .nan
         with pytest.raises(ConfigError, match=r"^grpo\.learning_rate: expected a number, got NaN$"):
             validate_grpo({"learning_rate": nan})
+    for inf in ("inf", "-inf", float("inf")):  # a learning rate of infinity made every weight NaN at the first step
+        with pytest.raises(ConfigError, match=r"^grpo\.learning_rate: expected a finite number, got -?inf "):
+            validate_grpo({"learning_rate": inf})
 
 
 LEGACY = """
