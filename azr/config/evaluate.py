@@ -75,7 +75,9 @@ class EvalCommandConfig:
         None, "Sandbox workers; unset, the recipe's sandbox.workers (one per core).", ge=1, le=1024
     )
     output_dir: str | None = field(
-        None, "Folder for report.json and samples.jsonl (a re-run into it resumes); unset, runs/eval-<time>."
+        None,
+        "Folder for report.json and samples.jsonl: new, empty, or an earlier evaluation (a re-run into it resumes); "
+        "unset, runs/eval-<time>.",
     )
 
 

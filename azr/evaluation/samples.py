@@ -101,6 +101,11 @@ def check_output_dir(out: Path, settings: dict[str, Any]) -> None:
             )
     elif (out / SAMPLES_FILE).exists():
         raise ConfigError(f"--output-dir {out}: has {SAMPLES_FILE} but no {SETTINGS_FILE}; use a new directory")
+    elif out.is_dir() and any(out.iterdir()):  # `.` in a project: its report.json would be overwritten
+        raise ConfigError(
+            f"--output-dir {out}: holds files and is not an azr evaluation (no {SETTINGS_FILE}); "
+            "use a new or empty directory"
+        )
 
 
 def claim_output_dir(out: Path, settings: dict[str, Any]) -> None:

@@ -443,6 +443,18 @@ def test_a_different_samples_file_is_refused_in_the_same_output_dir(cli, tmp_pat
     assert code == 2 and "holds an evaluation with other settings (samples.file" in err
 
 
+def test_a_folder_of_other_files_is_refused_as_output_dir_and_left_as_it_was(cli, tmp_path):
+    task = HELD_OUT[0]
+    given = _jsonl(tmp_path / "a.jsonl", [{"task_id": task.id, "solution": task.solution}])
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "report.json").write_text('{"mine": true}\n')  # a project's own file, as in `--output-dir .`
+    code, _, err = cli("eval", "--samples", given, "--dataset", "held-out", "--output-dir", project)
+    assert code == 2 and err.count("\n") == 1 and "holds files and is not an azr evaluation" in err
+    assert sorted(p.name for p in project.iterdir()) == ["report.json"]
+    assert (project / "report.json").read_text() == '{"mine": true}\n'
+
+
 def test_an_output_dir_whose_settings_nest_too_deep_is_refused_in_one_line(cli, tmp_path):
     task = HELD_OUT[0]
     given = _jsonl(tmp_path / "a.jsonl", [{"task_id": task.id, "solution": task.solution}])
