@@ -172,3 +172,56 @@ def test_a_hardened_file_that_cannot_be_used_is_refused_naming_the_field(files, 
         check_task_files(_cfg(files, "mode=absolute_zero"))
     with pytest.raises(ConfigError, match=r"data\.hardened_max_checks"):
         _cfg(files, "data.hardened_max_checks=0")
+
+
+@pytest.mark.slow(minutes=2)  # a short SFT warm start and three GRPO steps of the tiny model
+def test_a_policy_taught_the_hack_raises_the_alarm_in_a_real_run(tiny_model_dir, tmp_path):
+    """The warm start teaches the weak task's hack (its `solution` is `return 0`) and the strong task's reference;
+    GRPO pays both in full, and the run writes reward_hacking alarms for the weak task's answers only."""
+    import yaml
+
+    from azr.report import read_run
+    from azr.training.run import run_train
+
+    train = [{**TRAIN[0], "solution": HACK}, TRAIN[1]]
+    files = {
+        "train": _jsonl(tmp_path / "train.jsonl", train),
+        "audit": _jsonl(tmp_path / "audit.jsonl", AUDIT),
+        "hardened": _jsonl(tmp_path / "hardened.jsonl", [{**HARDENED[0], "solution": HACK}, HARDENED[1]]),
+    }
+    recipe = {
+        "output_dir": str(tmp_path / "run"),
+        "seed": 0,
+        "model": {"name_or_path": str(tiny_model_dir), "dtype": "float32", "adapter": {"kind": "none"}},
+        "data": {**{k: str(v) for k, v in files.items()}, "eval": None},
+        "sft": {
+            "enabled": True,
+            "args": {"num_train_epochs": 60, "learning_rate": 3.0e-3, "per_device_train_batch_size": 2},
+        },
+        "grpo": {
+            "num_generations": 4,
+            "per_device_train_batch_size": 8,
+            "max_completion_length": 48,
+            "temperature": 0.3,
+            "beta": 0.0,
+            "max_steps": 3,
+            "logging_steps": 1,
+            "save_steps": 100,
+            "learning_rate": 1.0e-6,
+        },
+        "logging": {"console": "plain", "pass_rate_tasks": 0},
+        "sandbox": {"workers": 1},
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    assert run_train(load_config(path)) == 0
+    out = tmp_path / "run"
+    records = read_jsonl_records(out / "metrics.jsonl")
+    steps = [r for r in records if r.get("phase") == "grpo" and "kind" not in r and "reward" in r]
+    alarms = [r for r in records if r.get("rule") == "reward_hacking"]
+    assert steps and all("alarms/reward_hacking" in r and "hardened/checked" in r for r in steps)
+    assert alarms and {a["task_id"] for a in alarms} == {"weak"}
+    assert sum(r["alarms/reward_hacking"] for r in steps) == len(alarms)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["reward_hacking"]["alarms"] == len(alarms)
+    assert "reward_hacking" in {a.rule for a in read_run(out).alarms}
