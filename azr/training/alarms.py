@@ -123,7 +123,12 @@ class HardenedWatch:
         rows = []
         for i, (row, completion) in enumerate(zip(batch.inputs, batch.completions, strict=True)):
             task_id = row.get("task_id")
-            if task_id not in self.cases or i >= len(batch.details) or batch.details[i].get("status") != "passed":
+            if task_id not in self.cases:
+                continue
+            if i >= len(batch.details):  # no verdict came with the batch: nothing to go on, said rather than silent
+                self.counts["skipped"] += 1
+                continue
+            if batch.details[i].get("status") != "passed":
                 continue
             code = parse_answer(completion_text(completion), self.grader.answer_format).code
             if code is not None:

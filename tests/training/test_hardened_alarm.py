@@ -144,6 +144,11 @@ def test_answers_already_checked_are_not_graded_again_and_the_cap_skips_the_rest
     watch.observe(_batch(2, [("weak", HACK, True), ("weak", REFERENCE, True)]))  # the hack's verdict is kept
     counts = watch.metrics()
     assert (counts["alarms/reward_hacking"], counts["hardened/checked"], counts["hardened/skipped"]) == (1, 1, 0)
+    unjudged = _batch(3, [("weak", WRONG, True), ("strong", WRONG, True)])
+    unjudged.details = []  # a batch that came without the grader's verdicts: counted as skipped, never silent
+    watch.observe(unjudged)
+    counts = watch.metrics()
+    assert (counts["alarms/reward_hacking"], counts["hardened/checked"], counts["hardened/skipped"]) == (0, 0, 1)
 
 
 def test_no_watch_without_a_weak_task_with_hardened_cases(files, grader):
