@@ -4,17 +4,21 @@ The face of the audit package; it sits over `azr.rewards` (everything runs in it
 """
 
 from azr.audit.command import AuditRequest, run_audit
+from azr.audit.hacking import HardenedVerdict, check_answers, hardened_cases
 from azr.audit.mutants import Mutant, candidates, mutants, sample_candidates
 from azr.audit.output import audit_figures, read_audit, weak_tasks
 from azr.audit.strength import TaskAudit, audit_tasks, kill_rate
 
 __all__ = [
     "AuditRequest",
+    "HardenedVerdict",
     "Mutant",
     "TaskAudit",
     "audit_figures",
     "audit_tasks",
     "candidates",
+    "check_answers",
+    "hardened_cases",
     "kill_rate",
     "mutants",
     "read_audit",

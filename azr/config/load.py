@@ -49,6 +49,7 @@ PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {
     "data.train": lambda value, base: value not in SPLITS,
     "data.eval": lambda value, base: value not in SPLITS,
     "data.audit": lambda value, base: True,
+    "data.hardened": lambda value, base: True,
     "eval.tasks": lambda value, base: value not in SPLITS,
     "vllm.python": lambda value, base: "/" in value,
     "sft.rollouts": lambda value, base: True,

@@ -20,8 +20,8 @@ from typing import Any
 
 from azr.config.sections import AzrConfig
 from azr.config.trainer_args import check_groups, grpo_args, sft_args
-from azr.data import check_task_limits, load_tasks
-from azr.errors import ConfigError, NotAvailableError
+from azr.data import Task, check_task_limits, load_tasks
+from azr.errors import ConfigError, DataError, NotAvailableError
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,43 @@ def check_task_files(cfg: AzrConfig) -> None:
         raise ConfigError(f"data.audit: {data.audit}: file not found (`azr data audit TRAIN --out DIR` writes one)")
     train = load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol)
     check_task_limits(train, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(data.train))
+    if data.hardened is not None:
+        check_hardened(cfg, train)
     for held_out in {data.eval, cfg.eval.tasks} - {None}:  # eval.tasks: the held-out evaluation during GRPO
         tasks = load_tasks(held_out, data.eval_column_map, data.eval_format, data.compare, data.float_tol)
         check_task_limits(tasks, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(held_out))
+
+
+def check_hardened(cfg: AzrConfig, train: Sequence[Task]) -> None:
+    """data.hardened: a task file of the training tasks (ids among data.train's), with the audit that says which are
+    weak, in a mode that trains on them and with a threshold that leaves some weak task in training."""
+    data, name = cfg.data, "data.hardened"
+    if cfg.mode == "absolute_zero":
+        raise ConfigError(
+            f"{name}: GRPO mode only (Absolute Zero trains on tasks it proposes, which have no hardened cases)"
+        )
+    if data.audit is None:
+        raise ConfigError(f"{name}: needs data.audit (the audit.jsonl whose kill rates say which tasks are weak)")
+    if data.min_kill_rate is not None and data.hardened_kill_rate <= data.min_kill_rate:
+        raise ConfigError(
+            f"data.hardened_kill_rate: {data.hardened_kill_rate} is not above data.min_kill_rate "
+            f"{data.min_kill_rate}: every task it counts weak is dropped from training, so none would be checked"
+        )
+    if not Path(data.hardened).is_file():
+        raise ConfigError(f"{name}: {data.hardened}: file not found (`azr data audit TRAIN --harden FILE` writes one)")
+    try:
+        hardened = load_tasks(data.hardened, compare=data.compare, float_tol=data.float_tol)
+    except DataError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+    ids = {t.id for t in train}
+    unknown = [t.id for t in hardened if t.id not in ids]
+    if unknown:
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        raise ConfigError(
+            f"{name}: task {unknown[0]!r}{more} is not a task of data.train; the file must be `--harden`'s output "
+            "for the training file"
+        )
+    check_task_limits(hardened, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, name)
 
 
 def check_staleness(cfg: AzrConfig) -> None:

@@ -112,6 +112,28 @@ class DataConfig:
         ge=0,
         le=1,
     )
+    hardened: str | None = field(
+        None,
+        "A task file written by `azr data audit TRAIN --harden FILE` (azr's own format, relative to the config file): "
+        "in GRPO, an answer that passes every test of a weak task (see data.hardened_kill_rate) is also graded on the "
+        "cases the file adds to that task, never changing its reward; one that fails any is a `reward_hacking` alarm "
+        "record. Needs data.audit; null for none.",
+    )
+    hardened_kill_rate: float = field(
+        1.0,
+        "Tasks whose kill rate in data.audit is under this (or with a probe passed) count as weak for data.hardened. "
+        "1.0: every task with a surviving mutant, which is every task `--harden` can add cases to.",
+        gt=0,
+        le=1,
+    )
+    hardened_max_checks: int = field(
+        32,
+        "At most this many distinct answers are graded on data.hardened's cases per scored batch (the rest are "
+        "skipped and counted in `hardened/skipped`): the check runs in the trainer's sandbox pool during the step, "
+        "so this bounds what it adds to a step, about one test program per answer.",
+        gt=0,
+        le=4096,
+    )
 
 
 @dataclass

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from azr import __version__
+from azr.alarms import is_alarm, is_step_log
 from azr.report.figures import alarm_marks, build_plots
 from azr.report.runs import Run
 
@@ -99,6 +100,7 @@ def _run_facts(run: Run) -> str:
         ),
         ("held-out evaluations", _heldout_cost(run.evals)),
         ("test strength (data.audit)", _audit_fact(run.audit)),
+        ("reward hacking (data.hardened)", _hacking_fact(run)),
         ("versions", _e(", ".join(f"{k} {v}" for k, v in run.versions.items()) or "not recorded in the run folder")),
     ]
     if run.skipped:  # records the report could not read (see azr.report.runs): said, never silently dropped
@@ -118,6 +120,18 @@ def _audit_fact(audit: dict[str, Any] | None) -> str:
         f"training tasks; {audit.get('dropped')} dropped by data.min_kill_rate; {audit.get('probes_passed')} with a "
         f"probe passed ({audit.get('file')})"
     )
+
+
+def _hacking_fact(run: Run) -> str:
+    """How many completions passed a weak task's tests and failed its hardened cases, of how many answers checked."""
+    alarms = [r for r in run.records if is_alarm(r) and r.get("rule") == "reward_hacking"]
+    checked = sum(r.get("hardened/checked") or 0 for r in run.records if is_step_log(r))
+    if not alarms and not any("hardened/checked" in r for r in run.records):
+        return "not checked (no data.hardened)"
+    tasks = len({str(r.get("task_id")) for r in alarms})
+    first = f", first at step {alarms[0]['step']}" if alarms else ""
+    text = f"{len(alarms)} alarms on {tasks} tasks{first}; {checked} answers checked on hardened cases"
+    return f'<span class="warn">{_e(text)}</span>' if alarms else _e(text)
 
 
 def _heldout_cost(evals: list[dict[str, Any]]) -> str:

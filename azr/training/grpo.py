@@ -21,6 +21,7 @@ def grpo_phase(ctx: RunContext):
     from azr.models import build_peft_config
     from azr.rollouts import build_sampling
     from azr.tools import build_toolbox
+    from azr.training.alarms import hardened_watch
     from azr.training.callbacks import SaveBesideCheckpoints
     from azr.training.generation import use_generation_backend
     from azr.training.trainer import AZRGRPOTrainer
@@ -40,6 +41,10 @@ def grpo_phase(ctx: RunContext):
     # several processes it runs on the main one, where the arena and the curriculum's statistics are.
     sampling = build_sampling(cfg, rows, sources, checkpoint, ctx.ranks)
     observers.append(sampling.observe)
+    # data.hardened: answers passing a weak task's tests are graded on its hardened cases too (alarms, not rewards)
+    hardened = hardened_watch(cfg, ctx.tasks, grader, ctx.metrics)
+    if hardened is not None:
+        observers.append(hardened.observe)
     saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])
     pipeline = None
     try:
@@ -60,6 +65,7 @@ def grpo_phase(ctx: RunContext):
             observers=observers,
             rounds=arena,
             sampling=sampling,
+            metered=[hardened] if hardened is not None else [],
         )
         ctx.bind(trainer)
         # eval.every_steps: the held-out pass rate as it trains

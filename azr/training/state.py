@@ -173,8 +173,27 @@ def write_summary(out: Path, state: RunState, seconds: float, logs: dict[str, An
     if audit.is_file():  # data.audit: the training tasks' test strength (azr.audit)
         with contextlib.suppress(OSError, ValueError):
             summary["audit"] = load_json(audit.read_text(encoding="utf-8"))
+    if hacking := reward_hacking(records):  # data.hardened
+        summary["reward_hacking"] = hacking
     atomic_write_json(out / "summary.json", summary)
     return summary
+
+
+def reward_hacking(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """data.hardened's figures: the `reward_hacking` alarms (completions that passed a weak task's tests and failed
+    its hardened cases), on how many tasks, from which step, and the answers checked or skipped over the cap; None
+    for a run that checked nothing."""
+    alarms = [r for r in records if r.get("kind") == "alarm" and r.get("rule") == "reward_hacking"]
+    logs = [r for r in records if "hardened/checked" in r]
+    if not alarms and not logs:
+        return None
+    total = {k: sum(r.get(f"hardened/{k}") or 0 for r in logs) for k in ("checked", "skipped", "errors", "time_s")}
+    return {
+        "alarms": len(alarms),
+        "tasks": len({r.get("task_id") for r in alarms}),
+        "first_step": alarms[0].get("step") if alarms else None,
+        **{k: round(v, 2) if k == "time_s" else v for k, v in total.items()},
+    }
 
 
 def mean_rate(rows: list[dict[str, Any]]) -> float | None:

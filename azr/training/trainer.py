@@ -90,6 +90,7 @@ class AZRGRPOTrainer(GRPOTrainer):
     - `sampling` (an `azr.rollouts.RolloutFilter`) builds each generation batch in training: which prompt groups
       are generated (the group sampler), and with dynamic sampling which generated groups are trained. It sees the
       trainer through `azr.rollouts.TrainerBatches` (one `_score_round` per round), and adds its metrics to every log.
+    - `metered`: more parts whose `metrics()` join every log (`data.hardened`'s `HardenedWatch`).
     - `adjust_advantages` lets a subclass replace TRL's group-mean advantages of each round (Absolute Zero's
       per-(type, role) baseline) without overriding a private TRL method itself: the three this class overrides
       (`_generate_and_score_completions`, `_calculate_rewards`, `_get_train_sampler`) are pinned by
@@ -105,6 +106,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         rounds: RoundHooks | None = None,
         sampling: RolloutFilter | None = None,
         health: Sequence[Any] = (),
+        metered: Sequence[Any] = (),
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
@@ -112,6 +114,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         self.grader = grader
         self.rounds = rounds
         self.sampling = sampling
+        self.metered = list(metered)
         self.round_rewards: torch.Tensor | None = None  # the last round's rewards, every process's rows
         self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
@@ -194,7 +197,7 @@ class AZRGRPOTrainer(GRPOTrainer):
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "train_runtime" not in logs:
-            for part in (self.rounds, self.sampling):
+            for part in (self.rounds, self.sampling, *self.metered):
                 logs = {**logs, **part.metrics()} if part is not None else logs
             if self._lengths and "loss" in logs:  # a training step's log: the rounds generated since the last one
                 logs = {**logs, "completions/p95_length": _p95(self._lengths)}
