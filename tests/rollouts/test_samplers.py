@@ -1,6 +1,6 @@
 """The samplers outside GRPO's round, as sources of the rollout seam: HF generate on a model in memory and the
 trainer's vLLM backend each yield one group per prompt with its token ids, decoded texts and the policy version that
-drew it; the evaluation's samples carry that version.
+drew it; the evaluation's samples carry that version, and the tool loop's local turn is one such group.
 
 Real parts: the tiny model generates; the vLLM backend is a scripted double at its contract (`LoraSync`'s request
 fields and TRL's `generate`), the expensive edge.
@@ -21,8 +21,10 @@ from azr.rollouts import (
     Prompt,
     Sampling,
     TrainerBatches,
+    eos_ids,
     trainer_sampler,
 )
+from azr.tools import parse_turn
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -127,3 +129,21 @@ def test_the_evaluations_samples_carry_the_version_of_the_groups_they_come_from(
     served = ServedSampler(BackendSampler(TrainerBatches(_trainer(_LoraSync(), tokenizer, 6)), {}), Sampling(n=2))
     out = served.sample(items)
     assert [g.version for g in out] == [6] * 4 and len({g.text for g in out}) == 4
+
+
+def test_the_tool_loops_local_turn_is_one_group_of_the_generate_sampler(tiny):
+    from azr.tools import LocalPolicy
+    from azr.tools import Sampling as TurnSampling
+
+    model, tokenizer = tiny
+    policy = LocalPolicy(model, tokenizer, TurnSampling(temperature=1.0), {}, "tiny")
+    messages = chat_messages(TASKS[0].prompt)
+    turn = policy._turn(messages, [], max_new_tokens=7, seed=5)
+    (group,) = policy.sampler.sample([Prompt("turn", messages)], policy._settings(7, seed=5))
+    (ids,) = group.completion_ids
+    assert turn.completion_tokens == len(ids) and turn.prompt_tokens == len(group.prompt_ids)
+    stop = ids[-1] in eos_ids(model, tokenizer)
+    assert turn.finish_reason == ("stop" if stop else "length")
+    text = tokenizer.decode(ids[:-1] if stop else ids, skip_special_tokens=False)
+    prompt = policy.sampler.prompt_text(Prompt("turn", messages))
+    assert repr(turn.parsed) == repr(parse_turn(text, tokenizer, prompt, []))  # the turn is the group's tokens
