@@ -11,7 +11,7 @@ from azr.rollouts.curriculum import Curriculum, TaskStats
 from azr.rollouts.groups import GroupSampler, GroupSource, whole_groups
 from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.rounds import MainRounds, RoundHooks
-from azr.rollouts.samplers import BackendSampler, GenerateSampler, eos_ids, trainer_sampler
+from azr.rollouts.samplers import BackendSampler, GenerateSampler, TrainerSampler, eos_ids, trainer_sampler
 from azr.rollouts.seam import (
     Prompt,
     RolloutSource,
@@ -54,6 +54,7 @@ __all__ = [
     "ScoredRound",
     "TaskStats",
     "TrainerBatches",
+    "TrainerSampler",
     "TrlRounds",
     "build_sampling",
     "eos_ids",

@@ -1,8 +1,9 @@
 """The samplers outside GRPO's round, as sources of the rollout seam (`azr.rollouts.seam.Sampler`): `GenerateSampler`
 draws from a model in memory with its own `generate` (the train pass rate, `azr eval` on a local model, the held-out
 evaluation when the trainer generates that way, the tool loop's local turns); `BackendSampler` draws from the vLLM
-backend a trainer generates GRPO's batches through (adapter, server and colocate modes), via `TrainerBatches`.
-`trainer_sampler` picks the one that samples as a trainer does.
+backend a trainer generates GRPO's batches through (adapter, server and colocate modes), via `TrainerBatches`, at
+the caller's settings; `TrainerSampler` draws with the trainer's own generation at GRPO's settings (Absolute Zero's
+proposer and solver). `trainer_sampler` picks the one that samples as a trainer does, for an evaluation.
 
 Owns generation and decoding only; grading what was sampled is the consumer's. torch is imported where it is used.
 """
@@ -11,12 +12,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Union
 
 from azr.rollouts.seam import Prompt, RolloutTiming, Sampler, Sampling, ScoredGroup
 
 if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
     from azr.rollouts.trl_batch import TrainerBatches
+
+Policy = Union["PreTrainedModel", "PeftModel"]  # a causal LM, with or without a peft adapter
 
 
 class GenerateSampler:
@@ -25,7 +32,13 @@ class GenerateSampler:
     with the torch generators restored afterwards, so whatever samples next draws what it would have without this.
     `version` says which policy version the weights are (0 for a model loaded from disk)."""
 
-    def __init__(self, model: Any, tokenizer: Any, template_kwargs: dict, version: Callable[[], int] = lambda: 0):
+    def __init__(
+        self,
+        model: Policy,
+        tokenizer: PreTrainedTokenizerBase,
+        template_kwargs: dict,
+        version: Callable[[], int] = lambda: 0,
+    ):
         self.model, self.tokenizer, self.template_kwargs, self.version = model, tokenizer, template_kwargs, version
 
     def prompt_text(self, prompt: Prompt) -> str:
@@ -128,6 +141,34 @@ class BackendSampler:
         return groups
 
 
+class TrainerSampler:
+    """GRPO's own generation outside its round (`TrainerBatches.generate`: TRL's tokenisation and generation at the
+    `grpo:` sampling settings, vLLM or `generate`, as the round samples): what Absolute Zero's proposer and solver
+    draw from. Of `sampling` only `n` applies: the decoding settings are the trainer's, so what is drawn is what
+    GRPO trains on."""
+
+    def __init__(self, view: TrainerBatches):
+        self.view = view
+
+    def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]:
+        view, n = self.view, sampling.n
+        started, clock = time.time(), time.perf_counter()
+        rows = [p.messages for p in prompts for _ in range(n)]  # TRL's contract: each prompt n times, in a row
+        prompt_ids, completion_ids, logprobs, texts = view.generate(rows, n)
+        timing = RolloutTiming(started, time.perf_counter() - clock)
+        version, pad = view.step - 1, view.tokenizer.pad_token_id or 0
+        groups = []
+        for i, p in enumerate(prompts):
+            part = slice(i * n, (i + 1) * n)
+            lps = [list(lp) for lp in logprobs[part]] if logprobs is not None else None
+            ids = [list(c) for c in completion_ids[part]]
+            group = ScoredGroup.sampled(
+                p.task_id, prompt_ids[i * n], ids, texts[part], version=version, pad_id=pad, logprobs=lps, timing=timing
+            )
+            groups.append(group)
+        return groups
+
+
 def trainer_sampler(view: TrainerBatches, template_kwargs: dict) -> Sampler:
     """What samples as the trainer behind `view` samples GRPO's batches: its vLLM backend (adapter, server and
     colocate modes), else the policy's own `generate`, each group tagged with the optimizer steps taken."""
@@ -136,19 +177,19 @@ def trainer_sampler(view: TrainerBatches, template_kwargs: dict) -> Sampler:
     return GenerateSampler(view.policy, view.tokenizer, template_kwargs, version=lambda: view.step - 1)
 
 
-def save_rng(torch: Any) -> tuple:
+def save_rng(torch: ModuleType) -> tuple:
     """The CPU generator's state and, where CUDA is available, every device's: what `torch.manual_seed` reseeds."""
     return torch.random.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
 
 
-def restore_rng(torch: Any, state: tuple) -> None:
+def restore_rng(torch: ModuleType, state: tuple) -> None:
     cpu, cuda = state
     torch.random.set_rng_state(cpu)
     if cuda is not None:
         torch.cuda.set_rng_state_all(cuda)
 
 
-def eos_ids(model: Any, tokenizer: Any) -> set[int]:
+def eos_ids(model: Policy, tokenizer: PreTrainedTokenizerBase) -> set[int]:
     """The tokens that end a completion: the model's generation config's, else the tokenizer's."""
     eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     if eos is None:

@@ -21,6 +21,7 @@ from azr.rollouts import (
     Prompt,
     Sampling,
     TrainerBatches,
+    TrainerSampler,
     eos_ids,
     trainer_sampler,
 )
@@ -147,3 +148,28 @@ def test_the_tool_loops_local_turn_is_one_group_of_the_generate_sampler(tiny):
     text = tokenizer.decode(ids[:-1] if stop else ids, skip_special_tokens=False)
     prompt = policy.sampler.prompt_text(Prompt("turn", messages))
     assert repr(turn.parsed) == repr(parse_turn(text, tokenizer, prompt, []))  # the turn is the group's tokens
+
+
+def test_grpos_own_generation_yields_groups_with_the_trainers_ids_logprobs_and_version(tiny):
+    """Absolute Zero's proposer and solver draw through `TrainerSampler`: TRL's tokenisation and generation of each
+    prompt n times in a row, at GRPO's settings, as groups."""
+    _, tokenizer = tiny
+    trainer = _trainer(None, tokenizer, step=3)
+    seen = []
+
+    def tokenize(prompts):
+        seen.append(prompts)
+        return [[len(p), 9] for p in prompts], None, {}
+
+    def generate(prompt_ids, images, fields, n):
+        return [[60 + i, 61] for i in range(len(prompt_ids))], [[-0.25, -0.5 - i] for i in range(len(prompt_ids))]
+
+    trainer._tokenize_prompts, trainer._generate_single_turn = tokenize, generate
+    one, two = [{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}, {"role": "user", "content": "c"}]
+    groups = TrainerSampler(TrainerBatches(trainer)).sample([Prompt("x", one), Prompt("y", two)], Sampling(n=2))
+    assert seen == [[one, one, two, two]]
+    first, second = groups
+    assert (first.task_id, first.version, second.version) == ("x", 3, 3)
+    assert first.prompt_ids == [1, 9] and second.prompt_ids == [2, 9]
+    assert first.completion_ids == [[60, 61], [61, 61]] and second.sampler_logprobs == [[-0.25, -2.5], [-0.25, -3.5]]
+    assert first.texts == tokenizer.batch_decode([[60, 61], [61, 61]], skip_special_tokens=True)
