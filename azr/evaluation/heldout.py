@@ -215,7 +215,7 @@ def build_heldout(
     return HeldOutEvaluator(problems, chosen, sorted(ev.k), ev.every_steps, cfg, ranks, metrics, rewards, pool, folder)
 
 
-def attach_heldout(trainer: Any, evaluator: HeldOutEvaluator | None, view: Any) -> None:
+def attach_heldout(trainer: Any, evaluator: HeldOutEvaluator | None, view: TrainerBatches) -> None:
     """Add the held-out evaluation to `trainer`, a GRPO trainer seen through `view` (its
     `azr.rollouts.TrainerBatches`) for sampling; nothing when `evaluator` is None."""
     if evaluator is not None:
