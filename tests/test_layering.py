@@ -1,7 +1,8 @@
 """The house rules of azr/: packages import one way, through each other's faces, and the light ones stay light.
 
 `ALLOWED` is the table of edges between packages (a package may always import its own modules). Read it as
-"these are the packages this one may use": sandbox <- rewards <- training <- cli; rollouts <- training; remote <-
+"these are the packages this one may use": sandbox <- rewards <- training <- cli; rollouts <- training / evaluation /
+tools (the rollout seam and its samplers); remote <-
 selfplay / evaluation / tools; models <- training / evaluation / tools; tools <- training; rewards <- absolute_zero <-
 training / evaluation / cli. Nothing imports cli. `config`'s section types are the bottom layer: every package but
 `data` (which config reads) and `sandbox` (which knows nothing above it) may take a typed section, so no function
@@ -46,12 +47,12 @@ ALLOWED: dict[str, set[str]] = {
     "remote": {"config"},
     "serving": {"config"},
     "rollouts": {"config"},
-    "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "sandbox", "serving"},
+    "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "rollouts", "sandbox", "serving"},
     "selfplay": {"data", "remote", "rewards"},
     "absolute_zero": {"config", "data", "rewards", "sandbox"},
     "report": set(),  # reads run folders; imports no training code
     "audit": {"config", "data", "report", "rewards", "sandbox"},
-    "tools": {"config", "data", "models", "remote", "rewards", "sandbox", "serving"},
+    "tools": {"config", "data", "models", "remote", "rewards", "rollouts", "sandbox", "serving"},
     "training": {
         "absolute_zero",
         "audit",

@@ -8,17 +8,21 @@ metrics.jsonl is the evaluator's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
+
+if TYPE_CHECKING:
+    from azr.evaluation.heldout import HeldOutEvaluator
+    from azr.rollouts import TrainerBatches
 
 
 class HeldOutCallback(TrainerCallback):
     """Runs `evaluator` on the policy of `trainer` (sampled as the trainer samples, vLLM or `generate`, through
     `view`: the trainer's `azr.rollouts.TrainerBatches`)."""
 
-    def __init__(self, evaluator: Any, trainer: Any, view: Any):
-        self.evaluator, self.trainer, self.view = evaluator, trainer, view  # evaluator: a heldout.HeldOutEvaluator
+    def __init__(self, evaluator: HeldOutEvaluator, trainer: Any, view: TrainerBatches):
+        self.evaluator, self.trainer, self.view = evaluator, trainer, view
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.evaluator.begin()  # resumed: the steps already evaluated are not evaluated again

@@ -14,21 +14,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from azr.config import AzrConfig
 from azr.data import Problem, load_tasks, select_tasks
-from azr.evaluation.measure import Sampling, generate_completions, score_completions
+from azr.evaluation.measure import Sampling, score_completions
 from azr.evaluation.passk import bootstrap_interval, pass_at_k
 from azr.evaluation.report import build_report
 from azr.evaluation.run import graded
-from azr.evaluation.samplers import Generated, ModelSampler
+from azr.evaluation.samplers import Generated, ItemSampler, ModelSampler, ServedSampler
 from azr.logs import JsonlWriter, atomic_write_text, read_jsonl_records
-from azr.prompts import chat_messages
 from azr.rewards import sandbox_oracle
+from azr.rollouts import trainer_sampler
+
+if TYPE_CHECKING:
+    from azr.rollouts import TrainerBatches
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,7 @@ class HeldOutEvaluator:
         wanted = step == 0 or step % self.every_steps == 0 or step == max_steps
         return wanted and step not in self.done
 
-    def evaluate(self, sampler: Any, step: int) -> dict[str, Any] | None:
+    def evaluate(self, sampler: ItemSampler, step: int) -> dict[str, Any] | None:
         started = time.monotonic()
         n = self.sampling.n
         mine, real = self.ranks.split(self.problems)  # padded: a sharded model needs every rank in every forward
@@ -103,6 +105,8 @@ class HeldOutEvaluator:
         totals = [(r, g) for _, (r, g), _ in parts if g]
         timings = {k: max(t[k] for _, _, t in parts) for k in timings}  # the ranks ran side by side
         record = self._record(step, records, totals, timings, wall_s)  # wall_s: the same figure as eval_wall_s adds
+        versions = {g.version for g in texts if g.version is not None}  # every rank samples the same weights
+        record["policy_version"] = max(versions) if versions else None
         if self.folder is not None:
             atomic_write_text(self.folder / f"step-{step}.jsonl", "".join(_line(r) for r in records))
         if self.metrics is not None:
@@ -122,14 +126,16 @@ class HeldOutEvaluator:
         )
         return record
 
-    def sampler_for(self, view: Any) -> Any:
-        """How the run generates, for its evaluations: the vLLM backend the trainer samples GRPO's batches from
-        (adapter, server and colocate modes), else the policy's own `generate`. `view` is the trainer as
-        `azr.rollouts.TrainerBatches` shows it (`backend`, `sync_backend`, `policy`, `tokenizer`)."""
-        template = self.cfg.template_kwargs()
+    def sampler_for(self, view: TrainerBatches) -> ModelSampler | ServedSampler:
+        """How the run generates, for its evaluations, through the rollout seam (`azr.rollouts.trainer_sampler`): the
+        vLLM backend the trainer samples GRPO's batches from (adapter, server and colocate modes; one call for all
+        of this rank's samples), else the policy's own `generate` (batches seeded as `azr eval` seeds them). Each
+        sample carries the policy version that drew it. `view` is the trainer as `azr.rollouts.TrainerBatches`
+        shows it."""
+        source = trainer_sampler(view, self.cfg.template_kwargs())
         if view.backend is not None:
-            return BackendSampler(view, self.sampling, template)
-        return ModelSampler(view.policy, view.tokenizer, self.sampling, template, generate_completions)
+            return ServedSampler(source, self.sampling)
+        return ModelSampler(source, self.sampling)
 
     @staticmethod
     def logger_keys(record: dict[str, Any]) -> dict[str, float]:
@@ -209,63 +215,13 @@ def build_heldout(
     return HeldOutEvaluator(problems, chosen, sorted(ev.k), ev.every_steps, cfg, ranks, metrics, rewards, pool, folder)
 
 
-def attach_heldout(trainer: Any, evaluator: HeldOutEvaluator | None, view: Any) -> None:
+def attach_heldout(trainer: Any, evaluator: HeldOutEvaluator | None, view: TrainerBatches) -> None:
     """Add the held-out evaluation to `trainer`, a GRPO trainer seen through `view` (its
     `azr.rollouts.TrainerBatches`) for sampling; nothing when `evaluator` is None."""
     if evaluator is not None:
         from azr.evaluation.callback import HeldOutCallback  # transformers: imported once a trainer exists
 
         trainer.add_callback(HeldOutCallback(evaluator, trainer, view))
-
-
-class BackendSampler:
-    """Samples through the trainer's vLLM backend (`azr.serving.LoraSync` in adapter mode, TRL's `VLLMGeneration` in
-    server and colocate modes) with the current weights, the evaluation's temperature and token budget. All of this
-    rank's items in one call: each backend gathers every rank's prompts, so every rank calls it together."""
-
-    mode = "answer"
-    chunk = 1 << 30
-
-    def __init__(self, view: Any, sampling: Sampling, template_kwargs: dict):
-        self.view, self.sampling, self.template_kwargs = view, sampling, template_kwargs  # view: a TrainerBatches
-
-    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
-        view, tokenizer, n = self.view, self.view.tokenizer, self.sampling.n
-        backend = view.backend
-        view.sync_backend()  # the current weights, once per step (TRL does not load them again for it)
-        texts = [
-            tokenizer.apply_chat_template(
-                chat_messages(p.task.prompt), tokenize=False, add_generation_prompt=True, **self.template_kwargs
-            )
-            for p, _ in items
-        ]
-        prompts = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-        with _sampling_of(backend, self.sampling):
-            _, completion_ids, _, _ = backend.generate(prompts=prompts, images=None, num_generations=n)
-        return [Generated(tokenizer.decode(ids, skip_special_tokens=True)) for ids in completion_ids]
-
-
-@contextmanager
-def _sampling_of(backend: Any, sampling: Sampling):
-    """The backend's request settings set to the evaluation's for the time of one call."""
-    if isinstance(getattr(backend, "sampling", None), dict):  # LoraSync: the request's fields
-        before = dict(backend.sampling)
-        backend.sampling.update(temperature=sampling.temperature, max_tokens=sampling.max_new_tokens)
-        try:
-            yield
-        finally:
-            backend.sampling.clear()
-            backend.sampling.update(before)
-        return
-    names = {"temperature": sampling.temperature, "max_completion_length": sampling.max_new_tokens}
-    before = {name: getattr(backend, name) for name in names}
-    for name, value in names.items():
-        setattr(backend, name, value)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            setattr(backend, name, value)
 
 
 def logged_steps(path: Path) -> set[int]:

@@ -1,5 +1,6 @@
 """Sampling a local model on tasks and scoring what it wrote: the train-set pass rate `azr train` measures before
-and after GRPO (with GRPO's own sampling settings), and the local sampler `azr eval` uses.
+and after GRPO (with GRPO's own sampling settings), and the local sampler `azr eval` uses. The completions come
+through the rollout seam (`azr.rollouts`: a `Sampler` yields one group per task); `Sampling` is the seam's.
 
 Samples whose code could not be graded (sandbox infrastructure errors) are left out of every rate.
 """
@@ -7,81 +8,26 @@ Samples whose code could not be graded (sandbox infrastructure errors) are left 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from azr.data import Task
 from azr.prompts import chat_messages
 from azr.rewards import CodeGrader
+from azr.rollouts import GenerateSampler, Prompt, Sampler, Sampling, ScoredGroup
 
-
-@dataclass
-class Sampling:
-    n: int = 4  # completions per task
-    max_new_tokens: int = 256
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0  # 0: no top-k cut. Explicit, because `generate` would otherwise apply transformers' default of 50
-    min_p: float | None = None
-    repetition_penalty: float = 1.0
-    batch_size: int = 32
-    seed: int = 0
+__all__ = ["Sampling", "generate_completions", "sampled_groups", "score_completions"]
 
 
 def generate_completions(model, tokenizer, tasks: Sequence[Task], sampling: Sampling, template_kwargs: dict) -> list:
-    """`sampling.n` completions per task (grouped by task), sampled with the model's own `generate`."""
-    import torch
-
-    prompts = [
-        tokenizer.apply_chat_template(
-            chat_messages(t.prompt), tokenize=False, add_generation_prompt=True, **template_kwargs
-        )
-        for t in tasks
-        for _ in range(sampling.n)
-    ]
-    was_training = model.training
-    model.eval()
-    generator_state = save_rng(torch)
-    torch.manual_seed(sampling.seed)  # the same samples for the same weights, whatever ran before
-    out: list[str] = []
-    try:
-        for start in range(0, len(prompts), sampling.batch_size):
-            batch = tokenizer(
-                prompts[start : start + sampling.batch_size],
-                return_tensors="pt",
-                padding=True,
-                padding_side="left",
-                add_special_tokens=False,
-            ).to(model.device)
-            with torch.no_grad():
-                ids = model.generate(
-                    **batch,
-                    max_new_tokens=sampling.max_new_tokens,
-                    do_sample=sampling.temperature > 0,
-                    temperature=sampling.temperature or None,
-                    top_p=sampling.top_p,
-                    top_k=sampling.top_k,
-                    min_p=sampling.min_p,
-                    repetition_penalty=sampling.repetition_penalty,
-                    pad_token_id=tokenizer.pad_token_id,
-                )
-            out += tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
-    finally:
-        restore_rng(torch, generator_state)
-        model.train(was_training)
-    return out
+    """`sampling.n` completions per task (grouped by task), sampled with the model's own `generate` through the
+    rollout seam (`azr.rollouts.GenerateSampler`: from `sampling.seed`, the torch generators restored after)."""
+    groups = sampled_groups(GenerateSampler(model, tokenizer, template_kwargs), tasks, sampling)
+    return [text for group in groups for text in group.texts]
 
 
-def save_rng(torch) -> tuple:
-    """The CPU generator's state and, where CUDA is available, every device's: what `torch.manual_seed` reseeds."""
-    return torch.random.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-
-
-def restore_rng(torch, state: tuple) -> None:
-    cpu, cuda = state
-    torch.random.set_rng_state(cpu)
-    if cuda is not None:
-        torch.cuda.set_rng_state_all(cuda)
+def sampled_groups(sampler: Sampler, tasks: Sequence[Task], sampling: Sampling) -> list[ScoredGroup]:
+    """One group of `sampling.n` completions per task from `sampler`, each task's prompt as the training sees it."""
+    return sampler.sample([Prompt(t.id, chat_messages(t.prompt)) for t in tasks], sampling)
 
 
 def score_completions(

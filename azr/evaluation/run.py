@@ -30,7 +30,7 @@ from azr.data import (
     stub_of,
 )
 from azr.errors import ConfigError, show
-from azr.evaluation.measure import Sampling, generate_completions
+from azr.evaluation.measure import Sampling
 from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
 from azr.evaluation.samplers import EndpointSampler, EndpointSpec, LocalSampler
 from azr.evaluation.samples import (
@@ -212,7 +212,7 @@ def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> Any:
         sampler = SidecarSampler(cfg.vllm, cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs)
     else:
         assert cfg.model is not None
-        sampler = LocalSampler(cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs, generate_completions)
+        sampler = LocalSampler(cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs)
     timings["load_s"] += time.monotonic() - t0
     return sampler
 

@@ -1,22 +1,24 @@
-"""Where evaluation samples come from: a local HF model (optionally quantized, optionally with a peft adapter),
-sampled in batches, or an OpenAI-compatible endpoint through `azr.remote.clients`, one request per sample. Each sample
-has its own seed from (seed, problem, index). Samplers return text (or a request failure); reading code out of it
-and grading it is `azr.evaluation.run`'s job.
+"""Where evaluation samples come from: a local HF model (optionally quantized, optionally with a peft adapter) or a
+run's policy, sampled in batches through the rollout seam (`azr.rollouts`: HF generate, or the trainer's vLLM
+backend during a run), or an OpenAI-compatible endpoint through `azr.remote.clients`, one request per sample. Each
+sample has its own seed from (seed, problem, index). Samplers return text (or a request failure); reading code out
+of it and grading it is `azr.evaluation.run`'s job.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 from azr.config import ModelConfig
 from azr.data import STOP, Problem
 from azr.errors import ConfigError
+from azr.evaluation.measure import sampled_groups
 from azr.prompts import chat_messages
+from azr.rollouts import GenerateSampler, Sampler, Sampling
 
 
 @dataclass
@@ -41,33 +43,60 @@ def _seed(seed: int, problem: Problem, index: int) -> int:
 class Generated:
     text: str | None  # None: the request failed for good
     error: str | None = None
+    version: int | None = None  # the policy version that sampled it (a sampler of the rollout seam; else unknown)
+
+
+class ItemSampler(Protocol):
+    """What `azr eval` and the held-out evaluation sample from: one `Generated` per (problem, sample index) item,
+    `chunk` items per call at most (progress is kept between calls), answers read in `mode` (answer/continuation)."""
+
+    mode: str
+    chunk: int
+
+    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]: ...
 
 
 class ModelSampler:
-    """A model already in memory (a run's policy as it trains, or one `LocalSampler` loaded), sampled in batches
-    through its chat template by `generate` (`azr.evaluation.measure.generate_completions`)."""
+    """A model already in memory (a run's policy as it trains, or one `LocalSampler` loaded), sampled through the
+    rollout seam (`azr.rollouts.GenerateSampler`) in batches of `sampling.batch_size` samples, each batch seeded from
+    its first sample: the same batches give the same samples, in a run and in `azr eval` alike."""
 
     mode = "answer"
 
-    def __init__(self, model: Any, tokenizer: Any, sampling: Any, template_kwargs: dict, generate: Callable):
-        self.model, self.tokenizer, self.sampling, self.template_kwargs = model, tokenizer, sampling, template_kwargs
-        self.generate = generate
+    def __init__(self, source: Sampler, sampling: Sampling):
+        self.source, self.sampling = source, sampling
         self.chunk = sampling.batch_size
 
     def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
-        # seeded per batch from its first sample: the same batches give the same samples
         sampling = dataclasses.replace(self.sampling, n=1, seed=_seed(self.sampling.seed, *items[0]))
-        tasks = [problem.task for problem, _ in items]
-        return [Generated(t) for t in self.generate(self.model, self.tokenizer, tasks, sampling, self.template_kwargs)]
+        groups = sampled_groups(self.source, [problem.task for problem, _ in items], sampling)
+        return [Generated(text, version=g.version) for g in groups for text in g.texts]
+
+
+class ServedSampler:
+    """A policy served by a generation server (the trainer's vLLM backend through `azr.rollouts.BackendSampler`):
+    all of this rank's items in one call, `sampling.n` per problem (the items hold each problem n times in a row),
+    seeded by the server."""
+
+    mode = "answer"
+    chunk = 1 << 30
+
+    def __init__(self, source: Sampler, sampling: Sampling):
+        self.source, self.sampling = source, sampling
+
+    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
+        n = self.sampling.n
+        if len(items) % n:
+            raise ValueError(f"{len(items)} items are not whole groups of {n} samples per problem")
+        groups = sampled_groups(self.source, [problem.task for problem, _ in items[::n]], self.sampling)
+        return [Generated(text, version=g.version) for g in groups for text in g.texts]
 
 
 class LocalSampler(ModelSampler):
     """A local HF model (optionally 4-/8-bit, optionally with a peft adapter), loaded here and sampled as a
     `ModelSampler` (the same sampling as the train measurement and the held-out evaluation during a run)."""
 
-    def __init__(
-        self, model_cfg: ModelConfig, adapter: str | None, sampling: Any, template_kwargs: dict, generate: Callable
-    ):
+    def __init__(self, model_cfg: ModelConfig, adapter: str | None, sampling: Sampling, template_kwargs: dict):
         from azr.models import build_model_and_tokenizer, quiet_third_party
 
         quiet_third_party()
@@ -78,7 +107,7 @@ class LocalSampler(ModelSampler):
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(adapter))
-        super().__init__(model, tokenizer, sampling, template_kwargs, generate)
+        super().__init__(GenerateSampler(model, tokenizer, template_kwargs), sampling)
 
 
 class EndpointSampler:
@@ -86,7 +115,7 @@ class EndpointSampler:
     seed, at most `concurrency` in flight. Chat: the same conversation a local model gets. Completions: the HumanEval
     stub (cut at the Codex stop sequences), or a task's text followed by an opened python fence."""
 
-    def __init__(self, spec: EndpointSpec, sampling: Any):
+    def __init__(self, spec: EndpointSpec, sampling: Sampling):
         from azr.remote import ChatClient
 
         self.client = ChatClient(

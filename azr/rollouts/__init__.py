@@ -1,4 +1,5 @@
-"""Rollouts: the rollout seam (`seam`: scored groups tagged with the policy version, and the source protocol), and
+"""Rollouts: the rollout seam (`seam`: scored groups tagged with the policy version, the source protocol of GRPO's
+round and the sampler protocol outside it; `samplers`: HF generate and the trainer's vLLM backend as samplers), and
 what goes into a generation batch. The group sampler (which prompt groups: data, curriculum, self-play's
 replay and hinted retries), the curriculum, dynamic sampling (which generated groups are trained), self-play rounds
 across processes, and the one adapter to TRL's private batch API (`trl_batch`). The face of the package.
@@ -10,7 +11,17 @@ from azr.rollouts.curriculum import Curriculum, TaskStats
 from azr.rollouts.groups import GroupSampler, GroupSource, whole_groups
 from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.rounds import MainRounds, RoundHooks
-from azr.rollouts.seam import RolloutSource, RolloutTiming, Row, ScoredGroup, ScoredRound
+from azr.rollouts.samplers import BackendSampler, GenerateSampler, TrainerSampler, eos_ids, trainer_sampler
+from azr.rollouts.seam import (
+    Prompt,
+    RolloutSource,
+    RolloutTiming,
+    Row,
+    Sampler,
+    Sampling,
+    ScoredGroup,
+    ScoredRound,
+)
 
 # Heavy (torch at import): loaded on first use, so importing this package stays cheap.
 _LAZY = {
@@ -23,23 +34,31 @@ _LAZY = {
 
 __all__ = [
     "AsyncRollouts",
+    "BackendSampler",
     "Curriculum",
+    "GenerateSampler",
     "GroupSampler",
     "GroupSource",
     "MainRounds",
     "OneProcess",
     "Processes",
+    "Prompt",
     "RolloutFilter",
     "RolloutSource",
     "RolloutTiming",
     "RoundHooks",
     "Row",
+    "Sampler",
+    "Sampling",
     "ScoredGroup",
     "ScoredRound",
     "TaskStats",
     "TrainerBatches",
+    "TrainerSampler",
     "TrlRounds",
     "build_sampling",
+    "eos_ids",
+    "trainer_sampler",
     "whole_groups",
 ]
 

@@ -6,7 +6,10 @@ completion, each reward and their weighted total (None where a completion could 
 `ScoredRound` of such groups from dataset rows. GRPO's batch composition (dynamic sampling, carry-over, the
 curriculum's statistics, the masking of ungraded rows and the sandbox alarms that count them) works on these groups;
 TRL's round is one source (`azr.rollouts.trl_batch.TrainerBatches`), and asynchronous GRPO's pipeline
-(`azr.rollouts.pipeline`) feeds it completions sampled earlier, tagged with their version.
+(`azr.rollouts.pipeline`) feeds it completions sampled earlier, tagged with their version. Outside GRPO's round, a
+`Sampler` draws groups of completions for `Prompt`s with given `Sampling` settings (the held-out evaluation, the
+train pass rate, `azr eval` on a local model, the tool loop's local turns); its groups are unscored until their
+consumer grades them (`azr.rollouts.samplers` holds the samplers: HF generate, the trainer's vLLM backend).
 
 Owns the shapes of the seam only: no generation, no reward, no TRL.
 """
@@ -47,6 +50,40 @@ class ScoredGroup:
     rewards: list[float | None] = field(default_factory=list)  # weighted total per completion; None: not graded
     breakdown: dict[str, list[float | None]] = field(default_factory=dict)  # reward function -> per completion
     timing: RolloutTiming = field(default_factory=RolloutTiming)
+    texts: list[str] = field(default_factory=list)  # each completion decoded (a `Sampler`'s groups; TRL's keep none)
+
+    @classmethod
+    def sampled(
+        cls,
+        task_id: str,
+        prompt_ids: list[int],
+        completion_ids: list[list[int]],
+        texts: list[str],
+        *,
+        version: int,
+        pad_id: int = 0,
+        logprobs: list[list[float]] | None = None,
+        timing: RolloutTiming | None = None,
+    ) -> ScoredGroup:
+        """A group a `Sampler` drew (not scored yet: no rewards, no signal): its rows padded as TRL pads them, the
+        prompt on the left (one prompt for the group), completions on the right."""
+        import torch
+
+        n, width = len(completion_ids), max((len(c) for c in completion_ids), default=0)
+        tensors = {
+            "prompt_ids": torch.tensor([prompt_ids] * n, dtype=torch.long).reshape(n, len(prompt_ids)),
+            "prompt_mask": torch.ones(n, len(prompt_ids), dtype=torch.long),
+            "completion_ids": torch.tensor(
+                [c + [pad_id] * (width - len(c)) for c in completion_ids], dtype=torch.long
+            ).reshape(n, width),
+            "completion_mask": torch.tensor(
+                [[1] * len(c) + [0] * (width - len(c)) for c in completion_ids], dtype=torch.long
+            ).reshape(n, width),
+        }
+        if logprobs is not None:
+            rows = [list(lp) + [0.0] * (width - len(lp)) for lp in logprobs]
+            tensors["sampling_per_token_logps"] = torch.tensor(rows, dtype=torch.float).reshape(n, width)
+        return cls(tensors, task_id, False, 0, version=version, timing=timing or RolloutTiming(), texts=list(texts))
 
     @property
     def completion_ids(self) -> list[list[int]]:
@@ -84,6 +121,39 @@ class ScoredRound:
     batch: dict[str, torch.Tensor]
     groups: list[ScoredGroup]
     signals: list[bool]
+
+
+@dataclass
+class Sampling:
+    """How a `Sampler` samples: `n` completions per prompt, the token budget and the decoding settings."""
+
+    n: int = 4  # completions per task
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: no top-k cut. Explicit, because `generate` would otherwise apply transformers' default of 50
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
+    batch_size: int = 32  # rows per `generate` call (HF generate only)
+    seed: int = 0  # HF generate draws from this seed (restoring the generators after); a server seeds on its own
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt to sample a group for: its task and its conversation (`tools`: the tool schemas the chat template
+    renders, for the tool loop's turns)."""
+
+    task_id: str
+    messages: list[dict[str, object]]
+    tools: list[dict[str, object]] | None = None
+
+
+class Sampler(Protocol):
+    """What samples a policy outside GRPO's round: `sampling.n` completions of each prompt, one `ScoredGroup` per
+    prompt in order, with token ids, decoded texts and the policy `version` that drew them (`rewards` empty: the
+    consumer grades them)."""
+
+    def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]: ...
 
 
 class RolloutSource(Protocol):

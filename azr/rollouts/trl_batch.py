@@ -5,7 +5,8 @@ the held-out evaluation use instead of the trainer itself.
 
 Every call of a private TRL method, and every read or write of a private TRL attribute, goes through here:
 `_get_per_token_logps_and_entropies`, `_tokenize_prompts`, `_generate_single_turn`; the generation backend
-(`vllm_generation`, `use_vllm`, `vllm_mode`, `_last_loaded_step`), the rollout function asynchronous GRPO sets
+(`vllm_generation`, `use_vllm`, `vllm_mode`, `_last_loaded_step`, and the request settings an evaluation sets on it
+for one call: `temperature`, `max_completion_length`), the rollout function asynchronous GRPO sets
 (`rollout_func`) and the importance-sampling settings it reports (`vllm_importance_sampling_mode` / `_clip_min` /
 `_clip_max`); the logged advantages (`_logs`). The round
 itself is `AZRGRPOTrainer._score_round`, azr's own wrapper of `_generate_and_score_completions`, one of the three
@@ -16,6 +17,8 @@ groups are trained, nor any reward.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -152,6 +155,21 @@ class TrainerBatches:
             trainer.vllm_generation.sync_weights()
             trainer._last_loaded_step = trainer.state.global_step
 
+    def sample_backend(
+        self, prompt_ids: list[list[int]], n: int, temperature: float, max_tokens: int
+    ) -> tuple[list[list[int]], list[list[float]] | None]:
+        """Completions of `prompt_ids` (each prompt `n` times in a row) from the backend with the current weights, at
+        `temperature` and `max_tokens` for this call only (GRPO's own settings are put back after): their token ids
+        and each token's sampler log-probability (None where the backend gives none). Neither TRL's `VLLMGeneration`
+        nor `LoraSync` takes settings per call, so they are set on the backend for the time of the call."""
+        self.sync_backend()
+        backend = self.trainer.vllm_generation
+        with _request_settings(backend, temperature, max_tokens):
+            _, completion_ids, logprobs, _ = backend.generate(prompts=prompt_ids, images=None, num_generations=n)
+        if logprobs is not None:
+            logprobs = [[lp[0] if isinstance(lp, list | tuple) else lp for lp in row] for row in logprobs]
+        return [list(c) for c in completion_ids], logprobs
+
     def tokenize(self, prompts: list[Any]) -> list[list[int]]:
         """The prompts' token ids as TRL's round makes them (its chat template and tokenizer settings)."""
         prompt_ids, _, _ = self.trainer._tokenize_prompts(prompts)
@@ -189,3 +207,27 @@ class TrainerBatches:
         for _ in range(min(len(advantages), len(logged))):
             logged.pop()
         logged.extend(advantages)
+
+
+@contextmanager
+def _request_settings(backend: Any, temperature: float, max_tokens: int) -> Iterator[None]:
+    """The backend's request settings set to `temperature` and `max_tokens` for the time of one call: `LoraSync`'s
+    request fields (a dict), or TRL's `VLLMGeneration` attributes (server and colocate modes)."""
+    if isinstance(getattr(backend, "sampling", None), dict):
+        before = dict(backend.sampling)
+        backend.sampling.update(temperature=temperature, max_tokens=max_tokens)
+        try:
+            yield
+        finally:
+            backend.sampling.clear()
+            backend.sampling.update(before)
+        return
+    names = {"temperature": temperature, "max_completion_length": max_tokens}
+    previous = {name: getattr(backend, name) for name in names}
+    for name, value in names.items():
+        setattr(backend, name, value)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            setattr(backend, name, value)

@@ -2,9 +2,11 @@
 server azr starts is one). A policy renders nothing of the conversation's meaning: it takes the messages and the tool
 schemas and returns one assistant `Turn`; running the calls is the loop's job.
 
-The local policy renders the chat template with `tools=`, samples with `generate` (one turn at a time, each with its
-own seed) and parses the turn with `azr.tools.parsing`. The endpoint policy sends `tools` and reads `tool_calls`
-through `azr.remote.ChatClient`; arguments it cannot read become calls with an error, like the local parser's.
+The local policy renders the chat template with `tools=`, samples through the rollout seam (`azr.rollouts`' HF
+generate sampler, one turn at a time, each with its own seed) and parses the turn with `azr.tools.parsing`. The
+endpoint policy sends `tools` and reads `tool_calls` through `azr.remote.ChatClient` (a remote API returns text, not
+token ids, so it is not a source of the seam); arguments it cannot read become calls with an error, like the local
+parser's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from azr.inputs import load_json
+from azr.rollouts import GenerateSampler, Prompt, eos_ids
+from azr.rollouts import Sampling as RolloutSampling
 from azr.tools.parsing import ParsedTurn, ToolCall, parse_turn
 
 
@@ -35,13 +39,15 @@ class Sampling:
 
 
 class LocalPolicy:
-    """A transformers model and tokenizer; generation runs in a worker thread, one turn at a time."""
+    """A transformers model and tokenizer, sampled through the rollout seam (`azr.rollouts.GenerateSampler`: one
+    group of one completion per turn, with its token ids); generation runs in a worker thread, one turn at a time."""
 
     kind = "local"
 
     def __init__(self, model: Any, tokenizer: Any, sampling: Sampling, template_kwargs: dict[str, Any], name: str):
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
         self.template_kwargs, self.name = dict(template_kwargs), name
+        self.sampler = GenerateSampler(model, tokenizer, self.template_kwargs)
         self.max_length = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         self._lock = threading.Lock()
         model.eval()
@@ -54,37 +60,37 @@ class LocalPolicy:
         return await asyncio.to_thread(self._turn, messages, tools, max_new_tokens, seed)
 
     def _turn(self, messages: list[dict], tools: list[dict], max_new_tokens: int, seed: int) -> Turn:
-        import torch
-
         tok = self.tokenizer
-        prompt = tok.apply_chat_template(
-            messages, tools=tools or None, tokenize=False, add_generation_prompt=True, **self.template_kwargs
-        )
-        ids = tok(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        request = Prompt("turn", messages, tools or None)
+        prompt = self.sampler.prompt_text(request)
+        length = len(tok(prompt, add_special_tokens=False)["input_ids"])
         if self.max_length:
-            max_new_tokens = min(max_new_tokens, self.max_length - ids.shape[1])
+            max_new_tokens = min(max_new_tokens, self.max_length - length)
         if max_new_tokens <= 0:
-            return Turn(ParsedTurn("", None, []), "length", ids.shape[1], 0)
-        eos = self.model.generation_config.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
-        with self._lock, torch.no_grad():
-            torch.manual_seed(seed)
-            out = self.model.generate(
-                ids.to(self.model.device),
-                attention_mask=torch.ones_like(ids).to(self.model.device),
-                max_new_tokens=max_new_tokens,
-                do_sample=self.sampling.temperature > 0,
-                temperature=self.sampling.temperature or None,
-                top_p=self.sampling.top_p,
-                top_k=0,
-                pad_token_id=tok.pad_token_id,
-            )
-        new = out[0, ids.shape[1] :].tolist()
-        stop = next((i for i, t in enumerate(new) if t in eos_ids), None)
-        generated = new if stop is None else new[:stop]
-        text = tok.decode(generated, skip_special_tokens=False)
+            return Turn(ParsedTurn("", None, []), "length", length, 0)
+        with self._lock:
+            (group,) = self.sampler.sample([request], self._settings(max_new_tokens, seed))
+        new = group.completion_ids[0]  # through the first end-of-sequence token, if it came
+        stop = bool(new) and new[-1] in eos_ids(self.model, tok)
+        text = tok.decode(new[:-1] if stop else new, skip_special_tokens=False)
         parsed = parse_turn(text, tok, prompt, tools)
-        return Turn(parsed, "length" if stop is None else "stop", ids.shape[1], len(new))
+        return Turn(parsed, "stop" if stop else "length", len(group.prompt_ids), len(new))
+
+    def _settings(self, max_new_tokens: int, seed: int) -> RolloutSampling:
+        """The turn's sampling: the episode's temperature and top_p, no top-k cut, the model's own min_p and
+        repetition penalty, drawn from the turn's seed."""
+        config = getattr(self.model, "generation_config", None)
+        return RolloutSampling(
+            n=1,
+            max_new_tokens=max_new_tokens,
+            temperature=self.sampling.temperature,
+            top_p=self.sampling.top_p,
+            top_k=0,
+            min_p=getattr(config, "min_p", None),
+            repetition_penalty=getattr(config, "repetition_penalty", None) or 1.0,
+            batch_size=1,
+            seed=seed,
+        )
 
 
 class EndpointPolicy:

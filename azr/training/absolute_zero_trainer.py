@@ -3,8 +3,9 @@ generation-log records.
 
 The rollout (`azr.absolute_zero.Rollout`) is TRL's public `rollout_func` hook: TRL hands it a generation batch of
 slot rows and trains on the prompt and completion ids it returns, merging its other columns into the rows the
-rewards read. It generates through `TrainerGenerator`, which calls the trainer's own tokenisation and generation
-(through `azr.rollouts.TrainerBatches`, whose use of TRL's private methods tests/rollouts pins), so every
+rewards read. It generates through `TrainerGenerator`, which draws groups from the rollout seam's
+`azr.rollouts.TrainerSampler` (the trainer's own tokenisation and generation through `TrainerBatches`, whose use of
+TRL's private methods tests/rollouts pins), so every
 sample, the proposer's learnability samples included, is drawn at the training temperature by the same backend
 (transformers or vLLM) as the rows TRL trains on. Advantages are TRL's own with `baseline: group`; with
 `type_role` they are recomputed from the same rewards, normalised per (task type, role) over the batch.
@@ -21,20 +22,34 @@ from accelerate.utils import gather_object
 from trl.trainer.utils import nanstd
 
 from azr.absolute_zero import Generation
-from azr.rollouts import TrainerBatches
+from azr.rollouts import Prompt, Sampling, ScoredGroup, TrainerBatches, TrainerSampler
 from azr.training.trainer import AZRGRPOTrainer, ScoredBatch
 
 
 class TrainerGenerator:
-    """`Generate` for the rollout: `n` completions per conversation through the trainer's own generation, with the
-    sampling settings of `grpo:` (never greedy unless the recipe says temperature 0)."""
+    """`Generate` for the rollout: `n` completions per conversation drawn through the rollout seam
+    (`azr.rollouts.TrainerSampler`: the trainer's own generation, with the sampling settings of `grpo:`, never greedy
+    unless the recipe says temperature 0), one group per conversation, laid out as the rows TRL's rollout function
+    returns."""
 
     def __init__(self, trainer: Any):
         self.trainer = trainer
 
     def __call__(self, conversations: list[list[dict[str, str]]], n: int) -> Generation:
-        prompts = [c for c in conversations for _ in range(n)]  # TRL's contract: each prompt n times, in a row
-        return Generation(*TrainerBatches(self.trainer).generate(prompts, n))
+        prompts = [Prompt("absolute_zero", list(c)) for c in conversations]
+        return rows_of(TrainerSampler(TrainerBatches(self.trainer)).sample(prompts, Sampling(n=n)))
+
+
+def rows_of(groups: Sequence[ScoredGroup]) -> Generation:
+    """Groups as the rollout's rows, group by group: each row's prompt and completion ids, the sampler's
+    log-probabilities (None unless every group has them: vLLM gives them, `generate` does not) and the texts."""
+    logprobs = [g.sampler_logprobs for g in groups]
+    return Generation(
+        [g.prompt_ids for g in groups for _ in g.texts],
+        [ids for g in groups for ids in g.completion_ids],
+        None if any(lp is None for lp in logprobs) else [row for lp in logprobs for row in lp],  # type: ignore[union-attr]
+        [t for g in groups for t in g.texts],
+    )
 
 
 def type_role_advantages(rewards: torch.Tensor, keys: Sequence[str], scale: bool) -> torch.Tensor:

@@ -8,6 +8,7 @@ The samplers in the fast tests are scripted (a reference answer or noise), the e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,13 @@ import yaml
 from azr.config import load_config
 from azr.data import load_tasks
 from azr.evaluation import build_heldout, logged_steps
-from azr.evaluation.heldout import BackendSampler, HeldOutEvaluator
+from azr.evaluation.heldout import HeldOutEvaluator
 from azr.evaluation.measure import Sampling
-from azr.evaluation.samplers import Generated
+from azr.evaluation.samplers import Generated, ServedSampler
 from azr.logs import JsonlWriter
 from azr.prompts import reference_answer
 from azr.rewards import build_rewards
-from azr.rollouts import TrainerBatches
+from azr.rollouts import BackendSampler, TrainerBatches
 
 HELD_OUT = load_tasks("held-out")
 
@@ -147,6 +148,18 @@ def test_a_record_holds_pass_at_k_with_an_interval_reward_tags_counts_and_cost(c
     assert "eval/mean_reward" in keys and "eval/share" in keys and all(k.startswith("eval/") for k in keys)
 
 
+class VersionedSampler(ScriptedSampler):
+    """The scripted answers, each tagged with the policy version that drew it (as the rollout seam's samplers tag)."""
+
+    def sample(self, items):
+        return [dataclasses.replace(g, version=9) for g in super().sample(items)]
+
+
+def test_a_record_says_which_policy_version_it_sampled(cfg, rewards):
+    assert _evaluator(cfg, rewards, FakeRanks(0, 1, {})).evaluate(ScriptedSampler(), step=2)["policy_version"] is None
+    assert _evaluator(cfg, rewards, FakeRanks(0, 1, {})).evaluate(VersionedSampler(), step=2)["policy_version"] == 9
+
+
 class SurrogateSampler(ScriptedSampler):
     """Answers whose program raises ValueError(chr(0xD800)), with a lone surrogate in the text before the code."""
 
@@ -227,6 +240,8 @@ class FakeLoraSync:
 
 
 class FakeTokenizer:
+    pad_token_id = 0
+
     def apply_chat_template(self, messages, tokenize, add_generation_prompt, **kwargs):
         return f"<{messages[-1]['content']}>"
 
@@ -252,14 +267,14 @@ def test_the_vllm_backend_samples_n_per_task_with_the_evaluations_settings_then_
     from azr.data import Problem
 
     items = [(Problem(t), i) for t, i in items]
-    out = BackendSampler(TrainerBatches(trainer), sampling, {}).sample(items)
-    assert [g.text for g in out] == ["A", "B", "C", "D"]
+    out = ServedSampler(BackendSampler(TrainerBatches(trainer), {}), sampling).sample(items)
+    assert [g.text for g in out] == ["A", "B", "C", "D"] and {g.version for g in out} == {3}
     ((prompts, n, used),) = backend.calls
     assert n == 2 and prompts[0] == prompts[1] != prompts[2] == prompts[3]  # each task twice in a row, as TRL sends
     assert used["temperature"] == 0.2 and used["max_tokens"] == 16
     assert backend.sampling == {"temperature": 0.7, "max_tokens": 128, "top_p": 1.0}  # GRPO's own again
     assert backend.syncs == 1 and trainer._last_loaded_step == 3  # the current weights, synced once per step
-    BackendSampler(TrainerBatches(trainer), sampling, {}).sample(items)
+    ServedSampler(BackendSampler(TrainerBatches(trainer), {}), sampling).sample(items)
     assert backend.syncs == 1
 
 

@@ -83,6 +83,17 @@ def test_the_generation_backend_attributes_are_trls_and_it_syncs_on_a_new_step()
     assert "self.vllm_generation.generate(" in turn
 
 
+def test_the_backends_request_settings_an_evaluation_sets_for_one_call_are_read_per_call():
+    """`TrainerBatches.sample_backend` sets TRL's `VLLMGeneration.temperature` and `max_completion_length` for one
+    call: both are set in its `__init__` and read again by each `generate`."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    init, generate = inspect.getsource(VLLMGeneration.__init__), inspect.getsource(VLLMGeneration.generate)
+    for name in ("temperature", "max_completion_length"):
+        assert re.search(rf"self\.{name}\s*=", init), name
+        assert re.search(rf"=\s*self\.{name}\b", generate), name
+
+
 def test_the_rollout_function_and_the_correction_asynchronous_grpo_relies_on():
     """Asynchronous GRPO sets `rollout_func` after construction and reads the correction's settings: TRL's
     `_generate` calls `self.rollout_func(prompts, self)` after syncing the backend on a new step, takes its

@@ -1,0 +1,175 @@
+"""The samplers outside GRPO's round, as sources of the rollout seam: HF generate on a model in memory and the
+trainer's vLLM backend each yield one group per prompt with its token ids, decoded texts and the policy version that
+drew it; the evaluation's samples carry that version, and the tool loop's local turn is one such group.
+
+Real parts: the tiny model generates; the vLLM backend is a scripted double at its contract (`LoraSync`'s request
+fields and TRL's `generate`), the expensive edge.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from azr.data import Problem, load_tasks
+from azr.evaluation.samplers import ModelSampler, ServedSampler
+from azr.prompts import chat_messages
+from azr.rollouts import (
+    BackendSampler,
+    GenerateSampler,
+    Prompt,
+    Sampling,
+    TrainerBatches,
+    TrainerSampler,
+    eos_ids,
+    trainer_sampler,
+)
+from azr.tools import parse_turn
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+TASKS = load_tasks("held-out")[:2]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    model = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    return model, transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def _prompts() -> list[Prompt]:
+    return [Prompt(t.id, chat_messages(t.prompt)) for t in TASKS]
+
+
+def test_generate_yields_a_group_per_prompt_with_its_ids_texts_and_version(tiny):
+    model, tokenizer = tiny
+    sampler = GenerateSampler(model, tokenizer, {}, version=lambda: 7)
+    groups = sampler.sample(_prompts(), Sampling(n=3, max_new_tokens=6, seed=1, batch_size=4))
+    assert [g.task_id for g in groups] == [t.id for t in TASKS] and all(g.version == 7 for g in groups)
+    for group, prompt in zip(groups, _prompts(), strict=True):
+        expected = tokenizer(sampler.prompt_text(prompt), add_special_tokens=False)["input_ids"]
+        assert group.prompt_ids == expected  # the chat template's tokens, without the batch's left padding
+        assert len(group.completion_ids) == len(group.texts) == 3
+        assert all(1 <= len(ids) <= 6 for ids in group.completion_ids)
+        decoded = [tokenizer.decode(ids, skip_special_tokens=True) for ids in group.completion_ids]
+        assert decoded == group.texts  # the texts are these token ids
+        assert group.rewards == [] and group.sampler_logprobs is None  # unscored; the policy itself sampled
+    again = sampler.sample(_prompts(), Sampling(n=3, max_new_tokens=6, seed=1, batch_size=4))
+    assert [g.completion_ids for g in again] == [g.completion_ids for g in groups]  # the seed decides
+
+
+class _LoraSync:
+    """Adapter mode's backend at its contract: request fields in `sampling`, each prompt n times in a row, one
+    logprob per token in TRL's nesting."""
+
+    def __init__(self):
+        self.sampling = {"temperature": 0.7, "max_tokens": 128}
+        self.calls, self.syncs = [], 0
+
+    def sync_weights(self):
+        self.syncs += 1
+
+    def generate(self, prompts, images, num_generations, profiler=None):
+        self.calls.append((len(prompts), num_generations, dict(self.sampling)))
+        ids = [[40 + i, 50 + i] for i in range(len(prompts))]
+        return prompts, ids, [[[-0.5], [-1.0 - i]] for i in range(len(prompts))], None
+
+
+def _trainer(backend, tokenizer, step: int):
+    return SimpleNamespace(
+        vllm_generation=backend,
+        use_vllm=backend is not None,
+        processing_class=tokenizer,
+        _last_loaded_step=-1,
+        state=SimpleNamespace(global_step=step),
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+        model="the policy",
+    )
+
+
+def test_the_trainers_backend_yields_groups_with_the_samplers_logprobs_at_the_evaluations_settings(tiny):
+    _, tokenizer = tiny
+    backend = _LoraSync()
+    view = TrainerBatches(_trainer(backend, tokenizer, step=5))
+    sampler = trainer_sampler(view, {})
+    assert isinstance(sampler, BackendSampler)
+    groups = sampler.sample(_prompts(), Sampling(n=2, max_new_tokens=9, temperature=0.3))
+    assert backend.calls == [(4, 2, {"temperature": 0.3, "max_tokens": 9})] and backend.syncs == 1
+    assert backend.sampling == {"temperature": 0.7, "max_tokens": 128}  # GRPO's settings again
+    first, second = groups
+    assert (first.version, second.version) == (5, 5)  # five optimizer steps taken: the weights synced now
+    assert first.completion_ids == [[40, 50], [41, 51]] and second.completion_ids == [[42, 52], [43, 53]]
+    assert first.sampler_logprobs == [[-0.5, -1.0], [-0.5, -2.0]]
+    assert first.texts == [tokenizer.decode([40, 50], skip_special_tokens=True), tokenizer.decode([41, 51])]
+    assert (
+        first.prompt_ids
+        == tokenizer(
+            tokenizer.apply_chat_template(_prompts()[0].messages, tokenize=False, add_generation_prompt=True),
+            add_special_tokens=False,
+        )["input_ids"]
+    )
+
+
+def test_without_a_backend_the_trainer_samples_with_generate_tagged_with_the_steps_taken(tiny):
+    model, tokenizer = tiny
+    trainer = _trainer(None, tokenizer, step=2)
+    trainer.model = model
+    sampler = trainer_sampler(TrainerBatches(trainer), {})
+    assert isinstance(sampler, GenerateSampler) and sampler.model is model
+    (group,) = sampler.sample(_prompts()[:1], Sampling(n=1, max_new_tokens=3))
+    assert group.version == 2
+
+
+def test_the_evaluations_samples_carry_the_version_of_the_groups_they_come_from(tiny):
+    model, tokenizer = tiny
+    items = [(Problem(t), i) for t in TASKS for i in range(2)]
+    local = ModelSampler(GenerateSampler(model, tokenizer, {}, version=lambda: 4), Sampling(n=2, max_new_tokens=4))
+    assert [g.version for g in local.sample(items)] == [4] * 4
+    served = ServedSampler(BackendSampler(TrainerBatches(_trainer(_LoraSync(), tokenizer, 6)), {}), Sampling(n=2))
+    out = served.sample(items)
+    assert [g.version for g in out] == [6] * 4 and len({g.text for g in out}) == 4
+
+
+def test_the_tool_loops_local_turn_is_one_group_of_the_generate_sampler(tiny):
+    from azr.tools import LocalPolicy
+    from azr.tools import Sampling as TurnSampling
+
+    model, tokenizer = tiny
+    policy = LocalPolicy(model, tokenizer, TurnSampling(temperature=1.0), {}, "tiny")
+    messages = chat_messages(TASKS[0].prompt)
+    turn = policy._turn(messages, [], max_new_tokens=7, seed=5)
+    (group,) = policy.sampler.sample([Prompt("turn", messages)], policy._settings(7, seed=5))
+    (ids,) = group.completion_ids
+    assert turn.completion_tokens == len(ids) and turn.prompt_tokens == len(group.prompt_ids)
+    stop = ids[-1] in eos_ids(model, tokenizer)
+    assert turn.finish_reason == ("stop" if stop else "length")
+    text = tokenizer.decode(ids[:-1] if stop else ids, skip_special_tokens=False)
+    prompt = policy.sampler.prompt_text(Prompt("turn", messages))
+    assert repr(turn.parsed) == repr(parse_turn(text, tokenizer, prompt, []))  # the turn is the group's tokens
+
+
+def test_grpos_own_generation_yields_groups_with_the_trainers_ids_logprobs_and_version(tiny):
+    """Absolute Zero's proposer and solver draw through `TrainerSampler`: TRL's tokenisation and generation of each
+    prompt n times in a row, at GRPO's settings, as groups."""
+    _, tokenizer = tiny
+    trainer = _trainer(None, tokenizer, step=3)
+    seen = []
+
+    def tokenize(prompts):
+        seen.append(prompts)
+        return [[len(p), 9] for p in prompts], None, {}
+
+    def generate(prompt_ids, images, fields, n):
+        return [[60 + i, 61] for i in range(len(prompt_ids))], [[-0.25, -0.5 - i] for i in range(len(prompt_ids))]
+
+    trainer._tokenize_prompts, trainer._generate_single_turn = tokenize, generate
+    one, two = [{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}, {"role": "user", "content": "c"}]
+    groups = TrainerSampler(TrainerBatches(trainer)).sample([Prompt("x", one), Prompt("y", two)], Sampling(n=2))
+    assert seen == [[one, one, two, two]]
+    first, second = groups
+    assert (first.task_id, first.version, second.version) == ("x", 3, 3)
+    assert first.prompt_ids == [1, 9] and second.prompt_ids == [2, 9]
+    assert first.completion_ids == [[60, 61], [61, 61]] and second.sampler_logprobs == [[-0.25, -2.5], [-0.25, -3.5]]
+    assert first.texts == tokenizer.batch_decode([[60, 61], [61, 61]], skip_special_tokens=True)
