@@ -281,7 +281,7 @@ def test_each_kind_saves_resumes_describes_itself_and_loads_in_eval(cli, tiny_mo
     assert report["settings"]["model"]["adapter"] == str(out / "final")
 
 
-@pytest.mark.slow  # about 1.5 min on two idle cores: SFT of all weights, GRPO with a LoRA, a resumed GRPO step
+@pytest.mark.slow  # 17 s here: SFT of all weights, GRPO with a LoRA, a resumed GRPO step
 def test_a_warm_start_of_all_weights_becomes_the_base_of_a_fresh_grpo_adapter(
     cli, tiny_model_dir, tmp_path, monkeypatch
 ):
