@@ -221,7 +221,7 @@ def test_asynchronous_grpo_stays_within_its_bound_and_a_sigkilled_run_resumes_wi
     assert not group_members(server_pid(out))
 
 
-@pytest.mark.slow(minutes=2.5)  # trains the tiny model with a vLLM server
+@pytest.mark.slow(minutes=1.5)  # trains the tiny model with a vLLM server
 def test_asynchronous_grpo_with_dynamic_sampling_the_curriculum_self_play_and_heldout_evaluation(
     tiny_model_dir, tmp_path, monkeypatch
 ):
@@ -267,14 +267,14 @@ def test_asynchronous_grpo_with_dynamic_sampling_the_curriculum_self_play_and_he
     generations = generation_records(out)
     assert all(0 <= g["step"] - 1 - g["policy_version"] <= 1 for g in generations)
     evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [e["step"] for e in evals if e.get("kind") == "eval"] == [2, 4]
+    assert [e["step"] for e in evals if e.get("kind") == "eval"] == [0, 2, 4]  # a baseline, then every 2 steps
     assert asked > 0 and records[-1]["selfplay/requests"] > 0  # the opponent was asked for the trained tasks
     state = json.loads((out / "checkpoints" / "checkpoint-4" / "sampling_state.json").read_text())
     stats = state["groups"]["curriculum"]
     assert sum(s["attempts"] for s in stats.values()) > 0 and sum(s["groups"] for s in stats.values()) >= 8
 
 
-@pytest.mark.slow(minutes=3)  # two training processes and a vLLM server on two cores
+@pytest.mark.slow(minutes=1.1)  # two training processes and a vLLM server on two cores
 def test_asynchronous_grpo_on_two_processes_samples_on_the_main_one_for_both(tiny_model_dir, tmp_path):
     """torchrun with two ranks (gloo, CPU): the main process queues both ranks' rows, its producer samples them
     through the one server, and each rank trains its slice; every row of every step is logged once, within the
@@ -296,8 +296,15 @@ def test_asynchronous_grpo_on_two_processes_samples_on_the_main_one_for_both(tin
     assert [r["step"] for r in records] == [1, 2, 3]
     for r in records:
         assert r["async/staleness_0"] + r["async/staleness_1"] == pytest.approx(1.0), r
-        assert r["async/dropped_samples"] == 0 and abs(r["sampling/importance_sampling_ratio/mean"] - 1) < 0.05, r
-    assert any(r["async/staleness_1"] > 0 for r in records)
+        assert r["async/dropped_samples"] == 0, r
+    # The first batch is fresh: on both ranks (TRL gathers the ratios) the trainer's log-probs of each completion
+    # equal the server's, so each rank trained the completions drawn for its own rows. Later batches are a version
+    # old, and at this recipe's learning rate their ratios move off 1.
+    first = records[0]
+    assert first["async/staleness_0"] == 1.0
+    for key in ("min", "mean", "max"):
+        assert first[f"sampling/importance_sampling_ratio/{key}"] == pytest.approx(1.0, abs=1e-3), first
+    assert all(r["async/staleness_1"] == 1.0 for r in records[1:])
     generations = generation_records(out)
     assert sorted(Counter(g["step"] for g in generations).items()) == [(1, 8), (2, 8), (3, 8)]  # both ranks' rows
     assert all(0 <= g["step"] - 1 - g["policy_version"] <= 1 for g in generations)
