@@ -150,6 +150,7 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
     if needs_model and not cfg.model.name_or_path and cfg.gen.policy != "endpoint":
         raise ConfigError("model.name_or_path: required (a hub id or a local model directory)")
     check_adapter(cfg.model.adapter, cfg.model.quantization)
+    check_full_weights(cfg)
     for name in ("self_play", "teacher"):
         endpoint = getattr(cfg, name)
         for required in ("base_url", "model"):
@@ -178,6 +179,26 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
     check_vllm_config(cfg)
     check_heldout(cfg)
     check_packages(cfg.sandbox.packages)
+
+
+def check_full_weights(cfg: AzrConfig) -> None:
+    """`sft.full_weights`: a warm start of all weights under an adapter GRPO then trains, where it can be had (with
+    sft.enabled false it is ignored, as the section's other settings are)."""
+    if not (cfg.sft.enabled and cfg.sft.full_weights):
+        return
+    model = cfg.model
+    problems = {
+        "model.adapter.kind is none, so every phase trains all weights already": not model.adapter.enabled,
+        f"model.quantization={model.quantization}: a quantized base cannot be fully fine-tuned": (
+            model.quantization != "none"
+        ),
+        "model.backend unsloth loads a model once, for an adapter or for full fine-tuning, not both": (
+            model.backend == "unsloth"
+        ),
+    }
+    for reason, on in problems.items():
+        if on:
+            raise ConfigError(f"sft.full_weights: {reason}")
 
 
 def check_packages(names: list[str]) -> None:

@@ -108,10 +108,16 @@ def check_staleness(cfg: AzrConfig) -> None:
     if cfg.vllm.mode in refusals:
         raise ConfigError(f"{name}: {refusals[cfg.vllm.mode]}")
     others = {
-        "mode": (cfg.mode == "absolute_zero", "Absolute Zero composes its batches from buffers it fills as it trains"),
-        "sampling.dynamic": (cfg.sampling.dynamic, "dynamic sampling's later rounds depend on the first's rewards"),
-        "tools.enabled": (cfg.tools.enabled, "the tool loop generates turn by turn inside TRL's round"),
-        "self_play.enabled": (cfg.self_play.enabled, "the arena's opponent is asked when a round starts, per batch"),
+        "mode": (
+            cfg.mode == "absolute_zero",
+            "Absolute Zero generates through its own rollout function, proposals then solutions from buffers it "
+            "fills as it trains, so there is no batch to sample ahead",
+        ),
+        "tools.enabled": (
+            cfg.tools.enabled,
+            "the tool loop generates turn by turn inside TRL's round, each turn waiting for the previous turn's "
+            "tool results, so a whole completion cannot be sampled ahead in one request",
+        ),
         "grpo.vllm_importance_sampling_correction": (
             cfg.grpo.get("vllm_importance_sampling_correction") is False,
             "stale samples would be trained without the off-policy correction",
@@ -120,9 +126,7 @@ def check_staleness(cfg: AzrConfig) -> None:
     for field_name, (on, reason) in others.items():
         if on:
             raise ConfigError(f"{name}: not with {field_name} in this version ({reason})")
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    if world > 1:
-        raise NotAvailableError(f"{name}: runs in one training process in this version (WORLD_SIZE={world})")
+    # Several training processes work: the main one queues every process's rows and hands each its slice.
 
 
 def check_generation_steps(cfg: AzrConfig, grpo: Any) -> None:

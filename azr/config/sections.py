@@ -236,6 +236,14 @@ class SftConfig:
     rollouts_filter: Literal["passed", "all"] = field(
         "passed", "Which episodes of sft.rollouts are trained on: those whose answer passed its tests, or all."
     )
+    full_weights: bool = field(
+        False,
+        "Train all weights in the warm start although model.adapter names an adapter; GRPO then trains a fresh "
+        "model.adapter on the warm-started weights, which become its base (vllm.mode adapter serves them as the "
+        "base model, its server started after the warm start). For a base model too weak for an adapter alone to "
+        "warm-start (the tiny random-init demo), or to keep RL's updates in an adapter on a fine-tuned base. Needs "
+        "an unquantized model (model.quantization none) loaded by the hf backend.",
+    )
 
 
 @dataclass

@@ -8,9 +8,10 @@ whose rewards differ, and repeats with `ceil(sampling.oversample x missing)` new
 Kept groups beyond a full batch wait for the next batches (`sampling.carry_over`); after the last round a batch still
 short is topped up with groups that showed no difference. So a batch always has the rows TRL expects, and
 `steps_per_generation`, gradient accumulation and `num_items_in_batch` (recounted over the rows trained) agree with
-it. With `sampling.dynamic` off it runs one round and only counts; with `sampling.max_staleness` that round trains
-the rows the asynchronous pipeline sampled ahead (`azr.rollouts.pipeline`). Rounds arrive as scored groups
-(`azr.rollouts.seam`, through `azr.rollouts.trl_round`).
+it. With `sampling.dynamic` off it runs one round and only counts. With `sampling.max_staleness` each round trains
+the rows the asynchronous pipeline sampled ahead (`azr.rollouts.pipeline`), its own rows queued in their place;
+with several processes the pipeline runs on the main one, which hands each process its slice. Rounds arrive as
+scored groups (`azr.rollouts.seam`, through `azr.rollouts.trl_round`).
 
 Owns the keep decision, the carry-over pool, joining rounds' tensors and the `sampling/*` metrics. It never changes
 a reward or an advantage: a kept group's advantages are those TRL computed in its own round (with the default
@@ -102,7 +103,7 @@ class RolloutFilter:
             rows = self._compose(rows, size, step)
             if self.pipeline is not None:
                 trl.sync_backend()  # the weights trained now are served (version step - 1) before anything queues
-                rows = self.pipeline.swap(rows, step - 1)
+                rows = self._swap(rows, step - 1)
             scored = source.round(rows, self.batches)
             if self.pipeline is not None:
                 self.pipeline.observe(scored.groups, step - 1, trl.correction)
@@ -113,14 +114,19 @@ class RolloutFilter:
             raise ValueError(f"sampling.dynamic: {len(rows)} rows on this process are not whole groups of {size}")
         need, device = len(rows) // size, trl.device
         counts: Counter[str] = Counter()
-        kept, spare, seen, generated, rounds = self._carried(counts), [], set(), 0, 0
+        kept, spare, seen, generated, rounds = self._carried(counts, step - 1), [], set(), 0, 0
         carried_in = len(kept)
+        if self.pipeline is not None:
+            trl.sync_backend()  # as without dynamic sampling: the weights trained now are served first
         while rounds < self.cfg.max_attempts:
             missing = trl.global_max(need - len(kept))  # every process runs the same rounds
             if missing <= 0:
                 break
             n = math.ceil(self.cfg.oversample * missing)
             batch = self._compose(rows, size, step, attempt=rounds, groups=n, exclude=seen)
+            if self.pipeline is not None:  # this round's groups are queued; a round's sampled ahead is scored now
+                batch = self._swap(batch, step - 1)
+                n = len(batch) // size
             scored = source.round(batch, self.batches)
             if unsplittable(scored.batch):
                 split_groups(scored.batch, batch, [], self.batches)  # raises, naming the keys
@@ -132,6 +138,8 @@ class RolloutFilter:
         short = need - len(trained)
         trained += spare[len(spare) - short :] if short else []  # the newest of the groups without a difference
         self._add_old_logps(trl, trained, surplus, device)
+        if self.pipeline is not None:
+            self.pipeline.observe(trained, step - 1, trl.correction)
         self.pool = [detached(g) for g in surplus]
         batch = join_groups(trained, trl.pad_id, trl.pad_multiple, device)
         batch["num_items_in_batch"] = trl.items_in_batch(batch)
@@ -172,14 +180,40 @@ class RolloutFilter:
         start = sum(sizes[:rank])
         return whole[start : start + sizes[rank]]
 
+    def _swap(self, rows: list[dict[str, Any]], version_now: int) -> list[dict[str, Any]]:
+        """This process's rows of the batch the asynchronous pipeline sampled ahead, `rows` queued in its place. With
+        several processes the pipeline runs on the main process: every process's rows are gathered and queued there
+        as one batch, and each process gets its slice of the batch sampled ahead, completions included (the
+        dataloader's slices; or, when a round of dynamic sampling differs in size, equal slices of whole groups)."""
+        assert self.pipeline is not None
+        if self.ranks.world == 1:
+            return self.pipeline.swap(rows, version_now)
+        pipeline, parts = self.pipeline, self.ranks.gather(rows)
+
+        def swap() -> Any:
+            pipeline.swap([r for p in parts for r in p], version_now)
+            return pipeline.ready
+
+        sampled = self.ranks.on_main(swap, "the asynchronous pipeline")
+        sizes = [len(p) for p in parts]
+        if len(sampled.rows) != sum(sizes):
+            sizes = [len(sampled.rows) // self.ranks.world] * self.ranks.world
+        start = sum(sizes[: self.ranks.rank])
+        return pipeline.hand(sampled.part(start, start + sizes[self.ranks.rank]))
+
     def observe(self, batch: Any) -> None:
         """Trainer observer of each `ScoredBatch` (every round's): the curriculum's statistics."""
         if self.groups.curriculum is not None:
             self.groups.curriculum.observe(batch)
 
-    def _carried(self, counts: Counter[str]) -> list[ScoredGroup]:
-        """The pool's groups still young enough to train, oldest first; the rest are dropped and counted."""
-        young = [g for g in self.pool if self.batches - g.born <= self.cfg.carry_over]
+    def _carried(self, counts: Counter[str], version_now: int) -> list[ScoredGroup]:
+        """The pool's groups still young enough to train, oldest first; the rest are dropped and counted. Under
+        asynchronous GRPO a group older than `max_staleness` policy versions is dropped too: the bound holds for
+        carried groups as for the pipeline's."""
+        bound = self.cfg.max_staleness if self.pipeline is not None else math.inf
+        young = [
+            g for g in self.pool if self.batches - g.born <= self.cfg.carry_over and g.staleness(version_now) <= bound
+        ]
         counts.update(dropped=len(self.pool) - len(young))
         self.pool = []
         return young

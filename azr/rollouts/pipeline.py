@@ -55,6 +55,26 @@ class _Batch:
     error: BaseException | None = None
 
 
+@dataclass
+class Sampled:
+    """A batch's completions as TRL's round takes them, row by row: each row's prompt ids, completion ids and
+    per-token sampler log-probabilities, and the version that drew them. A slice (`part`) is one process's rows."""
+
+    rows: list[Row]
+    prompt_ids: list[list[int]]
+    completion_ids: list[list[int]]
+    logprobs: list[list[float]]
+    version: int
+
+    def part(self, start: int, end: int) -> Sampled:
+        cut = slice(start, end)
+        return Sampled(self.rows[cut], self.prompt_ids[cut], self.completion_ids[cut], self.logprobs[cut], self.version)
+
+    def tagged(self) -> list[Row]:
+        """The rows, each with the version that sampled it (column `policy_version`)."""
+        return [{**row, VERSION: self.version} for row in self.rows]
+
+
 class AsyncRollouts:
     """The pipeline of one training run. `tokenize` turns a list of prompts into token ids (the trainer's own);
     call `start()` once the engine serves a version, and `close()` however training ends."""
@@ -77,7 +97,7 @@ class AsyncRollouts:
         self._wake = threading.Condition()
         self._stop = False
         self._thread: threading.Thread | None = None
-        self._ready: _Batch | None = None  # the batch TRL's round takes next
+        self._ready: Sampled | None = None  # the completions TRL's round takes next (this process's)
         self._window: Counter[str] = Counter()
         self._seconds: Counter[str] = Counter()
         self.dropped = 0  # samples dropped for staleness, in all
@@ -144,8 +164,21 @@ class AsyncRollouts:
             if fresh.error is not None:
                 raise fresh.error
             batch = fresh
-        self._ready = batch
-        return [{**row, VERSION: batch.version} for row in batch.rows]
+        ids = [ids for ids in batch.prompt_ids for _ in range(self.size)]
+        self._ready = Sampled(batch.rows, ids, list(batch.completion_ids), list(batch.logprobs), batch.version)
+        return self._ready.tagged()
+
+    @property
+    def ready(self) -> Sampled | None:
+        """What the last `swap` returned, with its completions (for the main process to hand out)."""
+        return self._ready
+
+    def hand(self, part: Sampled) -> list[Row]:
+        """With several processes: this process's share of the batch the main process swapped in (its `ready`,
+        sliced), for TRL's round here to take; returns its rows, tagged. The producer runs on the main process
+        only."""
+        self._ready = part
+        return part.tagged()
 
     def _put(self, rows: list[Row]) -> None:
         prompts = [row["prompt"] for row in rows[:: self.size]]
@@ -165,7 +198,7 @@ class AsyncRollouts:
         if any(p != r["prompt"] for p, r in zip(prompts, batch.rows, strict=True)):
             raise RuntimeError("sampling.max_staleness: TRL's round holds other prompts than the batch sampled")
         return {
-            "prompt_ids": [ids for ids in batch.prompt_ids for _ in range(self.size)],
+            "prompt_ids": list(batch.prompt_ids),
             "completion_ids": list(batch.completion_ids),
             "logprobs": list(batch.logprobs),
             VERSION: [batch.version] * len(batch.rows),

@@ -10,6 +10,7 @@ adapter served as LoRA) and yields its OpenAI-compatible endpoint: `azr eval --v
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Iterator
@@ -48,9 +49,12 @@ class Sidecar:
         if self.mode != "off":
             check_host(self.cfg, host_facts(self.cfg))
 
-    def start(self, folder: Path) -> None:
+    def start(self, folder: Path, base: str | None = None) -> None:
         """Launch the server (adapter, server modes; main process) with its log and `server.json` in `folder`, and
-        wait until it is healthy; VllmServerError with its log's last lines if it is not."""
+        wait until it is healthy; VllmServerError with its log's last lines if it is not. `base` is the model to
+        serve instead of model.name_or_path (the warm-started weights under sft.full_weights)."""
+        if base is not None:
+            self.cfg = dataclasses.replace(self.cfg, model=dataclasses.replace(self.cfg.model, name_or_path=base))
         if self.mode not in ("adapter", "server") or not is_main_process():
             return
         self.folder = Path(folder)

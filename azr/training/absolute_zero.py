@@ -112,7 +112,6 @@ def absolute_zero_phase(ctx: RunContext):
     """GRPO on proposer and solver rows (the counterpart of `azr.training.grpo.grpo_phase`); returns the model."""
     from datasets import Dataset
 
-    from azr.models import build_peft_config
     from azr.training.absolute_zero_trainer import AbsoluteZeroTrainer, TrainerGenerator, az_records
     from azr.training.callbacks import SaveBesideCheckpoints
 
@@ -139,7 +138,7 @@ def absolute_zero_phase(ctx: RunContext):
         args=ctx.args.grpo,  # reward_weights 1 for each of funcs (RunRewards.trained_weights)
         train_dataset=Dataset.from_list(slot_rows(az.types, groups)),
         processing_class=ctx.tokenizer,
-        peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, ctx.model),
+        peft_config=ctx.grpo_peft_config(),
         callbacks=ctx.callbacks("grpo", SaveBesideCheckpoints(state)),
         grader=None,
         health=[validator, judge],

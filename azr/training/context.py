@@ -94,6 +94,32 @@ class RunContext:
 
         return [MetricsCallback(self.metrics, phase), self.console.callback(phase), *extra]
 
+    def rebase(self, folder: Path) -> None:
+        """sft.full_weights: the warm-started weights in `folder` become the base model of what follows (GRPO's
+        fresh adapter, the final adapter's base, what `load_policy` loads); adapter mode's server, held back until
+        now, starts on them. The warm start's copy of the model is dropped first (on one GPU, vLLM's share)."""
+        import dataclasses
+        import gc
+
+        base = str(folder.resolve())
+        self.cfg = dataclasses.replace(self.cfg, model=dataclasses.replace(self.cfg.model, name_or_path=base))
+        self.model = None
+        gc.collect()
+        if deferred_server(self.cfg):
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            self.sidecar.start(self.out / "vllm", base=base)
+
+    def grpo_peft_config(self) -> Any:
+        """The adapter GRPO wraps the policy in: the recipe's, unless the policy comes out of a warm start that
+        trained that adapter already (then None, as for kind none)."""
+        from azr.models import build_peft_config
+
+        carried = self.cfg.sft.enabled and not self.cfg.sft.full_weights
+        return None if carried else build_peft_config(self.cfg.model.adapter, self.model)
+
     def bind(self, trainer: Any) -> None:
         """After the trainer is built: its own console printer removed (the console callback replaces it), and the
         metrics callback told whose reward-stage time to read."""
@@ -155,7 +181,8 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
     quiet_third_party()
     tokenizer = load_tokenizer(cfg.model)
     tasks = fit_tasks(tasks, tokenizer, cfg)  # a recipe that leaves no task says so before the model loads
-    sidecar.start(out / "vllm")  # before the policy: on one GPU, vLLM's memory share is taken first
+    if not deferred_server(cfg):
+        sidecar.start(out / "vllm")  # before the policy: on one GPU, vLLM's memory share is taken first
     # Built once, now that everything they depend on is known (TRL's server mode: the URL of the server just started)
     args = build_trainer_args(cfg, rewards.trained_weights, vllm_fields=sidecar.grpo_fields(), warn=False)
     model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=args.max_seq_length, tokenizer=tokenizer)
@@ -193,6 +220,12 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
         generations=generations,
         console=RunConsole(cfg.logging.console if ranks.main else "plain", stack),
     )
+
+
+def deferred_server(cfg: AzrConfig) -> bool:
+    """Adapter mode's server serves the base GRPO's adapters apply to: under sft.full_weights that base is the warm
+    start's output, so the server starts after it (`RunContext.rebase`)."""
+    return cfg.vllm.mode == "adapter" and cfg.sft.enabled and cfg.sft.full_weights
 
 
 def watched_metrics(path: Path, stack: ExitStack) -> AlarmWatch:

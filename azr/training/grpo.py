@@ -18,7 +18,6 @@ from azr.training.ranks import replica_digests
 def grpo_phase(ctx: RunContext):
     """GRPO on the run's tasks from `ctx`'s policy; returns the trained model."""
     from azr.evaluation import attach_heldout
-    from azr.models import build_peft_config
     from azr.rollouts import build_sampling
     from azr.tools import build_toolbox
     from azr.training.alarms import hardened_watch
@@ -55,7 +54,7 @@ def grpo_phase(ctx: RunContext):
             train_dataset=grpo_dataset(ctx.tasks),
             processing_class=ctx.tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
-            peft_config=None if cfg.sft.enabled else build_peft_config(cfg.model.adapter, ctx.model),
+            peft_config=ctx.grpo_peft_config(),
             callbacks=ctx.callbacks("grpo", *saved),
             # TRL runs the policy's tool calls and masks their results out of the loss; python_run shares the pool.
             tools=build_toolbox(cfg, grader.pool, ctx.tokenizer.all_special_tokens).functions()

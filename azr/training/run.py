@@ -43,8 +43,12 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             if not state.done("sft"):
                 sft_phase(ctx)
                 ranks.wait()  # the main process saved sft/final, which every rank loads next
-            ctx.model, ctx.tokenizer = load_policy(cfg, out / "sft" / "final")
-            ctx.policy_dir = str(out / "sft" / "final")
+            warm = out / "sft" / "final"
+            if cfg.sft.full_weights:
+                ctx.rebase(warm)  # the warm-started weights are GRPO's base; adapter mode's server starts on them
+                cfg = ctx.cfg
+            ctx.model, ctx.tokenizer = load_policy(cfg, warm, adapter=not cfg.sft.full_weights)
+            ctx.policy_dir = str(warm)
         sampled = ctx.tasks[: cfg.logging.pass_rate_tasks]
         rewards = ctx.rewards
         measure = pass_rate_measurer(
@@ -73,13 +77,14 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     return 0
 
 
-def load_policy(cfg: AzrConfig, folder: Path):
-    """The policy saved by a finished phase: the base model with its trainable adapter, or the full model."""
+def load_policy(cfg: AzrConfig, folder: Path, adapter: bool = True):
+    """The policy saved by a finished phase: the base model with its trainable adapter, or the full model (also
+    what a warm start of all weights saved, `adapter=False`)."""
     import dataclasses
 
     from azr.models import build_model_and_tokenizer
 
-    if not cfg.model.adapter.enabled:
+    if not (adapter and cfg.model.adapter.enabled):
         return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=str(folder)))
     from peft import PeftModel
 

@@ -144,7 +144,8 @@ def sft_phase(ctx: RunContext) -> None:
         dataset = rollout_dataset(load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter))
     else:
         dataset = sft_dataset(ctx.tasks, ctx.tokenizer, cfg.template_kwargs(), near_misses)
-    peft_config = build_peft_config(cfg.model.adapter, ctx.model)
+    # sft.full_weights: all weights train here, and GRPO's adapter starts fresh on them
+    peft_config = None if cfg.sft.full_weights else build_peft_config(cfg.model.adapter, ctx.model)
     run_sft(
         ctx.model,
         ctx.tokenizer,

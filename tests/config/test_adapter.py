@@ -54,6 +54,26 @@ def test_bad_adapter_settings_are_one_line_errors_at_load(overrides, message):
     assert "\n" not in str(err.value)
 
 
+WARM = ["sft.enabled=true", "sft.full_weights=true"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ([*WARM, "model.adapter.kind=none"], r"^sft\.full_weights: model\.adapter\.kind is none, so every phase"),
+        ([*WARM, "model.quantization=4bit"], r"^sft\.full_weights: model\.quantization=4bit: a quantized base"),
+        ([*WARM, "model.backend=unsloth"], r"^sft\.full_weights: model\.backend unsloth loads a model once"),
+    ],
+)
+def test_a_warm_start_of_all_weights_under_an_adapter_is_refused_where_it_cannot_be_had(overrides, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_config(None, [*MIN, *overrides])
+    assert "\n" not in str(err.value)
+    cfg = load_config(None, [*MIN, *WARM, "vllm.mode=adapter"])  # a LoRA (the default) on an unquantized hf model
+    assert cfg.sft.full_weights and cfg.model.adapter.kind == "lora"
+    assert load_config(None, [*MIN, "sft.full_weights=true", "model.adapter.kind=none"]).sft.full_weights  # sft off
+
+
 def test_the_seeds_lora_and_ia3_sections_convert_where_their_meaning_maps(write, caplog):
     legacy = """
 azr: {model_id: m/x, lora: {r: 8, alpha: 16, dropout: 0.0, target_modules: [q_proj, v_proj]}}

@@ -49,8 +49,8 @@ def test_bad_values_name_the_field(overrides, message):
         ([], "needs vllm.mode: adapter; HF generate"),
         (["vllm.mode=colocate"], "colocate mode generates inside"),
         (["vllm.mode=server", "vllm.gpus=[1]"], "NCCL sync replaces the served weights"),
-        (["vllm.mode=adapter", "sampling.dynamic=true"], "not with sampling.dynamic"),
-        (["vllm.mode=adapter", "tools.enabled=true"], "not with tools.enabled"),
+        (["vllm.mode=adapter", "tools.enabled=true"], "tools.enabled in this version (the tool loop generates turn by"),
+        (["vllm.mode=adapter", "mode=absolute_zero"], "not with mode in this version (Absolute Zero generates"),
         (["vllm.mode=adapter", "grpo.vllm_importance_sampling_correction=false"], "without the off-policy correction"),
     ],
 )
@@ -60,6 +60,21 @@ def test_asynchronous_grpo_is_refused_where_it_cannot_work_with_the_reason(sets,
     cfg = load_config(None, [*MIN, "sampling.max_staleness=1", *sets])
     with pytest.raises(ConfigError, match=rf"^sampling\.max_staleness: .*{re.escape(reason)}"):
         check_staleness(cfg)
+
+
+def test_asynchronous_grpo_takes_dynamic_sampling_the_curriculum_self_play_and_heldout_evaluation():
+    from azr.config.recipe import check_staleness
+
+    both = ["self_play.base_url=http://127.0.0.1:9/v1", "self_play.model=m", "data.eval=held-out"]
+    sets = ["sampling.dynamic=true", "curriculum.enabled=true", "self_play.enabled=true", "eval.every_steps=2", *both]
+    check_staleness(load_config(None, [*MIN, "vllm.mode=adapter", "sampling.max_staleness=1", *sets]))
+
+
+def test_asynchronous_grpo_loads_for_several_processes(monkeypatch):
+    from azr.config.recipe import check_staleness
+
+    monkeypatch.setenv("WORLD_SIZE", "2")  # the main process samples for every rank
+    check_staleness(load_config(None, [*MIN, "vllm.mode=adapter", "sampling.max_staleness=1"]))
 
 
 def test_asynchronous_grpo_in_adapter_mode_loads_and_asks_vllm_for_enough_adapters():

@@ -389,3 +389,122 @@ def test_azr_train_logs_sampling_and_resumes_the_curriculum_exactly(tiny_model_d
     assert run_train(load_config(path), resume_from=str(again / "checkpoints" / "checkpoint-1")) == 0
     resumed = json.loads((again / "checkpoints" / "checkpoint-2" / "sampling_state.json").read_text())
     assert resumed == saved[2]
+
+
+class ServedRounds(ScriptedRounds):
+    """ScriptedRounds with adapter mode's backend at its one edge: a sync serves the weights of the step."""
+
+    vllm_importance_sampling_mode, vllm_importance_sampling_clip_min, vllm_importance_sampling_clip_max = (
+        "token_truncate",
+        None,
+        2.0,
+    )
+
+    def __init__(self):
+        super().__init__()
+        self._last_loaded_step, self.served = -1, -1
+        self.vllm_generation = SimpleNamespace(sync_weights=self._serve)
+
+    def _serve(self):
+        self.served = self.state.global_step
+
+
+class ServedEngine:
+    """The pipeline's engine: every sample is drawn by the version served when it is drawn."""
+
+    def __init__(self, trainer: ServedRounds):
+        self.trainer = trainer
+
+    @property
+    def latest_version(self):
+        return self.trainer.served
+
+    def sample_latest(self, prompt_ids, n):
+        rows = len(prompt_ids) * n
+        return self.trainer.served, [[5]] * rows, [[0.0]] * rows
+
+
+def test_dynamic_sampling_under_asynchronous_grpo_keeps_groups_sampled_ahead_within_the_bound():
+    from azr.rollouts.pipeline import AsyncRollouts
+
+    cfg = SamplingConfig(dynamic=True, oversample=2, max_attempts=2, carry_over=1, max_staleness=1)
+    groups = ScriptedGroups(
+        [
+            (4, "c1 m1 d1 v1"),  # batch 1 queues its round twice (the pipeline fills) and scores the first copy
+            (4, "v2 c2 v3 v4"),  # batch 2 queues this and scores the second copy of batch 1's round
+            (4, "c1 c2 c3 c1"),  # batch 3 scores v2 c2 v3 v4 (version 1): v4 is carried over ...
+            (4, "v5 v6 c1 c2"),  # batch 4: v4 would be 2 versions old: dropped; c1 c2 c3 c1 teaches nothing ...
+            (4, "d1 v7 c1 c1"),  # ... so a second round scores v5 v6, sampled during this batch (version 3)
+        ]
+    )
+    trainer, sampler = ServedRounds(), RolloutFilter(cfg, groups)
+    sampler.pipeline = pipeline = AsyncRollouts(ServedEngine(trainer), lambda ps: [[1]] * len(ps), 1, G)
+    try:
+        trained, metrics = [], []
+        for _ in range(4):
+            trained.append(_trained(_fill(sampler, trainer)))
+            metrics.append(sampler.metrics())
+            for queued in list(pipeline._queue):  # the producer has sampled what is queued, at the version served
+                queued.done.wait(10)
+    finally:
+        pipeline.close()
+    assert trainer.rounds == [
+        ["c1", "m1", "d1", "v1"],
+        ["c1", "m1", "d1", "v1"],
+        ["v2", "c2", "v3", "v4"],
+        ["c1", "c2", "c3", "c1"],
+        ["v5", "v6", "c1", "c2"],
+    ]
+    assert trained[0] == _rows(trainer, 0, 2) + _rows(trainer, 0, 3)  # d1, v1
+    assert trained[1] == _rows(trainer, 1, 2) + _rows(trainer, 1, 3)
+    assert trained[2] == _rows(trainer, 2, 0) + _rows(trainer, 2, 2)  # v2, v3; v4 waits
+    assert trained[3] == _rows(trainer, 4, 0) + _rows(trainer, 4, 1)  # v5, v6
+    staleness = [m["async/staleness_mean"] for m in metrics]
+    assert staleness == [0.0, 1.0, 1.0, 0.0] and all(m["async/dropped_samples"] == 0 for m in metrics)
+    # The carried group was sampled by version 1 and batch 4 trains version 3: over the bound, dropped and counted.
+    assert metrics[2]["sampling/carried_over"] == 1
+    assert (metrics[3]["sampling/dropped_groups"], metrics[3]["sampling/carried_in"]) == (1, 0)
+    assert metrics[3]["sampling/rounds"] == 2 and groups.plan == []
+
+
+def test_with_two_processes_the_main_one_samples_ahead_for_both_and_each_takes_its_slice():
+    """Rank 0's pipeline queues both ranks' rows as one batch; the batch it sampled ahead is handed out by slice,
+    completions included, so TRL's round on each rank takes its own rows' completions (rank 1's producer never
+    runs). The collectives are played by hand: rank 1 receives what rank 0's `on_main` returned."""
+    from azr.rollouts.pipeline import AsyncRollouts
+
+    def group(task):
+        return [{"task_id": task, "prompt": task}] * G
+
+    trainer = ServedRounds()
+    trainer._serve()
+    handed = []
+
+    class Rank:
+        def __init__(self, rank, other_rows):
+            self.rank, self.world, self.main, self.other_rows = rank, 2, rank == 0, other_rows
+
+        def gather(self, rows):
+            return [rows, self.other_rows] if self.rank == 0 else [self.other_rows, rows]
+
+        def on_main(self, fn, what):
+            if self.main:
+                handed.append(fn())
+            return handed[-1]
+
+    filters = []
+    for rank, other in ((0, group("b")), (1, group("a"))):
+        f = RolloutFilter(SamplingConfig(max_staleness=1), ScriptedGroups([]), ranks=Rank(rank, other))
+        f.pipeline = AsyncRollouts(ServedEngine(trainer), lambda ps: [[len(p)] for p in ps], 1, G)
+        filters.append(f)
+    try:
+        mine = [filters[0]._swap(group("a"), 0), filters[1]._swap(group("b"), 0)]
+        assert [[r["task_id"] for r in rows] for rows in mine] == [["a"] * G, ["b"] * G]
+        assert all(r["policy_version"] == 0 for rows in mine for r in rows)
+        assert len(handed[0].rows) == 2 * G  # the whole batch, sampled once on the main process
+        taken = [f.pipeline([r["prompt"] for r in rows], None) for f, rows in zip(filters, mine, strict=True)]
+        assert [len(t["completion_ids"]) for t in taken] == [G, G]
+        assert filters[1].pipeline._thread is None  # no producer on rank 1
+    finally:
+        for f in filters:
+            f.pipeline.close()

@@ -281,6 +281,41 @@ def test_each_kind_saves_resumes_describes_itself_and_loads_in_eval(cli, tiny_mo
     assert report["settings"]["model"]["adapter"] == str(out / "final")
 
 
+@pytest.mark.slow  # 17 s here: SFT of all weights, GRPO with a LoRA, a resumed GRPO step
+def test_a_warm_start_of_all_weights_becomes_the_base_of_a_fresh_grpo_adapter(
+    cli, tiny_model_dir, tmp_path, monkeypatch
+):
+    """sft.full_weights: the warm start saves a whole model, GRPO trains a new LoRA on it (B from zero), the final
+    adapter names the warm-started folder as its base, and a resumed GRPO loads the adapter onto that base."""
+    from safetensors.torch import load_file
+
+    (tmp_path / "azr_adapter_test_rewards.py").write_text(REWARD_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    recipe = _run_recipe(tmp_path, tiny_model_dir, {"r": 4})
+    body = yaml.safe_load(recipe.read_text())
+    body["sft"]["full_weights"] = True
+    recipe.write_text(yaml.safe_dump(body))
+    code, _, err = cli("train", "--config", recipe)
+    assert code == 0, err[-3000:]
+    out = tmp_path / "run"
+    warm = out / "sft" / "final"
+    assert not (warm / "adapter_config.json").exists()
+    base, trained = load_file(str(tiny_model_dir / "model.safetensors")), load_file(str(warm / "model.safetensors"))
+    assert any(not torch.equal(base[k], trained[k]) for k in base)  # every weight could move, and some did
+    config = json.loads((out / "final" / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and config["base_model_name_or_path"] == str(warm.resolve())
+    final = _tensors(out / "final")
+    assert all(k.count("lora_") == 1 for k in final) and any(
+        not torch.all(v == 0) for k, v in final.items() if "lora_B" in k
+    )
+    assert f"- Base model: `{warm.resolve()}`" in (out / "final" / "README.md").read_text()
+    code, _, err = cli("train", "--config", recipe, "--resume-from", out / "checkpoints" / "checkpoint-1")
+    assert code == 0, err[-3000:]
+    again = _tensors(out / "final")
+    for name in final:
+        assert torch.allclose(again[name], final[name], atol=1e-6), name
+
+
 # --------------------------------------------------------------------------------------------- 4-bit base
 @pytest.mark.slow  # trains the tiny model
 @pytest.mark.parametrize("kind", ["ia3", "ln_tuning"])

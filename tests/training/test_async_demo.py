@@ -1,13 +1,16 @@
 """The demo learns asynchronously: `examples/tiny.yaml` in adapter mode (a LoRA policy sampled by the vLLM CPU
 server) sampling one generation ahead, through `azr train`. The recipe updates twice per generated batch
 (num_iterations 2), so one generation ahead is `sampling.max_staleness: 2` (1 is refused at load: it could never
-be met). GRPO alone, training on samples a generation old
+be met). The warm start trains all weights as the demo's does (`sft.full_weights`: a LoRA alone cannot warm-start
+the random-init model; an earlier run with a LoRA warm start left a pass rate of 0), and GRPO trains a LoRA on the
+warm-started weights, which the server serves as its base. GRPO alone, training on samples a generation old
 and corrected by TRL's importance ratio against the version that drew them, still lifts the sampled train pass
 rate by 0.15, with the mean importance ratio near 1. A module of its own: the longest vLLM test.
 
-Not yet passing: run once, these adapter settings left the warm start at a pass rate of 0.0 before GRPO (the demo's
-full-weight SFT reaches about 0.58), so GRPO had nothing to learn from. The LoRA warm start needs tuning (rank,
-learning rates, epochs) before this test can say anything about asynchronous GRPO; hence opt-in."""
+Measured (one run, 2 busy cores, 12 m 23 s): train pass rate 0.582 -> 0.801 over 512 samples each, importance ratio
+1.004 on average over the 30 generating steps (0.95-1.12), staleness 1.93 versions on average (the first batch is
+fresh), no sample dropped, 94% of generation hidden behind training.
+"""
 
 from __future__ import annotations
 
@@ -20,16 +23,18 @@ import pytest
 from conftest import VLLM_CPU_ARGS, VLLM_CPU_ENV, require_vllm_python
 
 REPO = Path(__file__).resolve().parents[2]
-# A near-full-rank LoRA on the 128-wide tiny model (a low rank learns too slowly from random weights), at learning
-# rates scaled up for an adapter as LoRA recipes do.
+# GRPO's LoRA: near full rank on the 128-wide tiny model, at a learning rate a few times the full-weight recipe's
+# 5e-5 (an adapter's update is low-rank and starts from zero, as LoRA recipes scale it).
 ADAPTER = ["model.adapter.kind=lora", "model.adapter.r=64", "model.adapter.alpha=128", "model.adapter.dropout=0"]
 
 
 @pytest.mark.slow(minutes=15)  # the whole demo with a vLLM server on 2 cores
+@pytest.mark.timeout(2400)  # over 2x that: the suite's 600 s stopped a run mid-GRPO
 @pytest.mark.skipif(
     os.environ.get("AZR_ASYNC_DEMO") != "1",
-    reason="opt-in (AZR_ASYNC_DEMO=1): about 15 minutes on 2 cores, beyond CI's budget, and NOT PASSING yet: its one "
-    "run left a train pass rate of 0 after the LoRA warm start, so GRPO had nothing to learn (issue 34 stays open)",
+    reason="opt-in (AZR_ASYNC_DEMO=1): 12-15 minutes on 2 cores (passed in 12 m 23 s: 0.582 -> 0.801), which on top "
+    "of the suite's 15-19 minutes of pytest on two workers (test_demo.py's 8 minutes among them) would leave CI's "
+    "30 minutes no margin",
 )
 def test_the_demo_learns_with_samples_a_generation_old_in_adapter_mode(cli, tiny_model_dir, tmp_path):
     out = tmp_path / "run"
@@ -37,8 +42,8 @@ def test_the_demo_learns_with_samples_a_generation_old_in_adapter_mode(cli, tiny
         f"model.name_or_path={tiny_model_dir}",
         "logging.console=plain",
         *ADAPTER,
-        "sft.args.learning_rate=1.0e-2",
-        "grpo.learning_rate=5.0e-4",
+        "sft.full_weights=true",  # the demo's own warm start, of all weights; the LoRA is GRPO's
+        "grpo.learning_rate=2.0e-4",
         "vllm.mode=adapter",
         f"vllm.python={require_vllm_python()}",
         "vllm.max_model_len=1024",
@@ -61,7 +66,10 @@ def test_the_demo_learns_with_samples_a_generation_old_in_adapter_mode(cli, tiny
     assert after["pass_rate"] - before["pass_rate"] >= 0.15, (before, after)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     grpo = [r for r in records if r.get("phase") == "grpo" and "loss" in r]
-    ratios = [r["sampling/importance_sampling_ratio/mean"] for r in grpo]
-    assert abs(statistics.mean(ratios) - 1) < 0.05, ratios
     assert all(r["async/dropped_samples"] == 0 for r in grpo)
-    assert statistics.mean(r["async/staleness_mean"] for r in grpo) > 0.5  # it did sample ahead
+    # The second update on a batch generates nothing: the ratio and the staleness are in the generating steps' records.
+    generated = [r for r in grpo if "async/staleness_mean" in r]
+    assert len(generated) == len(grpo) // 2, [r["step"] for r in generated]
+    ratios = [r["sampling/importance_sampling_ratio/mean"] for r in generated]
+    assert abs(statistics.mean(ratios) - 1) < 0.05, ratios
+    assert statistics.mean(r["async/staleness_mean"] for r in generated) > 0.5  # it did sample ahead

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from subprocess import PIPE
 
@@ -218,6 +219,97 @@ def test_asynchronous_grpo_stays_within_its_bound_and_a_sigkilled_run_resumes_wi
     assert all(g["policy_version"] >= saved for g in generations if g["step"] > saved)
     assert "policy-v" in (out / "vllm" / "server.log").read_text()  # one LoRA name per version
     assert not group_members(server_pid(out))
+
+
+@pytest.mark.slow(minutes=1.5)  # trains the tiny model with a vLLM server
+def test_asynchronous_grpo_with_dynamic_sampling_the_curriculum_self_play_and_heldout_evaluation(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """The combinations sampling.max_staleness allows, in one run: dynamic sampling draws each round's groups from
+    the pipeline (sampled ahead, within the bound), the curriculum composes what is queued and counts what is
+    graded, the self-play arena asks its opponent (a stub endpoint) for each trained batch's tasks, and the held-out
+    evaluation samples the newest version through the same server."""
+    from http_stub import StubServer
+
+    python = require_vllm_python()
+    out = tmp_path / "run"
+    monkeypatch.setenv("AZR_FAKE_KEY", "sk-fake-opponent")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with StubServer() as opponent:
+        sections = {
+            "sampling": {"max_staleness": 1, "dynamic": True, "oversample": 1.5, "max_attempts": 2},
+            "curriculum": {"enabled": True},
+            "eval": {"every_steps": 2, "max_tasks": 2, "samples": 2},
+            "self_play": {
+                "enabled": True,
+                "base_url": opponent.url,
+                "model": "opponent",
+                "api_key_env": "AZR_FAKE_KEY",
+                "max_tokens": 16,
+            },
+            "rewards": [{"name": "vowel_plugin:vowels", "weight": 1.0}, {"name": "tests", "weight": 0.1}],
+        }
+        path = recipe(tmp_path / "r.yaml", tiny_model_dir, out, python, max_steps=4, **sections)
+        body = yaml.safe_load(path.read_text())
+        body["data"]["eval"], body["grpo"]["save_steps"] = "held-out", 4
+        path.write_text(yaml.safe_dump(body))
+        proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
+        _, stderr = proc.communicate(timeout=1500)
+        asked = len(opponent.received)
+    assert proc.returncode == 0, stderr[-4000:]
+    records = grpo_records(out)
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    for r in records:
+        assert r["async/staleness_0"] + r["async/staleness_1"] == pytest.approx(1.0), r
+        assert r["async/dropped_samples"] == 0 and r["sampling/rounds"] >= 1, r
+        assert r["sampling/zero_variance_share"] <= 0.5, r  # the vowel reward nearly always differs
+    assert any(r["async/staleness_1"] > 0 for r in records)  # it sampled ahead
+    generations = generation_records(out)
+    assert all(0 <= g["step"] - 1 - g["policy_version"] <= 1 for g in generations)
+    evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals if e.get("kind") == "eval"] == [0, 2, 4]  # a baseline, then every 2 steps
+    assert asked > 0 and records[-1]["selfplay/requests"] > 0  # the opponent was asked for the trained tasks
+    state = json.loads((out / "checkpoints" / "checkpoint-4" / "sampling_state.json").read_text())
+    stats = state["groups"]["curriculum"]
+    assert sum(s["attempts"] for s in stats.values()) > 0 and sum(s["groups"] for s in stats.values()) >= 8
+
+
+@pytest.mark.slow(minutes=1.1)  # two training processes and a vLLM server on two cores
+def test_asynchronous_grpo_on_two_processes_samples_on_the_main_one_for_both(tiny_model_dir, tmp_path):
+    """torchrun with two ranks (gloo, CPU): the main process queues both ranks' rows, its producer samples them
+    through the one server, and each rank trains its slice; every row of every step is logged once, within the
+    bound, and the ranks' weights stay equal."""
+    python = require_vllm_python()
+    out = tmp_path / "run"
+    path = recipe(tmp_path / "r.yaml", tiny_model_dir, out, python, max_steps=3, sampling={"max_staleness": 1})
+    body = yaml.safe_load(path.read_text())
+    body["grpo"] |= {"num_generations": 2, "per_device_train_batch_size": 4, "max_completion_length": 16}
+    body["sandbox"]["workers"] = 2  # one per rank
+    path.write_text(yaml.safe_dump(body))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    env |= {"NO_PROXY": "127.0.0.1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    argv += ["-m", "azr.cli", "train", "--config", str(path)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1500, start_new_session=True)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    records = grpo_records(out)
+    assert [r["step"] for r in records] == [1, 2, 3]
+    for r in records:
+        assert r["async/staleness_0"] + r["async/staleness_1"] == pytest.approx(1.0), r
+        assert r["async/dropped_samples"] == 0, r
+    # The first batch is fresh: on both ranks (TRL gathers the ratios) the trainer's log-probs of each completion
+    # equal the server's, so each rank trained the completions drawn for its own rows. Later batches are a version
+    # old, and at this recipe's learning rate their ratios move off 1.
+    first = records[0]
+    assert first["async/staleness_0"] == 1.0
+    for key in ("min", "mean", "max"):
+        assert first[f"sampling/importance_sampling_ratio/{key}"] == pytest.approx(1.0, abs=1e-3), first
+    assert all(r["async/staleness_1"] == 1.0 for r in records[1:])
+    generations = generation_records(out)
+    assert sorted(Counter(g["step"] for g in generations).items()) == [(1, 8), (2, 8), (3, 8)]  # both ranks' rows
+    assert all(0 <= g["step"] - 1 - g["policy_version"] <= 1 for g in generations)
+    digests = json.loads((out / "state.json").read_text())["phases"]["grpo"]["weights_sha256"]
+    assert len(digests) == 2 and digests[0] == digests[1]
 
 
 @pytest.mark.parametrize(
