@@ -43,6 +43,7 @@ from azr.evaluation.samples import (
     read_samples,
 )
 from azr.logs import atomic_write_json
+from azr.models import read_adapter_config
 from azr.prompts import AnswerFormat, parse_answer
 from azr.rewards import grade_stream, limits_from_config, pool_from_config, sandbox_oracle, start_pool
 from azr.sandbox import SandboxPool
@@ -149,6 +150,8 @@ def eval_config_from_flags(*, config_path=None, overrides=(), **flags: Any) -> E
     model = recipe.model if recipe else ModelConfig(name_or_path=opt.model_path) if opt.model_path else None
     if model is not None and opt.quantization:
         model.quantization = opt.quantization
+    if recipe is not None and opt.adapter and recipe.sft.enabled and recipe.sft.full_weights:
+        model.name_or_path = _warm_started_base(Path(opt.adapter), Path(recipe.output_dir))
     sandbox = recipe.sandbox if recipe else SandboxConfig()
     sandbox.workers = opt.workers or sandbox.workers
     seed = opt.seed if opt.seed is not None else recipe.seed if recipe else 0
@@ -185,6 +188,20 @@ def eval_config_from_flags(*, config_path=None, overrides=(), **flags: Any) -> E
         sandbox=sandbox,
         template_kwargs=template_kwargs,
         vllm=sidecar if opt.samples is None else None,
+    )
+
+
+def _warm_started_base(adapter: Path, output_dir: Path) -> str:
+    """The base an adapter of a recipe with `sft.full_weights` was trained on: the warm start's weights, as its
+    adapter_config.json names them, or the run's `sft/final`; the recipe's own model is not it."""
+    named = read_adapter_config(adapter).get("base_model_name_or_path")
+    for base in (Path(named) if isinstance(named, str) and named else None, output_dir / "sft" / "final"):
+        if base is not None and (base / "config.json").is_file():
+            return str(base)
+    raise ConfigError(
+        f"--adapter {adapter}: the recipe warm-starts all weights (sft.full_weights), so the adapter sits on the warm "
+        f"start's weights, and neither adapter_config.json's base nor {output_dir / 'sft' / 'final'} holds them; "
+        "pass --model with that folder instead of --config"
     )
 
 

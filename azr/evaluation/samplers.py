@@ -10,12 +10,10 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Protocol
 
 from azr.config import ModelConfig
 from azr.data import STOP, Problem
-from azr.errors import ConfigError
 from azr.evaluation.measure import sampled_groups
 from azr.prompts import chat_messages
 from azr.rollouts import GenerateSampler, Sampler, Sampling
@@ -97,11 +95,11 @@ class LocalSampler(ModelSampler):
     `ModelSampler` (the same sampling as the train measurement and the held-out evaluation during a run)."""
 
     def __init__(self, model_cfg: ModelConfig, adapter: str | None, sampling: Sampling, template_kwargs: dict):
-        from azr.models import build_model_and_tokenizer, quiet_third_party
+        from azr.models import build_model_and_tokenizer, quiet_third_party, read_adapter_config
 
         quiet_third_party()
-        if adapter and not (Path(adapter) / "adapter_config.json").is_file():
-            raise ConfigError(f"--adapter {adapter}: not a peft adapter directory (no adapter_config.json)")
+        if adapter:
+            read_adapter_config(adapter)
         model, tokenizer = build_model_and_tokenizer(model_cfg)
         if adapter:
             from peft import PeftModel

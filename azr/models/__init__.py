@@ -4,7 +4,13 @@ adapter into full weights for export, and the tiny offline model used by tests a
 The face of the models package; importing it stays cheap (torch and friends are imported inside functions).
 """
 
-from azr.models.adapters import build_peft_config, keep_vectors_fp32, norm_module_names, trainable_parameters
+from azr.models.adapters import (
+    build_peft_config,
+    keep_vectors_fp32,
+    norm_module_names,
+    read_adapter_config,
+    trainable_parameters,
+)
 from azr.models.export import ExportPlan, export_merged, plan_export
 from azr.models.loading import (
     build_model_and_tokenizer,
@@ -31,6 +37,7 @@ __all__ = [
     "norm_module_names",
     "plan_export",
     "quiet_third_party",
+    "read_adapter_config",
     "resolve_dtype",
     "sharded_launch",
     "trainable_parameters",

@@ -8,15 +8,32 @@ Merging into full weights is `azr.models.export`. torch and peft are imported in
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from azr.config import AdapterConfig
 from azr.errors import ConfigError
+from azr.inputs import load_json
 
 if TYPE_CHECKING:
     import peft
 
 log = logging.getLogger(__name__)
+
+
+def read_adapter_config(folder: str | Path, flag: str = "--adapter") -> dict[str, Any]:
+    """A peft adapter folder's `adapter_config.json`, checked before any model loads: a JSON object naming its
+    `peft_type`; else a one-line ConfigError naming `flag` and the folder (peft itself would raise a KeyError)."""
+    path = Path(folder) / "adapter_config.json"
+    try:
+        config = load_json(path.read_bytes())
+    except FileNotFoundError:
+        raise ConfigError(f"{flag} {folder}: not a peft adapter directory (no {path.name})") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{flag} {folder}: cannot read {path.name}: {exc}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("peft_type"), str):
+        raise ConfigError(f"{flag} {folder}: {path.name} names no peft_type; not an adapter peft saved")
+    return config
 
 
 def build_peft_config(adapter: AdapterConfig, model) -> peft.PeftConfig | None:

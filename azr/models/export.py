@@ -18,8 +18,8 @@ from typing import Any
 
 from azr.config import ModelConfig, load_config
 from azr.errors import ConfigError
-from azr.inputs import load_json
 from azr.logs import atomic_write_text
+from azr.models.adapters import read_adapter_config
 
 log = logging.getLogger(__name__)
 DTYPES = ("bfloat16", "float16", "float32")
@@ -44,13 +44,8 @@ def plan_export(adapter: str | Path, out: str | Path, dtype: str = "bfloat16", b
     adapter, out = Path(adapter).expanduser(), Path(out).expanduser()
     if not adapter.is_dir():
         raise ConfigError(f"--adapter {adapter}: no such directory")
-    try:
-        peft_cfg = load_json((adapter / "adapter_config.json").read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"--adapter {adapter}: not a peft adapter directory (no adapter_config.json)") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--adapter {adapter}: cannot read adapter_config.json: {exc}") from None
-    kind = peft_cfg.get("peft_type") if isinstance(peft_cfg, dict) else None
+    peft_cfg = read_adapter_config(adapter)
+    kind = peft_cfg["peft_type"]
     if kind not in MERGEABLE:
         raise ConfigError(f"--adapter {adapter}: peft type {kind!r} is not one azr merges ({', '.join(MERGEABLE)})")
     if dtype not in DTYPES:

@@ -20,7 +20,6 @@ from typing import Any
 
 from azr.config import AzrConfig
 from azr.data import Task, check_task_limits, load_tasks
-from azr.errors import ConfigError
 from azr.logs import JsonlWriter, read_jsonl_records
 from azr.prompts import chat_messages
 from azr.rewards import build_rewards
@@ -128,12 +127,12 @@ def vllm_tool_args(extra_args: list[str]) -> list[str]:
 
 
 def _local_policy(cfg: AzrConfig, sampling: Sampling) -> LocalPolicy:
-    from azr.models import build_model_and_tokenizer, quiet_third_party
+    from azr.models import build_model_and_tokenizer, quiet_third_party, read_adapter_config
 
     quiet_third_party()
     adapter = cfg.gen.adapter
-    if adapter and not (Path(adapter) / "adapter_config.json").is_file():
-        raise ConfigError(f"gen.adapter: {adapter} is not a peft adapter directory (no adapter_config.json)")
+    if adapter:
+        read_adapter_config(adapter, "gen.adapter:")
     model, tokenizer = build_model_and_tokenizer(cfg.model)
     if adapter:
         from peft import PeftModel

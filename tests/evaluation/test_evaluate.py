@@ -597,3 +597,27 @@ def test_samples_on_a_published_format_with_format_and_checker_flags(cli, tmp_pa
 def test_format_column_map_and_checker_flags_are_checked_before_anything_runs(cli, tmp_path, flags, message):
     code, _, err = cli("eval", "--samples", tmp_path / "s.jsonl", *flags)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_adapter_of_a_full_weight_warm_start_without_its_base_is_refused_in_one_line(cli, tmp_path, tiny_model_dir):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        f"model: {{name_or_path: {tiny_model_dir}, adapter: {{kind: lora}}}}\n"
+        f"sft: {{enabled: true, full_weights: true}}\noutput_dir: {tmp_path / 'run'}\n"
+    )
+    adapter = tmp_path / "run" / "final"
+    adapter.mkdir(parents=True)
+    config = {"peft_type": "LORA", "base_model_name_or_path": str(tmp_path / "gone")}
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    code, _, err = cli("eval", "--config", recipe, "--adapter", adapter, "--dataset", "held-out")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "sft.full_weights" in err and "pass --model with that folder" in err
+
+
+def test_an_adapter_folder_whose_config_names_no_peft_type_is_refused_in_one_line(cli, tmp_path, tiny_model_dir):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"r": 8}')  # peft itself raised KeyError: 'peft_type'
+    code, _, err = cli("eval", "--model", tiny_model_dir, "--adapter", adapter, "--dataset", "held-out")
+    assert code == 2 and err.count("\n") == 1 and "adapter_config.json names no peft_type" in err, err
+    assert not (tmp_path / "runs").exists()

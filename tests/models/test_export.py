@@ -113,8 +113,12 @@ def test_user_errors_exit_2_in_one_line_before_torch_loads(tiny_model_dir, tmp_p
     prompt = tmp_path / "prompt"
     prompt.mkdir()
     (prompt / "adapter_config.json").write_text(json.dumps({"peft_type": "PROMPT_TUNING"}))
+    typeless = tmp_path / "typeless"
+    typeless.mkdir()
+    (typeless / "adapter_config.json").write_text(json.dumps({"r": 8}))  # peft itself raised KeyError: 'peft_type'
     cases = [
         (["--adapter", tmp_path / "missing", "--out", tmp_path / "o"], "--adapter .*missing: no such directory"),
+        (["--adapter", typeless, "--out", tmp_path / "o"], "typeless: adapter_config.json names no peft_type"),
         (["--adapter", tiny_model_dir, "--out", tmp_path / "o"], "not a peft adapter directory"),
         (["--adapter", prompt, "--out", tmp_path / "o"], "peft type 'PROMPT_TUNING' is not one azr merges"),
         (["--adapter", adapter, "--out", tmp_path / "o", "--dtype", "int8"], "--dtype: expected one of bfloat16"),

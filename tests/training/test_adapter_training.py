@@ -315,6 +315,15 @@ def test_a_warm_start_of_all_weights_becomes_the_base_of_a_fresh_grpo_adapter(
     for name in final:
         assert torch.allclose(again[name], final[name], atol=1e-6), name
 
+    # azr eval of the adapter through the recipe puts it on the warm start's weights, not on the recipe's model
+    tasks = out / "two.jsonl"
+    tasks.write_text("".join(json.dumps(t.to_json()) + "\n" for t in load_tasks("held-out")[:2]))
+    flags = ["--dataset", tasks, "--temperature", "0", "--max-new-tokens", "8", "--output-dir", out / "eval"]
+    code, _, err = cli("eval", "--config", recipe, "--adapter", out / "final", *flags)
+    assert code == 0, err[-3000:]
+    report = json.loads((out / "eval" / "report.json").read_text())
+    assert report["settings"]["model"]["name_or_path"] == str(warm.resolve())
+
 
 # --------------------------------------------------------------------------------------------- 4-bit base
 @pytest.mark.slow  # trains the tiny model
