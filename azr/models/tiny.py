@@ -1,5 +1,6 @@
 """The tiny offline model for tests and the CPU demo: a random-init Qwen2 causal LM (head_dim 32, about 1 M
-parameters) with a byte-level BPE tokenizer trained here on the shipped training tasks and a ChatML chat template.
+parameters) with a byte-level BPE tokenizer trained here on the shipped training tasks' prompts and reference
+solutions (not their tests) and a ChatML chat template.
 
 It loads with the Auto classes and vLLM and is byte-identical for a given seed. Nothing is downloaded.
 """
@@ -113,9 +114,12 @@ def _train_tokenizer(vocab_size: int):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
+    # What the policy reads and writes: each training task's prompt and reference solution (code-heavy text, so the
+    # tokenizer splits Python sensibly). Not the tests: the model never sees them, and strengthening a task's tests
+    # must not change the tokenizer, and with it every seeded sample of the tiny model.
     corpus = []
-    for task in load_tasks("train"):  # code-heavy text, so the tokenizer splits Python sensibly
-        corpus += [task.prompt, task.solution or "", *task.tests]
+    for task in load_tasks("train"):
+        corpus += [task.prompt, task.solution or ""]
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()

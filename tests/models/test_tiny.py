@@ -63,3 +63,19 @@ def test_trl_parsing_reads_plain_answers_as_plain_decoding_did(tokenizer):
             plain = tokenizer.decode(ids, skip_special_tokens=True)
             a, b = parse_answer(parsed), parse_answer(plain)
             assert (a.code, a.format_ok) == (b.code, b.format_ok), (plain, parsed)
+
+
+def test_the_tokenizer_learns_what_the_policy_reads_and_writes_not_the_tests(monkeypatch):
+    """Strengthening a training task's tests must not re-seed the tiny model: its tokenizer is trained on the prompts
+    and reference solutions only, so other tests leave the vocabulary as it was."""
+    import dataclasses
+
+    import azr.models.tiny as tiny
+
+    shipped = tiny._train_tokenizer(2048).get_vocab()
+    tasks = [
+        dataclasses.replace(t, tests=[*t.tests, f"assert {t.entry_point}_strengthened() == 'qzx'"])
+        for t in load_tasks("train")
+    ]
+    monkeypatch.setattr(tiny, "load_tasks", lambda split: tasks)
+    assert tiny._train_tokenizer(2048).get_vocab() == shipped
