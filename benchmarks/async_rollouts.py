@@ -4,20 +4,27 @@ Every arm trains the same LoRA policy (the tiny model unless --model) with `AZRG
 vLLM server, one LoRA per policy version), the same GRPOConfig, dataset and a trivial reward (completion length /
 1000: no sandbox, constant cost), so the arms differ only in `sampling.max_staleness`: 0 (each step waits for its
 own generation), 1 and 2 (the pipeline samples the next batches while the trainer trains). One server serves every
-run (its start-up is reported apart); runs are interleaved (0 1 2 2 1 0 ...) so that drift in the machine's load
-falls on every arm alike.
+run (its start-up is reported apart); runs are interleaved (0 1 2 s0 s1, then s1 s0 2 1 0, ...) so that drift in the
+machine's load falls on every arm alike. Each step is timed: per arm the median step time, generation time, train
+time (the step less the generation it waited for) and overlap share (1 - wait / generation) over every run's steps
+but its first (the first fills the pipeline and warms the server up).
 
-A second set of arms is a SIMULATION of a machine where generation dominates, as on a GPU with a large model: every
-generation call is followed by a sleep of (factor - 1) x its own duration (`--slowdown`, declared in the output),
-for max_staleness 0 and 1.
+A second set of arms is a SIMULATION of a machine where generation dominates, as on a GPU box with a large model:
+every generation call is made to take a declared time in all (`--simulated-gen-s`, or by default `--gen-over-train`
+times the median train time of the first synchronous run), sleeping after the real call for what is left, for
+max_staleness 0 and 1. The sleep uses no CPU, so it overlaps with training as generation on its own device would; a
+fixed time per call (rather than a factor on the measured call) keeps the CPU contention of the asynchronous arm's
+real generation from being multiplied. With generation G and training T per step, overlap can at best bring a step
+from G + T down to max(G, T): the bound is printed beside each ratio.
 
 Usage: python benchmarks/async_rollouts.py [--vllm-python PY] [--model DIR] [--steps K] [--repeats R]
-       [--slowdown F] [--json]
+       [--gen-over-train X | --simulated-gen-s S] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -70,23 +77,25 @@ def _length_reward(completions, **kwargs):
     return [len(str(c)) / 1000 for c in completions]
 
 
-def _slowed(fn, factor: float, seconds: list[float]):
-    """`fn`, followed by a sleep of (factor - 1) x its own duration; the whole time is added to `seconds`."""
+def _timed(fn, seconds: list[float], at_least: float = 0.0):
+    """`fn`, its duration added to `seconds`; with `at_least`, a sleep after the call so that it takes that long."""
 
     def call(*a, **k):
         started = time.perf_counter()
         try:
             return fn(*a, **k)
         finally:
-            took = time.perf_counter() - started
-            time.sleep((factor - 1) * took)
-            seconds[0] += factor * took
+            left = at_least - (time.perf_counter() - started)
+            if left > 0:
+                time.sleep(left)
+            seconds[0] += time.perf_counter() - started
 
     return call
 
 
-def _run(staleness: int, slowdown: float, cfg, args, server, folder: Path) -> dict:
-    """One arm's K steps on a fresh copy of the policy: tokens/s, s/step, generation seconds and staleness."""
+def _run(staleness: int, simulated_s: float, cfg, args, server, folder: Path) -> dict:
+    """One arm's K steps on a fresh copy of the policy (`simulated_s` > 0: each generation call takes that long):
+    tokens/s, and per step its wall time, generation time, the time the trainer waited for generation, staleness."""
     from transformers import PrinterCallback, TrainerCallback, set_seed
     from trl import GRPOConfig
 
@@ -110,11 +119,20 @@ def _run(staleness: int, slowdown: float, cfg, args, server, folder: Path) -> di
     )
     logs: list[dict] = []
 
-    class Keep(TrainerCallback):
-        def on_log(self, _args, state, control, logs=None, **kwargs):
-            kept.append(dict(logs or {}))
+    generate_s = [0.0]
+    ends: list[tuple[float, float]] = []  # (wall clock, generation seconds so far) at each step's end
 
-    kept = logs
+    class Keep(TrainerCallback):
+        def on_train_begin(self, _args, state, control, **kwargs):
+            ends.append((time.perf_counter(), generate_s[0]))
+
+        def on_step_end(self, _args, state, control, **kwargs):
+            ends.append((time.perf_counter(), generate_s[0]))
+
+        def on_log(self, _args, state, control, logs=None, **kwargs):
+            logs_kept.append(dict(logs or {}))
+
+    logs_kept = logs
     trainer = AZRGRPOTrainer(
         model=model,
         reward_funcs=[_length_reward],
@@ -126,6 +144,7 @@ def _run(staleness: int, slowdown: float, cfg, args, server, folder: Path) -> di
             temperature=1.0,
             max_steps=args.steps,
             learning_rate=1e-4,
+            gradient_checkpointing=False,  # TRL's default recomputes activations; a tiny model's are small
             logging_steps=1,
             save_strategy="no",
             report_to="none",
@@ -143,9 +162,8 @@ def _run(staleness: int, slowdown: float, cfg, args, server, folder: Path) -> di
     sidecar = Sidecar(cfg)
     sidecar.server, sidecar.folder = server, folder
     backend = sidecar.generation(trainer)
-    generate_s = [0.0]
-    backend.generate = _slowed(backend.generate, slowdown, generate_s)
-    backend.sample_latest = _slowed(backend.sample_latest, slowdown, generate_s)
+    backend.generate = _timed(backend.generate, generate_s, simulated_s)
+    backend.sample_latest = _timed(backend.sample_latest, generate_s, simulated_s)
     use_generation_backend(trainer, backend)
     pipeline = None
     if staleness:
@@ -159,27 +177,66 @@ def _run(staleness: int, slowdown: float, cfg, args, server, folder: Path) -> di
     seconds = time.perf_counter() - started
     backend.close()  # the next run's versions take the same names on this server
     steps = [entry for entry in logs if "loss" in entry]
+    step_s = [b[0] - a[0] for a, b in itertools.pairwise(ends)]
+    gen_s = [b[1] - a[1] for a, b in itertools.pairwise(ends)]
+    # The trainer waits for its own generation in a synchronous step, for the pipeline's in an asynchronous one.
+    wait_s = [e.get("async/wait_seconds", 0.0) for e in steps] if staleness else gen_s
     return {
         "max_staleness": staleness,
-        "slowdown": slowdown,
+        "simulated_gen_s": simulated_s,
         "tokens_per_s": trainer.state.num_input_tokens_seen / seconds,
-        "step_s": seconds / args.steps,
-        "generate_s": generate_s[0] / args.steps,
+        "step_s": step_s,
+        "gen_s": gen_s,
+        "wait_s": wait_s[: len(step_s)],
         "staleness_mean": statistics.mean(e.get("async/staleness_mean", 0.0) for e in steps),
         "importance_ratio_mean": statistics.mean(e["sampling/importance_sampling_ratio/mean"] for e in steps),
     }
+
+
+def _arm(runs: list[dict]) -> dict:
+    """Medians over the arm's steps, each run's first step left out: step, generation, wait, train time
+    (step - wait) and overlap (1 - wait / generation), and the mean tokens/s."""
+    steps = [(s, g, w) for r in runs for s, g, w in list(zip(r["step_s"], r["gen_s"], r["wait_s"], strict=False))[1:]]
+    step, gen, wait = (statistics.median(x[i] for x in steps) for i in range(3))
+    return {
+        "runs": len(runs),
+        "steps": len(steps),
+        "step_s": round(step, 2),
+        "gen_s": round(gen, 2),
+        "wait_s": round(wait, 2),
+        "train_s": round(statistics.median(s - w for s, _, w in steps), 2),
+        "overlap_share": round(max(0.0, 1 - sum(w for *_, w in steps) / max(sum(g for _, g, _ in steps), 1e-9)), 3),
+        "tokens_per_s": round(statistics.mean(r["tokens_per_s"] for r in runs), 1),
+        "importance_ratio_mean": round(statistics.mean(r["importance_ratio_mean"] for r in runs), 4),
+        "staleness_mean": round(statistics.mean(r["staleness_mean"] for r in runs), 3),
+    }
+
+
+def _bound(sync: dict) -> float:
+    """The best an overlap of generation and training can do against this synchronous arm: max(G, T) / (G + T)."""
+    gen, train = sync["gen_s"], sync["train_s"]
+    return round(max(gen, train) / max(gen + train, 1e-9), 2)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vllm-python", help="interpreter of the vLLM venv [$AZR_VLLM_PYTHON, else the CPU venv]")
     parser.add_argument("--model", help="a model directory (default: the tiny model, built in a temp dir)")
-    parser.add_argument("--steps", type=int, default=6, help="GRPO steps per run")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per arm (interleaved: 0 1 2 2 1 0 ...)")
+    parser.add_argument("--steps", type=int, default=6, help="GRPO steps per run (the first of each is not counted)")
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="runs per arm (interleaved: 0 1 2 s0 s1 s1 s0 2 1 0 ...)"
+    )
     parser.add_argument("--prompts", type=int, default=2, help="prompts per step")
     parser.add_argument("--group", type=int, default=8, help="completions per prompt (num_generations)")
     parser.add_argument("--tokens", type=int, default=64, help="max_completion_length")
-    parser.add_argument("--slowdown", type=float, default=4.0, help="SIMULATED arms: generation this many times slower")
+    parser.add_argument(
+        "--gen-over-train",
+        type=float,
+        default=2.0,
+        help="SIMULATED arms: each generation call takes this many times the first synchronous run's median train time",
+    )
+    parser.add_argument("--simulated-gen-s", type=float, help="SIMULATED arms: each generation call takes S seconds")
+    parser.add_argument("--no-simulation", action="store_true", help="the real arms only")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
@@ -194,7 +251,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="azr-async-"))
     server, runs = None, []
     real = [0, 1, 2]
-    simulated = [0, 1]
+    simulated = [] if args.no_simulation else [0, 1]
+    declared = args.simulated_gen_s
     try:
         model = args.model or str(build_tiny_model(tmp / "tiny", seed=0))
         python = _vllm_python(args.vllm_python)
@@ -205,48 +263,71 @@ def main() -> None:
         _say(f"vLLM server up in {startup:.1f} s")
         order = []
         for r in range(args.repeats):
-            order += [(k, 1.0) for k in (real if r % 2 == 0 else real[::-1])]
-            order += [(k, args.slowdown) for k in (simulated if r % 2 == 0 else simulated[::-1])]
-        for i, (staleness, slowdown) in enumerate(order):
+            one = [(k, False) for k in real] + [(k, True) for k in simulated]
+            order += one if r % 2 == 0 else one[::-1]
+        for i, (staleness, sim) in enumerate(order):
+            if sim and declared is None:  # from the first synchronous run: its median train time per step
+                declared = round(args.gen_over_train * _arm([runs[0]])["train_s"], 2)
+                _say(f"SIMULATED generation: {declared:.2f} s per call ({args.gen_over_train:g} x the train time)")
             cfg = _config(model, python, args.gpu, staleness)
-            runs.append(_run(staleness, slowdown, cfg, args, server, tmp / f"run-{i}"))
+            runs.append(_run(staleness, declared if sim else 0.0, cfg, args, server, tmp / f"run-{i}"))
             last = runs[-1]
-            speed = f"{last['step_s']:.2f} s/step, {last['tokens_per_s']:.1f} tokens/s"
-            _say(f"max_staleness {staleness}, slowdown {slowdown:g}: {speed}")
+            last["sim"] = sim
+            arm = _arm([last])
+            _say(
+                f"{'SIMULATED ' if sim else ''}max_staleness {staleness}: median {arm['step_s']:.2f} s/step, "
+                f"gen {arm['gen_s']:.2f}, train {arm['train_s']:.2f}, overlap {arm['overlap_share']:.2f}"
+            )
     finally:
         if server is not None:
             server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
-    def mean(staleness: int, slowdown: float, key: str) -> float:
-        return statistics.mean(r[key] for r in runs if r["max_staleness"] == staleness and r["slowdown"] == slowdown)
+    def arm_runs(staleness: int, sim: bool) -> list[dict]:
+        return [r for r in runs if r["max_staleness"] == staleness and r["sim"] == sim]
 
-    figures = {
+    def per_repeat(staleness: int, sim: bool) -> list[float]:
+        """Each repeat's ratio of medians: the asynchronous run against the synchronous run of the same repeat."""
+        return [
+            round(_arm([a])["step_s"] / _arm([b])["step_s"], 2)
+            for a, b in zip(arm_runs(staleness, sim), arm_runs(0, sim), strict=True)
+        ]
+
+    figures: dict = {
         "device": "cuda" if args.gpu else "cpu",
         "model": args.model or "tiny (1 M parameters)",
-        "batch": f"{args.prompts} prompts x {args.group} completions x {args.tokens} tokens, {args.steps} steps",
+        "batch": f"{args.prompts} prompts x {args.group} completions x {args.tokens} tokens",
+        "steps": f"{args.steps} per run, {args.repeats} runs per arm, first step of each run not counted",
         "server_startup_s": round(startup, 1),
     }
-    for k in real:
-        figures[f"staleness{k}_step_s"] = round(mean(k, 1.0, "step_s"), 2)
-        figures[f"staleness{k}_tokens_per_s"] = round(mean(k, 1.0, "tokens_per_s"), 1)
-        figures[f"staleness{k}_generate_s_per_step"] = round(mean(k, 1.0, "generate_s"), 2)
-        figures[f"staleness{k}_importance_ratio_mean"] = round(mean(k, 1.0, "importance_ratio_mean"), 4)
+    arms = {f"staleness{k}": _arm(arm_runs(k, False)) for k in real}
+    if simulated:
+        arms |= {f"SIMULATED_staleness{k}": _arm(arm_runs(k, True)) for k in simulated}
+    figures["arms"] = arms
+    sync = arms["staleness0"]
     for k in real[1:]:
-        figures[f"async{k}_over_sync_step_time"] = round(mean(k, 1.0, "step_s") / mean(0, 1.0, "step_s"), 2)
-    figures["simulated_slowdown"] = args.slowdown
-    for k in simulated:
-        figures[f"simulated_staleness{k}_step_s"] = round(mean(k, args.slowdown, "step_s"), 2)
-    figures["simulated_async1_over_sync_step_time"] = round(
-        mean(1, args.slowdown, "step_s") / mean(0, args.slowdown, "step_s"), 2
-    )
+        figures[f"async{k}_over_sync_step_time"] = round(arms[f"staleness{k}"]["step_s"] / sync["step_s"], 2)
+        figures[f"async{k}_over_sync_per_repeat"] = per_repeat(k, False)
+    figures["overlap_bound_if_no_contention"] = _bound(sync)
+    if simulated:
+        figures["SIMULATED_gen_s_per_call"] = declared
+        sim_sync = arms["SIMULATED_staleness0"]
+        figures["SIMULATED_async1_over_sync_step_time"] = round(
+            arms["SIMULATED_staleness1"]["step_s"] / sim_sync["step_s"], 2
+        )
+        figures["SIMULATED_async1_over_sync_per_repeat"] = per_repeat(1, True)
+        figures["SIMULATED_overlap_bound"] = _bound(sim_sync)
     figures["runs"] = runs
     if args.json:
         print(json.dumps(figures))
         return
+    columns = ["step_s", "gen_s", "wait_s", "train_s", "overlap_share", "tokens_per_s", "importance_ratio_mean"]
     for key, value in figures.items():
-        if key != "runs":
+        if key not in ("runs", "arms"):
             print(f"{key:>40}: {value}")
+    print(f"{'arm (medians over steps)':>40}: " + " ".join(f"{c:>13}" for c in columns))
+    for name, arm in arms.items():
+        print(f"{name:>40}: " + " ".join(f"{arm[c]:>13}" for c in columns))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ def write_hostile_run(folder: Path, url: str = "http://127.0.0.1:9") -> Path:
     markup = MARKUP.format(url=url)
     (folder / "config.yaml").write_text(
         "model: {name_or_path: m}\nrewards: [1, {name: '" + markup.replace("'", "''") + "', weight: .nan}]\n"
+        "sampling: {max_staleness: '" + markup.replace("'", "''") + "'}\n"
     )
     (folder / "state.json").write_text(json.dumps({"phases": ["grpo"]}))  # phases are a mapping
     (folder / "summary.json").write_text(json.dumps({"seconds": NAN, "phases": {}}))
@@ -69,6 +70,15 @@ def write_hostile_run(folder: Path, url: str = "http://127.0.0.1:9") -> Path:
                 "completions/clipped_ratio": 0.9,  # the length_at_cap alarm, once ten logs are in
                 # no sandbox/<status> shares: the verdict plot counts the generation log's statuses, markup among them
                 f"absolute_zero/{markup}/solve/reward": NAN,
+                # asynchronous GRPO's figures: NaN and the infinities left out, a staleness key that is no number
+                # never read, a plot whose values are all NaN (overlap) left out
+                "async/staleness_0": NAN if step == 1 else 0.5,
+                "async/staleness_1": 0.5,
+                f"async/staleness_{markup}": 0.5,
+                "async/staleness_mean": INF if step == 2 else 0.5,
+                "async/overlap_share": NAN,
+                "async/dropped_samples_total": NAN,
+                "sampling/importance_sampling_ratio/mean": -INF if step == 3 else 1.0,
             }
         )
         if step % 4 == 0:

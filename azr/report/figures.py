@@ -10,6 +10,7 @@ it draws (`<span style=...>`, `<a href=...>`), so every title, trace name and ho
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,44 @@ LINE_PLOTS: list[tuple[str, str, str, list[Series]]] = [
         [("tools/call_frequency", "calls"), ("tools/failure_frequency", "failures")],
     ),
 ]
+
+
+# Asynchronous GRPO (`sampling.max_staleness`, azr.rollouts.pipeline) and TRL's importance-sampling correction;
+# the staleness histogram's keys (`async/staleness_<k>`) are found in the logs (`_staleness_plot`).
+ASYNC_PLOTS: list[tuple[str, str, str, list[Series]]] = [
+    (
+        "async_seconds",
+        "Asynchronous GRPO: sampling against the trainer's wait",
+        "seconds",
+        [("async/generate_seconds", "sampling (producer)"), ("async/wait_seconds", "trainer waited for samples")],
+    ),
+    (
+        "async_shares",
+        "Asynchronous GRPO: overlap and the correction's reach",
+        "share",
+        [
+            ("async/overlap_share", "generation hidden behind training (1 − wait / sampling)"),
+            ("async/importance_outside_band_share", "importance ratios clipped or masked"),
+        ],
+    ),
+    (
+        "async_dropped",
+        "Asynchronous GRPO: samples dropped as too stale",
+        "samples",
+        [("async/dropped_samples", "this step"), ("async/dropped_samples_total", "since the start")],
+    ),
+    (
+        "importance",
+        "Importance ratio, policy / sampler (TRL's correction)",
+        "ratio",
+        [
+            ("sampling/importance_sampling_ratio/mean", "mean"),
+            ("sampling/importance_sampling_ratio/min", "min"),
+            ("sampling/importance_sampling_ratio/max", "max"),
+        ],
+    ),
+]
+STALENESS = re.compile(r"async/staleness_([0-9]{1,4})")
 
 
 def plotly_text(value: Any) -> str:
@@ -157,6 +196,16 @@ def _reward_plot(runs: list[Run]) -> dict[str, Any] | None:
     return _line_plot(runs, "reward", "Reward: total and each reward function (unweighted)", "reward", keys)
 
 
+def _staleness_plot(runs: list[Run]) -> dict[str, Any] | None:
+    """The staleness histogram of the trained samples per step (`async/staleness_<k>`, a share each), and its mean
+    in policy versions."""
+    ks = sorted({int(m.group(1)) for run in runs for r in run.logs for k in r if (m := STALENESS.fullmatch(k))})
+    keys: list[Series] = [(f"async/staleness_{k}", f"{k} version{'s' * (k != 1)} old") for k in ks]
+    keys.append(("async/staleness_mean", "mean (versions)"))
+    title = "Asynchronous GRPO: staleness of the trained samples"
+    return _line_plot(runs, "async_staleness", title, "share of samples · mean in versions", keys)
+
+
 def _heldout_plot(runs: list[Run]) -> dict[str, Any] | None:
     traces = []
     for i, run in enumerate(runs):
@@ -220,6 +269,8 @@ def build_plots(runs: list[Run]) -> list[dict[str, Any]]:
     """Every plot some run has data for, in reading order."""
     makers: list[Callable[[], dict[str, Any] | None]] = [lambda: _reward_plot(runs), lambda: _heldout_plot(runs)]
     makers += [lambda spec=spec: _line_plot(runs, *spec) for spec in LINE_PLOTS]
+    makers += [lambda: _staleness_plot(runs)]
+    makers += [lambda spec=spec: _line_plot(runs, *spec) for spec in ASYNC_PLOTS]
     plots = [p for p in (make() for make in makers) if p is not None]
     plots[2:2] = _verdict_plots(runs)  # beside the pass rates
     for plot in plots:  # names from the runs' records and folders, shown as text

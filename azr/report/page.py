@@ -1,10 +1,11 @@
 """The report page: one self-contained HTML file (plotly.js, styles, script and data inline; nothing is fetched).
 
-Owns the layout and the tables (run facts, per-tag pass rates, self-play scoreboard, Absolute-Zero, tools); the
-plots come from `azr.report.figures`, the runs from `azr.report.runs`. Every text from a run is escaped; the data
-is one JSON block the page's script reads, valid JSON whatever the run logged (NaN and the infinities become null).
-A window.onerror hook writes script errors into the page (`#errors`), and the script writes the number of plots
-drawn and the resources the page loaded into it, so a headless browser's DOM dump can tell whether it rendered.
+Owns the layout and the tables (run facts, per-tag pass rates, self-play scoreboard, Absolute-Zero, asynchronous
+GRPO, tools); the plots come from `azr.report.figures`, the runs from `azr.report.runs`. Every text from a run is
+escaped; the data is one JSON block the page's script reads, valid JSON whatever the run logged (NaN and the
+infinities become null). A window.onerror hook writes script errors into the page (`#errors`), and the script writes
+the number of plots drawn and the resources the page loaded into it, so a headless browser's DOM dump can tell
+whether it rendered.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from azr import __version__
 from azr.alarms import is_alarm, is_step_log
-from azr.report.figures import alarm_marks, build_plots
+from azr.report.figures import STALENESS, alarm_marks, build_plots
 from azr.report.runs import Run
 
 
@@ -240,6 +241,55 @@ def _absolute_zero(run: Run) -> str:
     return out
 
 
+def _finite_values(logs: list[dict[str, Any]], key: str) -> list[float]:
+    return [
+        float(r[key])
+        for r in logs
+        if isinstance(r.get(key), (int, float)) and not isinstance(r[key], bool) and math.isfinite(r[key])
+    ]
+
+
+def _async(run: Run) -> str:
+    """Asynchronous GRPO over the whole run (`async/*`, and TRL's importance ratio where the run was asynchronous):
+    the staleness of what was trained, what was dropped, how much generation overlapped training, and the
+    correction's ratios. Nothing for a run without `async/*` records."""
+    logs = [r for r in run.logs if any(k.startswith("async/") for k in r)]
+    if not logs:
+        return ""
+    ks = sorted({int(m.group(1)) for r in logs for k in r if (m := STALENESS.fullmatch(k))})
+    shares = {k: _finite_values(logs, f"async/staleness_{k}") for k in ks}
+    histogram = ", ".join(f"{k}: {statistics.fmean(v):.3f}" for k, v in shares.items() if v)
+    seen = max((k for k, v in shares.items() if any(x > 0 for x in v)), default=None)
+    mean = _finite_values(logs, "async/staleness_mean")
+    totals = _finite_values(logs, "async/dropped_samples_total")
+    dropped = totals[-1] if totals else sum(_finite_values(logs, "async/dropped_samples"))
+    generate, wait = (sum(_finite_values(logs, f"async/{k}_seconds")) for k in ("generate", "wait"))
+    ratio = {k: _finite_values(logs, f"sampling/importance_sampling_ratio/{k}") for k in ("mean", "min", "max")}
+    outside = _finite_values(logs, "async/importance_outside_band_share")
+
+    def mean_of(values: list[float]) -> str:
+        return _fmt(statistics.fmean(values)) if values else "–"
+
+    rows = [
+        ["bound (sampling.max_staleness)", _fmt(_get(run.config, "sampling.max_staleness"))],
+        ["steps logged", str(len(logs))],
+        ["trained samples by versions old (mean share per step)", _e(histogram or "–")],
+        ["staleness: mean per step, largest seen", f"{mean_of(mean)}, {_fmt(seen)}"],
+        ["samples dropped as too stale", _fmt(int(dropped))],
+        [
+            "sampling seconds, of them waited for (overlap)",
+            f"{generate:.1f}, {wait:.1f}" + (f" ({max(0.0, 1 - wait / generate):.1%})" if generate > 0 else ""),
+        ],
+        [
+            "importance ratio: mean, min, max",
+            f"{mean_of(ratio['mean'])}, {_fmt(min(ratio['min'], default=None))}, "
+            f"{_fmt(max(ratio['max'], default=None))}",
+        ],
+        ["ratios clipped or masked (mean share per step)", mean_of(outside)],
+    ]
+    return f"<h3>{_e(run.name)}: asynchronous GRPO</h3>" + _table(["", ""], rows)
+
+
 def _tools(run: Run) -> str:
     if not run.tool_calls:
         return ""
@@ -277,7 +327,7 @@ def render(runs: list[Run], generated: str) -> str:
     plots, marks = build_plots(runs), alarm_marks(runs)
     generations = [{"run": run.name, **g} for run in runs for g in run.generations]
     data = {"plots": plots, "alarms": marks, "generations": generations, "runs": [r.name for r in runs]}
-    tables = "".join(_tags_table(r) + _selfplay(r) + _absolute_zero(r) + _tools(r) for r in runs)
+    tables = "".join(_tags_table(r) + _selfplay(r) + _absolute_zero(r) + _async(r) + _tools(r) for r in runs)
     title = "azr report: " + ", ".join(r.name for r in runs)
     return _filled(
         TEMPLATE,
@@ -288,7 +338,8 @@ def render(runs: list[Run], generated: str) -> str:
         facts="".join(_run_facts(r) for r in runs),
         alarms=_alarm_list(marks, several),
         no_plots="" if plots else '<p class="empty">No data to plot yet (no GRPO step logged).</p>',
-        tables=tables or '<p class="empty">No per-tag, self-play, Absolute-Zero or tool data in these runs.</p>',
+        tables=tables
+        or '<p class="empty">No per-tag, self-play, Absolute-Zero, asynchronous or tool data in these runs.</p>',
         generation_note=_generation_note(runs),
     )
 

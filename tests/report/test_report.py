@@ -1,7 +1,8 @@
 """`azr report` on run folders written the way `azr train` writes them: a 1,000-step run within the size budget,
 self-contained, unfinished and torn logs read, absent data left out, several runs overlaid, and the CLI's errors;
 and on hostile records: each one of the wrong shape skipped and counted, NaN and Infinity written as valid JSON,
-every name from a record escaped for plotly."""
+every name from a record escaped for plotly; and an asynchronous run's figures (staleness, drops, overlap, importance
+ratio) plotted and tabled."""
 
 from __future__ import annotations
 
@@ -93,6 +94,75 @@ def test_plots_without_data_are_left_out(tmp_path):
     empty.mkdir()  # a run that wrote nothing yet
     assert read_run(empty).status() == "not started"
     assert run_report([empty]).exists()
+
+
+def _asynchronous_run(folder: Path, steps: int = 6) -> Path:
+    """A run folder as `sampling.max_staleness: 2` writes it: each GRPO record with the pipeline's `async/*` figures
+    and TRL's importance ratio; one sample dropped at step 4."""
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text("sampling: {max_staleness: 2}\nvllm: {mode: adapter}\n")
+    records = []
+    for step in range(1, steps + 1):
+        old = 0.0 if step == 1 else 0.25  # the first batch is sampled by the starting weights
+        records.append(
+            {
+                "phase": "grpo",
+                "step": step,
+                "time": 1_790_000_000.0 + step,
+                "reward": 0.5,
+                "async/staleness_0": 1.0 - old,
+                "async/staleness_1": old,
+                "async/staleness_2": 0.0,
+                "async/staleness_mean": old,
+                "async/dropped_samples": 16 if step == 4 else 0,
+                "async/dropped_samples_total": 16 if step >= 4 else 0,
+                "async/generate_seconds": 3.0,
+                "async/wait_seconds": 1.0,
+                "async/overlap_share": 2 / 3,
+                "async/importance_outside_band_share": 0.01,
+                "sampling/importance_sampling_ratio/mean": 1.0,
+                "sampling/importance_sampling_ratio/min": 0.5 + step / 100,
+                "sampling/importance_sampling_ratio/max": 2.0 - step / 100,
+            }
+        )
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+def test_an_asynchronous_run_shows_staleness_drops_overlap_and_importance_ratio(tmp_path, synthetic):
+    run = _asynchronous_run(tmp_path / "async")
+    assert not read_run(run).skipped
+    page = run_report([run])
+    plots = {p["id"]: p for p in _data(page)["plots"]}
+    staleness = plots["async_staleness"]
+    assert [t["name"] for t in staleness["traces"]] == [
+        "0 versions old",
+        "1 version old",
+        "2 versions old",
+        "mean (versions)",
+    ]
+    assert staleness["traces"][1]["x"] == [1, 2, 3, 4, 5, 6] and staleness["traces"][1]["y"] == [0.0] + [0.25] * 5
+    assert [t["name"] for t in plots["async_seconds"]["traces"]] == [
+        "sampling (producer)",
+        "trainer waited for samples",
+    ]
+    assert plots["async_shares"]["traces"][0]["y"] == [0.66667] * 6
+    assert plots["async_dropped"]["traces"][0]["y"] == [0, 0, 0, 16, 0, 0]
+    importance = plots["importance"]
+    assert [t["name"] for t in importance["traces"]] == ["mean", "min", "max"]
+    assert importance["traces"][1]["y"][0] == 0.51 and importance["traces"][2]["y"][-1] == 1.94
+    text = page.read_text()
+    assert "async: asynchronous GRPO</h3>" in text
+    assert "<td>0: 0.792, 1: 0.208, 2: 0.000</td>" in text  # the histogram's mean share per step
+    assert "<td>0.208, 1</td>" in text  # mean staleness; the largest seen
+    assert "<td>16</td>" in text and "<td>18.0, 6.0 (66.7%)</td>" in text  # dropped; seconds and overlap
+    assert "<td>1.000, 0.510, 1.990</td>" in text  # the importance ratio over the run
+    # a synchronous run has none of it
+    sync = run_report([synthetic(tmp_path / "sync", steps=3)])
+    assert not {"async_staleness", "async_seconds", "async_shares", "async_dropped", "importance"} & {
+        p["id"] for p in _data(sync)["plots"]
+    }
+    assert "asynchronous GRPO</h3>" not in sync.read_text()
 
 
 def test_several_runs_are_overlaid_one_colour_per_run(tmp_path, synthetic):
@@ -204,6 +274,13 @@ def test_hostile_records_make_a_page_of_valid_json_with_every_name_as_text(tmp_p
     assert [t["name"] for t in heldout["traces"]] == ["pass@1 (95% interval)"]  # pass@10's value is NaN
     assert {a["rule"] for a in data["alarms"]} >= {"length_at_cap"}
     assert data["generations"][0]["rewards"]["tests_reward"] is None and data["generations"][0]["duration_s"] is None
+    staleness = next(p for p in data["plots"] if p["id"] == "async_staleness")  # no key of markup read as a level
+    assert [t["name"] for t in staleness["traces"]] == ["0 versions old", "1 version old", "mean (versions)"]
+    assert len(staleness["traces"][0]["x"]) == GOOD_STEPS - 1 and len(staleness["traces"][2]["x"]) == GOOD_STEPS - 1
+    ids = {p["id"] for p in data["plots"]}
+    assert "importance" in ids and "async_shares" not in ids  # the overlap's values are all NaN
+    bound = "<td>bound (sampling.max_staleness)</td><td>&lt;span style=&quot;background:url("
+    assert "run: asynchronous GRPO</h3>" in text and bound in text.replace("<b>", "").replace("</b>", "")
 
 
 def test_cli_echoes_the_page_without_the_folders_escape_codes(cli, tmp_path, synthetic):
