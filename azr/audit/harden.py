@@ -6,8 +6,9 @@ the tests use or one made from them (`azr.audit.cases`), the same on two runs wi
 case passes the reference. Left out: cases whose expected value holds a float (an exact float is no fair test of
 another correct solution), and tasks whose tests only check properties of a value (no `assert f(x) == literal`:
 several answers may be right, so the reference's own is no fair expected value). Tasks whose tests call nothing
-with literal arguments have no input to vary; stdin/stdout tasks get cases that change one integer of an input,
-which may leave the statement's constraints (the reference's answer on it is what is kept).
+with literal arguments have no input to vary; stdin/stdout tasks get cases that change one token of an input (an
+integer, or a word's characters), which may leave the statement's constraints (the reference's answer on it is
+what is kept).
 """
 
 from __future__ import annotations
