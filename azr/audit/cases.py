@@ -5,13 +5,15 @@ tests, HumanEval's `def check(candidate)` included; new ones come from type-awar
 as EvalPlus makes its inputs: ints ±1, doubled, zero or negated; strings shortened, doubled, reversed or with a
 character changed; lists and tuples shuffled, reversed, extended, truncated or with one item edited; dicts with a
 key dropped. Edits stay in the domain the tests show (no negative number where the tests use none, characters from
-the tests' own strings). Stdin inputs are the cases' inputs; new ones change one integer token (±1, keeping its
-sign). Deterministic for a given task. Nothing here runs code: `azr.audit.run` runs these through the sandbox.
+the tests' own strings). Stdin inputs are the cases' inputs; new ones change one token: an integer ±1 (keeping its
+sign), or a word (a token without digits) with a character replaced, two swapped, or reversed. Deterministic for a
+given task. Nothing here runs code: `azr.audit.strength` runs these through the sandbox.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 import random
 import re
 import zlib
@@ -279,13 +281,39 @@ def _variants(value: Any, domain: _Domain, rng: random.Random, depth: int = 0) -
 
 
 _INT = re.compile(r"(?<![\w.])-?\d+(?![\w.])")
+_WORD = re.compile(r"(?<!\S)[^\s\d]+(?!\S)")  # a whitespace-separated token without digits: "WBWB", "(()", "abc"
 
 
 def _stdin_variants(text: str) -> Iterator[str]:
-    """The input with one integer token changed by one (a non-negative token stays non-negative)."""
-    for match in list(_INT.finditer(text))[:50]:
-        value = int(match.group())
-        for new in (value + 1, value - 1):
-            if value >= 0 > new:
-                continue
-            yield text[: match.start()] + str(new) + text[match.end() :]
+    """The input with one token changed, integer and word edits taken in turn: an integer by one (a non-negative
+    token stays non-negative); a word (a token without digits) with one character replaced by the next of the
+    characters the input's words use (first, middle or last), two neighbours swapped, or reversed. Word edits keep
+    the word's length and alphabet, so counts elsewhere in the input still hold."""
+    numbers = [v for m in list(_INT.finditer(text))[:50] for v in _int_variants(text, m)]
+    words = list(_WORD.finditer(text))[:50]
+    alphabet = sorted({ch for m in words for ch in m.group()})
+    edits = [v for m in words for v in _word_variants(text, m, alphabet)]
+    for pair in itertools.zip_longest(numbers, edits):
+        yield from (v for v in pair if v is not None)
+
+
+def _int_variants(text: str, match: re.Match[str]) -> Iterator[str]:
+    value = int(match.group())
+    for new in (value + 1, value - 1):
+        if value >= 0 > new:
+            continue
+        yield text[: match.start()] + str(new) + text[match.end() :]
+
+
+def _word_variants(text: str, match: re.Match[str], alphabet: list[str]) -> Iterator[str]:
+    word = match.group()
+    found = []
+    for i in dict.fromkeys((0, len(word) // 2, len(word) - 1)):
+        other = alphabet[(alphabet.index(word[i]) + 1) % len(alphabet)]
+        found.append(word[:i] + other + word[i + 1 :])
+    if len(word) > 1:
+        i = max(0, len(word) // 2 - 1)
+        found += [word[:i] + word[i + 1] + word[i] + word[i + 2 :], word[::-1]]
+    for new in dict.fromkeys(found):
+        if new != word:
+            yield text[: match.start()] + new + text[match.end() :]

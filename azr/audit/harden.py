@@ -6,8 +6,10 @@ the tests use or one made from them (`azr.audit.cases`), the same on two runs wi
 case passes the reference. Left out: cases whose expected value holds a float (an exact float is no fair test of
 another correct solution), and tasks whose tests only check properties of a value (no `assert f(x) == literal`:
 several answers may be right, so the reference's own is no fair expected value). Tasks whose tests call nothing
-with literal arguments have no input to vary; stdin/stdout tasks get cases that change one integer of an input,
-which may leave the statement's constraints (the reference's answer on it is what is kept).
+with literal arguments have no input to vary; stdin/stdout tasks get cases that change one token of an input (an
+integer, or a word's characters), which may leave the statement's constraints (the reference's answer on it is
+what is kept). Where a stdin task's cases, new ones included, would all accept one output (a program printing it,
+whatever the input, would pass), a new case with another output is added too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from collections.abc import Sequence
 
 from azr.audit.cases import compares_values
 from azr.audit.strength import OracleCase, TaskAudit
-from azr.data import Task
+from azr.data import Task, decode_case
+from azr.rewards.stdio import compare_output
 
 
 def hardened(tasks: Sequence[Task], audits: Sequence[TaskAudit], threshold: float) -> tuple[list[Task], dict[str, int]]:
@@ -28,6 +31,8 @@ def hardened(tasks: Sequence[Task], audits: Sequence[TaskAudit], threshold: floa
         weak = audit.kill_rate is not None and (audit.kill_rate < threshold or audit.survivor_sources)
         weak = weak and (task.stdio or compares_values(task))
         cases = _cover(audit) if weak else []
+        if task.stdio and cases:
+            cases += _another_output(task, audit, cases)
         existing = set(task.tests)
         new = [c.test for c in cases if c.test not in existing]
         if new:
@@ -54,6 +59,16 @@ def _cover(audit: TaskAudit) -> list[OracleCase]:
         alive -= killed
         usable.remove(best)
     return chosen
+
+
+def _another_output(task: Task, audit: TaskAudit, chosen: list[OracleCase]) -> list[OracleCase]:
+    """For a stdin task whose cases, the chosen ones included, all accept one output (a program printing it whatever
+    the input passes them all: the probe `prints another case's output`), the first new oracle case that does not."""
+    cases = [c for c in map(decode_case, [*task.tests, *(c.test for c in chosen)]) if c is not None]
+    if not cases or any(compare_output(c, cases[0].output) is not None for c in cases):
+        return []
+    other = (c for c in audit.oracle if c.generated and c not in chosen)
+    return next(([c] for c in other if compare_output(cases[0], str(c.value)) is not None), [])
 
 
 def _has_float(value: object) -> bool:

@@ -131,7 +131,7 @@ def audit_tasks(
         audit = audits[i]
         counted = audit.mutants - audit.equivalent - audit.errors
         audit.kill_rate = round(audit.killed / counted, 4) if counted > 0 else None
-        if not audit.oracle and audit.survivor_sources:
+        if not _compared(audit) and audit.survivor_sources:
             audit.note = "no input to compare outputs on: every survivor is counted against the tests"
     return audits
 
@@ -242,7 +242,7 @@ def _against_oracle(
         if code == "\0probe":
             if grade.passed:
                 audit.probes_passed.append("returns the empty value")
-        elif grade.passed:
+        elif grade.passed and _compared(audit):
             audit.equivalent += 1
         else:
             audit.survivor_sources.append(code)
@@ -250,6 +250,12 @@ def _against_oracle(
     for i, task in enumerate(tasks):
         reference = task.solution or ""
         audits[i].survivors = [_diff(reference, code) for code in audits[i].survivor_sources]
+
+
+def _compared(audit: TaskAudit) -> bool:
+    """Whether the oracle holds an input beyond the tests' own. On those alone a survivor shows what the tests
+    showed already: with every new input failed or timed out on the reference, none is counted as equivalent."""
+    return any(c.generated for c in audit.oracle)
 
 
 def _diff(reference: str, mutant: str) -> str:

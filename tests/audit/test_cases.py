@@ -39,6 +39,15 @@ def test_stdin_inputs_change_one_integer_and_keep_its_sign():
     assert all("-" not in m for m in made)
 
 
+def test_stdin_inputs_of_words_only_get_word_edits_of_the_same_length_and_alphabet():
+    task = Task("w", "p", [IOCase("WBWB\nBBWW\n", "2").encode()], "print(input().count('W'))\n")
+    made = generated_inputs(task, 30)
+    assert made == generated_inputs(task, 30) and len(made) == len(set(made)) >= 10
+    assert "WBWB\nBBWW\n" not in made and "BWBW\nBBWW\n" in made  # a word reversed
+    for text in made:
+        assert [len(w) for w in text.split()] == [4, 4] and set(text) <= set("WB\n")
+
+
 def test_a_generator_call_inside_list_is_an_input_with_its_wrapper():
     task = Task("g", "p", ["assert list(gen([1, 2], 1)) == [1]"], "def gen(xs, n):\n    yield from xs[:n]\n")
     assert inputs_in_tests(task) == ["list(gen([1, 2], 1))"]

@@ -118,6 +118,30 @@ def test_hardening_a_stdin_task_adds_cases_the_reference_passes(audits, pool):
     assert grade_many([(task, STDIO.solution)], pool, LIMITS)[0].passed
 
 
+def test_hardening_a_stdin_task_whose_input_is_words_kills_its_survivors(pool):
+    # one case on two equal strings: a mutant counting 0 or 2 per difference survives it; edited words kill it
+    source = "a = input().strip()\nb = input().strip()\nprint(sum(1 for x, y in zip(a, b) if x != y))\n"
+    case = IOCase("abca\nabca\n", "0").encode()
+    task = Task("words", "Count the positions where two strings differ.", [case], source)
+    (audit,) = audit_tasks([task], pool, LIMITS)
+    assert audit.survivors and audit.kill_rate is not None and audit.kill_rate < 1.0
+    (strong,), added = hardened([task], [audit], threshold=1.0)
+    assert added.get("words", 0) >= 1
+    assert grade_many([(strong, source)], pool, LIMITS)[0].passed
+    (again,) = audit_tasks([strong], pool, LIMITS)
+    assert again.kill_rate == 1.0 and again.probes_passed == []
+
+
+def test_survivors_are_not_equivalent_when_the_reference_fails_every_new_input(pool):
+    # the reference refuses any n but 5, so no new input reaches the oracle: `n < 5` -> `n < 4` is no evidence
+    source = "import sys\nn = int(input())\nif n < 5 or n > 5:\n    sys.exit(1)\nprint(n + 5)\n"
+    task = Task("only5", "Print n + 5 for n = 5.", [IOCase("5\n", "10").encode()], source)
+    (audit,) = audit_tasks([task], pool, LIMITS)
+    assert audit.oracle and not any(c.generated for c in audit.oracle)
+    assert audit.equivalent == 0 and audit.survivors and audit.kill_rate is not None and audit.kill_rate < 1.0
+    assert "no input to compare outputs on" in audit.note
+
+
 def test_a_generator_is_compared_through_the_list_its_test_builds(pool):
     source = (
         "def running_max(xs):\n    best = None\n    for x in xs:\n"
