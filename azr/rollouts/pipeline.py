@@ -1,16 +1,16 @@
 """Asynchronous GRPO's pipeline: completions for the next batches are sampled while the trainer trains.
 
-Each generation batch's rows are handed in (`swap`) and queued; a producer thread samples the queue in order from
-the newest policy version the engine serves (adapter mode: `azr.serving.LoraSync`, one LoRA per version), and
-`swap` hands back the oldest queued rows, tagged with the version that sampled them. With a generation every
-`every` optimizer steps (TRL's steps_per_generation x num_iterations), `max_staleness` N keeps N // every batches
-in flight, so a batch is sampled during the steps before it trains; the first call queues its rows that many
-times plus one to fill the pipeline. A batch whose version lags the weights being trained by more than N (which
-the order of the queue rules out, but a stall could not) is dropped, counted, and sampled again now. TRL's round
-then takes the completions through its public `rollout_func` (this object is one), rewards them, computes the
-advantages and weighs each token by its importance ratio against the sampler's log-probabilities (TRL's
-`vllm_importance_sampling_*` correction). Nothing in flight is saved: a resumed run samples afresh, and no sample
-is trained twice.
+Each generation batch's rows are handed in (`swap`) and queued; producer threads, one per batch in flight, sample
+the queue in order, side by side, from the newest policy version the engine serves (adapter mode:
+`azr.serving.LoraSync`, one LoRA per version), and `swap` hands back the oldest queued rows, tagged with the version
+that sampled them. With a generation every `every` optimizer steps (TRL's steps_per_generation x num_iterations),
+`max_staleness` N keeps N // every batches in flight, so a batch is sampled during the steps before it trains; the
+first call queues its rows that many times plus one to fill the pipeline. A batch whose version lags the weights
+being trained by more than N (which the order of the queue rules out, but a stall could not) is dropped, counted,
+and sampled again now. TRL's round then takes the completions through its public `rollout_func` (this object is
+one), rewards them, computes the advantages and weighs each token by its importance ratio against the sampler's log-
+probabilities (TRL's `vllm_importance_sampling_*` correction). Nothing in flight is saved: a resumed run samples
+afresh, and no sample is trained twice.
 
 Owns the queue, the producer and the `async/*` metrics; not the rewards, not the weights' transfer.
 """
@@ -96,7 +96,7 @@ class AsyncRollouts:
         self._todo: deque[_Batch] = deque()  # of which not yet sampled
         self._wake = threading.Condition()
         self._stop = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._ready: Sampled | None = None  # the completions TRL's round takes next (this process's)
         self._window: Counter[str] = Counter()
         self._seconds: Counter[str] = Counter()
@@ -104,19 +104,26 @@ class AsyncRollouts:
 
     # ------------------------------------------------------------------------------------------------ producer
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._produce, name="azr-async-rollouts", daemon=True)
-            self._thread.start()
+        """One producer per batch in flight: the batches queued ahead are sampled side by side (the engine batches
+        concurrent requests), so the requests in flight follow from the staleness bound, as generation throughput
+        does when generation is the longer part of a step."""
+        if not self._threads:
+            self._threads = [
+                threading.Thread(target=self._produce, name=f"azr-async-rollouts-{i}", daemon=True)
+                for i in range(max(1, self.depth))
+            ]
+            for thread in self._threads:
+                thread.start()
 
     def close(self) -> None:
-        """Stop the producer; what it was sampling is discarded (never trained)."""
+        """Stop the producers; what they were sampling is discarded (never trained)."""
         with self._wake:
             self._stop = True
             self._todo.clear()
             self._wake.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
-            self._thread = None
+        for thread in self._threads:
+            thread.join(timeout=60)
+        self._threads = []
         self._queue.clear()
 
     def _produce(self) -> None:
@@ -136,7 +143,8 @@ class AsyncRollouts:
         except BaseException as exc:  # handed to the trainer, which raises it
             batch.error = exc
         batch.seconds = time.perf_counter() - started
-        self._seconds["generate"] += batch.seconds
+        with self._wake:  # producers side by side
+            self._seconds["generate"] += batch.seconds
         batch.done.set()
 
     # ------------------------------------------------------------------------------------------------ trainer

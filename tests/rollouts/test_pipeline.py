@@ -68,7 +68,33 @@ def test_every_trained_sample_is_within_the_bound_and_tagged_with_the_version_th
         assert metrics["async/dropped_samples"] == 0 and metrics["async/overlap_share"] > 0
     finally:
         pipeline.close()
-    assert pipeline._thread is None
+    assert pipeline._threads == []
+
+
+@pytest.mark.parametrize(("max_staleness", "side_by_side"), [(1, 1), (2, 2), (4, 4)])
+def test_the_batches_in_flight_are_sampled_side_by_side_as_many_as_the_bound_allows(max_staleness, side_by_side):
+    engine, lock, now, most = _Engine(0.2), threading.Lock(), [0], [0]
+    sample = engine.sample_latest
+
+    def counted(prompt_ids, n):
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            return sample(prompt_ids, n)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    engine.sample_latest = counted
+    pipeline = AsyncRollouts(engine, _tokenize, max_staleness, G)
+    try:
+        for step in range(3):
+            pipeline.swap(_rows(step), engine.version)
+            engine.version += 1
+    finally:
+        pipeline.close()
+    assert most[0] == side_by_side  # requests in flight follow from the bound, never past it
 
 
 def test_the_first_batches_reuse_the_first_rows_then_rows_train_max_staleness_batches_later():
