@@ -272,12 +272,7 @@ def test_each_kind_saves_resumes_describes_itself_and_loads_in_eval(cli, tiny_mo
     for name in final:
         assert torch.allclose(again[name], final[name], atol=1e-6), name
 
-    tasks = out / "two.jsonl"
-    tasks.write_text("".join(json.dumps(t.to_json()) + "\n" for t in load_tasks("held-out")[:2]))
-    flags = ["--dataset", tasks, "--temperature", "0", "--max-new-tokens", "8", "--output-dir", out / "eval"]
-    code, _, err = cli("eval", "--model", tiny_model_dir, "--adapter", out / "final", *flags)
-    assert code == 0, err[-3000:]
-    report = json.loads((out / "eval" / "report.json").read_text())
+    report = _eval_of_final(cli, out, "--model", tiny_model_dir)
     assert report["settings"]["model"]["adapter"] == str(out / "final")
 
 
@@ -316,13 +311,18 @@ def test_a_warm_start_of_all_weights_becomes_the_base_of_a_fresh_grpo_adapter(
         assert torch.allclose(again[name], final[name], atol=1e-6), name
 
     # azr eval of the adapter through the recipe puts it on the warm start's weights, not on the recipe's model
+    report = _eval_of_final(cli, out, "--config", recipe)
+    assert report["settings"]["model"]["name_or_path"] == str(warm.resolve())
+
+
+def _eval_of_final(cli, out, *source) -> dict:
+    """`azr eval` of the run's final adapter on two held-out tasks, greedy and short: its report."""
     tasks = out / "two.jsonl"
     tasks.write_text("".join(json.dumps(t.to_json()) + "\n" for t in load_tasks("held-out")[:2]))
     flags = ["--dataset", tasks, "--temperature", "0", "--max-new-tokens", "8", "--output-dir", out / "eval"]
-    code, _, err = cli("eval", "--config", recipe, "--adapter", out / "final", *flags)
+    code, _, err = cli("eval", *source, "--adapter", out / "final", *flags)
     assert code == 0, err[-3000:]
-    report = json.loads((out / "eval" / "report.json").read_text())
-    assert report["settings"]["model"]["name_or_path"] == str(warm.resolve())
+    return json.loads((out / "eval" / "report.json").read_text())
 
 
 # --------------------------------------------------------------------------------------------- 4-bit base
