@@ -4,8 +4,8 @@ Every arm trains the same LoRA policy (the tiny model unless --model) with `AZRG
 vLLM server, one LoRA per policy version), the same GRPOConfig, dataset and a trivial reward (completion length /
 1000: no sandbox, constant cost), so the arms differ only in `sampling.max_staleness`: 0 (each step waits for its
 own generation), 1 and 2 (the pipeline samples the next batches while the trainer trains). One server serves every
-run (its start-up is reported apart); runs are interleaved (0 1 2 s0 s1 s2, then s2 s1 s0 2 1 0, ...) so that drift in the
-machine's load falls on every arm alike. Each step is timed: per arm the median step time, generation time, train
+run (its start-up is reported apart); runs are interleaved (0 1 2 s0 s1 s2, then s2 s1 s0 2 1 0, ...) so that drift in
+the machine's load falls on every arm alike. Each step is timed: per arm the median step time, generation time, train
 time (the step less the generation it waited for) and overlap share (1 - wait / generation) over every run's steps
 but its first (the first fills the pipeline and warms the server up).
 
