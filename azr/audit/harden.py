@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from azr.audit.cases import compares_values
 from azr.audit.strength import OracleCase, TaskAudit
 from azr.data import Task, decode_case
-from azr.rewards.stdio import compare_output
+from azr.rewards import compare_output
 
 
 def hardened(tasks: Sequence[Task], audits: Sequence[TaskAudit], threshold: float) -> tuple[list[Task], dict[str, int]]:

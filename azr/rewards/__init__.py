@@ -27,6 +27,7 @@ from azr.rewards.grading import (
 from azr.rewards.health import InfraFailures
 from azr.rewards.oracle import sandbox_oracle
 from azr.rewards.outputs import Output, outputs_many
+from azr.rewards.stdio import compare_output
 
 __all__ = [
     "REWARDS",
@@ -38,6 +39,7 @@ __all__ = [
     "SelfPlayReward",
     "build_rewards",
     "check_rewards",
+    "compare_output",
     "grade",
     "grade_many",
     "grade_stream",
