@@ -28,7 +28,6 @@ import argparse
 import itertools
 import json
 import logging
-import os
 import shutil
 import statistics
 import sys
@@ -36,22 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-# The vLLM CPU flags the tests use (tests/conftest.py): eager, float32, and a batch that holds every prompt whole.
-CPU_ARGS = ["--enforce-eager", "--dtype", "float32", "--max-num-seqs", "8", "--max-num-batched-tokens", "8192"]
+from vllm_cpu import CPU_ARGS, vllm_python
 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def _vllm_python(given: str | None) -> str:
-    if given or os.environ.get("AZR_VLLM_PYTHON"):
-        return given or os.environ["AZR_VLLM_PYTHON"]
-    sys.path.insert(0, str(REPO / "scripts"))
-    import vllm_cpu_env
-
-    return str(vllm_cpu_env.default_dir() / "bin" / "python")
 
 
 def _config(model: str, python: str, gpu: bool, max_staleness: int):
@@ -256,7 +244,7 @@ def main() -> None:
     declared = args.simulated_gen_s
     try:
         model = args.model or str(build_tiny_model(tmp / "tiny", seed=0))
-        python = _vllm_python(args.vllm_python)
+        python = vllm_python(args.vllm_python)
         server = adapter_server(_config(model, python, args.gpu, max(real)), None, log_path=tmp / "server.log")
         started = time.perf_counter()
         server.start()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import statistics
 import sys
@@ -27,22 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-# The vLLM CPU flags the tests use (tests/conftest.py): eager, float32, and a batch that holds every prompt whole.
-CPU_ARGS = ["--enforce-eager", "--dtype", "float32", "--max-num-seqs", "8", "--max-num-batched-tokens", "8192"]
+from vllm_cpu import CPU_ARGS, vllm_python
 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def _vllm_python(given: str | None) -> str:
-    if given or os.environ.get("AZR_VLLM_PYTHON"):
-        return given or os.environ["AZR_VLLM_PYTHON"]
-    sys.path.insert(0, str(REPO / "scripts"))
-    import vllm_cpu_env
-
-    return str(vllm_cpu_env.default_dir() / "bin" / "python")
 
 
 def _config(args: argparse.Namespace, model: str, python: str, gpu: bool):
@@ -168,7 +156,7 @@ def main() -> None:
     server = None
     try:
         model = args.model or str(build_tiny_model(tmp / "tiny", seed=0))
-        cfg = _config(args, model, _vllm_python(args.vllm_python), args.gpu)
+        cfg = _config(args, model, vllm_python(args.vllm_python), args.gpu)
         server = adapter_server(cfg, None, log_path=tmp / "server.log")
         started = time.perf_counter()
         server.start()
