@@ -1,9 +1,12 @@
-"""A finished (or killed) run's files as the tests read them: JSONL logs, the generation log, the phases done."""
+"""A finished (or killed) run's files as the tests read them: JSONL logs, the generation log, the phases done; and
+the demo recipe's whole run, which two tests make."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+DEMO_RECIPE = Path(__file__).resolve().parents[1] / "examples" / "tiny.yaml"
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -21,3 +24,11 @@ def read_generations(out: Path) -> list[dict]:
 def read_phases(out: Path) -> list[str]:
     """The phases state.json says are done, in order."""
     return list(json.loads((out / "state.json").read_text())["phases"])
+
+
+def train_demo(cli, out: Path, overrides: list[str]) -> dict:
+    """`azr train` of examples/tiny.yaml into `out` with `--set` `overrides`; it must exit 0. Its summary.json."""
+    sets = [x for o in overrides for x in ("--set", o)]
+    code, _, err = cli("train", "--config", DEMO_RECIPE, "--output-dir", out, *sets)
+    assert code == 0, err
+    return json.loads((out / "summary.json").read_text())

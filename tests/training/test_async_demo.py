@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 from conftest import VLLM_CPU_ARGS, VLLM_CPU_ENV, require_vllm_python
+from run_files import train_demo
 
-REPO = Path(__file__).resolve().parents[2]
 # GRPO's LoRA: near full rank on the 128-wide tiny model, at a learning rate a few times the full-weight recipe's
 # 5e-5 (an adapter's update is low-rank and starts from zero, as LoRA recipes scale it).
 ADAPTER = ["model.adapter.kind=lora", "model.adapter.r=64", "model.adapter.alpha=128", "model.adapter.dropout=0"]
@@ -46,16 +45,7 @@ def test_the_demo_learns_with_samples_a_generation_old_in_adapter_mode(cli, tiny
         "vllm.startup_timeout_s=540",
         "sampling.max_staleness=2",  # one generation ahead: the recipe updates twice per generated batch
     ]
-    code, _, err = cli(
-        "train",
-        "--config",
-        REPO / "examples" / "tiny.yaml",
-        "--output-dir",
-        out,
-        *(x for o in overrides for x in ("--set", o)),
-    )
-    assert code == 0, err
-    summary = json.loads((out / "summary.json").read_text())
+    summary = train_demo(cli, out, overrides)
     before, after = summary["eval_before"], summary["eval_after"]
     assert after["pass_rate"] - before["pass_rate"] >= 0.15, (before, after)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

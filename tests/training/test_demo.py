@@ -4,15 +4,10 @@ worker runs it beside the rest)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-from run_files import read_generations, read_phases
+from run_files import read_generations, read_phases, train_demo
 
 from azr.config import load_config
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow(minutes=8)  # the whole demo: 478 s on 2 cores with no other job; it runs in CI
@@ -23,18 +18,9 @@ def test_the_demo_recipe_raises_the_train_pass_rate_by_grpo_alone(cli, tiny_mode
     0.58 -> 0.86 before; a standard error near 0.02 on 512 samples)."""
     out = tmp_path / "run"
     overrides = [f"model.name_or_path={tiny_model_dir}", "logging.console=plain"]
-    code, _, err = cli(
-        "train",
-        "--config",
-        REPO / "examples" / "tiny.yaml",
-        "--output-dir",
-        out,
-        *(x for o in overrides for x in ("--set", o)),
-    )
-    assert code == 0, err
+    summary = train_demo(cli, out, overrides)
     cfg = load_config(out / "config.yaml")
     assert not cfg.self_play.enabled and not cfg.teacher_assist.enabled and cfg.sft.near_misses == 2
-    summary = json.loads((out / "summary.json").read_text())
     before, after = summary["eval_before"], summary["eval_after"]
     assert before["graded"] == after["graded"] == 512
     assert 0.3 <= before["pass_rate"] <= 0.75  # the warm start leaves room to learn
