@@ -9,6 +9,7 @@ from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
 from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help
 from azr.config.heldout import HeldOutConfig
+from azr.config.model import ModelConfig
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
     PATH_FIELDS,
@@ -25,7 +26,6 @@ from azr.config.sections import (
     AzrConfig,
     DataConfig,
     LoggingConfig,
-    ModelConfig,
     RewardSpec,
     SandboxConfig,
     SftConfig,

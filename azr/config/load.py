@@ -176,8 +176,8 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
     check_trl_contract(cfg.grpo, cfg.model.adapter.kind)
-    check_vllm_config(cfg)
-    check_heldout(cfg)
+    check_vllm_config(cfg.vllm, cfg.model, cfg.grpo)
+    check_heldout(cfg.eval, cfg.data.eval, cfg.mode)
     check_packages(cfg.sandbox.packages)
 
 

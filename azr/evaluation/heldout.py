@@ -30,6 +30,8 @@ from azr.rewards import sandbox_oracle
 from azr.rollouts import trainer_sampler
 
 if TYPE_CHECKING:
+    from transformers import Trainer
+
     from azr.rollouts import TrainerBatches
 
 log = logging.getLogger(__name__)
@@ -215,7 +217,7 @@ def build_heldout(
     return HeldOutEvaluator(problems, chosen, sorted(ev.k), ev.every_steps, cfg, ranks, metrics, rewards, pool, folder)
 
 
-def attach_heldout(trainer: Any, evaluator: HeldOutEvaluator | None, view: TrainerBatches) -> None:
+def attach_heldout(trainer: Trainer, evaluator: HeldOutEvaluator | None, view: TrainerBatches) -> None:
     """Add the held-out evaluation to `trainer`, a GRPO trainer seen through `view` (its
     `azr.rollouts.TrainerBatches`) for sampling; nothing when `evaluator` is None."""
     if evaluator is not None:
