@@ -9,7 +9,6 @@ from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
 from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help
 from azr.config.heldout import HeldOutConfig
-from azr.config.model import ModelConfig
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
     PATH_FIELDS,
@@ -18,6 +17,7 @@ from azr.config.load import (
     load_config,
     save_config,
 )
+from azr.config.model import ModelConfig
 from azr.config.passthrough import validate_grpo
 from azr.config.recipe import RUN_MARKER, check_output_dir, check_recipe, prompt_groups, steps_per_generation
 from azr.config.sampling import CurriculumConfig, SamplingConfig

@@ -8,6 +8,7 @@ Only the recipe's side: the evaluation itself is `azr.evaluation.heldout`'s, att
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from azr.config.schema import field
 from azr.errors import ConfigError
 

@@ -19,7 +19,6 @@ from azr.config.selfplay import SelfPlayConfig, TeacherAssistConfig, TeacherConf
 from azr.config.tools import GenConfig, ToolsConfig
 from azr.config.vllm import VllmConfig
 
-
 DataFormat = Literal[
     "mbpp",
     "mbpp+",
