@@ -1,5 +1,6 @@
 """Recipes: the section dataclasses, loading with `--set` overrides and validation, saving the resolved form, and the
-whole-recipe check of a training run (`check_recipe`: rules across sections, TRL's trainer arguments).
+whole-recipe check of a training run (`check_recipe`, `check_batch`); the translation into TRL's classes is
+`azr.training`'s.
 
 The face of the config package: other packages import from here only. Nothing in it imports torch, transformers or
 trl at module level.
@@ -18,8 +19,17 @@ from azr.config.load import (
     save_config,
 )
 from azr.config.model import ModelConfig
-from azr.config.passthrough import validate_grpo
-from azr.config.recipe import RUN_MARKER, check_output_dir, check_recipe, prompt_groups, steps_per_generation
+from azr.config.recipe import (
+    RUN_MARKER,
+    Batch,
+    check_batch,
+    check_groups,
+    check_output_dir,
+    check_recipe,
+    prompt_groups,
+    sequence_lengths,
+    steps_per_generation,
+)
 from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import fields_markdown, parse_pairs
 from azr.config.sections import (
@@ -33,7 +43,6 @@ from azr.config.sections import (
 )
 from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig, check_base_url
 from azr.config.tools import TOOL_NAMES, GenConfig, PythonToolConfig, ToolsConfig, WebToolConfig
-from azr.config.trainer_args import check_groups, check_grpo_inputs, grpo_args, sequence_lengths, sft_args
 from azr.config.vllm import VLLM_LORA_RANKS, VllmConfig, check_vllm_config, lora_refusal, served_lora_rank
 from azr.errors import ConfigError
 
@@ -47,6 +56,7 @@ __all__ = [
     "AbsoluteZeroConfig",
     "AdapterConfig",
     "AzrConfig",
+    "Batch",
     "ConfigError",
     "CurriculumConfig",
     "DataConfig",
@@ -69,8 +79,8 @@ __all__ = [
     "VllmConfig",
     "WebToolConfig",
     "check_base_url",
+    "check_batch",
     "check_groups",
-    "check_grpo_inputs",
     "check_output_dir",
     "check_packages",
     "check_recipe",
@@ -79,7 +89,6 @@ __all__ = [
     "eval_command_config",
     "eval_flag_help",
     "fields_markdown",
-    "grpo_args",
     "load_config",
     "lora_refusal",
     "parse_pairs",
@@ -87,8 +96,6 @@ __all__ = [
     "save_config",
     "sequence_lengths",
     "served_lora_rank",
-    "sft_args",
     "steps_per_generation",
-    "validate_grpo",
     "vllm_lora_problem",
 ]

@@ -172,8 +172,8 @@ def test_each_kind_trains_under_grpo_and_only_its_parameters_move(tiny_model_dir
 @pytest.mark.slow  # trains the tiny model
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_each_kind_trains_under_the_sft_warm_start_and_only_its_parameters_move(tiny_model_dir, tmp_path, variant):
-    from azr.config import sft_args
     from azr.models import build_model_and_tokenizer, build_peft_config
+    from azr.training import sft_args
     from azr.training.sft import run_sft, sft_dataset
 
     adapter = VARIANTS[variant][0]
