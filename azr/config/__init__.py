@@ -8,7 +8,7 @@ trl at module level.
 
 from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
-from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help
+from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help, parse_ks
 from azr.config.heldout import HeldOutConfig
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
@@ -91,6 +91,7 @@ __all__ = [
     "fields_markdown",
     "load_config",
     "lora_refusal",
+    "parse_ks",
     "parse_pairs",
     "prompt_groups",
     "save_config",
