@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from azr.alarms import AlarmWatch
+from azr.audit import hardened_watch
 from azr.config import load_config
 from azr.config.recipe import check_task_files
 from azr.errors import ConfigError
 from azr.logs import JsonlWriter, read_jsonl_records
 from azr.prompts import reference_answer
-from azr.training.alarms import hardened_watch
 from azr.training.state import RunState, write_summary
 from azr.training.trainer import ScoredBatch
 
@@ -90,7 +90,7 @@ def test_a_passing_hack_on_a_weak_task_raises_one_alarm_and_the_reference_none(f
     out = tmp_path / "run"
     out.mkdir()
     metrics = AlarmWatch(JsonlWriter(out / "metrics.jsonl"))
-    watch = hardened_watch(cfg, _tasks(cfg), grader, metrics)
+    watch = hardened_watch(cfg.data, _tasks(cfg), grader, metrics)
     assert watch is not None and sorted(watch.cases) == ["weak"]
     rows = [("weak", HACK, True), ("weak", REFERENCE, True), ("weak", HACK, True), ("weak", WRONG, False)]
     watch.observe(_batch(3, [*rows, ("strong", REFERENCE, True), ("strong", HACK, False)]))
@@ -132,7 +132,7 @@ def test_a_passing_hack_on_a_weak_task_raises_one_alarm_and_the_reference_none(f
 
 def test_answers_already_checked_are_not_graded_again_and_the_cap_skips_the_rest(files, grader):
     cfg = _cfg(files, "data.hardened_max_checks=1")
-    watch = hardened_watch(cfg, _tasks(cfg), grader, None)
+    watch = hardened_watch(cfg.data, _tasks(cfg), grader, None)
     watch.observe(_batch(1, [("weak", HACK, True), ("weak", REFERENCE, True)]))
     assert watch.metrics() | {"hardened/time_s": 0} == {
         "alarms/reward_hacking": 1,
@@ -153,9 +153,9 @@ def test_answers_already_checked_are_not_graded_again_and_the_cap_skips_the_rest
 
 def test_no_watch_without_a_weak_task_with_hardened_cases(files, grader):
     strict = _cfg(files, "data.hardened_kill_rate=0.2")  # the weak task's 0.25 is not under it
-    assert hardened_watch(strict, _tasks(strict), grader, None) is None
+    assert hardened_watch(strict.data, _tasks(strict), grader, None) is None
     no_hardened = _cfg({k: v for k, v in files.items() if k != "hardened"})
-    assert hardened_watch(no_hardened, _tasks(no_hardened), grader, None) is None
+    assert hardened_watch(no_hardened.data, _tasks(no_hardened), grader, None) is None
 
 
 def test_a_hardened_file_that_cannot_be_used_is_refused_naming_the_field(files, tmp_path):
