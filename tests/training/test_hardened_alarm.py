@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+from recipes import tiny_recipe, write_recipe
 
 from azr.alarms import AlarmWatch
 from azr.audit import hardened_watch
@@ -183,8 +184,6 @@ def test_a_hardened_file_that_cannot_be_used_is_refused_naming_the_field(files, 
 def test_a_policy_taught_the_hack_raises_the_alarm_in_a_real_run(tiny_model_dir, tmp_path):
     """The warm start teaches the weak task's hack (its `solution` is `return 0`) and the strong task's reference;
     GRPO pays both in full, and the run writes reward_hacking alarms for the weak task's answers only."""
-    import yaml
-
     from azr.report import read_run
     from azr.training.run import run_train
 
@@ -194,32 +193,28 @@ def test_a_policy_taught_the_hack_raises_the_alarm_in_a_real_run(tiny_model_dir,
         "audit": _jsonl(tmp_path / "audit.jsonl", AUDIT),
         "hardened": _jsonl(tmp_path / "hardened.jsonl", [{**HARDENED[0], "solution": HACK}, HARDENED[1]]),
     }
-    recipe = {
-        "output_dir": str(tmp_path / "run"),
-        "seed": 0,
-        "model": {"name_or_path": str(tiny_model_dir), "dtype": "float32", "adapter": {"kind": "none"}},
-        "data": {**{k: str(v) for k, v in files.items()}, "eval": None},
-        "sft": {
+    recipe = tiny_recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        model={"dtype": "float32", "adapter": {"kind": "none"}},
+        data={**{k: str(v) for k, v in files.items()}, "eval": None, "max_tasks": None},
+        sft={
             "enabled": True,
             "args": {"num_train_epochs": 60, "learning_rate": 3.0e-3, "per_device_train_batch_size": 2},
         },
-        "grpo": {
+        grpo={
             "num_generations": 4,
             "per_device_train_batch_size": 8,
             "max_completion_length": 48,
             "temperature": 0.3,
             "beta": 0.0,
             "max_steps": 3,
-            "logging_steps": 1,
             "save_steps": 100,
             "learning_rate": 1.0e-6,
         },
-        "logging": {"console": "plain", "pass_rate_tasks": 0},
-        "sandbox": {"workers": 1},
-    }
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    assert run_train(load_config(path)) == 0
+        sandbox={"workers": 1},
+    )
+    assert run_train(load_config(write_recipe(tmp_path / "recipe.yaml", recipe))) == 0
     out = tmp_path / "run"
     records = read_jsonl_records(out / "metrics.jsonl")
     steps = [r for r in records if r.get("phase") == "grpo" and "kind" not in r and "reward" in r]
