@@ -85,7 +85,7 @@ def split_pairs(triplet: Triplet, shown: int) -> tuple[list[tuple[str, str]], li
     return pairs[:shown], pairs[shown:]
 
 
-def triplet_from_line(row: Any, where: str) -> Triplet:
+def triplet_from_line(row: object, where: str) -> Triplet:
     """A Triplet from one parsed JSON line; DataError naming `where` (file:line) when its shape is wrong."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")

@@ -106,7 +106,7 @@ def _resolve_paths(cfg: AzrConfig, file_base: Path, from_cli: set[str]) -> None:
         setattr(owner, leaf, resolved if isinstance(value, list) else resolved[0])
 
 
-def _listed(value: Any) -> list[Any]:
+def _listed(value: object) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 

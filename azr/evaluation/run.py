@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import (
+    EvalCommandConfig,
     ModelConfig,
     SandboxConfig,
     VllmConfig,
@@ -40,7 +41,7 @@ from azr.data import (
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling
 from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
-from azr.evaluation.samplers import EndpointSampler, EndpointSpec, LocalSampler
+from azr.evaluation.samplers import EndpointSampler, EndpointSpec, ItemSampler, LocalSampler
 from azr.evaluation.samples import (
     SAMPLES_FILE,
     GivenSample,
@@ -194,11 +195,11 @@ def _warm_started_base(adapter: Path, output_dir: Path) -> str:
     )
 
 
-def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> Any:
+def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> ItemSampler:
     """The endpoint or the local model (loaded here) that samples are drawn from."""
     t0 = time.monotonic()
     if cfg.endpoint is not None:
-        sampler: Any = EndpointSampler(cfg.endpoint, cfg.sampling)
+        sampler: ItemSampler = EndpointSampler(cfg.endpoint, cfg.sampling)
     elif cfg.vllm is not None:
         from azr.evaluation.sidecar import SidecarSampler
 
@@ -211,7 +212,7 @@ def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> Any:
     return sampler
 
 
-def _sample_and_grade(cfg: EvalConfig, sampler: Any, todo: list, store: SampleStore, timings: dict) -> None:
+def _sample_and_grade(cfg: EvalConfig, sampler: ItemSampler, todo: list, store: SampleStore, timings: dict) -> None:
     for start in range(0, len(todo), sampler.chunk):
         chunk = todo[start : start + sampler.chunk]
         t0 = time.monotonic()
@@ -242,7 +243,7 @@ def load_problems(
     return [Problem(task) for task in load_tasks(dataset, column_map, checker=checker)]
 
 
-def _task_file_options(opt: Any) -> tuple[str, dict[str, str], str | None]:
+def _task_file_options(opt: EvalCommandConfig) -> tuple[str, dict[str, str], str | None]:
     """--dataset with --format, --column-map and --checker: the dataset as 'FORMAT:FILE', the column map, the
     checker's source; ConfigError (or DataError for an unreadable checker) before anything slow starts."""
     dataset = opt.dataset

@@ -118,13 +118,13 @@ ASYNC_PLOTS: list[tuple[str, str, str, list[Series]]] = [
 STALENESS = re.compile(r"async/staleness_([0-9]{1,4})")
 
 
-def plotly_text(value: Any) -> str:
+def plotly_text(value: object) -> str:
     """`value` as text plotly draws literally: it decodes the entities back into characters but never reads them as
     tags."""
     return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _num(value: Any) -> bool:
+def _num(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -28,6 +28,7 @@ from azr.logs import generation_files
 
 QUIET_S = 15 * 60  # a run without summary.json whose last record is older than this is taken as stopped
 TEXT_CHARS = 3000  # each prompt and completion shown is cut to this many characters
+T = TypeVar("T")
 
 
 @dataclass
@@ -112,7 +113,7 @@ def read_run(path: Path, sample_steps: int = 40, per_step: int = 6, seed: int = 
     return run
 
 
-def _skip(run: Run, name: str, instead: Any) -> Any:
+def _skip(run: Run, name: str, instead: T) -> T:
     """Count one record (or file) of `name` the report could not use; returns `instead`."""
     run.skipped[name] += 1
     return instead
@@ -154,16 +155,16 @@ def _records(run: Run, path: Path, label: str | None = None) -> list[dict[str, A
     return records
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     """A JSON number (NaN and the infinities included: the plots leave those out); not a boolean."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _count(value: Any) -> bool:
+def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _numbers(mapping: Any, keys: tuple[str, ...]) -> bool:
+def _numbers(mapping: object, keys: tuple[str, ...]) -> bool:
     """`mapping` is an object whose `keys`, where present, are numbers or null."""
     return isinstance(mapping, dict) and all(mapping.get(k) is None or _number(mapping[k]) for k in keys)
 
@@ -290,7 +291,7 @@ def _spread(records: list[dict[str, Any]], n: int, rng: random.Random) -> list[d
     return chosen
 
 
-def _cut(text: Any) -> str:
+def _cut(text: object) -> str:
     text = "" if text is None else str(text)
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + f"\n… ({len(text) - TEXT_CHARS} more characters)"
 
@@ -316,7 +317,7 @@ def _shown(record: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def _count_tools(run: Run, messages: Any) -> None:
+def _count_tools(run: Run, messages: object) -> None:
     if not isinstance(messages, list):
         return
     for m in messages:

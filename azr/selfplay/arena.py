@@ -22,7 +22,7 @@ from azr.remote import ChatClient
 from azr.rewards import CodeGrader
 from azr.selfplay.opponent import OpponentHandle, SelfPlayManager, opponent_column
 from azr.selfplay.replay import FrontierReplay, HintSource
-from azr.selfplay.scoreboard import FRONTIER_OUTCOMES, Scoreboard
+from azr.selfplay.scoreboard import FRONTIER_OUTCOMES, Scoreboard, ScoredRows
 from azr.selfplay.teacher import TeacherAssistant
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class Arena:
         for row, passed in zip(rows, opponent_column(rows, results), strict=True):
             row["opponent_passed"] = passed
 
-    def observe(self, batch: Any) -> None:
+    def observe(self, batch: ScoredRows) -> None:
         """Trainer observer of each `ScoredBatch`: count it, hand failed problems to the teacher, write every N."""
         results = self.board(batch)
         if self.teacher is not None:

@@ -22,13 +22,17 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.errors import NotAvailableError
 from azr.serving.vllm import VllmServer, VllmServerError
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from peft import PeftModel
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +53,8 @@ class LoraSync:
         server: VllmServer,
         folder: Path,
         *,
-        model: Any,
-        accelerator: Any,
+        model: PeftModel,
+        accelerator: Accelerator | None,
         sampling: dict[str, Any],
         step: Callable[[], int],
         timeout_s: float = 900.0,
@@ -148,7 +152,9 @@ class LoraSync:
             self._post("/v1/unload_lora_adapter", {"lora_name": name})
             shutil.rmtree(self.folder / name, ignore_errors=True)
 
-    def generate(self, prompts: list[list[int]], images: Any, num_generations: int, profiler: Any = None) -> tuple:
+    def generate(
+        self, prompts: list[list[int]], images: Sequence[object] | None, num_generations: int, profiler: object = None
+    ) -> tuple:
         """(prompt_ids, completion_ids, logprobs, logprob_token_ids) for this process's `prompts`, which hold each
         prompt `num_generations` times in a row (TRL's repeat sampler); logprobs are [[logprob], ...] per token."""
         if images is not None and any(i is not None for i in images):
