@@ -1,13 +1,7 @@
-"""The seed project's configuration files (justdtip/self-directed-training), converted to the current schema.
-
-It wrote two shapes: its main one (`model.model_id`, `model.lora_r`, `rlhf`, `training`, `thinking`, `self_play` with
-an `opponent`, `teacher`, `teacher_assist`, `data.train_path`, an `ia3:` block, ...) and an older one with a top-level
-`azr:` section (`model_id`, `lora`, `rlhf`, `sandbox`, `web`, ...) that its own loader lifted into the main one, as
-`_seed_key` does here. Every key with an azr equivalent is mapped; keys with no meaning for azr (machine, device and
-logging settings, disabled blocks, features azr does not have) are dropped, named in one warning line; the IA³
-gates of its `ia3:` block are dropped with a warning that says how to train IA³ here. A file in the current schema
-passes through untouched. `azr.config.load_config` calls `normalise_legacy` before validating, so every converted
-key is then checked like a current one. Owns only the mapping; nothing here reads task files.
+"""The seed project's configuration files (justdtip/self-directed-training), converted to the current schema
+before validation (`normalise_legacy`, called by `load_config`): each key with an azr equivalent mapped, the rest
+dropped and named in one warning line; a current file passes through untouched. Owns only the mapping (its table
+and the reasons are in docs/config.md); nothing here reads task files.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """A training recipe checked whole, before any slow work: the rules across sections, the folders and task files it
-names (`check_recipe`), and the rules over the trainer's batch as TRL resolves it (`check_batch`).
-
-Imports no TRL: `azr.training.preflight` builds TRL's classes from the recipe (`azr.training.trainer_args`) and
-calls both. Each problem is one line naming the field (ConfigError / DataError, exit 2); a mode this version cannot
-run under the current launch is NotAvailableError (exit 1). The machine's own facts (GPUs, vLLM) are
-`azr.serving`'s, at launch.
+names (`check_recipe`), and the rules over the trainer's batch as TRL resolves it (`check_batch`). Imports no
+TRL: `azr.training.preflight` builds TRL's classes and calls both. Each problem is one line naming the field; the
+machine's own facts (GPUs, vLLM) are `azr.serving`'s, at launch.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Held-out evaluation during a run (the recipe's `eval:` section): the policy as it trains, sampled on held-out
-tasks every `eval.every_steps` GRPO steps and graded in the run's sandbox pool.
-
-It is `azr eval`'s pipeline on a model in memory: the same samplers (`ModelSampler`, seeded per batch), the same
-grading (`azr.evaluation.run.graded`) and the same report (`build_report`: pass@k, per tag, counts), plus a 95%
-bootstrap interval per pass@k and the mean of the run's weighted rewards (`score_completions`, as the train pass
-rate measures it). With several ranks each samples and grades its share of the tasks and the main process gathers
-the records and writes one `kind: eval` record to metrics.jsonl. Steps already logged (a resumed run) are skipped.
-When to evaluate and where results go in the trainer is the callback's (`azr.evaluation.callback`).
+"""Held-out evaluation during a run (`eval:`): the policy as it trains, sampled on held-out tasks every
+`eval.every_steps` GRPO steps through `azr eval`'s own samplers, grading and report (plus bootstrap intervals and
+the run's weighted reward); each rank takes its share and the main process writes one `kind: eval` record. When to
+evaluate inside the trainer is `azr.evaluation.callback`'s (docs/watching-a-run.md).
 """
 
 from __future__ import annotations

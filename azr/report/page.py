@@ -1,11 +1,7 @@
 """The report page: one self-contained HTML file (plotly.js, styles, script and data inline; nothing is fetched).
-
-Owns the layout and the tables (run facts, per-tag pass rates, self-play scoreboard, Absolute-Zero, asynchronous
-GRPO, tools); the plots come from `azr.report.figures`, the runs from `azr.report.runs`. Every text from a run is
-escaped; the data is one JSON block the page's script reads, valid JSON whatever the run logged (NaN and the
-infinities become null). A window.onerror hook writes script errors into the page (`#errors`), and the script writes
-the number of plots drawn and the resources the page loaded into it, so a headless browser's DOM dump can tell
-whether it rendered.
+Owns the layout and the tables; the plots are `azr.report.figures`', the runs `azr.report.runs`'. Every text from a
+run is escaped, the data is valid JSON whatever the run logged, and the page writes script errors and what it drew
+into its DOM for a headless check (docs/watching-a-run.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Reading a run folder for the report: what `azr train` wrote (config.yaml, state.json, summary.json, metrics.jsonl,
-generations/, heldout/, self-play and Absolute-Zero files), finished or not.
-
-Every file is optional, and every record is read defensively: a JSONL line that does not parse (a log cut mid-line
-by SIGKILL, a run still writing), nests too deep, or holds what the report cannot use (a step log without an integer
-`step`, a string or a list where a number belongs, a `pass_at_k` key that is not a whole number) is skipped and
-counted (`Run.skipped`), and so is a JSON file of the wrong shape; the report shows what is left. Only a missing run
-folder is an error. It reads files and imports no training code.
+"""Reading run folders for the report (config, state, summary, metrics, generations, held-out, self-play and
+Absolute-Zero files), finished or not. Every file is optional and every record is read defensively: what the report
+cannot use is skipped and counted (`Run.skipped`), and only a missing folder is an error. Imports no training code.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""Adapter mode's generation backend: the policy's LoRA adapter hot-loaded into a vLLM server at every step, and
-GRPO's completions sampled from it.
-
-`LoraSync` offers the two methods TRL's GRPOTrainer calls on its `vllm_generation` (TRL 1.16's `VLLMGeneration`):
-`sync_weights()` once the optimizer step has moved, and `generate(prompts, images, num_generations, profiler)`.
-A sync saves the adapter atomically into a new folder, loads it under a new name (never `load_inplace`, which makes
-vLLM re-read the files and keeps prefix-cache blocks computed with the old weights), unloads the previous one and
-removes older folders. Generation sends the prompts as token ids with n = num_generations and returns the sampled
-token ids with their processed logprobs, which TRL's importance-sampling correction compares with the trainer's.
-Only the main process talks to the server; prompts and results travel between processes like TRL's server mode.
-It knows nothing of configs or trainers beyond the model and accelerator it is given.
+"""Adapter mode's generation backend (`LoraSync`): the policy's LoRA adapter hot-loaded into a vLLM server after
+every optimizer step (`sync_weights`), and GRPO's completions sampled from it with their processed logprobs
+(`generate`): the two calls TRL's GRPOTrainer makes on its generation backend. Only the main process talks to the
+server; how a sync loads and unloads versions is in docs/vllm.md. Knows no config or trainer.
 """
 
 from __future__ import annotations

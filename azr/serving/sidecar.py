@@ -1,10 +1,7 @@
-"""The vLLM server of one run, by `vllm.mode`, and a server for sampling a local model through OpenAI's API.
-
-`Sidecar` is what `azr train` holds for a whole run: the machine checked before anything slow, the server started
-just before the policy loads (on one GPU its memory share is taken first), the GRPOConfig fields of TRL's modes,
-adapter mode's `LoraSync`, and teardown however the run ends. `serve_model` starts a server on a local model (an
-adapter served as LoRA) and yields its OpenAI-compatible endpoint: `azr eval --vllm` samples through it, and
-`azr gen` may too. Only the main process of a multi-process run starts a server.
+"""The vLLM server of one run, by `vllm.mode` (`Sidecar`: the machine checked before anything slow, the server
+started before the policy loads, TRL's GRPOConfig fields, adapter mode's `LoraSync`, teardown however the run
+ends), and `serve_model`, a server on a local model for `azr eval --vllm` and `azr gen`. Only the main process of a
+multi-process run starts a server.
 """
 
 from __future__ import annotations
