@@ -30,8 +30,13 @@ def check_model(cfg: ModelConfig) -> None:
 
 
 def check_loader(cfg: ModelConfig) -> None:
-    """The loader's own requirements on this machine: quantization needs bitsandbytes; unsloth needs itself and
-    CUDA. (That a quantized base trains only under an adapter is a recipe rule: `azr.config`'s, at load.)"""
+    """The loader's own requirements: quantization needs an adapter and bitsandbytes; unsloth needs itself and
+    CUDA."""
+    if cfg.quantization != "none" and not cfg.adapter.enabled:
+        raise ConfigError(
+            f"model.quantization={cfg.quantization}: a quantized base model cannot be fully fine-tuned; "
+            "set model.adapter.kind (lora, ia3, ln_tuning) or model.quantization=none"
+        )
     if cfg.quantization != "none" and importlib.util.find_spec("bitsandbytes") is None:
         raise ConfigError(f"model.quantization={cfg.quantization}: needs bitsandbytes; pip install 'azr[qlora]'")
     if cfg.backend == "unsloth":
