@@ -29,15 +29,16 @@ def config_show(config_path, overrides) -> int:
     """Print the resolved config (defaults, file, overrides; legacy schema converted) as YAML, once its `grpo:` and
     `sft.args` keys (and `grpo:`'s bounds) are checked as `config check` checks them."""
     from azr.config import dump_yaml, load_config
-    from azr.training import check_grpo_inputs, validate_grpo
 
     cfg = load_config(config_path, overrides)
-    if cfg.grpo or cfg.sft.args:  # TRL is imported to check them
+    if cfg.grpo or cfg.sft.args:  # checked against TRL's classes, through training's translation (empty: nothing to)
         from azr.models import quiet_third_party
 
         quiet_third_party()  # first: bitsandbytes logs a kernel notice as TRL imports it
-    check_grpo_inputs(cfg)
-    validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
+        from azr.training import check_grpo_inputs, validate_grpo
+
+        check_grpo_inputs(cfg)
+        validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
     click.echo(dump_yaml(cfg), nl=False)
     return 0
 
