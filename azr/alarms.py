@@ -86,7 +86,7 @@ def heldout_pass(record: dict[str, Any]) -> tuple[str, float, float, float] | No
     return k, value, low, high
 
 
-def _num(value: Any) -> bool:
+def _num(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from typing import Any
 
 
 class UserError(ValueError):
@@ -34,7 +33,7 @@ def did_you_mean(key: str, options: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def show(value: Any) -> str:
+def show(value: object) -> str:
     """A short repr for error messages."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -66,7 +66,7 @@ def atomic_write_text(path: Path, text: str) -> Path:
     return path
 
 
-def atomic_write_json(path: Path, obj: Any) -> Path:
+def atomic_write_json(path: Path, obj: object) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 

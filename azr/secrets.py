@@ -97,7 +97,7 @@ def redact(text: str, secret: Secret | None = None, limit: int | None = None) ->
     return text
 
 
-def redact_data(value: Any) -> Any:
+def redact_data(value: object) -> Any:
     """`value` (text, or JSON-shaped data: dicts, lists) with `redact` applied to every string in it, keys too."""
     if isinstance(value, str):
         return redact(value)

@@ -221,7 +221,7 @@ class _Domain:
         return cls(any(x < 0 for x in numbers), "".join(chars) or "ab", bool(numbers) or not strings, strings)
 
 
-def _leaves(value: Any) -> Iterator[Any]:
+def _leaves(value: object) -> Iterator[Any]:
     if isinstance(value, (list, tuple, set, frozenset)):
         for v in value:
             yield from _leaves(v)
@@ -242,7 +242,7 @@ def _call_variants(call: Call, domain: _Domain, rng: random.Random) -> Iterator[
             yield Call(call.name, call.args, {**call.kwargs, key: new}, call.wrap)
 
 
-def _variants(value: Any, domain: _Domain, rng: random.Random, depth: int = 0) -> list[Any]:
+def _variants(value: object, domain: _Domain, rng: random.Random, depth: int = 0) -> list[Any]:
     """Type-aware edits of one value, each of the same type as the value."""
     if isinstance(value, bool) or value is None:
         return [not value] if isinstance(value, bool) else []

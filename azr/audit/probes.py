@@ -10,7 +10,6 @@ whatever the input). Nothing here runs code.
 from __future__ import annotations
 
 import collections
-from typing import Any
 
 from azr.audit.cases import callables
 from azr.data import Task, decode_case
@@ -33,7 +32,7 @@ def static_probes(task: Task) -> dict[str, str]:
     return probes
 
 
-def empty_value_probe(task: Task, name: str, value: Any) -> str | None:
+def empty_value_probe(task: Task, name: str, value: object) -> str | None:
     """`returns the empty value`: `name` returns the empty value of `value`'s type (the others None); None when the
     type has no empty value or it is None itself."""
     empty = _EMPTY.get(type(value))

@@ -190,7 +190,7 @@ def _scale(task: Task, inputs: int) -> float:
     return 1.0 if task.stdio else max(1.0, inputs / max(1, len(task.tests)))
 
 
-def _oracle_test(task: Task, text: str, value: Any) -> str | None:
+def _oracle_test(task: Task, text: str, value: object) -> str | None:
     if task.stdio:
         first = next((c for c in map(decode_case, task.tests) if c is not None), None)
         compare, tol = (first.compare, first.float_tol) if first else ("lines", None)
@@ -204,7 +204,7 @@ def _oracle_test(task: Task, text: str, value: Any) -> str | None:
     return f"assert {text} == {literal}"
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     return type(a) is type(b) and repr(a) == repr(b)  # 1 and 1.0, [..] and (..) told apart; NaN equal to itself
 
 
