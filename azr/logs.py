@@ -1,18 +1,7 @@
-"""Files a run writes as it goes: atomic whole-file writes, append-and-flush JSONL, and the generation log.
-
-A crash at any moment leaves either the old or the new version of an atomically written file, and a JSONL file
-whose complete lines all parse (a torn last line is dropped on the next open). Every writer here applies
-`azr.secrets.redact`, so no key reaches a file whatever record carries it. `prune_jsonl` rewrites a log
-atomically without the records a resumed run will write again. The generation log writes from a background thread
-through a bounded queue into size-rotated files, and drains on close (called on exit and after a crash); a writer
-that fails records why (`error`), counts what it lost (`dropped`), and never blocks the trainer.
-
-Any Python string can be written: text from a program, an endpoint or a task file may hold lone surrogates
-(`chr(0xD800)`), which UTF-8 cannot encode. The one rule, applied here (`azr.inputs.valid_text`) by every writer (JSON,
-JSONL and plain text): each surrogate code point becomes U+FFFD (the replacement character), so every file azr writes
-is valid UTF-8 and its JSON is valid for any parser; `read_jsonl_records` reads by the same rule. Only regular files
-are written (`check_regular_file`): never through a device or a FIFO, never renamed over one or over a folder. (The
-console escapes surrogates instead, like control characters: `azr.cli.app` sets `errors="backslashreplace"`.)
+"""Files a run writes as it goes: atomic whole-file writes, append-and-flush JSONL (a torn last line dropped on the
+next open), and the generation log (a background thread into size-rotated files that never blocks the trainer).
+Every writer applies `azr.secrets.redact`, writes any Python string as valid UTF-8 (a lone surrogate becomes
+U+FFFD) and only to regular files (docs/limits.md, docs/training.md).
 """
 
 from __future__ import annotations
