@@ -213,7 +213,7 @@ def _check_grpo_values(grpo: dict[str, Any]) -> None:
         )
 
 
-def _ints(*values: Any) -> bool:
+def _ints(*values: object) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
 
 
