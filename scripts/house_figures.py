@@ -57,9 +57,13 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
-def import_graph(mods: dict[str, Path], trees: dict[str, ast.AST], type_checking: bool) -> dict[str, set[str]]:
-    """Module -> the azr modules it imports (lazy imports included; a package's own face excluded, as
-    tests/test_import_cycles.py draws it); `type_checking` also counts imports under `if TYPE_CHECKING:`."""
+def import_graph(root: Path, type_checking: bool = True) -> dict[str, set[str]]:
+    """Module -> the azr modules it imports, wherever the import sits (lazy imports included), except a package's
+    modules importing the package's own face (how a face re-exports). `from pkg import name` loads `pkg.name` when
+    that is a module, else the face `pkg`. `type_checking` counts imports under `if TYPE_CHECKING:` too (the house
+    rule, tests/test_import_cycles.py, which draws its graph here)."""
+    mods = modules(root)
+    trees = {m: ast.parse(p.read_text(), str(p)) for m, p in mods.items()}
 
     def loaded(base: str, name: str | None) -> str | None:
         if name and f"{base}.{name}" in mods:
@@ -93,35 +97,44 @@ def import_graph(mods: dict[str, Path], trees: dict[str, ast.AST], type_checking
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one node (Tarjan, recursive: the graph is small)."""
-    sys.setrecursionlimit(10_000)
+    """Strongly connected components of more than one node (Tarjan, iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
+    on_stack: set[str] = set()
     found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                component.append(member)
-                if member == node:
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
                     break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
     return found
 
 
@@ -141,8 +154,8 @@ def main(root: Path) -> None:
     trl = sorted(m for m, t in trees.items() if imports_trl(t) and not m.startswith("azr.training"))
     docs = [ast.get_docstring(t, clean=True) for t in trees.values()]
     long_docs = sum(bool(d) and len(d.splitlines()) > LONG_DOCSTRING for d in docs)
-    strict = cycles(import_graph(mods, trees, type_checking=False))
-    typed = cycles(import_graph(mods, trees, type_checking=True))
+    strict = cycles(import_graph(root, type_checking=False))
+    typed = cycles(import_graph(root, type_checking=True))
     print(f"modules: {len(mods)}, lines: {lines}")
     print(f"parameters typed Any: {sum(any_by_package.values())}")
     print("  by package: " + ", ".join(f"{k} {v}" for k, v in any_by_package.most_common() if v))
