@@ -5,11 +5,11 @@ and the case as JSON. NUL never occurs in Python source (compile refuses it), so
 a case, and every place that moves a task's `tests` column (training rows, evaluation, self-play) moves cases too.
 How a case is compared (`compare`, `float_tol`, a `checker`) travels with it. The other tagged kinds travel the
 same way (`\x00KIND:` and a JSON object), so a new kind never needs a new column: a function-call case
-(`\x00call:`, `CallCase`: the entry point, `args`, `kwargs`, the expected `output` and its tolerance), one test of a
-pytest-style or unittest-style module (`\x00pytest:` / `\x00unittest:`, `ModuleTest`: the module's source and the
-test's name, found here by reading the module's syntax tree, never by running it), and an assert test that needs a
-float tolerance or a prelude (`\x00assert:`). Any tagged body may hold `prelude`: source run before the solution.
-Nothing here runs code.
+(`\x00call:`, `CallCase`: the entry point, `args`, `kwargs`, the expected `output` and its tolerance, `any_class`),
+one test of a pytest-style or unittest-style module (`\x00pytest:` / `\x00unittest:`, `ModuleTest`: the module's
+source and the test's name, found here by reading the module's syntax tree, never by running it), and an assert test
+that needs a float tolerance or a prelude (`\x00assert:`). Any tagged body may hold `prelude`: source run before the
+solution. Nothing here runs code.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any, Literal
 from azr.errors import DataError, show
 from azr.inputs import load_json
 
-Compare = Literal["lines", "tokens"]
-COMPARES: tuple[str, ...] = ("lines", "tokens")
+Compare = Literal["lines", "tokens", "decimals"]
+COMPARES: tuple[str, ...] = ("lines", "tokens", "decimals")
 _TAG = "\x00stdio:"
 KINDS: tuple[str, ...] = ("assert", "stdio", "call", "pytest", "unittest")  # what `test_kind` can answer
 
@@ -37,7 +37,8 @@ class IOCase:
 
     `compare` is how outputs are matched: `lines` (trailing whitespace of each line and of the whole ignored, as
     competitive-programming judges do) or `tokens` (whitespace-separated tokens); `float_tol` (absolute or
-    relative) lets numeric tokens differ by that much, and implies `tokens`."""
+    relative) lets numeric tokens differ by that much, and implies `tokens`; `decimals` (LiveCodeBench's rule) is
+    `lines` where a line that differs as text may still equal as decimals, token by token."""
 
     input: str
     output: str
@@ -206,10 +207,13 @@ def call_case(
     so it is compared as JSON compares (a tuple equals a list), floats within the case's or the task's tolerance."""
     if not entry_point:
         raise DataError(f"{where}: a function-call case needs the task's 'entry_point' (the function to call)")
-    unknown = set(item) - {"args", "kwargs", "output", "atol", "rtol"}
+    unknown = set(item) - {"args", "kwargs", "output", "atol", "rtol", "any_class"}
     if unknown or "output" not in item:
         bad = f"unknown key '{sorted(unknown)[0]}'" if unknown else "missing key 'output'"
-        raise DataError(f"{where}: {bad} in a function-call case (args, kwargs, output, atol, rtol)")
+        raise DataError(f"{where}: {bad} in a function-call case (args, kwargs, output, atol, rtol, any_class)")
+    any_class = item.get("any_class", False)
+    if not isinstance(any_class, bool) or (any_class and "." in entry_point):
+        raise DataError(f"{where}.any_class: expected true or false, with an entry point that names no class")
     args, kwargs = item.get("args", []), item.get("kwargs", {})
     if not isinstance(args, list):
         raise DataError(f"{where}.args: expected a list of arguments, got {show(args)}")
@@ -219,6 +223,8 @@ def call_case(
     body: dict[str, Any] = {"call": entry_point, "args": args, "output": item["output"]}
     if kwargs:
         body["kwargs"] = kwargs
+    if any_class:
+        body["any_class"] = True
     for name, default in (("atol", atol), ("rtol", rtol)):
         value = check_float_tol(item.get(name, default), f"{where}.{name}")
         if value is not None:
@@ -230,11 +236,19 @@ def call_case(
 
 
 def call_source(body: Mapping[str, Any]) -> str:
-    """The expression a call case evaluates in the sandbox: `f(args)`, or `Class().method(args)`."""
+    """The expression a call case evaluates in the sandbox: `f(args)`, or `Class().method(args)`; with `any_class`
+    (PrimeIntellect's verifier), the method `f` of a fresh instance of the program's first class that defines one,
+    else the function `f`."""
     call = str(body["call"])
     if "." in call:
         cls, method = call.split(".", 1)
         call = f"{cls}().{method}"
+    elif body.get("any_class") is True:
+        owner = (  # classes the program itself defined (the prelude's imports are of other modules), in its order
+            "next((v for v in list(globals().values()) if isinstance(v, type) "
+            f"and getattr(v, '__module__', None) == __name__ and {call!r} in vars(v)), None)"
+        )
+        call = f"(lambda c: {call} if c is None else c().{call})({owner})"
     pieces = [repr(a) for a in body.get("args", [])]
     pieces += [f"{k}={v!r}" for k, v in (body.get("kwargs") or {}).items()]
     return f"{call}({', '.join(pieces)})"

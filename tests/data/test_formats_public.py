@@ -70,6 +70,22 @@ def test_livecodebench_stdin_rows_are_cases(tmp_path):
     assert not grade(task, "print(2 * sum(map(int, input().split())) - 1)").passed
 
 
+def test_livecodebench_stdout_compares_lines_then_decimals_as_its_grader_does(tmp_path):
+    cases = [{"input": "5 2\n", "output": "2.5\n3 1\n", "testtype": "stdin"}]
+    row = {"question_id": "abc2_b", "question_content": "Divide.", "starter_code": "", "metadata": "{}"}
+    path = write_jsonl(tmp_path / "lcb.jsonl", [{**row, "public_test_cases": cases}])
+    (task,) = load_tasks(path, format="livecodebench")
+    tail = 'print("3 1")\n'
+    for first in ("2.500000", " 2.50 ", "25e-1", "2.5"):
+        assert grade(task, f"print({first!r})\n{tail}").passed, first
+    for first in ("2.5000001", "2.5 0", "2,5", "nan", "sNaN"):
+        assert not grade(task, f"print({first!r})\n{tail}").passed, first
+    assert not grade(task, 'print("2.5")\nprint("3 1")\nprint()\nprint("x")').passed  # a line too many
+    own = {"id": "a", "prompt": "p", "tests": [{"input": "5 2\n", "output": "2.5\n3 1\n"}]}
+    (plain,) = load_tasks(write_jsonl(tmp_path / "own.jsonl", [own]))
+    assert not grade(plain, f'print("2.500000")\n{tail}').passed  # the rule is LiveCodeBench's, not every file's
+
+
 class _Boom:
     def __reduce__(self):
         return (os.getcwd, ())
@@ -135,7 +151,7 @@ def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
     rows[0]["gold_standard_solution"] = "```python\nprint(int(input()) ** 2)\n```"
     one, two = load_tasks(write_jsonl(tmp_path / "pi.jsonl", rows), format="primeintellect")
     assert one.solution == "print(int(input()) ** 2)\n" and one.stdio
-    assert shown_test(two.tests[0]) == {"args": [3], "output": 9} and two.entry_point == "sq"
+    assert shown_test(two.tests[0]) == {"args": [3], "output": 9, "any_class": True} and two.entry_point == "sq"
     assert grade(one, one.solution).passed and grade(two, two.solution).passed
     assert not grade(two, "def sq(n):\n    return n + n").passed
     bad = write_jsonl(
@@ -143,6 +159,20 @@ def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
     )
     with pytest.raises(DataError, match=rf"^{bad}:1: column 'verification_info': test case types x"):
         load_tasks(bad, format="primeintellect")
+
+
+def test_primeintellect_function_calls_use_the_method_of_the_class_that_defines_it(tmp_path):
+    case = {"type": "function_call", "fn_name": "sq", "input": [3], "output": [9]}
+    row = {"problem_id": "p3", "prompt": "Write sq(n).", "verification_info": {"test_cases": [case]}}
+    method = "class Solution:\n    def sq(self, n):\n        return n * n\n"
+    row["gold_standard_solution"] = f"```python\n{method}```"
+    (task,) = load_tasks(write_jsonl(tmp_path / "pi.jsonl", [row]), format="primeintellect")
+    assert grade(task, task.solution).passed  # the prompt names no class: the program's own class is found
+    assert grade(task, "from collections import Counter\ndef sq(n):\n    return n ** 2\n").passed
+    assert grade(task, f"def sq(n):\n    return 0\n{method}").passed  # the class's method wins, as in its verifier
+    assert not grade(task, "class Helper:\n    def other(self, n):\n        return 9\n").passed
+    assert not grade(task, "class Solution:\n    def sq(self, n):\n        return n + n\n").passed
+    assert not grade(task, "pass").passed
 
 
 def test_code_contests_takes_every_test_set_and_a_python3_solution(tmp_path):
@@ -236,6 +266,47 @@ def test_the_recipe_names_every_format_the_loader_has():
     from azr.data import FORMATS
 
     assert list(get_args(DataFormat)) == list(FORMATS)
+
+
+VOLUME = "import math\n\ndef volume(r):\n    '''The volume of a ball of radius r.'''\n"
+HUMANEVAL_PLUS_RELEASE = {  # EvalPlus's own release: no `test`; base and plus inputs, outputs from the reference
+    "task_id": "HumanEval/900",
+    "prompt": VOLUME,
+    "entry_point": "volume",
+    "canonical_solution": "    return 4 / 3 * math.pi * r**3\n",
+    "base_input": [[1.0], [2.5]],
+    "plus_input": [[1e10], [0.0]],
+    "atol": 0,
+    "contract": "\n    assert r >= 0\n",
+}
+
+
+def test_humaneval_plus_release_rows_grade_with_the_reference_as_oracle_and_evalplus_float_rule(tmp_path):
+    path = write_jsonl(tmp_path / "he.jsonl", [HUMANEVAL_PLUS_RELEASE])
+    (task,) = load_tasks(path, format="humaneval+", oracle=sandbox_oracle(SandboxConfig()))
+    assert len(task.tests) == 4 and "def volume(r):" in task.prompt
+    assert grade(task, task.solution).passed
+    # the same value computed in another order: at 4.19e30 off by far more than 1e-6, within rtol 1e-7
+    assert grade(task, "import math\ndef volume(r):\n    return math.pi * r**3 * 4 / 3\n").passed
+    assert not grade(task, "import math\ndef volume(r):\n    return 4 / 3 * 3.14159 * r**3\n").passed
+    assert not grade(task, "import math\ndef volume(r):\n    return 4 / 3 * math.pi * r**2\n").passed
+    assert not grade(task, "pass").passed
+    (unchecked,) = load_tasks(path, format="humaneval+")  # no sandbox to compute outputs: nothing can pass
+    assert not grade(unchecked, unchecked.solution).passed
+
+
+def test_evalplus_tolerance_follows_its_evaluator():
+    from azr.data.formats.evalplus import with_evalplus_tolerance
+    from azr.data.iotests import decode_test
+
+    assert with_evalplus_tolerance("assert f() == 1", 1, 0.0) == "assert f() == 1"  # exact, as EvalPlus
+    assert with_evalplus_tolerance("assert f() == [1, 2.0]", [1, 2.0], 0.0) == "assert f() == [1, 2.0]"
+    assert decode_test(with_evalplus_tolerance("assert f() == [2.0]", [2.0], 0.0))[1] == {
+        "test": "assert f() == [2.0]",
+        "atol": 1e-06,
+        "rtol": 1e-07,
+    }
+    assert decode_test(with_evalplus_tolerance("assert f() == 2", 2, 0.5))[1]["atol"] == 0.5
 
 
 def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
