@@ -101,7 +101,7 @@ def shown_test(test: str) -> Any:
     if kind == "assert":
         return body["test"]  # its tolerance is the task's (`atol`, `rtol`), shown once
     if kind in ("pytest", "unittest"):
-        return {kind: body["module"]}
+        return {kind: body["module"], **({"shared": True} if body.get("shared") is True else {})}
     return body
 
 
@@ -262,12 +262,13 @@ def is_entry_point(name: Any) -> bool:
 # Test modules ---------------------------------------------------------------------------------------------------
 
 
-def module_tests(style: str, source: str, where: str, prelude: str | None = None) -> list[str]:
+def module_tests(style: str, source: str, where: str, prelude: str | None = None, shared: bool = False) -> list[str]:
     """The tests of a pytest- or unittest-style module, one `Task.tests` string each, collected from its syntax
     tree: pytest's `test_*` functions, `Test*` classes' `test_*` methods and each case of a
     `pytest.mark.parametrize` whose values are a literal list or tuple; unittest's `TestCase` subclasses' `test*`
     methods (inherited from classes of the module too). A module with none gives one test whose verdict is
-    `no tests ran`."""
+    `no tests ran`. `shared`: the module runs in the solution's own namespace, as one module with it
+    (BigCodeBench's `code + "\n" + test`), rather than in a copy of it."""
     if not isinstance(source, str) or not source.strip():
         raise DataError(f"{where}: expected the {style} module's source, got {show(source)}")
     try:
@@ -275,7 +276,9 @@ def module_tests(style: str, source: str, where: str, prelude: str | None = None
     except (SyntaxError, ValueError) as exc:
         raise DataError(f"{where}: the {style} module is not valid Python: {getattr(exc, 'msg', exc)}") from None
     found = collect_pytest(tree) if style == "pytest" else collect_unittest(tree)
-    extra = {"prelude": prelude} if prelude is not None else {}
+    extra: dict[str, Any] = {"prelude": prelude} if prelude is not None else {}
+    if shared:
+        extra["shared"] = True
     if not found:
         return [tagged(style, {"module": source, "test": None, **extra})]
     return [tagged(style, {"module": source, "test": name, "case": case, **extra}) for name, case in found]

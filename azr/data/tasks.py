@@ -73,7 +73,7 @@ class Task:
         shown: list[Any] = []
         for test in self.tests:
             item = shown_test(test)
-            if isinstance(item, dict) and len(item) == 1 and shown and item == shown[-1] and _is_module(item):
+            if isinstance(item, dict) and shown and item == shown[-1] and _is_module(item):
                 continue  # a module's tests after its first: the module is shown once
             shown.append(item)
         row["tests"] = shown
@@ -88,6 +88,11 @@ class Task:
 MAX_ROW_CHARS = ("AZR_MAX_TASK_ROW_CHARS", 16 << 20)  # one task row; a whole APPS problem is under 1 MiB
 # Row fields: the Task's, and how the row's stdin/stdout cases are compared (stored in each case).
 FIELDS = (*Task.__dataclass_fields__, "compare", "float_tol")
+
+
+# A test module's object: `{"pytest": SOURCE}` or `{"unittest": SOURCE}`, and `"shared": true` to run it in the
+# solution's own namespace (`iotests.module_tests`).
+MODULE_KEYS = frozenset({"pytest", "unittest", "shared"})
 
 
 def _is_module(item: dict[str, Any]) -> bool:
@@ -406,9 +411,13 @@ def _tests(
             tests.append(case.encode())
             continue
         kinds.add("assert")
-        if isinstance(test, dict) and len(test) == 1 and next(iter(test)) in ("pytest", "unittest"):
-            style, source = next(iter(test.items()))
-            tests += module_tests(style, source, at)
+        styles = [k for k in test if k in ("pytest", "unittest")] if isinstance(test, dict) else []
+        if len(styles) == 1 and set(test) <= MODULE_KEYS:
+            style, source = styles[0], test[styles[0]]
+            shared = test.get("shared", False)
+            if not isinstance(shared, bool):
+                raise DataError(f"{at}.shared: expected true or false, got {show(shared)}")
+            tests += module_tests(style, source, at, shared=shared)
             continue
         if isinstance(test, dict):
             test = call_case(test, entry, at)

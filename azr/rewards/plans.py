@@ -133,6 +133,7 @@ class TestPlan:
     prelude: str | None = None  # runs before the solution, in its namespace
     test: str = ""  # a module test: which test of the module (`test_f`, `TestC::test_m`, `Case.test_m`)
     case: int | None = None  # ... and which parametrized case (None: all of them)
+    shared: bool = False  # ... run in the solution's own namespace, as one module with it (BigCodeBench)
 
     def sent(self) -> Any:
         """All the sandbox is told about this test."""
@@ -145,7 +146,8 @@ class TestPlan:
             assert case is not None  # planned as stdio because it decoded
             return [case.input, output_cap(case)]
         if self.kind in ("pytest", "unittest"):
-            return [self.program, self.test, self.case, [c.wrap for c in self.checks]]
+            sent = [self.program, self.test, self.case, [c.wrap for c in self.checks]]
+            return [*sent, True] if self.shared else sent
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
 
@@ -212,6 +214,7 @@ def _plan_module(source: str, body: dict[str, Any]) -> TestPlan:
         module.required.get(name, ()),
         test=name,
         case=case if isinstance(case, int) else None,
+        shared=body.get("shared") is True,
     )
 
 

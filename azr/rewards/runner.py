@@ -258,7 +258,7 @@ def _module_test(kind, sent, ns, state):
     """One test of a module: the module run in a namespace of its own (seeing the solution's names, with
     `solution` importable as the solution's module), then that test called; ("ok", reported values) when it
     completed, ("skipped", why) when it skipped."""
-    index, name, case, wraps = sent
+    index, name, case, wraps = sent[:4]
     _restore(state)
     types = state["types"]
     solution = types.ModuleType("solution")
@@ -269,7 +269,7 @@ def _module_test(kind, sent, ns, state):
     _exec(state["shim"], pytest.__dict__)
     _modules["pytest"] = pytest
     seen = []
-    g = dict(solution.__dict__)
+    g = ns if _len(sent) > 4 and sent[4] is True else dict(solution.__dict__)  # shared: one module, as BigCodeBench
     g.update({"__name__": "test_solution", "__builtins__": state["builtins"], "__azr_check__": _checker(seen, wraps)})
     skipped = pytest.__dict__.get("Skipped", state["unittest"].SkipTest), state["unittest"].SkipTest
     try:

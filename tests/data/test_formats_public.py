@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from azr.config import SandboxConfig
-from azr.data import load_tasks
+from azr.data import load_tasks, task_from_row
 from azr.data.formats import read_checker
 from azr.data.iotests import shown_test
 from azr.errors import DataError
@@ -133,6 +133,47 @@ def test_bigcodebench_unittest_classes_run_and_the_reference_is_prompt_plus_body
     assert grade(task, task.solution).passed
     assert not grade(task, "def task_func(n):\n    return 2 + n\n").passed
     assert not grade(task, "import sys\nsys.exit(0)").passed
+
+
+BCB_PROMPT = (
+    "import os\nfrom pathlib import Path\n\nOUTPUT_DIR = './output'\n\ndef task_func(name):\n    '''Write.'''\n"
+)
+BCB_SHARED_TEST = """import unittest
+import json
+import shutil
+
+class TestCases(unittest.TestCase):
+    def tearDown(self):
+        shutil.rmtree(OUTPUT_DIR, ignore_errors=True)
+
+    def test_written(self):
+        path = task_func("a")
+        self.assertTrue(os.path.exists(path))
+        self.assertEqual(Path(path).parent.name, Path(OUTPUT_DIR).name)
+
+    def test_content(self):
+        self.assertEqual(json.loads(Path(task_func("b")).read_text()), {"name": "b"})
+"""
+# a whole function, as code-RL copies ship the reference: it leans on the prompt's imports and constant, and on the
+# test's `json` (one module in BigCodeBench's harness)
+BCB_WHOLE = (
+    "def task_func(name):\n    os.makedirs(OUTPUT_DIR, exist_ok=True)\n    path = Path(OUTPUT_DIR) / f'{name}.json'\n"
+    "    path.write_text(json.dumps({'name': name}))\n    return str(path)\n"
+)
+
+
+def test_bigcodebench_solution_and_test_run_as_one_module_with_the_prompts_imports(tmp_path):
+    row = {"task_id": "BigCodeBench/2", "complete_prompt": BCB_PROMPT, "instruct_prompt": "Write task_func."}
+    row |= {"code_prompt": BCB_PROMPT, "canonical_solution": BCB_WHOLE, "test": BCB_SHARED_TEST}
+    row |= {"entry_point": "task_func", "libs": "['os', 'pathlib', 'json']"}
+    (task,) = load_tasks(write_jsonl(tmp_path / "bcb.jsonl", [row]), format="bigcodebench")
+    assert task.solution.startswith("import os\nfrom pathlib import Path\n\nOUTPUT_DIR = './output'\n")
+    assert "'''Write.'''" not in task.solution  # the prompt's function itself is the reference's
+    good = grade(task, task.solution)
+    assert good.passed and good.tests_total == 2, good.failures
+    assert not grade(task, BCB_WHOLE.replace("'name': name", "'name': 1")).passed
+    assert not grade(task, "pass").passed
+    assert task_from_row(task.to_json(), "again").tests == task.tests  # the shared flag travels with the task
 
 
 def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
