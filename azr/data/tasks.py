@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -24,6 +25,7 @@ from azr.data.iotests import (
     COMPARES,
     Compare,
     call_case,
+    check_call,
     check_float_tol,
     decode_test,
     is_case,
@@ -33,6 +35,7 @@ from azr.data.iotests import (
     shown_test,
     split_asserts,
     stdio_case,
+    uncalled_check,
     with_options,
 )
 from azr.errors import DataError, did_you_mean, show
@@ -85,6 +88,7 @@ class Task:
         return bool(self.tests) and is_case(self.tests[0])
 
 
+_INSTANCE_METHOD = re.compile(r"[A-Za-z_]\w*\(\)\.[A-Za-z_]\w*")
 MAX_ROW_CHARS = ("AZR_MAX_TASK_ROW_CHARS", 16 << 20)  # one task row; a whole APPS problem is under 1 MiB
 # Row fields: the Task's, and how the row's stdin/stdout cases are compared (stored in each case).
 FIELDS = (*Task.__dataclass_fields__, "compare", "float_tol")
@@ -273,7 +277,7 @@ def _few(ids: list[str], n: int = 3) -> str:
 
 
 def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where: str) -> dict[str, Any]:
-    out = {k: v for k, v in row.items() if k in FIELDS and k not in column_map}
+    out: dict[str, Any] = {}  # only the mapped columns: a column merely named like a task field is not read
     for task_field, column in column_map.items():
         if column not in row:
             raise DataError(
@@ -319,6 +323,8 @@ def task_from_row(
     if "tests" not in row:
         raise DataError(f"{where}: missing field 'tests'")
     entry = row.get("entry_point")
+    if isinstance(entry, str) and _INSTANCE_METHOD.fullmatch(entry):  # LeetCodeDataset's `Solution().method`
+        entry = entry.replace("().", ".")
     if entry is not None and not is_entry_point(entry):
         raise fail("entry_point", "a Python identifier (or Class.method)")
     compare = row.get("compare", compare) or "lines"
@@ -432,6 +438,10 @@ def _tests(
             compile(test, f"tests[{i}]", "exec")
         except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte
             raise DataError(f"{at}: not valid Python: {getattr(exc, 'msg', exc)}") from None
+        if uncalled_check(test):  # HumanEval's `def check(candidate)`: called with the entry point, as its harness
+            # does; without one nothing would run, so it is a module of no tests (`no tests ran`), never a pass
+            tests += [f"{test.rstrip()}\n{check_call(entry)}\n"] if entry else module_tests("pytest", test, at)
+            continue
         style = module_style(test)
         tests += module_tests(style, test, at) if style else [test]
     if len(kinds) > 1:

@@ -43,7 +43,7 @@ def test_sanitized_mbpp_imports_are_setup_by_format_or_column_map(tmp_path):
     path = tmp_path / "sanitized.json"
     path.write_text(json.dumps([row]))
     (by_format,) = load_tasks(path, format="mbpp")
-    mapping = {"id": "task_id", "solution": "code", "tests": "test_list", "setup": "test_imports"}
+    mapping = {"id": "task_id", "prompt": "prompt", "solution": "code", "tests": "test_list", "setup": "test_imports"}
     (by_map,) = load_tasks(path, mapping)
     assert by_format.setup == by_map.setup == "import math"
 
@@ -113,7 +113,9 @@ def test_plain_input_output_lists_and_call_cases_need_no_format(tmp_path):
     io, call = load_tasks(path, float_tol=1e-6)
     assert decode_case(io.tests[0]) == IOCase("1", "1", "tokens", 1e-6)
     assert [shown_test(t) for t in call.tests] == [{"args": [1, [2]], "output": {"a": None}}]
-    (mapped,) = load_tasks(write_jsonl(tmp_path / "m.jsonl", rows[2:]), {"tests": "cases"})
+    (mapped,) = load_tasks(
+        write_jsonl(tmp_path / "m.jsonl", rows[2:]), {"id": "id", "prompt": "prompt", "tests": "cases"}
+    )
     assert decode_case(mapped.tests[0]) == IOCase("2", "2.0")
     assert json.loads(json.dumps(io.to_json()))["tests"] == [
         {"input": "1", "output": "1", "compare": "tokens", "float_tol": 1e-6}

@@ -216,6 +216,52 @@ def test_primeintellect_function_calls_use_the_method_of_the_class_that_defines_
     assert not grade(task, "pass").passed
 
 
+LEETCODE_ROW = {  # LeetCodeDataset's published shape
+    "task_id": "add-two-values",
+    "question_id": 9001,
+    "problem_description": "Given a and b, return their sum.",
+    "starter_code": "class Solution:\n    def addTwo(self, a: int, b: int) -> int:\n",
+    "prompt": "from typing import *\nfrom collections import *\n\n",
+    "completion": "class Solution:\n    def addTwo(self, a: int, b: int) -> int:\n        return a + b\n",
+    "entry_point": "Solution().addTwo",
+    "test": "def check(candidate):\n    assert candidate(a=1, b=2) == 3\n    assert candidate(a=-1, b=1) == 0\n",
+    "tags": ["Math"],
+    "difficulty": "Easy",
+}
+
+
+def test_leetcodedataset_rows_load_as_published_by_format_or_column_map(tmp_path):
+    path = write_jsonl(tmp_path / "lc.jsonl", [LEETCODE_ROW])
+    (by_format,) = load_tasks(path, format="humaneval")
+    assert by_format.prompt.startswith("Given a and b, return their sum.") and "def addTwo" in by_format.prompt
+    assert by_format.entry_point == "Solution.addTwo"
+    assert grade(by_format, by_format.solution).passed
+    mapping = {"id": "task_id", "prompt": "problem_description", "solution": "completion", "tests": "test"}
+    mapping |= {"entry_point": "entry_point", "prelude": "prompt"}
+    (by_map,) = load_tasks(path, mapping)
+    assert by_map.entry_point == "Solution.addTwo" and by_map.tags == []  # `tags` is not mapped: not read
+    assert grade(by_map, by_map.solution).passed
+    wrong = LEETCODE_ROW["completion"].replace("a + b", "a - b")
+    for task in (by_format, by_map):
+        assert not grade(task, wrong).passed
+        assert not grade(task, "pass").passed
+
+
+def test_a_humaneval_style_check_is_called_with_the_entry_point_or_runs_nothing(tmp_path):
+    check = "def check(candidate):\n    assert candidate(2) == 4\n"
+    rows = [
+        {"id": "called", "prompt": "Write sq.", "entry_point": "sq", "tests": [check]},
+        {"id": "no-entry", "prompt": "Write sq.", "tests": [check]},
+    ]
+    called, no_entry = load_tasks(write_jsonl(tmp_path / "t.jsonl", rows))
+    assert grade(called, "def sq(x):\n    return x * x\n").passed
+    assert not grade(called, "def sq(x):\n    return x + 3\n").passed
+    assert not grade(called, "pass").passed  # defines nothing: check(sq) fails
+    for program in ("pass", "def sq(x):\n    return x * x\n"):
+        assert grade(no_entry, program).failures == ["test 0: no tests ran"]
+    assert load_tasks(write_jsonl(tmp_path / "again.jsonl", [called.to_json()]))[0].tests == called.tests
+
+
 def test_code_contests_takes_every_test_set_and_a_python3_solution(tmp_path):
     row = {"name": "1A", "description": "Add two numbers."}
     row |= {
