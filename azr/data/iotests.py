@@ -15,9 +15,11 @@ solution. Nothing here runs code.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import keyword
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -279,9 +281,43 @@ def module_tests(style: str, source: str, where: str, prelude: str | None = None
     extra: dict[str, Any] = {"prelude": prelude} if prelude is not None else {}
     if shared:
         extra["shared"] = True
+    names = imported_names(tree)
+    if names:
+        extra["names"] = names
     if not found:
         return [tagged(style, {"module": source, "test": None, **extra})]
     return [tagged(style, {"module": source, "test": name, "case": case, **extra}) for name, case in found]
+
+
+_NEVER_THE_SOLUTION = frozenset({"solution", "pytest", "unittest", "_pytest", "hypothesis", "__future__"})
+
+
+def imported_names(tree: ast.Module) -> list[str]:
+    """Top-level modules a test module imports that may name the program under test (Exercism's `from leap import
+    leap_year`): neither the standard library, a test framework nor a library installed here (numpy stays numpy,
+    and the sandbox says when it is not offered). In the sandbox each one that is not an installed module is the
+    solution's module (`runner._module_test`)."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            heads = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            heads = [node.module.split(".")[0]]
+        else:
+            continue
+        for name in heads:
+            known = name in _NEVER_THE_SOLUTION or name in sys.stdlib_module_names
+            if name not in found and not known and not _installed(name):
+                found.append(name)
+    return found
+
+
+def _installed(name: str) -> bool:
+    """Whether a top-level module of that name is installed here (found on the path; nothing is imported)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def collect_pytest(tree: ast.Module) -> list[tuple[str, int | None]]:

@@ -134,6 +134,7 @@ class TestPlan:
     test: str = ""  # a module test: which test of the module (`test_f`, `TestC::test_m`, `Case.test_m`)
     case: int | None = None  # ... and which parametrized case (None: all of them)
     shared: bool = False  # ... run in the solution's own namespace, as one module with it (BigCodeBench)
+    names: tuple[str, ...] = ()  # ... modules it imports that, where not installed, are the solution's module
 
     def sent(self) -> Any:
         """All the sandbox is told about this test."""
@@ -147,7 +148,9 @@ class TestPlan:
             return [case.input, output_cap(case)]
         if self.kind in ("pytest", "unittest"):
             sent = [self.program, self.test, self.case, [c.wrap for c in self.checks]]
-            return [*sent, True] if self.shared else sent
+            options = {"shared": True} if self.shared else {}
+            options |= {"names": list(self.names)} if self.names else {}
+            return [*sent, options] if options else sent
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
 
@@ -215,6 +218,7 @@ def _plan_module(source: str, body: dict[str, Any]) -> TestPlan:
         test=name,
         case=case if isinstance(case, int) else None,
         shared=body.get("shared") is True,
+        names=tuple(n for n in body.get("names") or () if isinstance(n, str) and n.isidentifier()),
     )
 
 

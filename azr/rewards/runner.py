@@ -201,6 +201,7 @@ def _prepare_modules(p, tests):
     if not kinds & {"pytest", "unittest"}:
         return None
     import builtins
+    import importlib.util
     import types
     import unittest
     import unittest.case
@@ -209,6 +210,7 @@ def _prepare_modules(p, tests):
         __import__(name)  # the stand-in's own imports, once before the tests fork (not in every worker)
 
     state = {"codes": {}, "types": types, "builtins": builtins, "saved_builtins": dict(builtins.__dict__)}
+    state["find_spec"] = importlib.util.find_spec
     for t in tests:
         if t[0] in ("pytest", "unittest") and t[1][0] not in state["codes"]:
             state["codes"][t[1][0]] = _compile(p["modules"][t[1][0]], "<test module>", "exec")
@@ -259,17 +261,21 @@ def _module_test(kind, sent, ns, state):
     `solution` importable as the solution's module), then that test called; ("ok", reported values) when it
     completed, ("skipped", why) when it skipped."""
     index, name, case, wraps = sent[:4]
+    options = sent[4] if _len(sent) > 4 else {}  # shared namespace, module names (`plans.TestPlan.sent`)
     _restore(state)
     types = state["types"]
     solution = types.ModuleType("solution")
     solution.__dict__.update({k: v for k, v in ns.items() if k not in ("__name__", "__builtins__")})
     _modules["solution"] = solution
+    for alias in options.get("names", ()):  # `from leap import ...`: the solution, where no such module exists
+        if alias not in _modules and state["find_spec"](alias) is None:
+            _modules[alias] = solution
     pytest = types.ModuleType("pytest")
     pytest.__dict__["__builtins__"] = state["builtins"]
     _exec(state["shim"], pytest.__dict__)
     _modules["pytest"] = pytest
     seen = []
-    g = ns if _len(sent) > 4 and sent[4] is True else dict(solution.__dict__)  # shared: one module, as BigCodeBench
+    g = ns if options.get("shared") is True else dict(solution.__dict__)  # shared: one module, as BigCodeBench
     g.update({"__name__": "test_solution", "__builtins__": state["builtins"], "__azr_check__": _checker(seen, wraps)})
     skipped = pytest.__dict__.get("Skipped", state["unittest"].SkipTest), state["unittest"].SkipTest
     try:
