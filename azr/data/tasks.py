@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.data.formats import Oracle, prepared_rows
+from azr.data.formats.common import io_lists, parsed, unfenced
 from azr.data.iotests import (
     COMPARES,
     Compare,
@@ -279,11 +280,11 @@ def _few(ids: list[str], n: int = 3) -> str:
 def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}  # only the mapped columns: a column merely named like a task field is not read
     for task_field, column in column_map.items():
-        if column not in row:
-            raise DataError(
-                f"{where}: column '{column}' (mapped to {task_field}) is missing{did_you_mean(column, row)}"
-            )
-        value = row[column]
+        value = _column(row, column, task_field, where)
+        if task_field == "tests" and isinstance(value, str) and value.lstrip().startswith("{"):
+            value = parsed(value, where, column)  # APPS-style {"inputs", "outputs"} as JSON text (verl's rows)
+        if task_field == "tests" and isinstance(value, dict):
+            value = _io_cases(value, where, column)
         json_list = isinstance(value, str) and value.lstrip().startswith("[")
         if json_list and (task_field in ("tests", "tags", "setup") or value.lstrip().startswith('["')):
             try:
@@ -296,6 +297,37 @@ def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where:
             value = str(value)
         out[task_field] = value
     return out
+
+
+def _column(row: dict[str, Any], column: str, task_field: str, where: str) -> Any:
+    """The row's column `column`, or a nested field by a dotted path (`reward_model.ground_truth`, `prompt.0.content`:
+    keys of objects, indexes of lists) where the row has no column of that whole name."""
+    if column in row:
+        return row[column]
+    value: Any = row
+    for depth, part in enumerate(column.split(".")):
+        if isinstance(value, str) and depth and value.lstrip()[:1] in ("{", "["):
+            try:
+                value = load_json(value)  # a nested object stored as JSON text
+            except ValueError:
+                pass
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            hint = did_you_mean(column, row) if depth == 0 else f" (no '{part}' in the field at that depth)"
+            raise DataError(f"{where}: column '{column}' (mapped to {task_field}) is missing{hint}")
+    return value
+
+
+def _io_cases(value: dict[str, Any], where: str, column: str) -> Any:
+    """An `{"inputs", "outputs"}` (or `input`/`output`) object of equally long lists as stdin/stdout cases; any
+    other object as it stands (then refused where the tests are read)."""
+    if not ({"inputs", "outputs"} <= set(value) or {"input", "output"} <= set(value)):
+        return value
+    inputs, outputs = io_lists(value, where, column)
+    return [{"input": i, "output": o} for i, o in zip(inputs, outputs, strict=True)]
 
 
 def task_from_row(
@@ -352,6 +384,8 @@ def task_from_row(
     solution = row.get("solution")
     if solution is not None and not isinstance(solution, str):
         raise fail("solution", "a string")
+    if solution is not None and "```" in solution and not _compiles(solution):
+        solution = unfenced(solution)  # a Markdown answer (code-RL sets store references so): its code block
     timeout = row.get("timeout_s")
     number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
     if timeout is not None and not (number and math.isfinite(timeout) and timeout > 0):
@@ -377,6 +411,14 @@ def task_from_row(
         atol=atol,
         rtol=rtol,
     )
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "solution", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def _source(row: dict[str, Any], name: str, where: str) -> str | None:

@@ -220,3 +220,28 @@ def test_a_task_row_too_deep_or_with_too_long_an_integer_is_one_line(tmp_path, l
     path.write_text(line + "\n")
     with pytest.raises(DataError, match=rf"^{path}:1: invalid JSON: {message}"):
         load_tasks(path)
+
+
+def test_a_column_map_reaches_nested_fields_of_verls_rl_rows(tmp_path):
+    truth = json.dumps({"inputs": ["2 3\n", "1 1\n"], "outputs": ["5\n", "2\n"]})
+    row = {"data_source": "codecontests", "prompt": [{"role": "user", "content": "Add two numbers."}]}
+    row |= {"ability": "code", "reward_model": {"style": "rule", "ground_truth": truth}}
+    row |= {"extra_info": {"index": 7, "split": "train"}}
+    mapping = {"id": "extra_info.index", "prompt": "prompt.0.content", "tests": "reward_model.ground_truth"}
+    (task,) = load_tasks(write_jsonl(tmp_path / "verl.jsonl", [row]), mapping)
+    assert task.id == "7" and task.prompt == "Add two numbers." and task.stdio and len(task.tests) == 2
+    assert decode_case(task.tests[1]) == IOCase("1 1\n", "2\n")
+    with pytest.raises(DataError, match=r"verl\.jsonl:1: column 'reward_model\.truth' \(mapped to tests\) is missing"):
+        load_tasks(tmp_path / "verl.jsonl", {**mapping, "tests": "reward_model.truth"})
+
+
+def test_a_fenced_reference_is_unfenced_in_every_format(tmp_path):
+    fenced = "Here it is:\n```python\ndef sq(x):\n    return x * x\n```\n"
+    row = {"id": "a", "prompt": "p", "solution": fenced, "tests": ["assert sq(3) == 9"]}
+    (own,) = load_tasks(write_jsonl(tmp_path / "own.jsonl", [row]))
+    mbpp = {"task_id": 1, "text": "Write sq.", "code": fenced, "test_list": ["assert sq(3) == 9"]}
+    (by_format,) = load_tasks(write_jsonl(tmp_path / "mbpp.jsonl", [mbpp]), format="mbpp")
+    assert own.solution == by_format.solution == "def sq(x):\n    return x * x\n"
+    program = 'x = """\n```python\nnot this\n```\n"""\n'  # valid Python holding a fence stays as it is
+    (kept,) = load_tasks(write_jsonl(tmp_path / "k.jsonl", [{**row, "solution": program}]))
+    assert kept.solution == program
