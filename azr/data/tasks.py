@@ -8,6 +8,7 @@ Owns reading and validating task data (errors name `file:line` and the field); i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -307,10 +308,8 @@ def _column(row: dict[str, Any], column: str, task_field: str, where: str) -> An
     value: Any = row
     for depth, part in enumerate(column.split(".")):
         if isinstance(value, str) and depth and value.lstrip()[:1] in ("{", "["):
-            try:
+            with contextlib.suppress(ValueError):
                 value = load_json(value)  # a nested object stored as JSON text
-            except ValueError:
-                pass
         if isinstance(value, dict) and part in value:
             value = value[part]
         elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
