@@ -281,6 +281,12 @@ def test_validate_says_when_nothing_was_checked(cli, write):
     path = write("n.jsonl", json.dumps({"id": "a", "prompt": "p", "tests": ["assert 1"]}) + "\n")
     code, _, err = cli("data", "validate", path)
     assert code == 1 and "1 tasks, none with a reference solution: nothing was checked" in err
+    assert "--column-map solution=COLUMN" in err
+    row = {"question_id": "q", "question_content": "Add.", "metadata": "{}"}
+    row["public_test_cases"] = [{"input": "1\n", "output": "1\n", "testtype": "stdin"}]
+    code, _, err = cli("data", "validate", write("lcb.jsonl", json.dumps(row) + "\n"), "--format", "livecodebench")
+    assert code == 1 and "(the rows have none in the columns --format livecodebench reads)" in err
+    assert "--column-map" not in err  # a format takes no column map: never suggested with one
 
 
 def test_validate_warns_once_and_groups_identical_solutions(cli, write):

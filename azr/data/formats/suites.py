@@ -3,8 +3,8 @@
 - `kodcode`: KodCode (`question`, `solution`, `test`: a pytest module that imports the solution with
   `from solution import f`, `test_info` with the function's declaration).
 - `bigcodebench`: BigCodeBench (`instruct_prompt` or `complete_prompt`, `canonical_solution`, `code_prompt`,
-  `test`: unittest `TestCases`, `entry_point`, `libs`); the prompt is the instruction (`--column-map` or a copy
-  of the file with `complete_prompt` renamed picks the completion prompt), the reference is the code prompt
+  `test`: unittest `TestCases`, `entry_point`, `libs`); the prompt is the instruction (a copy of the file
+  without `instruct_prompt` gives the completion prompt: a format takes no column map), the reference is the code prompt
   followed by the canonical body, as BigCodeBench checks its ground truth (a canonical solution that is a whole
   function, as code-RL copies ship it, keeps the prompt's imports and constants). The solution and its test run as
   one module (`code + "\n" + test`, with `os`, `sys` and `environ` in it), as BigCodeBench runs them, so each may
