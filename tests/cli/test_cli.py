@@ -678,3 +678,9 @@ def test_validate_refuses_an_unknown_format_or_checker_before_the_sandbox_starts
     assert code == 2 and "format 'kodkode': unknown (did you mean 'kodcode'?)" in err
     code, _, err = cli("data", "validate", path, "--checker", write("c.py", "def judge(): pass\n"))
     assert code == 2 and "c.py: checker defines no top-level check(input, expected, output)" in err
+
+
+def test_eval_format_with_an_unknown_name_says_did_you_mean(cli, write):
+    path = write("t.jsonl", json.dumps({"id": "a", "prompt": "p", "tests": ["assert 1"]}) + "\n")
+    code, _, err = cli("eval", "--dataset", path, "--format", "humanevl", "--samples", path)
+    assert code == 2 and "got 'humanevl' (did you mean 'humaneval'?)" in err
