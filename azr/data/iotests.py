@@ -292,24 +292,21 @@ def module_tests(style: str, source: str, where: str, prelude: str | None = None
 _NEVER_THE_SOLUTION = frozenset({"solution", "pytest", "unittest", "_pytest", "hypothesis", "__future__"})
 
 
-def imported_names(tree: ast.Module) -> list[str]:
-    """Top-level modules a test module imports that may name the program under test (Exercism's `from leap import
-    leap_year`): neither the standard library, a test framework nor a library installed here (numpy stays numpy,
-    and the sandbox says when it is not offered). In the sandbox each one that is not an installed module is the
-    solution's module (`runner._module_test`)."""
-    found: list[str] = []
+def imported_names(tree: ast.Module) -> list[list[Any]]:
+    """[module, [names]] for each `from MODULE import names` of a test module where MODULE may be the program under
+    test (Exercism's `from leap import leap_year`): neither the standard library, a test framework nor a library
+    installed here. In the sandbox such a module is the solution's where no module of that name is installed and
+    the solution defines every name imported from it (`runner._module_test`)."""
+    found: dict[str, list[str]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            heads = [alias.name.split(".")[0] for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            heads = [node.module.split(".")[0]]
-        else:
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and "." not in node.module):
             continue
-        for name in heads:
-            known = name in _NEVER_THE_SOLUTION or name in sys.stdlib_module_names
-            if name not in found and not known and not _installed(name):
-                found.append(name)
-    return found
+        name = node.module
+        if name in _NEVER_THE_SOLUTION or name in sys.stdlib_module_names or _installed(name):
+            continue
+        symbols = found.setdefault(name, [])
+        symbols += [a.name for a in node.names if a.name != "*" and a.name not in symbols]
+    return [[name, symbols] for name, symbols in found.items()]
 
 
 def _installed(name: str) -> bool:

@@ -267,8 +267,8 @@ def _module_test(kind, sent, ns, state):
     solution = types.ModuleType("solution")
     solution.__dict__.update({k: v for k, v in ns.items() if k not in ("__name__", "__builtins__")})
     _modules["solution"] = solution
-    for alias in options.get("names", ()):  # `from leap import ...`: the solution, where no such module exists
-        if alias not in _modules and state["find_spec"](alias) is None:
+    for alias, names in options.get("names", ()):  # `from leap import f`: the solution, where it is what defines f
+        if alias not in _modules and state["find_spec"](alias) is None and all(n in ns for n in names):
             _modules[alias] = solution
     pytest = types.ModuleType("pytest")
     pytest.__dict__["__builtins__"] = state["builtins"]
