@@ -323,10 +323,10 @@ def _livecodebench_rules(rows: list[dict[str, Any]], tmp: Path, options: list[st
             chosen.append((task, {c.input: c.output for c in cases if c}))
     figures = []
     with open_pool("bwrap", workers=2) as pool:
-        for label, edit, expect in (("zeros", _padded, "pass"), ("a digit", _changed, "fail")):
+        for label, edit, expect in (("zeros added", _padded, "pass"), ("a digit changed", _changed, "fail")):
             pairs = [(task, _lookup({i: edit(o) for i, o in table.items()})) for task, table in chosen]
             passed = sum(g.passed for g in grade_many(pairs, pool, Limits(wall_s=60.0)))
-            figures.append(_figure(f"decimal outputs with {label} added pass", passed, len(chosen), expect))
+            figures.append(_figure(f"decimal outputs with {label} pass", passed, len(chosen), expect))
     return figures
 
 

@@ -445,3 +445,20 @@ def test_a_bad_row_is_refused_before_the_oracle_runs_anything(tmp_path):
     with pytest.raises(DataError, match=rf"^{path}:2: field 'entry_point': expected a Python identifier"):
         load_tasks(path, format="mbpp+", oracle=lambda programs: ran.extend(programs) or [])
     assert ran == []
+
+
+def test_public_sets_checks_each_sets_own_rules(tmp_path, capsys):
+    script = _public_sets()
+    cases = [{"input": "5 2\n", "output": "2.5\n", "testtype": "stdin"}, {"input": "9 4\n", "output": "2.25\n"}]
+    cases[1]["testtype"] = "stdin"
+    lcb = {"question_id": "d1", "question_content": "Divide.", "starter_code": "", "metadata": "{}"}
+    write_jsonl(tmp_path / "livecodebench.jsonl", [{**lcb, "public_test_cases": json.dumps(cases)}])
+    method = "class Solution:\n    def sq(self, n):\n        return n * n\n"
+    case = {"type": "function_call", "fn_name": "sq", "input": [3], "output": [9]}
+    pi = {"problem_id": "p", "prompt": "Write sq.", "verification_info": {"test_cases": [case]}}
+    write_jsonl(tmp_path / "primeintellect.jsonl", [{**pi, "gold_standard_solution": f"```python\n{method}```"}])
+    assert script.main(["--data", str(tmp_path), "--only", "livecodebench,primeintellect"]) == 0
+    out = capsys.readouterr().out
+    assert "livecodebench: decimal outputs with zeros added pass: 1/1 (as its harness: all pass)" in out
+    assert "livecodebench: decimal outputs with a digit changed pass: 0/1 (as its harness: all fail)" in out
+    assert "primeintellect: class-method gold solutions pass: 1/1 (as its harness: all pass)" in out
