@@ -275,11 +275,13 @@ def _module_test(kind, sent, ns, state):
     _exec(state["shim"], pytest.__dict__)
     _modules["pytest"] = pytest
     seen = []
-    g = ns if options.get("shared") is True else dict(solution.__dict__)  # shared: one module, as BigCodeBench
+    g = dict(solution.__dict__)
     g.update({"__name__": "test_solution", "__builtins__": state["builtins"], "__azr_check__": _checker(seen, wraps)})
     skipped = pytest.__dict__.get("Skipped", state["unittest"].SkipTest), state["unittest"].SkipTest
     try:
         _exec(state["codes"][index], g)
+        if options.get("shared") is True:  # one module, as BigCodeBench: the test's names are the solution's too
+            ns.update({k: v for k, v in g.items() if not k.startswith("__")})  # (never the harness's own)
         if kind == "pytest":
             pytest.__dict__["run_test"](g, name, case)
         else:

@@ -174,6 +174,11 @@ def test_bigcodebench_solution_and_test_run_as_one_module_with_the_prompts_impor
     assert not grade(task, BCB_WHOLE.replace("'name': name", "'name': 1")).passed
     assert not grade(task, "pass").passed
     assert task_from_row(task.to_json(), "again").tests == task.tests  # the shared flag travels with the task
+    # one module for the task's names, never for the harness's: its report function is no global of the solution
+    hidden = BCB_WHOLE.replace(
+        "    return str(path)", "    assert '__azr_check__' not in globals()\n    return str(path)"
+    )
+    assert grade(task, task.solution.replace(BCB_WHOLE, hidden)).passed
 
 
 def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
