@@ -92,7 +92,8 @@ def audit_tasks(
     plans: list[tuple[int, str, str]] = []  # (task index, role "mutant:<op>" or "probe:<name>", program)
     for i in sorted(passing):
         solution = tasks[i].solution or ""
-        plans += [(i, f"mutant:{m.operator}", m.source) for m in make_mutants(solution, max_mutants)]
+        given = given_lines(solution, tasks[i].prompt)
+        plans += [(i, f"mutant:{m.operator}", m.source) for m in make_mutants(solution, max_mutants, given)]
         plans += [(i, f"probe:{name}", code) for name, code in static_probes(tasks[i]).items()]
     total = len(plans)
     grades = []
@@ -256,3 +257,16 @@ def kill_rate(audits: Sequence[TaskAudit]) -> float | None:
     """The file's kill rate: the mean of the tasks' kill rates (each task counts once, whatever its mutant count)."""
     rates = [a.kill_rate for a in audits if a.kill_rate is not None]
     return sum(rates) / len(rates) if rates else None
+
+
+def given_lines(solution: str, prompt: str) -> int:
+    """How many of the reference's first lines the prompt shows verbatim (HumanEval's reference is its prompt,
+    helpers included, then the body): code the task gives is not the solution's, so mutants leave it alone."""
+    lines = solution.splitlines(keepends=True)
+    given, text = 0, ""
+    for line in lines:
+        text += line
+        if text not in prompt and text.rstrip("\n") not in prompt:
+            break
+        given += 1
+    return given if given < len(lines) else 0  # a prompt that shows the whole reference gives nothing away here

@@ -96,11 +96,13 @@ def data_validate(
     for a, b, score in near_duplicates(tasks, solutions=False):
         click.echo(printable(f"WARN near-duplicate prompts: {a.id} ~ {b.id} (similarity {score:.2f})"))
     if not any(t.solution is not None for t in tasks):
+        how = (  # a format takes no column map: say so rather than suggest one
+            f"the rows have none in the columns --format {format_} reads"
+            if format_ is not None
+            else "map one with --column-map solution=COLUMN"
+        )
         click.echo(
-            printable(
-                f"{source}: {len(tasks)} tasks, none with a reference solution: nothing was checked "
-                "(map one with --column-map solution=COLUMN)"
-            ),
+            printable(f"{source}: {len(tasks)} tasks, none with a reference solution: nothing was checked ({how})"),
             err=True,
         )
         return 1

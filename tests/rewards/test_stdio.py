@@ -294,3 +294,19 @@ def test_cases_mixed_with_asserts_are_never_judged(pool):
     for tests in ([*ADD.tests, "assert True"], ["assert True", *ADD.tests]):
         g = run(pool, Task("mixed", "p", tests), RIGHT)
         assert (g.status, g.tests_passed) == ("error", 0)
+
+
+def test_decimals_compare_as_livecodebench_grades_stdout():
+    def judged(expected, actual):
+        return compare_output(IOCase("", expected, "decimals"), actual)
+
+    assert judged("2.5\n3 1\n", "2.500000\n3 1") is None
+    assert judged("2.5\n", "  2.5  \n\n") is None  # both outputs and each line stripped
+    assert judged("1e3 0.10\n", "1000 0.1\n") is None
+    assert judged("YES\n", "YES\n") is None  # equal as text: no decimals needed
+    assert judged("2.5\n", "2.5000001\n") == "wrong answer: line 1: expected '2.5', got '2.5000001'"
+    assert judged("2.5 1\n", "2.5\n") is not None  # a token fewer
+    assert judged("2.5\n\n1\n", "2.5\n1\n") == "wrong answer: expected 3 lines, got 2"  # inner blank lines count
+    assert judged("yes\n", "YES\n") is not None and judged("nan\n", "nan \n") is None
+    assert judged("1\n", "sNaN\n") is not None and judged("NaN\n", "nan\n") is not None
+    assert compare_output(IOCase("", "2.5\n"), "2.500000\n") is not None  # lines: text only
