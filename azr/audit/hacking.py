@@ -19,7 +19,7 @@ from typing import Any
 from azr.audit.output import weak_tasks
 from azr.data import Task, decode_case
 from azr.rewards import grade_many, outputs_many
-from azr.sandbox import Limits, SandboxPool
+from azr.sandbox import ExecutionProvider, Limits
 from azr.secrets import redact
 
 SHOWN = 200  # characters kept of a failing case's input, expected and got text in an alarm record
@@ -58,7 +58,7 @@ def hardened_cases(
     return out
 
 
-def check_answers(jobs: Sequence[tuple[Task, str]], pool: SandboxPool, limits: Limits) -> list[HardenedVerdict]:
+def check_answers(jobs: Sequence[tuple[Task, str]], pool: ExecutionProvider, limits: Limits) -> list[HardenedVerdict]:
     """Each (hardened cases, code) graded in one batch through `pool`; the first failing case of each answer that
     fails is run once more, in a second batch, for what the answer gives on it."""
     grades = grade_many(list(jobs), pool, limits) if jobs else []
