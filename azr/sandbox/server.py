@@ -148,7 +148,8 @@ def _parse(request: Any, caps: ServeLimits) -> tuple[str, Limits, bool]:
         limits = Limits(**request["limits"])
     else:
         memory = request.get("memory_limit_MB", -1)
-        limits = Limits(wall_s=float(request.get("run_timeout", 10)))
+        # SandboxFusion caps no output; an envelope's one line carries a whole reply (report included)
+        limits = Limits(wall_s=float(request.get("run_timeout", 10)), output_bytes=64 << 20, file_size_mb=64)
         if isinstance(memory, int) and memory > 0:
             limits = dataclasses.replace(limits, memory_mb=memory)
     if limits.wall_s > caps.max_wall_s or limits.memory_mb > caps.max_memory_mb:
