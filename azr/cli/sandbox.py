@@ -117,8 +117,7 @@ def sandbox_serve(
     import os
 
     from azr.rewards import harness_preload
-    from azr.sandbox import open_pool
-    from azr.sandbox.server import LOOPBACK, ServeLimits, serve
+    from azr.sandbox import LOOPBACK, ServeLimits, open_pool, serve
 
     token = None
     if token_env:

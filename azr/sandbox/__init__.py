@@ -36,8 +36,10 @@ from azr.sandbox.limits import ExecResult, ExecStatus, Limits
 from azr.sandbox.pool import SandboxPool
 from azr.sandbox.provider import ExecutionProvider
 from azr.sandbox.remote import RemoteProvider
+from azr.sandbox.server import LOOPBACK, ServeLimits, serve
 
 __all__ = [
+    "LOOPBACK",
     "Backend",
     "Check",
     "ExecResult",
@@ -46,6 +48,7 @@ __all__ = [
     "Limits",
     "RemoteProvider",
     "SandboxPool",
+    "ServeLimits",
     "SandboxUnavailable",
     "SandboxUnhealthy",
     "build_backend",
@@ -54,6 +57,7 @@ __all__ = [
     "open_provider",
     "run_doctor",
     "run_untrusted",
+    "serve",
     "shared_pool",
 ]
 
