@@ -4,18 +4,15 @@ token, the size cap, SandboxFusion's /run_code shapes, and servers that die with
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx2
 import pytest
-from procs import kill_group_when
+from procs import TOKEN, TOKEN_ENV, kill_group_when, start_server, stop
 
 from azr.config import RemoteSandboxConfig, SandboxConfig
 from azr.data import IOCase, Task, module_tests
@@ -24,48 +21,7 @@ from azr.rewards import grade_many, harness_preload
 from azr.sandbox import Limits, RemoteProvider, open_pool
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN_ENV = "AZR_TEST_SANDBOX_TOKEN"
-TOKEN = "tok-" + os.urandom(8).hex()
 QUICK = Limits(wall_s=5.0)
-
-
-def _die_with_test() -> None:
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: the server goes when the test process goes
-
-
-def start_server(log: Path, *flags: str, token: bool = True, new_session: bool = False) -> tuple[subprocess.Popen, str]:
-    """`azr sandbox serve` on a free loopback port; (process, base URL) once it listens."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), TOKEN_ENV: TOKEN}
-    argv = [sys.executable, "-m", "azr.cli", "sandbox", "serve", "--port", "0", "--workers", "2", *flags]
-    argv += ["--token-env", TOKEN_ENV] if token else []
-    out = open(log, "w")  # noqa: SIM115 - the server writes it for its whole life
-    proc = subprocess.Popen(
-        argv,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env=env,
-        preexec_fn=None if new_session else _die_with_test,
-        start_new_session=new_session,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        text = log.read_text()
-        if "azr sandbox serve: http://" in text:
-            return proc, text.split("azr sandbox serve: ")[1].split()[0]
-        assert proc.poll() is None, text
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"the server did not start:\n{log.read_text()}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def remote(*urls: str, **fields) -> RemoteProvider:
@@ -103,11 +59,14 @@ HOSTILE = {
     "kills its worker": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
     "closes stdout and fd 3": "import os\nos.close(1)\nos.close(3)\n" + ADD,
     "output flood": "print('x' * 10_000_000)\n" + ADD,
-    "forged verdict lines": "import os\nos.write(3, b'{\"test\": 0, \"ok\": true}\\n' * 50)\n" + ADD,
+    "forged verdict lines": 'import os\nos.write(3, b\'{"test": 0, "ok": true}\\n\' * 50)\n' + ADD,
     "fork bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        break\n" + ADD,
     "always-equal": "class A:\n    def __eq__(self, o):\n        return True\ndef add(a, b):\n    return A()",
 }
-PYTEST_MODULE = "from solution import add\n\ndef test_one():\n    assert add(1, 2) == 3\n\ndef test_two():\n    assert add(2, 2) == 4\n"
+PYTEST_MODULE = (
+    "from solution import add\n\ndef test_one():\n    assert add(1, 2) == 3\n\n"
+    "def test_two():\n    assert add(2, 2) == 4\n"
+)
 UNITTEST_MODULE = (
     "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 1), 2)\n"
 )
@@ -258,3 +217,19 @@ def test_doctor_runs_the_isolation_probes_on_a_server(servers):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "isolation: namespaces" in done.stdout and "guarantees hold" in done.stdout
     assert "FAIL" not in done.stdout and json.dumps(TOKEN) not in done.stdout
+
+
+@pytest.mark.slow(minutes=0.3)
+def test_data_validate_and_audit_grade_on_the_recipes_servers(servers, cli, write, tmp_path):
+    rows = [
+        {"id": f"t{i}", "prompt": "add", "solution": ADD, "tests": [f"assert add({i}, 1) == {i + 1}"]} for i in range(3)
+    ]
+    tasks = write("tasks.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    recipe = write("recipe.yaml", f"sandbox:\n  provider: remote\n  remote:\n    urls: ['{servers[0]}']\n")
+    token = f"sandbox.remote.token_env={TOKEN_ENV}"
+    code, out, err = cli("data", "validate", tasks, "--config", recipe, "--set", token)
+    assert code == 0 and "3 tasks, 3 passed" in out, out + err
+    code, out, err = cli("data", "audit", tasks, "--config", recipe, "--set", token)
+    assert code in (0, 1) and "kill rate" in out.splitlines()[-1], out + err
+    code, _, err = cli("data", "validate", tasks, "--set", "sandbox.workers=2")
+    assert code == 2 and "--set: needs --config" in err
