@@ -33,7 +33,9 @@ LIMITS = Limits(wall_s=10.0)
 
 
 def _pairs(n: int) -> list[tuple[Task, str]]:
-    return [(Task(f"t{i}", "", [f"assert f({i}) == {i + 1}", f"assert f(-{i}) == {1 - i}"]), SOLUTION) for i in range(n)]
+    return [
+        (Task(f"t{i}", "", [f"assert f({i}) == {i + 1}", f"assert f(-{i}) == {1 - i}"]), SOLUTION) for i in range(n)
+    ]
 
 
 def _rate(provider, pairs) -> tuple[float, list[str]]:
@@ -45,14 +47,18 @@ def _rate(provider, pairs) -> tuple[float, list[str]]:
     return (len(grades) - len(bad)) / elapsed, bad
 
 
-def _latency(provider, n: int) -> float:
-    provider.run("pass", LIMITS)
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
+def _latencies(providers: list, n: int) -> list[float]:
+    """Median seconds of one trivial program, one at a time, on each provider: taken in turn, so that a change in
+    the machine's load hits every provider alike."""
+    times: list[list[float]] = [[] for _ in providers]
+    for provider in providers:
         provider.run("pass", LIMITS)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    for _ in range(n):
+        for provider, seen in zip(providers, times, strict=True):
+            start = time.perf_counter()
+            provider.run("pass", LIMITS)
+            seen.append(time.perf_counter() - start)
+    return [statistics.median(seen) for seen in times]
 
 
 def _serve(workers: int, log: Path) -> tuple[subprocess.Popen, str]:
@@ -99,19 +105,22 @@ def main() -> None:
             with open_pool("auto", workers=args.workers, preload=harness_preload()) as pool:
                 local, bad = _rate(pool, pairs)
                 _show(f"(a) local pool ({pool.backend.name})", local, bad, None)
-                local_latency = _latency(pool, args.latency_n)
             # the local pool is closed before the servers run: each arm has the cores to itself
             with remote(one[1]) as provider:
                 rate, bad = _rate(provider, pairs)
                 _show("(b) one loopback server", rate, bad, local)
-                remote_latency = _latency(provider, args.latency_n)
             with remote(*(url for _, url in two)) as provider:
                 rate, bad = _rate(provider, pairs)
                 _show(f"(c) two loopback servers, {half} workers each", rate, bad, local)
             with remote(one[1], api="sandboxfusion") as provider:
                 rate, bad = _rate(provider, pairs)
                 _show("(d) one server as SandboxFusion (envelope)", rate, bad, local)
-                fusion_latency = _latency(provider, args.latency_n)
+            with (
+                open_pool("auto", workers=args.workers, preload=harness_preload()) as pool,
+                remote(one[1]) as plain,
+                remote(one[1], api="sandboxfusion") as fusion,
+            ):
+                local_latency, remote_latency, fusion_latency = _latencies([pool, plain, fusion], args.latency_n)
         finally:
             for proc in servers:
                 proc.send_signal(signal.SIGTERM)
