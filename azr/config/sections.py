@@ -164,11 +164,17 @@ class RemoteSandboxConfig:
         le=3600,
     )
     retries: int = field(
-        3, "Further attempts per program after a timeout, a 5xx or a lost connection, each on another server.", ge=0
+        3,
+        "Further attempts per program after a timeout, a 5xx or a lost connection, each on another server.",
+        ge=0,
+        le=100,
     )
     backoff_s: float = field(0.5, "Wait before the first retry; doubled after each further one.", ge=0, le=60)
     down_after: int = field(
-        3, "Consecutive failures after which a server is marked down and left alone until its next probe.", gt=0
+        3,
+        "Consecutive failures after which a server is marked down and left alone until its next probe.",
+        gt=0,
+        le=1000,
     )
     probe_interval_s: float = field(
         15.0, "Seconds a server marked down waits before one request probes it again.", gt=0, le=3600
