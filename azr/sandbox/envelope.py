@@ -1,10 +1,8 @@
 """The envelope: a program wrapped so that all its sandbox would send back travels on stdout, for servers without
-descriptor 3 (SandboxFusion's `/run_code`).
-
-The envelope runs the program as azr's own worker does (`worker.py`'s `Worker.run`, shipped as source: a forked
-child with setsid, azr's rlimits, captured stdout/stderr/report and the wall clock), then writes the worker's reply as
-one line, base64 JSON between tags that hold a fresh nonce. The child's stdout is a captured file, never the
-envelope's, and everything it started is killed before the line is written, so a program cannot print the line itself.
+descriptor 3 (SandboxFusion's `/run_code`). It runs the program as azr's worker does (`worker.py`'s `Worker.run`,
+shipped as source: fork, setsid, azr's rlimits and wall clock, captured stdout/stderr/report) and prints the reply as
+one base64 line between tags holding a fresh nonce. Covered: the program's own output is captured, never the line.
+Not covered: a server running programs as root without isolation (the program may reach the envelope itself).
 """
 
 from __future__ import annotations
