@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx2
@@ -233,3 +234,29 @@ def test_data_validate_and_audit_grade_on_the_recipes_servers(servers, cli, writ
     assert code in (0, 1) and "kill rate" in out.splitlines()[-1], out + err
     code, _, err = cli("data", "validate", tasks, "--set", "sandbox.workers=2")
     assert code == 2 and "--set: needs --config" in err
+
+
+@pytest.mark.slow(minutes=0.2)
+def test_a_server_marked_down_is_left_alone_then_probed_again(servers):
+    closed = "http://127.0.0.1:9"
+    with remote(closed, servers[0], down_after=1, probe_interval_s=1.0, retries=2) as provider:
+        results = [provider.run(f"print({i})", QUICK) for i in range(4)]
+        assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
+        seen = provider.metrics()
+        assert seen["remote_failures"] == 1 and seen["remote_marked_down"] == 1 and seen["remote_servers_down"] == 1
+        time.sleep(1.1)  # its probe is due: the next request in its turn goes there once, fails, and it is down again
+        assert all(provider.run("print(1)", QUICK).stdout == "1\n" for _ in range(2))
+        assert provider.metrics()["remote_failures"] == 2
+
+
+@pytest.mark.slow(minutes=0.2)
+def test_a_wrong_token_stops_a_command_in_one_line(servers, cli, write, monkeypatch):
+    monkeypatch.setenv(TOKEN_ENV, "wrong")
+    tasks = write(
+        "tasks.jsonl", json.dumps({"id": "t", "prompt": "p", "solution": ADD, "tests": ["assert add(1, 1) == 2"]})
+    )
+    recipe = write(
+        "r.yaml", f"sandbox: {{provider: remote, remote: {{urls: ['{servers[0]}'], token_env: {TOKEN_ENV}}}}}\n"
+    )
+    code, _, err = cli("data", "validate", tasks, "--config", recipe)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "refused the token" in err and "wrong" not in err
