@@ -25,7 +25,9 @@ from the recipe's `sandbox:` section: `SandboxPool` here, or `RemoteProvider` (`
 from __future__ import annotations
 
 import atexit
+import hashlib
 import inspect
+import os
 import threading
 from collections.abc import Mapping
 
@@ -106,7 +108,9 @@ def open_provider(
     with `provider: remote`, the servers of `sandbox.remote`. `preload` names the caller's modules workers import
     once; `label` names a local pool's directory; `memory_mb` caps each local worker (a memory cgroup, as root)."""
     if cfg.provider == "remote":
-        key = (repr(cfg.remote), tuple(sorted((preload or {}).items())))
+        # The token's digest too: a changed variable (a rotated token) gets a provider that sends the new one.
+        token = os.environ.get(cfg.remote.token_env or "", "")
+        key = (repr(cfg.remote), hashlib.sha256(token.encode()).hexdigest(), tuple(sorted((preload or {}).items())))
         with _shared_lock:
             provider = _shared_remote.get(key)
             if provider is None or provider._closed:
