@@ -18,7 +18,7 @@ from azr.audit.mutants import mutants as make_mutants
 from azr.audit.probes import empty_value_probe, static_probes
 from azr.data import IOCase, Task, decode_case
 from azr.rewards import grade_many, grade_stream, outputs_many
-from azr.sandbox import Limits, SandboxPool
+from azr.sandbox import ExecutionProvider, Limits
 
 Progress = Callable[[int, int], None]
 
@@ -66,7 +66,7 @@ class TaskAudit:
 
 def audit_tasks(
     tasks: Sequence[Task],
-    pool: SandboxPool,
+    pool: ExecutionProvider,
     limits: Limits,
     max_mutants: int = 30,
     max_generated: int = 30,
@@ -146,7 +146,7 @@ def _oracles(
     tasks: Sequence[Task],
     durations: dict[int, float],
     audits: list[TaskAudit],
-    pool: SandboxPool,
+    pool: ExecutionProvider,
     limits: Limits,
     max_generated: int,
 ) -> None:
@@ -203,7 +203,7 @@ def _against_oracle(
     durations: dict[int, float],
     survivors: dict[int, list[str]],
     audits: list[TaskAudit],
-    pool: SandboxPool,
+    pool: ExecutionProvider,
     limits: Limits,
 ) -> None:
     """Survivors graded against their task's oracle cases (equivalent when they pass every one), and the probe that
