@@ -363,3 +363,59 @@ def test_objects_compared_inside_a_module_keep_their_own_equality(pool):
     g = grades(pool, [(task([{"pytest": module}]), right), (task([{"pytest": module}]), liar)])
     assert g[0].passed, g[0].failures
     assert g[1].per_test == [True, True, True]  # objects on both sides: their own comparison stands (documented)
+
+
+# ------------------------------------------------------------------------------------- the pytest stand-in's reach
+STANDIN_MODULE = '''
+import os, subprocess, sys
+import pytest
+from solution import add
+
+class TestWithFixtures:
+    @pytest.fixture
+    def numbers(self):
+        return (2, 3)
+
+    @pytest.fixture(autouse=True)
+    def base(self):
+        self.base = 10
+        yield
+        self.base = None
+
+    def test_class_fixture(self, numbers):
+        assert add(*numbers) == 5
+        assert add(self.base, 1) == 11
+
+def test_capfd(capfd):
+    print(add(1, 1))
+    os.write(1, b"raw\\n")
+    subprocess.run([sys.executable, "-c", "print('child')"], check=True)
+    out, err = capfd.readouterr()
+    assert out.splitlines() == ["2", "raw", "child"]
+    assert err == ""
+
+def test_tmpdir(tmpdir):
+    p = tmpdir.join("data.txt")
+    p.write("1 2")
+    sub = tmpdir.mkdir("sub")
+    assert sub.check(dir=1) and p.check(file=1)
+    assert add(*map(int, p.read().split())) == 3
+    assert os.path.exists(str(tmpdir / "data.txt")) and os.fspath(p) == p.strpath
+    assert [x.basename for x in tmpdir.listdir()] == ["data.txt", "sub"]
+'''
+
+
+def test_the_standin_offers_class_fixtures_capfd_and_a_py_path_tmpdir(pool):
+    g = grades(pool, [(task([{"pytest": STANDIN_MODULE}]), ADD), (task([{"pytest": STANDIN_MODULE}]), ONE_OPERATOR)])
+    assert g[0].passed, g[0].failures
+    assert g[1].tests_passed == 0, g[1].failures
+
+
+def test_an_empty_parameter_set_is_not_a_pass(pool):
+    module = (
+        "import itertools, pytest\nfrom solution import add\n"
+        "@pytest.mark.parametrize('a, b', list(itertools.product([], [1])))\n"
+        "def test_none(a, b):\n    assert add(a, b) == a + b\n"
+    )
+    g = grades(pool, [(task([{"pytest": module}]), ADD)])[0]
+    assert g.tests_passed == 0 and "empty parameter set" in g.failures[0], g.failures
