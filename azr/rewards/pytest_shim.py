@@ -372,7 +372,7 @@ class LocalPath(os.PathLike):
             os.makedirs(made.strpath, exist_ok=True)
         else:
             os.makedirs(os.path.dirname(made.strpath), exist_ok=True)
-            open(made.strpath, "a").close()  # noqa: SIM115
+            open(made.strpath, "a").close()
         return made
 
     def write(self, data, mode="w", ensure=False):
@@ -399,7 +399,7 @@ class LocalPath(os.PathLike):
         return text.splitlines(True) if cr else text.splitlines()
 
     def open(self, mode="r", *args, **kwargs):
-        return open(self.strpath, mode, *args, **kwargs)  # noqa: SIM115
+        return open(self.strpath, mode, *args, **kwargs)
 
     def listdir(self):
         return sorted(self.join(name) for name in os.listdir(self.strpath))
@@ -554,9 +554,9 @@ def _skip_marks(func):
             raise Skipped(m.kwargs.get("reason", "skipif"))
 
 
-def run_test(namespace, name, case):
+def run_test(namespace, name, case, announce=None):
     """Call the test `name` (`test_f` or `TestC::test_m`) of a module run into `namespace`; `case`: which of its
-    parametrized cases (None: every case, one after another)."""
+    parametrized cases (None: every case, one after another); `announce(n)` is told how many cases will run."""
     fixtures = {  # the module's own fixture functions (never an object the solution put among its names)
         v.__dict__["__azr_fixture__"]["name"]: v
         for v in list(namespace.values())
@@ -585,6 +585,8 @@ def run_test(namespace, name, case):
         chosen = [cases[case]]
     else:
         raise LookupError(f"parametrized case {case} of {name} not found ({len(cases)} cases)")
+    if announce is not None:
+        announce(len(chosen))
     for values in chosen:
         _call(namespace, fixtures, owner, func, values)
 

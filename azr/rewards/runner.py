@@ -135,8 +135,21 @@ def _flush(flush):
 
 
 def _checker(seen, wraps):
-    """`__azr_check__` for one statement test: records each rewritten assert's value."""
-    return lambda k, v: seen.append([k, _encode(_list(_iter(v)) if wraps[k] else v)])
+    """`__azr_check__` for one statement test: records each rewritten assert's value (a module test's reports
+    also carry what the twin needs, ignored here)."""
+    return lambda k, v, *twin: seen.append([k, _encode(_list(_iter(v)) if wraps[k] else v)])
+
+
+def _pairer(seen):
+    """`__azr_pair__` of a module test: `A == B` (or `!=`) evaluated as the assert would, reported as (A, B, what
+    the comparison gave)."""
+
+    def pair(k, left, right, eq, *twin):
+        a = left()
+        b = right()
+        seen.append([k, _encode((a, b, a == b if eq else a != b))])
+
+    return pair
 
 
 def run(payload):
@@ -150,6 +163,8 @@ def run(payload):
         _run_cases(p, flush)
     tests = p["tests"]
     modules = _prepare_modules(p, tests)  # before the solution runs: compiled modules, the state it may not touch
+    if modules is not None:
+        _run_twinned(p, tests, modules, flush)  # returns only in the solution's process, which has no descriptor 3
     ns = {"__name__": "solution" if modules else "__main__", "__builtins__": __builtins__}  # imported, as by pytest
     try:
         if p.get("prelude"):
@@ -271,11 +286,12 @@ def _module_test(kind, sent, ns, state):
     seen = []
     g = dict(solution.__dict__)
     g.update({"__name__": "test_solution", "__builtins__": state["builtins"], "__azr_check__": _checker(seen, wraps)})
+    g["__azr_pair__"] = _pairer(seen)
     skipped = pytest.__dict__.get("Skipped", state["unittest"].SkipTest), state["unittest"].SkipTest
     try:
         _exec(state["codes"][index], g)
-        if kind == "pytest":
-            pytest.__dict__["run_test"](g, name, case)
+        if kind == "pytest":  # how many cases it runs is reported too (site -1): the twin knows how many it should
+            pytest.__dict__["run_test"](g, name, case, lambda n: seen.append([-1, n]))
         else:
             _run_unittest(g, name)
     except skipped as e:
@@ -304,6 +320,330 @@ def _run_unittest(g, name):
     finally:
         cls.tearDownClass()
         cls.doClassCleanups()
+
+
+# Twins -------------------------------------------------------------------------------------------------------------
+# A program with module tests runs as three kinds of process. This one, the harness, never runs the solution's code.
+# It first runs each module test in a *twin*: a fork in which the solution never loaded (its names are `_Taint`
+# stand-ins), whose one line on descriptor 3 says, for each countable check it reached, the values of the pure sides
+# it could compute (SPEC_FUNCTIONS.md section 5, `azr.rewards.twins`). Then it writes a separator line and forks the
+# solution's process, which puts a pipe in place of descriptor 3 before the solution loads; this process copies the
+# pipe's lines to descriptor 3, after the separator. No line before the separator can be the solution's, and this
+# process is not dumpable, so no code of the solution's can reach descriptor 3 or write a twin's line.
+
+_TWIN_TEST_S, _TWIN_BUDGET_S = 1.0, 2.0  # a twin's time, and all twins' time, before the rest go without one
+_twin = {"marked": {}, "sure": True}
+
+
+class _Diverged(BaseException):
+    """The twin needed something only the solution has (the truth, length, items or text of its value)."""
+
+
+class _Taint:
+    """What the solution's names are in a twin: every operation on it gives it back; asking its truth, length,
+    items, text or hash stops the twin. Whatever a call hands it is marked, as the solution may change it."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name[:2] == "__":
+            raise AttributeError(name)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        for v in (*args, *kwargs.values()):
+            _mark(v)
+        return self
+
+    def __setattr__(self, name, value):
+        _mark(value)
+
+    def __setitem__(self, key, value):
+        _mark(value)
+
+    def __delitem__(self, key):
+        pass
+
+
+def _same(self, *args, **kwargs):
+    return self
+
+
+def _diverge(self, *args, **kwargs):
+    raise _Diverged()
+
+
+_BINARY = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift", "rshift", "and")
+_SAME = ("neg", "pos", "abs", "invert", "round", "trunc", "floor", "ceil", "getitem", "eq", "ne", "lt", "le", "gt")
+_DIVERGE = ("bool", "len", "iter", "contains", "index", "int", "float", "complex", "str", "repr", "format", "bytes")
+for _n in (*_BINARY, "xor", "or"):
+    setattr(_Taint, f"__{_n}__", _same)
+    setattr(_Taint, f"__r{_n}__", _same)
+for _n in (*_SAME, "ge"):
+    setattr(_Taint, f"__{_n}__", _same)
+for _n in (*_DIVERGE, "hash", "enter", "exit", "aenter", "aexit", "await"):
+    setattr(_Taint, f"__{_n}__", _diverge)
+_TAINT = object.__new__(_Taint)
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, range, _Taint)
+
+
+def _mark(v, depth=0):
+    """Remember a list, dict, set or bytearray (and what it holds) handed to the solution; anything else it is
+    handed (a function, an object) could change anything, so the twin then vouches for nothing more."""
+    kind = _type(v)
+    if kind in _IMMUTABLE:
+        return
+    if depth > 64 or kind not in (list, dict, set, bytearray, tuple, frozenset):
+        _twin["sure"] = False
+        return
+    if kind not in (tuple, frozenset):
+        if id(v) in _twin["marked"]:
+            return
+        _twin["marked"][id(v)] = v  # held, so its id is never reused
+    for x in dict.items(v) if kind is dict else (() if kind is bytearray else v):
+        _mark(x, depth + 1)
+
+
+def _has_taint(v, depth=0):
+    kind = _type(v)
+    if kind is _Taint or id(v) in _twin["marked"] or depth > 64:
+        return True
+    if kind in (list, tuple, set, frozenset):
+        return any(_has_taint(x, depth + 1) for x in v)
+    if kind is dict:
+        return any(_has_taint(k, depth + 1) or _has_taint(x, depth + 1) for k, x in dict.items(v))
+    return False
+
+
+def _vouched(names, frame):
+    """Whether none of `names` (as the test's frame sees them) holds the solution's value or something handed to it."""
+    if not _twin["sure"]:
+        return False
+    local, outer = frame.f_locals, frame.f_globals
+    return not any(_has_taint(local[n] if n in local else outer.get(n, _TAINT)) for n in names)
+
+
+def _opaque_in(e, depth=0):
+    kind = e[0]
+    if kind == "o" or depth > 70:
+        return True
+    if kind in ("l", "t", "S", "F"):
+        return any(_opaque_in(x, depth + 1) for x in e[1])
+    return kind == "d" and any(_opaque_in(a, depth + 1) or _opaque_in(b, depth + 1) for a, b in e[1])
+
+
+def _twin_side(thunk, deps, frame):
+    """A pure side's value, encoded, when the twin can vouch for it; else None (the program's word stands)."""
+    if deps is None or not _vouched(deps, frame):
+        return None
+    try:
+        v = thunk()
+        if _has_taint(v):
+            return None
+        e = _encode(v)
+    except BaseException:
+        return None
+    return None if _opaque_in(e) else e
+
+
+def _twin_reporters(seen):
+    """`__azr_check__` and `__azr_pair__` in a twin: each countable site's pass, with its pure sides' values."""
+
+    def check(k, value, ctl=None):
+        if ctl is not None:
+            seen.append([k, None, None, _vouched(ctl, _sys._getframe(1))])
+
+    def pair(k, left, right, eq, ctl, deps_a, deps_b):
+        if ctl is not None:
+            frame = _sys._getframe(1)
+            sure = _vouched(ctl, frame)
+            seen.append([k, _twin_side(left, deps_a, frame), _twin_side(right, deps_b, frame), sure])
+
+    return check, pair
+
+
+class _TaintBuiltins(dict):
+    """A twin's builtins: any other name a test reads is one the solution may have bound (at load, or later through
+    `globals()`), so it is the stand-in too."""
+
+    def __missing__(self, name):
+        return _TAINT
+
+
+class _TaintModule(type(_sys)):
+    """The `solution` a twin's test imports: the stand-in for every name but those the solution imported."""
+
+    def __getattr__(self, name):
+        if name[:2] == "__":
+            raise AttributeError(name)
+        return _TAINT
+
+
+def _solution_names(p):
+    """The names the solution binds at its top level (read from its syntax tree, never run): what it imports, as
+    imported here, and `_TAINT` for everything else; None when it does not parse."""
+    import ast
+
+    try:
+        tree = _compile(p["code"], "<solution>", "exec", ast.PyCF_ONLY_AST)
+    except BaseException:
+        return None
+    names = {}
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if _isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name.split(".")[0]] = _imported(node, alias, ast)
+        elif _isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = _TAINT
+        else:
+            for sub in ast.iter_child_nodes(node):
+                if _isinstance(sub, ast.stmt) or _type(sub).__name__ in ("ExceptHandler", "match_case"):
+                    todo.append(sub)
+                elif _isinstance(sub, ast.AST):
+                    names.update((n.id, _TAINT) for n in ast.walk(sub) if _isinstance(n, ast.Name))
+            if _type(node).__name__ in ("ExceptHandler",) and node.name:
+                names[node.name] = _TAINT
+    return names
+
+
+def _imported(node, alias, ast):
+    """What one import of the solution's binds, imported here (modules of the sandbox's own path only: `-I`)."""
+    if _isinstance(node, ast.ImportFrom) and node.level:
+        return _TAINT
+    one = ast.Import([alias]) if _isinstance(node, ast.Import) else ast.ImportFrom(node.module, [alias], 0)
+    scratch = {"__builtins__": __builtins__}
+    try:
+        _exec(_compile(ast.fix_missing_locations(ast.Module([one], [])), "<import>", "exec"), scratch)
+        return scratch[alias.asname or alias.name.split(".")[0]]
+    except BaseException:
+        return _TAINT
+
+
+def _twin_test(kind, sent, state, names, p):
+    """One module test with the solution's names as stand-ins: {"checks": [[site, a, b, vouched], ...], "end", "cases"
+    (how many parametrized cases it ran: computed by the test module from a standard library the solution never
+    touched)}."""
+    _index, name, case, _wraps = sent
+    solution = _TaintModule("solution")
+    if p.get("prelude"):
+        with _contextlib.suppress(BaseException):
+            _exec(_compile(p["prelude"], "<prelude>", "exec"), solution.__dict__)
+    solution.__dict__.update(names)
+    if p.get("setup"):
+        with _contextlib.suppress(BaseException):
+            _exec(_compile(p["setup"], "<setup>", "exec"), solution.__dict__)
+    _modules["solution"] = solution
+    pytest = state["types"].ModuleType("pytest")
+    pytest.__dict__["__builtins__"] = state["builtins"]
+    _exec(state["shim"], pytest.__dict__)
+    _modules["pytest"] = pytest
+    seen = []
+    check, pair = _twin_reporters(seen)
+    g = {k: v for k, v in solution.__dict__.items() if k not in ("__name__", "__builtins__")}
+    g.update({"__name__": "test_solution", "__builtins__": _TaintBuiltins(state["builtins"].__dict__)})
+    g.update({"__azr_check__": check, "__azr_pair__": pair})
+    end, cases = "complete", []
+    try:
+        _exec(state["codes"][_index], g)
+        if kind == "pytest":
+            pytest.__dict__["run_test"](g, name, case, cases.append)
+        else:
+            _run_unittest(g, name)
+    except _Diverged:
+        end = "diverged"
+    except BaseException as e:
+        end = _type_name(_type(e))
+    return {"checks": seen, "end": end, "cases": cases[0] if cases else None}
+
+
+def _run_twins(p, tests, state, names, flush):
+    """Each module test's twin, one after another, each in a fork with its output discarded, within the budget."""
+    devnull = _os.open(_os.devnull, _os.O_WRONLY)
+    budget_end = _time.monotonic() + _TWIN_BUDGET_S
+    for i, t in _enumerate(tests):
+        if t[0] not in ("pytest", "unittest"):
+            continue
+        left = min(_TWIN_TEST_S, budget_end - _time.monotonic())
+        if left <= 0:
+            break
+        _flush(flush)
+        pid = _fork()
+        if pid == 0:
+            try:
+                _os.setpgid(0, 0)
+                _os.dup2(devnull, 1)
+                _os.dup2(devnull, 2)
+                out = _twin_test(t[0], t[1], state, names, p)
+            except BaseException as e:
+                out = {"checks": [], "end": f"twin failed: {_type_name(_type(e))}"}
+            _write(3, (_dumps([_state["nonce"], i, "twin", out]) + "\n").encode())
+            _exit(0)
+        _status, timed_out = _wait_for(pid, left)
+        with _contextlib.suppress(OSError):
+            _os.killpg(pid, _signal.SIGKILL)
+        _sweep()
+        if timed_out:
+            _write(3, b"\n")  # ends a line the twin may have been cut off writing
+    _os.close(devnull)
+
+
+def _run_twinned(p, tests, state, flush):
+    """The harness's side of a program with module tests (see above); returns only in the solution's process."""
+    _guard_harness()
+    names = _solution_names(p)
+    if names is not None:
+        _run_twins(p, tests, state, names, flush)
+    _write(3, (_dumps([_state["nonce"], -3, "twins_end", None]) + "\n").encode())
+    r, w = _os.pipe()
+    _flush(flush)
+    pid = _fork()
+    if pid == 0:
+        _os.close(r)
+        _os.dup2(w, 3)  # the report file is closed in this process: the solution's lines go through this pipe
+        _os.close(w)
+        _prctl(_PR_SET_DUMPABLE, 1)
+        return
+    _os.close(w)
+    _relay(r, pid)
+    _sweep()
+    _exit(0)
+
+
+def _relay(r, pid):
+    """Copy the solution's process's complete lines to descriptor 3 until it has ended and the pipe is drained."""
+    try:
+        pidfd = _os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    pending, alive = b"", True
+    while True:
+        ready = [r]
+        if alive:
+            wait_on = [r] if pidfd is None else [r, pidfd]
+            ready = _select.select(wait_on, [], [], 0.01 if pidfd is None else None)[0]
+            if (pidfd is None or pidfd in ready) and _wait(pid, _os.WNOHANG)[0]:
+                alive = False
+                _os.set_blocking(r, False)
+                ready = [r]
+        if r in ready:
+            try:
+                chunk = _os.read(r, 1 << 16)
+            except BlockingIOError:  # ended, and nothing left that its leftovers wrote
+                break
+            if not chunk:
+                break
+            pending += chunk
+            cut = pending.rfind(b"\n") + 1
+            if cut:
+                _write(3, pending[:cut])
+                pending = pending[cut:]
+    if pending:
+        _write(3, pending + b"\n")
+    if pidfd is not None:
+        _os.close(pidfd)
 
 
 def _run_checker(p):

@@ -342,7 +342,9 @@ def test_a_testlib_style_checker_program_judges_by_its_exit_code(pool):
 )
 def test_rewriting_the_harness_does_not_forge_a_module_test(pool):
     module = "import pytest\nfrom solution import f\ndef test_a():\n    with pytest.raises(ValueError):\n        f(1)\n"
-    code = "import sys\nsys.modules['_azr_harness']._module_test = lambda *a: ('ok', [])\ndef f(x):\n    return 0\n"
+    code = (
+        "import sys\nsys.modules['_azr_harness']._module_test = lambda *a: ('ok', [[-1, 1]])\ndef f(x):\n    return 0\n"
+    )
     assert grades(pool, [(task([{"pytest": module}]), code)])[0].tests_passed == 0
 
 
@@ -366,7 +368,7 @@ def test_objects_compared_inside_a_module_keep_their_own_equality(pool):
 
 
 # ------------------------------------------------------------------------------------- the pytest stand-in's reach
-STANDIN_MODULE = '''
+STANDIN_MODULE = """
 import os, subprocess, sys
 import pytest
 from solution import add
@@ -402,7 +404,7 @@ def test_tmpdir(tmpdir):
     assert add(*map(int, p.read().split())) == 3
     assert os.path.exists(str(tmpdir / "data.txt")) and os.fspath(p) == p.strpath
     assert [x.basename for x in tmpdir.listdir()] == ["data.txt", "sub"]
-'''
+"""
 
 
 def test_the_standin_offers_class_fixtures_capfd_and_a_py_path_tmpdir(pool):

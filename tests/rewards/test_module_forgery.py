@@ -1,0 +1,183 @@
+"""Forging module tests, in the real bwrap sandbox: a program that writes passing reports instead of passing, or that
+patches a standard module at load so the test checks less. Module tests run each test first in a twin that never
+loads the solution, and the solution's process has no descriptor 3 (SPEC_FUNCTIONS.md section 5), so these fail;
+what still holds for the program is pinned by strict xfails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from azr.data import task_from_row
+from azr.rewards.grading import grade_many
+from azr.rewards.harness import harness_preload
+from azr.sandbox import Limits, open_pool
+
+QUICK = Limits(wall_s=10.0)
+
+# KodCode's shape: the expected value bound to a name, compared with `==`.
+KODCODE = """
+from solution import max_subarray
+
+def test_mixed():
+    result = max_subarray([-2, 1, -3, 4, -1, 2, 1, -5, 4])
+    expected = 6
+    assert result == expected
+
+def test_all_negative():
+    result = max_subarray([-3, -1, -2])
+    expected = -1
+    assert result == expected
+
+def test_cases():
+    for nums, want in [([1], 1), ([5, -1, 5], 9)]:
+        assert max_subarray(nums) == want
+"""
+KADANE = (
+    "def max_subarray(nums):\n    best = cur = nums[0]\n    for x in nums[1:]:\n"
+    "        cur = max(x, cur + x)\n        best = max(best, cur)\n    return best\n"
+)
+# BigCodeBench's shape: a unittest TestCase comparing the function's result with an expected value it built.
+BIGCODEBENCH = """
+import unittest
+
+class TestCases(unittest.TestCase):
+    def test_case_1(self):
+        result = task_func("a b a c")
+        expected = {"a": 2, "b": 1, "c": 1}
+        self.assertEqual(result, expected)
+
+    def test_case_2(self):
+        result = task_func("")
+        expected = {}
+        self.assertEqual(result, expected)
+"""
+WORD_COUNT = "import collections\ndef task_func(text):\n    return dict(collections.Counter(text.split()))\n"
+
+# At load: find the harness's payload through the frames, write one passing line per test on descriptor 3, with
+# equal sides for every `A == B` it reports (and the rewritten sites' value for every other check, and one case
+# run), then exit.
+FRAME_WALK = """
+import json, os, re, sys
+frame, P = sys._getframe(1), None
+while frame is not None and P is None:
+    P = next((v for v in frame.f_locals.values() if isinstance(v, dict) and "nonce" in v and "tests" in v), None)
+    frame = frame.f_back
+lines = []
+for i, (kind, sent) in enumerate(P["tests"]):
+    module = P["modules"][sent[0]]
+    sites = sorted({int(k) for k in re.findall(r"__azr_(?:check|pair)__\\((\\d+)", module)})
+    same = ["t", [["i", "0"], ["i", "0"], ["b", True]]]
+    counted = kind == "pytest" and "__azr_pair__" in module  # a harness that counts cases: say one ran
+    seen = [[k, same] for k in sites for _ in range(3)] + ([[-1, 1]] if counted else [])
+    lines.append(json.dumps([P["nonce"], i, "ok", seen]))
+os.write(3, ("\\n".join(lines) + "\\n").encode())
+os._exit(0)
+"""
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with open_pool("bwrap", workers=2, preload=harness_preload()) as p:
+        yield p
+
+
+def task(tests, **fields):
+    return task_from_row({"id": "t", "prompt": "p", "tests": tests, **fields}, "row")
+
+
+def grades(pool, pairs):
+    return grade_many(pairs, pool, QUICK)
+
+
+def test_a_frame_walk_forgery_fails_a_kodcode_style_pytest_module(pool):
+    t = task([{"pytest": KODCODE}])
+    right, forged, wrong = grades(pool, [(t, KADANE), (t, FRAME_WALK), (t, KADANE.replace("nums[0]", "0"))])
+    assert right.passed, right.failures
+    assert forged.tests_passed == 0, forged.failures
+    assert wrong.tests_passed < wrong.tests_total
+
+
+def test_a_frame_walk_forgery_fails_a_bigcodebench_style_unittest_module(pool):
+    t = task([{"unittest": BIGCODEBENCH}])
+    right, forged = grades(pool, [(t, WORD_COUNT), (t, FRAME_WALK)])
+    assert right.passed, right.failures
+    assert forged.tests_passed == 0, forged.failures
+
+
+def test_the_solution_cannot_reach_the_report_file(pool):
+    """Neither its own descriptor 3 (a pipe to the harness) nor the harness's (not dumpable) is the report."""
+    probe = (
+        "import os, stat\n"
+        "assert stat.S_ISFIFO(os.fstat(3).st_mode)\n"
+        "try:\n    os.open(f'/proc/{os.getppid()}/fd/3', os.O_WRONLY)\nexcept OSError:\n    pass\n"
+        "else:\n    raise SystemExit('reached the report file')\n" + KADANE
+    )
+    g = grades(pool, [(task([{"pytest": KODCODE}]), probe)])[0]
+    assert g.passed, g.failures
+
+
+PARAMETRIZED = """
+import itertools
+import pytest
+from solution import add
+
+CASES = list(itertools.combinations(range(4), 2))
+
+@pytest.mark.parametrize("a, b", CASES)
+def test_add(a, b):
+    assert abs(add(a, b) - (a + b)) < 1e-9
+"""
+
+
+@pytest.mark.parametrize(
+    "patch",
+    ["lambda *a, **k: iter(())", "lambda *a, **k: iter([(0, 0)])"],
+    ids=["no cases", "one easy case"],
+)
+def test_a_load_time_patch_of_a_standard_module_does_not_shrink_the_tests(pool, patch):
+    cheat = f"import itertools\nitertools.combinations = {patch}\ndef add(a, b):\n    return 0\n"
+    t = task([{"pytest": PARAMETRIZED}])
+    right, cheated = grades(pool, [(t, "def add(a, b):\n    return a + b\n"), (t, cheat)])
+    assert right.passed, right.failures
+    assert cheated.tests_passed == 0, cheated.failures
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: the solution runs in the test's process, so a function may read its caller's frame (or the "
+    "test's source) and return the expected value it finds there",
+)
+def test_a_solution_that_reads_its_callers_expected_value_fails(pool):
+    module = (
+        "from solution import total\n"
+        "def test_sum():\n    expected = 6\n    result = total([1, 2, 3])\n    assert result == expected\n"
+    )
+    peek = "import sys\ndef total(xs):\n    return sys._getframe(1).f_locals['expected']\n"
+    assert grades(pool, [(task([{"pytest": module}]), peek)])[0].tests_passed == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: a check the twin cannot count (inside an `if`, a `while`, a `try` or a `with`, or in a test "
+    "that returns early) may be left out of a forged report",
+)
+def test_a_forged_report_without_a_check_inside_a_branch_fails(pool):
+    module = (
+        "from solution import total\n"
+        "def test_sum():\n    expected = 6\n    if expected:\n        assert total([1, 2, 3]) == expected\n"
+    )
+    assert grades(pool, [(task([{"pytest": module}]), FRAME_WALK)])[0].tests_passed == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: where the expected side is not pure (it reads a file, an object, a value handed to the "
+    "solution, or anything the twin cannot vouch for), the comparison's sides are the program's word",
+)
+def test_a_forged_report_against_a_computed_expected_value_fails(pool):
+    module = (
+        "import json\nfrom solution import total\n"
+        "def test_sum():\n    expected = json.loads('6')\n    assert total([1, 2, 3]) == expected\n"
+    )
+    assert grades(pool, [(task([{"pytest": module}]), FRAME_WALK)])[0].tests_passed == 0
