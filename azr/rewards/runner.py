@@ -8,7 +8,9 @@ writes one nonce-tagged JSON line per test to descriptor 3. A task's setup code 
 loads and before the first fork. A stdin/stdout task is run differently: the solution is never loaded here; each
 case runs it afresh in a child process of its own, its input on stdin and its stdout in an unnamed file that this
 process reads back and reports once the child and everything it started are gone (killed at the case's time
-limit); this process is then not dumpable and a subreaper, so no case reaches its descriptor 3 or outlives it.
+limit); this process is then not dumpable and a subreaper, so no case reaches its descriptor 3 or outlives it. A program
+with module tests is run in the same spirit: this process runs each module test first in a twin that never loads
+the solution, then loads the solution in a child whose descriptor 3 is a pipe back to it (see "Twins" below).
 What it binds at import (os and json functions, `list`, `iter`, `isinstance`, `bool`, `type`) is bound before any
 solution runs. Values go out as typed plain data (`_encode`); what a value that is not plain data is read as only
 decides which value is rebuilt outside, never how it compares there (SPEC_FUNCTIONS.md section 5).

@@ -148,14 +148,49 @@ def _pure_call(call: ast.Call, scope: Scope) -> bool:
 
 
 def function_scope(fn: ast.FunctionDef | ast.AsyncFunctionDef, outer: Scope, method: bool) -> Scope:
+    """A test function's bindings. Its parameters are pure only where a `parametrize` with a pure list of values
+    gives them (a fixture's value, `tmp_path` say, may differ between the twin and the program's run); `self` never
+    is (what `setUp` stored there was made where the twin cannot see). A module-level name the function changes
+    (`global`, `X.append(...)`, `X[k] = ...`, handed to a call) is impure for the whole module."""
     args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs, fn.args.vararg, fn.args.kwarg]
-    names = [a.arg for a in args if a is not None]
-    scope = Scope(params=frozenset(names[1:] if method and names else names), outer=outer)
-    if method and names:
-        scope.deps[names[0]] = _IMPURE  # `self`: what setUp stored there was made where the twin cannot see
+    names = [a.arg for a in args if a is not None][1 if method else 0 :]
+    given = _parametrized(fn, outer)
+    scope = Scope(params=frozenset(n for n in names if n in given), outer=outer)
+    for name in names:
+        if name not in given:
+            scope.deps[name] = _IMPURE
+    if method:
+        scope.deps["self"] = _IMPURE
     _bind_block(fn.body, scope, frozenset(), False)
     scope.exits = any(isinstance(n, (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom)) for n in _own(fn))
+    assigned = {n.id for n in _own(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | set(names)
+    assigned -= {name for n in _own(fn) if isinstance(n, ast.Global) for name in n.names}
+    for name in scope.deps:
+        if name not in assigned and name in outer.deps:
+            outer.deps[name] = _IMPURE
     return scope
+
+
+def _parametrized(fn: ast.FunctionDef | ast.AsyncFunctionDef, module: Scope) -> set[str]:
+    """The argument names `@pytest.mark.parametrize(NAMES, VALUES)` decorators give, where VALUES is pure."""
+    given: set[str] = set()
+    for deco in fn.decorator_list:
+        if not (
+            isinstance(deco, ast.Call) and getattr(deco.func, "attr", getattr(deco.func, "id", "")) == "parametrize"
+        ):
+            continue
+        found = {k.arg: k.value for k in deco.keywords}
+        names = deco.args[0] if deco.args else found.get("argnames")
+        values = deco.args[1] if len(deco.args) > 1 else found.get("argvalues")
+        if values is None or names is None or pure_names(values, module) is None:
+            continue
+        try:
+            literal = ast.literal_eval(names)
+        except (ValueError, TypeError, SyntaxError):
+            continue
+        parts = literal.split(",") if isinstance(literal, str) else literal
+        given |= {str(p).strip() for p in parts}
+    return given
 
 
 def module_scope(tree: ast.Module) -> Scope:

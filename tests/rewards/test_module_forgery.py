@@ -181,3 +181,63 @@ def test_a_forged_report_against_a_computed_expected_value_fails(pool):
         "def test_sum():\n    expected = json.loads('6')\n    assert total([1, 2, 3]) == expected\n"
     )
     assert grades(pool, [(task([{"pytest": module}]), FRAME_WALK)])[0].tests_passed == 0
+
+
+# Shapes where the twin's run differs from the program's (values handed to the solution and changed there, fixtures
+# that differ per run, callbacks, state the solution keeps): a right program still passes each.
+HONEST = """
+import os, random
+import pytest
+from solution import sort_in_place, where, apply, record, total
+
+STATE = []
+
+def test_in_place():
+    nums = [3, 1, 2]
+    expected = [1, 2, 3]
+    sort_in_place(nums)
+    assert nums == expected
+    assert len(nums) == 3
+
+def test_fixture_path(tmp_path):
+    assert where(tmp_path) == str(tmp_path / "out")
+
+def test_callback():
+    seen = []
+    apply(lambda x: seen.append(x), [1, 2])
+    assert seen == [1, 2]
+
+def test_module_state():
+    record(STATE)
+    assert STATE == [1]
+
+def test_random():
+    data = [random.random() for _ in range(3)]
+    assert total(data) == sum(data)
+
+@pytest.mark.parametrize("n, want", [(1, 1), (2, 3)])
+def test_params(n, want):
+    out = total(range(n + 1))
+    assert out == want
+"""
+HONEST_SOLUTION = """
+import os
+def sort_in_place(xs):
+    xs.sort()
+def where(path):
+    return os.path.join(str(path), "out")
+def apply(f, xs):
+    for x in xs:
+        f(x)
+def record(state):
+    state.append(1)
+def total(xs):
+    return sum(xs)
+"""
+
+
+def test_a_right_program_passes_where_the_twin_cannot_vouch(pool):
+    t = task([{"pytest": HONEST}])
+    right, wrong = grades(pool, [(t, HONEST_SOLUTION), (t, HONEST_SOLUTION.replace("return sum(xs)", "return 0"))])
+    assert right.passed, right.failures
+    assert wrong.tests_passed == len(t.tests) - 3, wrong.failures  # total is wrong: its three tests fail
