@@ -9,8 +9,8 @@ loads and before the first fork. A stdin/stdout task is run differently: the sol
 case runs it afresh in a child process of its own, its input on stdin and its stdout in an unnamed file that this
 process reads back and reports once the child and everything it started are gone (killed at the case's time
 limit); this process is then not dumpable and a subreaper, so no case reaches its descriptor 3 or outlives it. A program
-with module tests is run in the same spirit: this process runs each module test first in a twin that never loads
-the solution, then loads the solution in a child whose descriptor 3 is a pipe back to it (see "Twins" below).
+with module tests is run in the same spirit: before the solution loads, this process forks a twin that runs each
+module test without it and holds descriptor 3, and keeps only a pipe to the twin (see "Twins" below).
 What it binds at import (os and json functions, `list`, `iter`, `isinstance`, `bool`, `type`) is bound before any
 solution runs. Values go out as typed plain data (`_encode`); what a value that is not plain data is read as only
 decides which value is rebuilt outside, never how it compares there (SPEC_FUNCTIONS.md section 5).
@@ -166,7 +166,7 @@ def run(payload):
     tests = p["tests"]
     modules = _prepare_modules(p, tests)  # before the solution runs: compiled modules, the state it may not touch
     if modules is not None:
-        _run_twinned(p, tests, modules, flush)  # returns only in the solution's process, which has no descriptor 3
+        _run_twinned(p, tests, modules, flush)  # from here on, descriptor 3 is a pipe to the twin, not the report
     ns = {"__name__": "solution" if modules else "__main__", "__builtins__": __builtins__}  # imported, as by pytest
     try:
         if p.get("prelude"):
@@ -174,13 +174,13 @@ def run(payload):
         _exec(_compile(p["code"], "<solution>", "exec"), ns)
     except _BaseException as e:
         _report(-1, "load_error", f"{type(e).__name__}: {e}"[:500])
-        _exit(0)
+        _finish()
     if p.get("setup"):
         try:
             _exec(_compile(p["setup"], "<setup>", "exec"), ns)
         except _BaseException as e:
             _report(-1, "load_error", f"setup: {type(e).__name__}: {e}"[:500])
-            _exit(0)
+            _finish()
     for i, t in _enumerate(tests):
         if t[0] == "none":  # nothing to run: judged outside (no tests ran)
             continue
@@ -201,9 +201,9 @@ def run(payload):
                 out = ("error", f"{type(e).__name__}: {e}"[:500])
             _report(i, *out)
             _flush(flush)
-            _exit(0)
+            _finish()
         _wait(pid, 0)
-    _exit(0)
+    _finish()
 
 
 # Test modules (pytest- and unittest-style) -------------------------------------------------------------------------
@@ -325,15 +325,15 @@ def _run_unittest(g, name):
 
 
 # Twins -------------------------------------------------------------------------------------------------------------
-# A program with module tests runs as three kinds of process. This one, the harness, never runs the solution's code.
-# It first runs each module test in a *twin*: a fork in which the solution never loaded (its names are `_Taint`
-# stand-ins), whose one line on descriptor 3 says, for each countable check it reached, the values of the pure sides
-# it could compute (SPEC_FUNCTIONS.md section 5, `azr.rewards.twins`). Then it writes a separator line and forks the
-# solution's process, which puts a pipe in place of descriptor 3 before the solution loads; this process copies the
-# pipe's lines to descriptor 3, after the separator. No line before the separator can be the solution's, and this
-# process is not dumpable, so no code of the solution's can reach descriptor 3 or write a twin's line.
+# A program with module tests runs as two processes. The harness makes itself non-dumpable and forks the *twin*,
+# then puts a pipe to the twin in place of descriptor 3 and only then loads the solution. The twin never sees the
+# solution: it runs each module test with the solution's names as `_Taint` stand-ins and writes one line per test
+# on descriptor 3 (for each countable check it reached, the values of the pure sides it could compute: SPEC section
+# 5, `azr.rewards.twins`), then a separator line, then copies the solution's process's lines from the pipe to
+# descriptor 3. The twin is not dumpable, so nothing the solution does reaches descriptor 3 or writes a line before
+# the separator; stopping or killing the twin leaves no separator, and then no module test passes.
 
-_TWIN_TEST_S, _TWIN_BUDGET_S = 1.0, 2.0  # a twin's time, and all twins' time, before the rest go without one
+_TWIN_TEST_S, _TWIN_BUDGET_S = 1.0, 2.0  # a twin's time, and all twins' time: past it the rest go without one
 _twin = {"marked": {}, "sure": True}
 
 
@@ -561,91 +561,90 @@ def _twin_test(kind, sent, state, names, p):
     return {"checks": seen, "end": end, "cases": cases[0] if cases else None}
 
 
-def _run_twins(p, tests, state, names, flush):
-    """Each module test's twin, one after another, each in a fork with its output discarded, within the budget."""
-    devnull = _os.open(_os.devnull, _os.O_WRONLY)
-    budget_end = _time.monotonic() + _TWIN_BUDGET_S
+def _run_twins(p, tests, state, names):
+    """Every module test's twin, one after another in this process, each within its time and all within the
+    budget (the rest then have none); a twin's line is written as soon as its test ends."""
+    _signal.signal(_signal.SIGALRM, _diverge)
+    deadline = _time.monotonic() + _TWIN_BUDGET_S
     for i, t in _enumerate(tests):
-        if t[0] not in ("pytest", "unittest"):
+        left = min(_TWIN_TEST_S, deadline - _time.monotonic())
+        if t[0] not in ("pytest", "unittest") or left <= 0:
             continue
-        left = min(_TWIN_TEST_S, budget_end - _time.monotonic())
-        if left <= 0:
-            break
-        _flush(flush)
-        pid = _fork()
-        if pid == 0:
-            try:
-                _os.setpgid(0, 0)
-                _os.dup2(devnull, 1)
-                _os.dup2(devnull, 2)
-                out = _twin_test(t[0], t[1], state, names, p)
-            except BaseException as e:
-                out = {"checks": [], "end": f"twin failed: {_type_name(_type(e))}"}
-            _write(3, (_dumps([_state["nonce"], i, "twin", out]) + "\n").encode())
-            _exit(0)
-        _status, timed_out = _wait_for(pid, left)
-        with _contextlib.suppress(OSError):
-            _os.killpg(pid, _signal.SIGKILL)
-        _sweep()
-        if timed_out:
-            _write(3, b"\n")  # ends a line the twin may have been cut off writing
-    _os.close(devnull)
+        _twin.update(marked={}, sure=True)
+        _signal.setitimer(_signal.ITIMER_REAL, left)
+        try:
+            out = _twin_test(t[0], t[1], state, names, p)
+        except BaseException as e:
+            out = {"checks": [], "end": f"twin failed: {_type_name(_type(e))}"}
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _write(3, (_dumps([_state["nonce"], i, "twin", out]) + "\n").encode())
+        _restore(state)  # what this test changed is not the next one's
 
 
 def _run_twinned(p, tests, state, flush):
-    """The harness's side of a program with module tests (see above); returns only in the solution's process."""
+    """The harness's side of a program with module tests (see above). This process forks the twin, then puts a
+    pipe to it in place of descriptor 3 and returns, to load the solution; the twin runs the twins, writes the
+    separator, then copies the pipe's lines to descriptor 3 until this process has ended."""
     _guard_harness()
     names = _solution_names(p)
-    if names is not None:
-        _run_twins(p, tests, state, names, flush)
-    _write(3, (_dumps([_state["nonce"], -3, "twins_end", None]) + "\n").encode())
     r, w = _os.pipe()
     _flush(flush)
     pid = _fork()
     if pid == 0:
-        _os.close(r)
-        _os.dup2(w, 3)  # the report file is closed in this process: the solution's lines go through this pipe
-        _os.close(w)
-        _prctl(_PR_SET_DUMPABLE, 1)
-        return
+        try:
+            _os.close(w)
+            devnull = _os.open(_os.devnull, _os.O_WRONLY)
+            _os.dup2(devnull, 1)
+            _os.dup2(devnull, 2)
+            if names is not None:
+                _run_twins(p, tests, state, names)
+            _write(3, (_dumps([_state["nonce"], -3, "twins_end", None]) + "\n").encode())
+            _relay(r)
+        finally:
+            _exit(0)
+    _state["twin"], _state["main"] = pid, _os.getpid()
+    _os.close(r)
+    _os.dup2(w, 3)  # the report file is closed in this process: the solution's lines go through the twin
     _os.close(w)
-    _relay(r, pid)
-    _sweep()
-    _exit(0)
+    _prctl(_PR_SET_DUMPABLE, 1)  # the twin stays non-dumpable
 
 
-def _relay(r, pid):
-    """Copy the solution's process's complete lines to descriptor 3 until it has ended and the pipe is drained."""
-    try:
-        pidfd = _os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    pending, alive = b"", True
+_END = b"\x00end"  # the solution's process's last line to the twin: what follows is its leftovers' (never JSON)
+
+
+def _relay(r):
+    """Copy complete lines from the pipe to descriptor 3 until the solution's process says it has ended, or every
+    writer has closed the pipe."""
+    pending = b""
     while True:
-        ready = [r]
-        if alive:
-            wait_on = [r] if pidfd is None else [r, pidfd]
-            ready = _select.select(wait_on, [], [], 0.01 if pidfd is None else None)[0]
-            if (pidfd is None or pidfd in ready) and _wait(pid, _os.WNOHANG)[0]:
-                alive = False
-                _os.set_blocking(r, False)
-                ready = [r]
-        if r in ready:
-            try:
-                chunk = _os.read(r, 1 << 16)
-            except BlockingIOError:  # ended, and nothing left that its leftovers wrote
-                break
-            if not chunk:
-                break
-            pending += chunk
-            cut = pending.rfind(b"\n") + 1
-            if cut:
-                _write(3, pending[:cut])
-                pending = pending[cut:]
+        chunk = _os.read(r, 1 << 16)
+        if not chunk:
+            break
+        pending += chunk
+        cut = pending.rfind(b"\n") + 1
+        if not cut:
+            continue
+        lines, pending = pending[:cut], pending[cut:]
+        end = lines.find(_END + b"\n")
+        if end != -1 and (end == 0 or lines[end - 1 : end] == b"\n"):
+            _write(3, lines[:end])
+            return
+        _write(3, lines)
     if pending:
         _write(3, pending + b"\n")
-    if pidfd is not None:
-        _os.close(pidfd)
+
+
+def _finish():
+    """End the program. In the solution's process of a program with module tests: tell the twin the last line has
+    been written and wait for it to copy them (the program ends when this process does)."""
+    twin = _state.get("twin")
+    if twin is not None and _os.getpid() == _state.get("main"):
+        with _contextlib.suppress(OSError):
+            _write(3, _END + b"\n")
+            _os.close(3)
+        with _contextlib.suppress(OSError):
+            _wait(twin, 0)
+    _exit(0)
 
 
 def _run_checker(p):

@@ -28,9 +28,9 @@ def harness_lines(report: str, nonce: str, count: int) -> tuple[dict[int, list[t
 
 def report_lines(
     report: str, nonce: str, count: int
-) -> tuple[dict[int, list[tuple[str, Any]]], str | None, dict[int, Any]]:
-    """`harness_lines`, and each module test's twin line: only those written before the harness's separator (the
-    solution's process starts after it, and only the harness writes there), the first per test."""
+) -> tuple[dict[int, list[tuple[str, Any]]], str | None, dict[int, Any] | None]:
+    """`harness_lines`, and each module test's twin line: only those written before the twin's separator (nothing
+    else writes on descriptor 3 before it), the first per test; None when there is no separator."""
     seen: dict[int, list[tuple[str, Any]]] = {}
     twins: dict[int, Any] = {}
     load_error = None
@@ -51,7 +51,7 @@ def report_lines(
             load_error = str(payload)
         elif 0 <= index < count:
             seen.setdefault(index, []).append((kind, payload))
-    return seen, load_error, twins if separated else {}
+    return seen, load_error, twins if separated else None
 
 
 def read_verdicts(
@@ -75,6 +75,9 @@ def read_verdicts(
         else:
             kind, payload = got[0]
             if plan.kind in ("pytest", "unittest") and kind == "ok":
+                if twins is None:  # the twin was stopped or killed before it finished: nothing vouches for this
+                    verdicts.append("the test's twin never finished (no separator line): not judged")
+                    continue
                 payload = with_twin(payload, twins.get(index))
                 if isinstance(payload, str):  # the twin ran a check more often than the program reported it
                     verdicts.append(payload)

@@ -56,7 +56,7 @@ WORD_COUNT = "import collections\ndef task_func(text):\n    return dict(collecti
 
 # At load: find the harness's payload through the frames, write one passing line per test on descriptor 3, with
 # equal sides for every `A == B` it reports (and the rewritten sites' value for every other check, and one case
-# run), then exit.
+# run), then end as the harness would.
 FRAME_WALK = """
 import json, os, re, sys
 frame, P = sys._getframe(1), None
@@ -71,7 +71,12 @@ for i, (kind, sent) in enumerate(P["tests"]):
     counted = kind == "pytest" and "__azr_pair__" in module  # a harness that counts cases: say one ran
     seen = [[k, same] for k in sites for _ in range(3)] + ([[-1, 1]] if counted else [])
     lines.append(json.dumps([P["nonce"], i, "ok", seen]))
-os.write(3, ("\\n".join(lines) + "\\n").encode())
+os.write(3, ("\\n".join(lines) + "\\n\\x00end\\n").encode())  # and the end, as the harness says it
+os.close(3)
+try:
+    os.wait()  # for the twin, if there is one, to copy the lines
+except ChildProcessError:
+    pass
 os._exit(0)
 """
 
@@ -106,15 +111,36 @@ def test_a_frame_walk_forgery_fails_a_bigcodebench_style_unittest_module(pool):
 
 
 def test_the_solution_cannot_reach_the_report_file(pool):
-    """Neither its own descriptor 3 (a pipe to the harness) nor the harness's (not dumpable) is the report."""
+    """Its own descriptor 3 is a pipe to the twin, and no other process's descriptors (the twin's, the worker's) can
+    be opened: none is dumpable."""
     probe = (
         "import os, stat\n"
         "assert stat.S_ISFIFO(os.fstat(3).st_mode)\n"
-        "try:\n    os.open(f'/proc/{os.getppid()}/fd/3', os.O_WRONLY)\nexcept OSError:\n    pass\n"
-        "else:\n    raise SystemExit('reached the report file')\n" + KADANE
+        "for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"
+        "    try:\n        fds = os.listdir(f'/proc/{pid}/fd')\n    except OSError:\n        continue\n"
+        "    for fd in [fd for fd in fds if fd == '3']:\n"
+        "        try:\n            f = os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY)\n        except OSError:\n"
+        "            continue\n"
+        "        if stat.S_ISREG(os.fstat(f).st_mode):\n            raise SystemExit(f'reached {pid}/{fd}')\n"
+        "        os.close(f)\n" + KADANE
     )
     g = grades(pool, [(task([{"pytest": KODCODE}]), probe)])[0]
     assert g.passed, g.failures
+
+
+KILL_THE_TWIN = (
+    "import os, signal\n"
+    "for pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+    "    try:\n        stat = open(f'/proc/{pid}/stat').read()\n    except OSError:\n        continue\n"
+    "    if int(stat[stat.rfind(')') + 2 :].split()[1]) == os.getpid():\n"
+    "        os.kill(int(pid), signal.SIGKILL)\n"
+) + FRAME_WALK
+
+
+def test_killing_the_twin_passes_no_module_test(pool):
+    """Without the twin's separator line nothing vouches for a module test, so none passes."""
+    t = task([{"pytest": KODCODE}])
+    assert grades(pool, [(t, KILL_THE_TWIN)])[0].tests_passed == 0
 
 
 PARAMETRIZED = """
