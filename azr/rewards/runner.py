@@ -185,7 +185,8 @@ def run(payload):
         if t[0] == "none":  # nothing to run: judged outside (no tests ran)
             continue
         _flush(flush)
-        pid = 0 if i == _len(tests) - 1 else _fork()
+        pid = 0 if i == _len(tests) - 1 and modules is None else _fork()  # with a twin: every test forks, so a
+        # crash in the last one cannot end this process before the twin has copied the others' lines
         if pid == 0:
             try:
                 if t[0] == "value":
@@ -563,7 +564,16 @@ def _twin_test(kind, sent, state, names, p):
 
 def _run_twins(p, tests, state, names):
     """Every module test's twin, one after another in this process, each within its time and all within the
-    budget (the rest then have none); a twin's line is written as soon as its test ends."""
+    budget (the rest then have none); a twin's line is written as soon as its test ends. They run in a folder of
+    their own (their working directory and temporary files), so nothing a twin writes there meets the solution's
+    run of the same tests, which goes on meanwhile."""
+    import shutil
+    import tempfile
+
+    _state["twin_folder"] = folder = tempfile.mkdtemp(prefix=".azr-twin-")
+    _state["twin_rmtree"] = shutil.rmtree
+    _os.chdir(folder)
+    tempfile.tempdir = folder
     _signal.signal(_signal.SIGALRM, _diverge)
     deadline = _time.monotonic() + _TWIN_BUDGET_S
     for i, t in _enumerate(tests):
@@ -579,6 +589,13 @@ def _run_twins(p, tests, state, names):
         _signal.setitimer(_signal.ITIMER_REAL, 0)
         _write(3, (_dumps([_state["nonce"], i, "twin", out]) + "\n").encode())
         _restore(state)  # what this test changed is not the next one's
+
+
+def _leave_twin_folder():
+    folder = _state.get("twin_folder")
+    if folder:
+        with _contextlib.suppress(BaseException):
+            _state["twin_rmtree"](folder, ignore_errors=True)
 
 
 def _run_twinned(p, tests, state, flush):
@@ -599,6 +616,7 @@ def _run_twinned(p, tests, state, flush):
             if names is not None:
                 _run_twins(p, tests, state, names)
             _write(3, (_dumps([_state["nonce"], -3, "twins_end", None]) + "\n").encode())
+            _leave_twin_folder()
             _relay(r)
         finally:
             _exit(0)

@@ -210,7 +210,7 @@ def test_a_forged_report_against_a_computed_expected_value_fails(pool):
 
 
 # Shapes where the twin's run differs from the program's (values handed to the solution and changed there, fixtures
-# that differ per run, callbacks, state the solution keeps): a right program still passes each.
+# that differ per run, callbacks, state the solution keeps, files the test makes): a right program passes each.
 HONEST = """
 import os, random
 import pytest
@@ -241,6 +241,10 @@ def test_random():
     data = [random.random() for _ in range(3)]
     assert total(data) == sum(data)
 
+def test_makes_a_folder():
+    os.mkdir("made_by_the_test")  # the twin runs this test too, in a folder of its own
+    assert total([1]) == 1
+
 @pytest.mark.parametrize("n, want", [(1, 1), (2, 3)])
 def test_params(n, want):
     out = total(range(n + 1))
@@ -266,4 +270,4 @@ def test_a_right_program_passes_where_the_twin_cannot_vouch(pool):
     t = task([{"pytest": HONEST}])
     right, wrong = grades(pool, [(t, HONEST_SOLUTION), (t, HONEST_SOLUTION.replace("return sum(xs)", "return 0"))])
     assert right.passed, right.failures
-    assert wrong.tests_passed == len(t.tests) - 3, wrong.failures  # total is wrong: its three tests fail
+    assert wrong.tests_passed == len(t.tests) - 4, wrong.failures  # total is wrong: its four tests fail
