@@ -271,3 +271,28 @@ def test_a_right_program_passes_where_the_twin_cannot_vouch(pool):
     right, wrong = grades(pool, [(t, HONEST_SOLUTION), (t, HONEST_SOLUTION.replace("return sum(xs)", "return 0"))])
     assert right.passed, right.failures
     assert wrong.tests_passed == len(t.tests) - 4, wrong.failures  # total is wrong: its four tests fail
+
+
+@pytest.mark.parametrize(
+    ("body", "vouched"),
+    [
+        ("expected = [1, 2]\n    assert f(1) == expected", True),
+        ("expected = sorted([2, 1]) + [len('ab')]\n    assert f(1) == expected", True),
+        ("expected = []\n    expected.append(3)\n    assert f(1) == expected", True),
+        ("expected = [1]\n    f(expected)\n    assert f(1) == expected", False),  # handed to the solution
+        ("expected = open('x').read()\n    assert f(1) == expected", False),  # read from a file
+        ("expected = f(0)\n    assert f(1) == expected", False),  # the solution's value
+        (
+            "try:\n        expected = 1\n    except ValueError:\n        expected = 2\n    assert f(1) == expected",
+            False,
+        ),
+        ("import random\n    expected = random.random()\n    assert f(1) == expected", False),
+        ("assert f(1) == str(tmp_path)", False),  # a fixture differs between the twin and the program's run
+    ],
+)
+def test_what_the_twin_may_vouch_for(body, vouched):
+    from azr.rewards.plans import instrumented_module
+
+    program = instrumented_module(f"from solution import f\ndef test_a(tmp_path):\n    {body}\n").program
+    assert "__azr_pair__(" in program
+    assert program.rstrip().endswith("None)") is not vouched, program
