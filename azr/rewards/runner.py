@@ -239,6 +239,12 @@ def _prepare_modules(p, tests):
     state["saved_dicts"] = [(m, dict(m.__dict__), _codes(m)) for m in state["saved_modules"].values()]
     classes = [v for m in state["saved_modules"].values() for v in m.__dict__.values() if _isinstance(v, type)]
     state["saved_classes"] = [(c, dict(c.__dict__), _codes(c)) for c in classes if c.__module__.startswith("unittest")]
+    module_type = types.ModuleType
+    state["saved_std"] = [  # every other module loaded before the solution: what its names are bound to
+        (m, dict(m.__dict__))
+        for n, m in list(_modules.items())
+        if _type(m) is module_type and n not in _OWN_STATE and not n.startswith("unittest")
+    ]
     state["unittest"] = unittest
     return state
 
@@ -248,8 +254,19 @@ def _codes(owner):
     return {k: v.__code__ for k, v in owner.__dict__.items() if _type(v).__name__ == "function"}
 
 
+_OWN_STATE = ("sys", "builtins", "__main__", "_azr_harness", "_azr_pytest")  # not a library's state to put back
+_UNBOUND = object()  # a name the solution deleted
+
+
 def _restore(state):
-    """Undo what the solution did to the builtins, unittest and sys.modules before a module test runs."""
+    """Undo what the solution did to the builtins, unittest, sys.modules and the names of every module loaded before
+    it (`itertools.product = ...`, `math.isclose = ...`) before a module test runs. A name it added to such a module
+    stays (a compatibility shim, `fractions.gcd = math.gcd`, changes nothing the test itself uses)."""
+    for module, saved in state["saved_std"]:
+        live = module.__dict__
+        for k, v in saved.items():
+            if live.get(k, _UNBOUND) is not v:
+                live[k] = v
     live = state["builtins"].__dict__
     for k in [k for k in live if k not in state["saved_builtins"]]:
         del live[k]

@@ -296,3 +296,21 @@ def test_what_the_twin_may_vouch_for(body, vouched):
     program = instrumented_module(f"from solution import f\ndef test_a(tmp_path):\n    {body}\n").program
     assert "__azr_pair__(" in program
     assert program.rstrip().endswith("None)") is not vouched, program
+
+
+def test_a_load_time_patch_of_a_standard_module_is_undone_before_the_test(pool):
+    """`math.isclose` patched at load cannot pass a test that compares inside (a check the twin does not see); a
+    name a solution adds to a standard module (a compatibility shim) stays."""
+    module = (
+        "import math\nfrom solution import area\n"
+        "def test_area():\n    assert math.isclose(area(2.0), 12.566, rel_tol=1e-3)\n"
+    )
+    cheat = "import math\nmath.isclose = lambda *a, **k: True\ndef area(r):\n    return 0.0\n"
+    shim = (
+        "import math, fractions\nfractions.gcd = math.gcd\n"
+        "def area(r):\n    return fractions.gcd(4, 2) * 0 + math.pi * r * r\n"
+    )
+    t = task([{"pytest": module}])
+    cheated, shimmed = grades(pool, [(t, cheat), (t, shim)])
+    assert cheated.tests_passed == 0, cheated.failures
+    assert shimmed.passed, shimmed.failures
