@@ -134,6 +134,7 @@ class TestPlan:
     prelude: str | None = None  # runs before the solution, in its namespace
     test: str = ""  # a module test: which test of the module (`test_f`, `TestC::test_m`, `Case.test_m`)
     case: int | None = None  # ... and which parametrized case (None: all of them)
+    twin: bool = False  # ... and whether its twin has something to say: a pure side, a loop's or cases' count
 
     def sent(self) -> Any:
         """All the sandbox is told about this test."""
@@ -146,7 +147,7 @@ class TestPlan:
             assert case is not None  # planned as stdio because it decoded
             return [case.input, output_cap(case)]
         if self.kind in ("pytest", "unittest"):
-            return [self.program, self.test, self.case, [c.wrap for c in self.checks]]
+            return [self.program, self.test, self.case, [c.wrap for c in self.checks], self.twin]
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
 
@@ -213,6 +214,7 @@ def _plan_module(source: str, body: dict[str, Any]) -> TestPlan:
         module.required.get(name, ()),
         test=name,
         case=case if isinstance(case, int) else None,
+        twin=name in module.twinned,
     )
 
 
@@ -230,6 +232,7 @@ class _Module:
     program: str
     checks: tuple[ValueCheck, ...]
     required: dict[str, tuple[int, ...]]  # test name -> the checks directly in its body
+    twinned: frozenset[str] = frozenset()  # tests whose twin has something to say (`azr.rewards.twins`)
 
 
 _ASSERT_METHODS = {  # unittest's self.assertX(OUT, ...) calls that become value checks: name -> (op, arguments)
@@ -253,10 +256,15 @@ def instrumented_module(source: str, unittest: bool = False) -> _Module:
     owner: dict[int, str] = {}  # id of a statement directly in a test's body -> that test's name
     module_scope = twins.module_scope(tree)
     scopes: dict[int, twins.Scope] = {}  # id of a test function -> its bindings
+    tests: dict[int, str] = {}  # id of a test function -> its name
+    twinned: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             owner |= {id(stmt): node.name for stmt in node.body}
             scopes[id(node)] = twins.function_scope(node, module_scope, False)
+            tests[id(node)] = node.name
+            if twins.runs_computed_cases(node):
+                twinned.add(node.name)
         elif isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -264,6 +272,9 @@ def instrumented_module(source: str, unittest: bool = False) -> _Module:
                     owner |= {id(stmt): f"{node.name}{sep}{item.name}" for stmt in item.body}
                     static = any(_decorator_name(d) == "staticmethod" for d in item.decorator_list)
                     scopes[id(item)] = twins.function_scope(item, module_scope, not static)
+                    tests[id(item)] = f"{node.name}{sep}{item.name}"
+                    if twins.runs_computed_cases(item):
+                        twinned.add(tests[id(item)])
     objects = frozenset(  # names the module binds to objects it constructs: their comparisons stay inside
         target.id
         for node in ast.walk(tree)
@@ -284,6 +295,11 @@ def instrumented_module(source: str, unittest: bool = False) -> _Module:
                 return super().visit(node)
             finally:
                 self.stack.pop()
+
+        def test(self) -> str | None:
+            """The name of the test whose body holds the node being visited (not inside a nested function)."""
+            functions = [n for n in self.stack[:-1] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            return tests.get(id(functions[-1])) if functions else None
 
         def site(self) -> tuple[twins.Scope | None, frozenset[str] | None]:
             """The test function's bindings, and the names the `for` loops around this site iterate over when the
@@ -307,6 +323,8 @@ def instrumented_module(source: str, unittest: bool = False) -> _Module:
 
         def report(self, node: ast.stmt, found: list[ValueCheck], exprs: list[ast.expr]) -> list[ast.stmt]:
             _, ctl = self.site()
+            if ctl is not None and any(isinstance(n, ast.For) for n in self.stack[:-1]):
+                twinned.add(self.test() or "")  # how often a loop's check runs is the twin's to say
             calls = []
             for check, expr in zip(found, exprs, strict=True):
                 args = [expr] + ([_names(ctl)] if ctl is not None else [])
@@ -317,7 +335,10 @@ def instrumented_module(source: str, unittest: bool = False) -> _Module:
             scope, ctl = self.site()
             if scope is None or any(isinstance(n, _NOT_IN_LAMBDA) for s in sides for n in ast.walk(s)):
                 return [ast.copy_location(ast.Expr(self.mark(node, check, "__azr_check__", [legacy])), node)]
-            deps = [_names(twins.pure_names(side, scope)) for side in sides]
+            pure = [twins.pure_names(side, scope) for side in sides]
+            deps = [_names(names) for names in pure]
+            if ctl is not None and any(names is not None for names in pure):
+                twinned.add(self.test() or "")  # a pure side: the twin computes it
             thunks = [ast.Lambda(_NO_ARGS, side) for side in sides]
             eq = ast.Constant(check.op == "pair==")
             args = [*thunks, eq, _names(ctl), *deps]
@@ -344,7 +365,7 @@ def instrumented_module(source: str, unittest: bool = False) -> _Module:
             return self.pair(node, *found) if len(found) == 3 else self.report(node, [found[0]], [found[1]])
 
     program = ast.unparse(Rewrite().visit(tree))
-    return _Module(program, tuple(checks), {k: tuple(v) for k, v in required.items()})
+    return _Module(program, tuple(checks), {k: tuple(v) for k, v in required.items()}, frozenset(twinned))
 
 
 _NOT_IN_LAMBDA = (ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)  # what a side cannot keep inside a lambda

@@ -165,7 +165,7 @@ def run(payload):
         _run_cases(p, flush)
     tests = p["tests"]
     modules = _prepare_modules(p, tests)  # before the solution runs: compiled modules, the state it may not touch
-    if modules is not None:
+    if modules is not None and any(t[0] in ("pytest", "unittest") and t[1][4] for t in tests):
         _run_twinned(p, tests, modules, flush)  # from here on, descriptor 3 is a pipe to the twin, not the report
     ns = {"__name__": "solution" if modules else "__main__", "__builtins__": __builtins__}  # imported, as by pytest
     try:
@@ -241,7 +241,7 @@ def _prepare_modules(p, tests):
     state["saved_classes"] = [(c, dict(c.__dict__), _codes(c)) for c in classes if c.__module__.startswith("unittest")]
     module_type = types.ModuleType
     state["saved_std"] = [  # every other module loaded before the solution: what its names are bound to
-        (m, dict(m.__dict__))
+        (m.__dict__, dict(m.__dict__))
         for n, m in list(_modules.items())
         if _type(m) is module_type and n not in _OWN_STATE and not n.startswith("unittest")
     ]
@@ -255,18 +255,14 @@ def _codes(owner):
 
 
 _OWN_STATE = ("sys", "builtins", "__main__", "_azr_harness", "_azr_pytest")  # not a library's state to put back
-_UNBOUND = object()  # a name the solution deleted
 
 
-def _restore(state):
+def _restore(state, std=True):
     """Undo what the solution did to the builtins, unittest, sys.modules and the names of every module loaded before
     it (`itertools.product = ...`, `math.isclose = ...`) before a module test runs. A name it added to such a module
     stays (a compatibility shim, `fractions.gcd = math.gcd`, changes nothing the test itself uses)."""
-    for module, saved in state["saved_std"]:
-        live = module.__dict__
-        for k, v in saved.items():
-            if live.get(k, _UNBOUND) is not v:
-                live[k] = v
+    for live, saved in state["saved_std"] if std else ():
+        live.update(saved)  # every name at once (about 0.5 ms for the 120 modules a worker holds)
     live = state["builtins"].__dict__
     for k in [k for k in live if k not in state["saved_builtins"]]:
         del live[k]
@@ -293,7 +289,7 @@ def _module_test(kind, sent, ns, state):
     """One test of a module: the module run in a namespace of its own (seeing the solution's names, with
     `solution` importable as the solution's module), then that test called; ("ok", reported values) when it
     completed, ("skipped", why) when it skipped."""
-    index, name, case, wraps = sent
+    index, name, case, wraps = sent[:4]
     _restore(state)
     types = state["types"]
     solution = types.ModuleType("solution")
@@ -546,7 +542,7 @@ def _twin_test(kind, sent, state, names, p):
     """One module test with the solution's names as stand-ins: {"checks": [[site, a, b, vouched], ...], "end", "cases"
     (how many parametrized cases it ran: computed by the test module from a standard library the solution never
     touched)}."""
-    _index, name, case, _wraps = sent
+    _index, name, case = sent[:3]
     solution = _TaintModule("solution")
     if p.get("prelude"):
         with _contextlib.suppress(BaseException):
@@ -595,8 +591,8 @@ def _run_twins(p, tests, state, names):
     deadline = _time.monotonic() + _TWIN_BUDGET_S
     for i, t in _enumerate(tests):
         left = min(_TWIN_TEST_S, deadline - _time.monotonic())
-        if t[0] not in ("pytest", "unittest") or left <= 0:
-            continue
+        if t[0] not in ("pytest", "unittest") or not t[1][4] or left <= 0:
+            continue  # not a module test, one whose twin has nothing to say, or the budget is spent
         _twin.update(marked={}, sure=True)
         _signal.setitimer(_signal.ITIMER_REAL, left)
         try:
@@ -605,7 +601,7 @@ def _run_twins(p, tests, state, names):
             out = {"checks": [], "end": f"twin failed: {_type_name(_type(e))}"}
         _signal.setitimer(_signal.ITIMER_REAL, 0)
         _write(3, (_dumps([_state["nonce"], i, "twin", out]) + "\n").encode())
-        _restore(state)  # what this test changed is not the next one's
+        _restore(state, std=False)  # what this test changed is not the next one's (no solution ever ran here)
 
 
 def _leave_twin_folder():

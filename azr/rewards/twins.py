@@ -327,3 +327,16 @@ def _escapes(stmt: ast.stmt, scope: Scope, ctl: frozenset[str], fragile: bool) -
                     _bind(scope, name.id, None)
         if receiver:
             _bind(scope, receiver, None)
+
+
+def runs_computed_cases(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A `parametrize` whose values are not a literal: the test runs every case in one go, and how many there are is
+    the twin's to say (the program's run computes them with a standard library the solution could have patched)."""
+    for deco in fn.decorator_list:
+        if isinstance(deco, ast.Call) and getattr(deco.func, "attr", getattr(deco.func, "id", "")) == "parametrize":
+            values = deco.args[1] if len(deco.args) > 1 else {k.arg: k.value for k in deco.keywords}.get("argvalues")
+            try:
+                ast.literal_eval(values)  # type: ignore[arg-type]
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return True
+    return False

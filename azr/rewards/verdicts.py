@@ -61,6 +61,7 @@ def read_verdicts(
     one verdict fails (something other than the harness wrote one). With `outputs`, a stdin/stdout case that has a
     checker and ran cleanly gets `CHECKER_PENDING`, and its output goes into `outputs` for the checker's run."""
     seen, load_error, twins = report_lines(report, nonce, len(plans))
+    twinned = any(plan.twin for plan in plans)  # then the harness ran a twin, and its separator must be there
     verdicts: list[str | None] = []
     for index, plan in enumerate(plans):
         got = seen.get(index)
@@ -75,10 +76,10 @@ def read_verdicts(
         else:
             kind, payload = got[0]
             if plan.kind in ("pytest", "unittest") and kind == "ok":
-                if twins is None:  # the twin was stopped or killed before it finished: nothing vouches for this
+                if twinned and twins is None:  # the twin was stopped or killed before it finished
                     verdicts.append("the test's twin never finished (no separator line): not judged")
                     continue
-                payload = with_twin(payload, twins.get(index))
+                payload = with_twin(payload, (twins or {}).get(index))
                 if isinstance(payload, str):  # the twin ran a check more often than the program reported it
                     verdicts.append(payload)
                     continue
