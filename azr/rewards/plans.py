@@ -147,7 +147,9 @@ class TestPlan:
             assert case is not None  # planned as stdio because it decoded
             return [case.input, output_cap(case)]
         if self.kind in ("pytest", "unittest"):
-            return [self.program, self.test, self.case, [c.wrap for c in self.checks], self.twin]
+            sent = [self.program, self.test, self.case, [c.wrap for c in self.checks]]
+            options = {"twin": True} if self.twin else {}
+            return [*sent, options] if options else sent
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
 

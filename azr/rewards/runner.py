@@ -165,7 +165,7 @@ def run(payload):
         _run_cases(p, flush)
     tests = p["tests"]
     modules = _prepare_modules(p, tests)  # before the solution runs: compiled modules, the state it may not touch
-    if modules is not None and any(t[0] in ("pytest", "unittest") and t[1][4] for t in tests):
+    if modules is not None and any(_twinned(t) for t in tests):
         _run_twinned(p, tests, modules, flush)  # from here on, descriptor 3 is a pipe to the twin, not the report
     ns = {"__name__": "solution" if modules else "__main__", "__builtins__": __builtins__}  # imported, as by pytest
     try:
@@ -575,6 +575,12 @@ def _twin_test(kind, sent, state, names, p):
     return {"checks": seen, "end": end, "cases": cases[0] if cases else None}
 
 
+def _twinned(test):
+    """Whether a test is a module test whose twin has something to say (`plans.TestPlan.sent`'s options)."""
+    kind, sent = test
+    return kind in ("pytest", "unittest") and _len(sent) > 4 and sent[4].get("twin") is True
+
+
 def _run_twins(p, tests, state, names):
     """Every module test's twin, one after another in this process, each within its time and all within the
     budget (the rest then have none); a twin's line is written as soon as its test ends. They run in a folder of
@@ -591,7 +597,7 @@ def _run_twins(p, tests, state, names):
     deadline = _time.monotonic() + _TWIN_BUDGET_S
     for i, t in _enumerate(tests):
         left = min(_TWIN_TEST_S, deadline - _time.monotonic())
-        if t[0] not in ("pytest", "unittest") or not t[1][4] or left <= 0:
+        if not _twinned(t) or left <= 0:
             continue  # not a module test, one whose twin has nothing to say, or the budget is spent
         _twin.update(marked={}, sure=True)
         _signal.setitimer(_signal.ITIMER_REAL, left)
