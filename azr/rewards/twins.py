@@ -36,39 +36,14 @@ _MUTATORS = frozenset((
     "add", "append", "clear", "difference_update", "discard", "extend", "insert", "intersection_update", "pop",
     "popitem", "remove", "reverse", "setdefault", "sort", "symmetric_difference_update", "update",
 ))
-# fmt: on
 _SHOWS = frozenset(("print", "isinstance", "issubclass", "type", "id", "hash", "callable", "hasattr"))
-_PURE_NODES = (
-    ast.Constant,
-    ast.Name,
-    ast.List,
-    ast.Tuple,
-    ast.Set,
-    ast.Dict,
-    ast.BinOp,
-    ast.UnaryOp,
-    ast.BoolOp,
-    ast.Compare,
-    ast.IfExp,
-    ast.Subscript,
-    ast.Slice,
-    ast.Starred,
-    ast.ListComp,
-    ast.SetComp,
-    ast.DictComp,
-    ast.GeneratorExp,
-    ast.comprehension,
-    ast.JoinedStr,
-    ast.FormattedValue,
-    ast.keyword,
-    ast.Call,
-    ast.Attribute,
-    ast.operator,
-    ast.unaryop,
-    ast.boolop,
-    ast.cmpop,
-    ast.expr_context,
-)  # fmt: skip
+_PURE_NODES = (  # what a pure expression is made of (calls and attributes checked further)
+    ast.Constant, ast.Name, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
+    ast.IfExp, ast.Subscript, ast.Slice, ast.Starred, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+    ast.comprehension, ast.JoinedStr, ast.FormattedValue, ast.keyword, ast.Call, ast.Attribute, ast.operator,
+    ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context,
+)
+# fmt: on
 _BUILTINS = frozenset(dir(builtins))
 _IMPURE = None  # a name bound to something the twin cannot vouch for
 
