@@ -575,6 +575,12 @@ def _twin_test(kind, sent, state, names, p):
     return {"checks": seen, "end": end, "cases": cases[0] if cases else None}
 
 
+def _time_up(signum, frame):
+    if _time.monotonic() >= _twin.get("until", 0.0):
+        raise _Diverged()
+    _signal.setitimer(_signal.ITIMER_REAL, max(0.001, _twin["until"] - _time.monotonic()))  # a forged signal
+
+
 def _twinned(test):
     """Whether a test is a module test whose twin has something to say (`plans.TestPlan.sent`'s options)."""
     kind, sent = test
@@ -589,17 +595,21 @@ def _run_twins(p, tests, state, names):
     import shutil
     import tempfile
 
-    _state["twin_folder"] = folder = tempfile.mkdtemp(prefix=".azr-twin-")
-    _state["twin_rmtree"] = shutil.rmtree
-    _os.chdir(folder)
-    tempfile.tempdir = folder
-    _signal.signal(_signal.SIGALRM, _diverge)
+    with _contextlib.suppress(OSError):  # else in the run's own folder
+        _state["twin_folder"] = folder = tempfile.mkdtemp(prefix=".azr-twin-")
+        _state["twin_rmtree"] = shutil.rmtree
+        _os.chdir(folder)
+        tempfile.tempdir = folder
+    # The solution's process can signal this one: an interrupt is ignored, and the timer's signal stops a test
+    # only once that test's time is really up (any other signal that ends this process leaves no separator).
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    _signal.signal(_signal.SIGALRM, _time_up)
     deadline = _time.monotonic() + _TWIN_BUDGET_S
     for i, t in _enumerate(tests):
         left = min(_TWIN_TEST_S, deadline - _time.monotonic())
         if not _twinned(t) or left <= 0:
             continue  # not a module test, one whose twin has nothing to say, or the budget is spent
-        _twin.update(marked={}, sure=True)
+        _twin.update(marked={}, sure=True, until=_time.monotonic() + left)
         _signal.setitimer(_signal.ITIMER_REAL, left)
         try:
             out = _twin_test(t[0], t[1], state, names, p)

@@ -143,6 +143,32 @@ def test_killing_the_twin_passes_no_module_test(pool):
     assert grades(pool, [(t, KILL_THE_TWIN)])[0].tests_passed == 0
 
 
+def test_signals_to_the_twin_do_not_cut_it_short(pool):
+    """The solution's process may signal the twin: an interrupt is ignored and a timer signal before the test's
+    time is up changes nothing, so the twin still vouches for every check."""
+    signal_it = KILL_THE_TWIN.replace(
+        "os.kill(int(pid), signal.SIGKILL)",
+        "for _ in range(50):\n"
+        "            os.kill(int(pid), signal.SIGINT)\n            os.kill(int(pid), signal.SIGALRM)",
+    )
+    assert signal_it != KILL_THE_TWIN
+    t = task([{"pytest": KODCODE}])
+    assert grades(pool, [(t, signal_it)])[0].tests_passed == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: a test whose twin runs past its time (1 s each, 2 s for all) has no twin line, and then its "
+    "checks are the program's word",
+)
+def test_a_forged_report_fails_even_where_the_twin_ran_out_of_time(pool):
+    slow = "import time\nfrom solution import total\n" + "".join(
+        f"def test_{i}():\n    time.sleep(1.1)\n    expected = 6\n    assert total([1, 2, 3]) == expected\n"
+        for i in range(3)
+    )
+    assert grades(pool, [(task([{"pytest": slow}]), FRAME_WALK)])[0].tests_passed == 0
+
+
 PARAMETRIZED = """
 import itertools
 import pytest
