@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from azr.data import call_source, decode_case, decode_test
+from azr.rewards import twins
 from azr.rewards.stdio import output_cap
 from azr.rewards.values import Opaque, check_hashed_size, same, short_repr
 
@@ -135,6 +136,7 @@ class TestPlan:
     case: int | None = None  # ... and which parametrized case (None: all of them)
     shared: bool = False  # ... run in the solution's own namespace, as one module with it (BigCodeBench)
     names: tuple[tuple[str, tuple[str, ...]], ...] = ()  # ... modules it imports from that may be the solution's
+    twin: bool = False  # ... and whether its twin has something to say: a pure side, a loop's or cases' count
 
     def sent(self) -> Any:
         """All the sandbox is told about this test."""
@@ -150,6 +152,7 @@ class TestPlan:
             sent = [self.program, self.test, self.case, [c.wrap for c in self.checks]]
             options = {"shared": True} if self.shared else {}
             options |= {"names": [[m, list(symbols)] for m, symbols in self.names]} if self.names else {}
+            options |= {"twin": True} if self.twin else {}
             return [*sent, options] if options else sent
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
@@ -219,6 +222,7 @@ def _plan_module(source: str, body: dict[str, Any]) -> TestPlan:
         case=case if isinstance(case, int) else None,
         shared=body.get("shared") is True,
         names=_module_names(body.get("names")),
+        twin=name in module.twinned,
     )
 
 
@@ -246,6 +250,7 @@ class _Module:
     program: str
     checks: tuple[ValueCheck, ...]
     required: dict[str, tuple[int, ...]]  # test name -> the checks directly in its body
+    twinned: frozenset[str] = frozenset()  # tests whose twin has something to say (`azr.rewards.twins`)
 
 
 _ASSERT_METHODS = {  # unittest's self.assertX(OUT, ...) calls that become value checks: name -> (op, arguments)
@@ -262,17 +267,32 @@ _ASSERT_METHODS = {  # unittest's self.assertX(OUT, ...) calls that become value
 @functools.lru_cache(maxsize=1024)
 def instrumented_module(source: str, unittest: bool = False) -> _Module:
     """A test module with its value-check asserts (and, for unittest, `self.assertEqual(OUT, LITERAL)`-style calls)
-    turned into reports compared outside, and for each test function or method the checks directly in its body."""
+    turned into reports compared outside, and for each test function or method the checks directly in its body.
+    Each report also tells the twin (`azr.rewards.twins`) whether its site is countable and which sides are pure:
+    `__azr_check__(k, OUT[, CTL])` and `__azr_pair__(k, lambda: A, lambda: B, EQ, CTL, DEPS_A, DEPS_B)`."""
     tree = ast.parse(source)
     owner: dict[int, str] = {}  # id of a statement directly in a test's body -> that test's name
+    module_scope = twins.module_scope(tree)
+    scopes: dict[int, twins.Scope] = {}  # id of a test function -> its bindings
+    tests: dict[int, str] = {}  # id of a test function -> its name
+    twinned: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             owner |= {id(stmt): node.name for stmt in node.body}
+            scopes[id(node)] = twins.function_scope(node, module_scope, False)
+            tests[id(node)] = node.name
+            if twins.runs_computed_cases(node):
+                twinned.add(node.name)
         elif isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     sep = "." if unittest else "::"
                     owner |= {id(stmt): f"{node.name}{sep}{item.name}" for stmt in item.body}
+                    static = any(_decorator_name(d) == "staticmethod" for d in item.decorator_list)
+                    scopes[id(item)] = twins.function_scope(item, module_scope, not static)
+                    tests[id(item)] = f"{node.name}{sep}{item.name}"
+                    if twins.runs_computed_cases(item):
+                        twinned.add(tests[id(item)])
     objects = frozenset(  # names the module binds to objects it constructs: their comparisons stay inside
         target.id
         for node in ast.walk(tree)
@@ -283,35 +303,105 @@ def instrumented_module(source: str, unittest: bool = False) -> _Module:
     checks: list[ValueCheck] = []
     required: dict[str, list[int]] = {}
 
-    def report(node: ast.stmt, found: list[ValueCheck], exprs: list[ast.expr]) -> list[ast.stmt]:
-        calls = []
-        for check, expr in zip(found, exprs, strict=True):
+    class Rewrite(ast.NodeTransformer):
+        def __init__(self):
+            self.stack: list[ast.AST] = []  # the statements (and functions) enclosing the node being visited
+
+        def visit(self, node):
+            self.stack.append(node)
+            try:
+                return super().visit(node)
+            finally:
+                self.stack.pop()
+
+        def test(self) -> str | None:
+            """The name of the test whose body holds the node being visited (not inside a nested function)."""
+            functions = [n for n in self.stack[:-1] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            return tests.get(id(functions[-1])) if functions else None
+
+        def site(self) -> tuple[twins.Scope | None, frozenset[str] | None]:
+            """The test function's bindings, and the names the `for` loops around this site iterate over when the
+            site runs once per loop pass of a call of its test (else None: not countable)."""
+            chain = self.stack[:-1]
+            functions = [i for i, n in enumerate(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if not functions or id(chain[functions[-1]]) not in scopes:
+                return None, None
+            scope = scopes[id(chain[functions[-1]])]
+            if scope.exits:
+                return scope, None
+            ctl: set[str] = set()
+            for node in chain[functions[-1] + 1 :]:
+                if not isinstance(node, ast.For):
+                    return scope, None
+                names = twins.pure_names(node.iter, scope)
+                if names is None:
+                    return scope, None
+                ctl |= names
+            return scope, frozenset(ctl)
+
+        def report(self, node: ast.stmt, found: list[ValueCheck], exprs: list[ast.expr]) -> list[ast.stmt]:
+            _, ctl = self.site()
+            if ctl is not None and any(isinstance(n, ast.For) for n in self.stack[:-1]):
+                twinned.add(self.test() or "")  # how often a loop's check runs is the twin's to say
+            calls = []
+            for check, expr in zip(found, exprs, strict=True):
+                args = [expr] + ([_names(ctl)] if ctl is not None else [])
+                calls.append(ast.copy_location(ast.Expr(self.mark(node, check, "__azr_check__", args)), node))
+            return calls
+
+        def pair(self, node: ast.stmt, check: ValueCheck, legacy: ast.expr, sides: tuple[ast.expr, ...]):
+            scope, ctl = self.site()
+            if scope is None or any(isinstance(n, _NOT_IN_LAMBDA) for s in sides for n in ast.walk(s)):
+                return [ast.copy_location(ast.Expr(self.mark(node, check, "__azr_check__", [legacy])), node)]
+            pure = [twins.pure_names(side, scope) for side in sides]
+            deps = [_names(names) for names in pure]
+            if ctl is not None and any(names is not None for names in pure):
+                twinned.add(self.test() or "")  # a pure side: the twin computes it
+            thunks = [ast.Lambda(_NO_ARGS, side) for side in sides]
+            eq = ast.Constant(check.op == "pair==")
+            args = [*thunks, eq, _names(ctl), *deps]
+            return [ast.copy_location(ast.Expr(self.mark(node, check, "__azr_pair__", args)), node)]
+
+        def mark(self, node: ast.stmt, check: ValueCheck, name: str, args: list[ast.expr]) -> ast.Call:
             if id(node) in owner:
                 required.setdefault(owner[id(node)], []).append(len(checks))
-            call = ast.Call(ast.Name("__azr_check__", ast.Load()), [ast.Constant(len(checks)), expr], [])
-            calls.append(ast.copy_location(ast.Expr(call), node))
+            args = [ast.Constant(len(checks)), *args]
             checks.append(check)
-        return calls
+            return ast.Call(ast.Name(name, ast.Load()), args, [])
 
-    class Rewrite(ast.NodeTransformer):
         def visit_Assert(self, node: ast.Assert):
             found = [_value_check(c, names=objects or True) for c in _conjuncts(node.test)]
             if not all(found):
                 pair = _pair_check(node.test)
-                return report(node, [pair[0]], [pair[1]]) if pair else node
-            return report(node, found, [_checked_expr(c) for c in _conjuncts(node.test)])  # type: ignore[arg-type]
+                return self.pair(node, *pair) if pair else node
+            return self.report(node, found, [_checked_expr(c) for c in _conjuncts(node.test)])  # type: ignore[arg-type]
 
         def visit_Expr(self, node: ast.Expr):
             found = _assert_method(node.value, objects or True) if unittest else None
-            return report(node, [found[0]], [found[1]]) if found else node
+            if found is None:
+                return node
+            return self.pair(node, *found) if len(found) == 3 else self.report(node, [found[0]], [found[1]])
 
     program = ast.unparse(Rewrite().visit(tree))
-    return _Module(program, tuple(checks), {k: tuple(v) for k, v in required.items()})
+    return _Module(program, tuple(checks), {k: tuple(v) for k, v in required.items()}, frozenset(twinned))
 
 
-def _pair_check(test: ast.expr) -> tuple[ValueCheck, ast.expr] | None:
+_NOT_IN_LAMBDA = (ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)  # what a side cannot keep inside a lambda
+_NO_ARGS = ast.arguments([], [], None, [], [], None, [])
+
+
+def _names(names: frozenset[str] | None) -> ast.expr:
+    """A constant the program carries for the twin: a tuple of names, or None."""
+    return ast.Constant(None if names is None else tuple(sorted(names)))
+
+
+def _decorator_name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+
+
+def _pair_check(test: ast.expr) -> tuple[ValueCheck, ast.expr, tuple[ast.expr, ast.expr]] | None:
     """`assert A == B` (or `!=`) of two expressions, neither an `approx(...)` (whose own comparison is the test):
-    sent back as (A, B, A == B) and compared here (`_pair`)."""
+    sent back as (A, B, A == B) and compared here (`_pair`). Also returns the two sides."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
         return None
     sides = (test.left, test.comparators[0])
@@ -327,10 +417,10 @@ def _pair_check(test: ast.expr) -> tuple[ValueCheck, ast.expr] | None:
         list(sides),
         [],
     )
-    return ValueCheck(ast.unparse(test), op), pair
+    return ValueCheck(ast.unparse(test), op), pair, sides
 
 
-def _assert_method(node: ast.expr, names: bool | frozenset[str]) -> tuple[ValueCheck, ast.expr] | None:
+def _assert_method(node: ast.expr, names: bool | frozenset[str]) -> tuple[Any, ...] | None:
     """`self.assertEqual(OUT, LITERAL)` (either order), `self.assertTrue(OUT)`, ... as a value check."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return None

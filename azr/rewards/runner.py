@@ -8,7 +8,9 @@ writes one nonce-tagged JSON line per test to descriptor 3. A task's setup code 
 loads and before the first fork. A stdin/stdout task is run differently: the solution is never loaded here; each
 case runs it afresh in a child process of its own, its input on stdin and its stdout in an unnamed file that this
 process reads back and reports once the child and everything it started are gone (killed at the case's time
-limit); this process is then not dumpable and a subreaper, so no case reaches its descriptor 3 or outlives it.
+limit); this process is then not dumpable and a subreaper, so no case reaches its descriptor 3 or outlives it. A program
+with module tests is run in the same spirit: before the solution loads, this process forks a twin that runs each
+module test without it and holds descriptor 3, and keeps only a pipe to the twin (see "Twins" below).
 What it binds at import (os and json functions, `list`, `iter`, `isinstance`, `bool`, `type`) is bound before any
 solution runs. Values go out as typed plain data (`_encode`); what a value that is not plain data is read as only
 decides which value is rebuilt outside, never how it compares there (SPEC_FUNCTIONS.md section 5).
@@ -135,8 +137,21 @@ def _flush(flush):
 
 
 def _checker(seen, wraps):
-    """`__azr_check__` for one statement test: records each rewritten assert's value."""
-    return lambda k, v: seen.append([k, _encode(_list(_iter(v)) if wraps[k] else v)])
+    """`__azr_check__` for one statement test: records each rewritten assert's value (a module test's reports
+    also carry what the twin needs, ignored here)."""
+    return lambda k, v, *twin: seen.append([k, _encode(_list(_iter(v)) if wraps[k] else v)])
+
+
+def _pairer(seen):
+    """`__azr_pair__` of a module test: `A == B` (or `!=`) evaluated as the assert would, reported as (A, B, what
+    the comparison gave)."""
+
+    def pair(k, left, right, eq, *twin):
+        a = left()
+        b = right()
+        seen.append([k, _encode((a, b, a == b if eq else a != b))])
+
+    return pair
 
 
 def run(payload):
@@ -150,6 +165,8 @@ def run(payload):
         _run_cases(p, flush)
     tests = p["tests"]
     modules = _prepare_modules(p, tests)  # before the solution runs: compiled modules, the state it may not touch
+    if modules is not None and any(_twinned(t) for t in tests):
+        _run_twinned(p, tests, modules, flush)  # from here on, descriptor 3 is a pipe to the twin, not the report
     ns = {"__name__": "solution" if modules else "__main__", "__builtins__": __builtins__}  # imported, as by pytest
     try:
         if p.get("prelude"):
@@ -157,18 +174,19 @@ def run(payload):
         _exec(_compile(p["code"], "<solution>", "exec"), ns)
     except _BaseException as e:
         _report(-1, "load_error", f"{type(e).__name__}: {e}"[:500])
-        _exit(0)
+        _finish()
     if p.get("setup"):
         try:
             _exec(_compile(p["setup"], "<setup>", "exec"), ns)
         except _BaseException as e:
             _report(-1, "load_error", f"setup: {type(e).__name__}: {e}"[:500])
-            _exit(0)
+            _finish()
     for i, t in _enumerate(tests):
         if t[0] == "none":  # nothing to run: judged outside (no tests ran)
             continue
         _flush(flush)
-        pid = 0 if i == _len(tests) - 1 else _fork()
+        pid = 0 if i == _len(tests) - 1 and modules is None else _fork()  # with a twin: every test forks, so a
+        # crash in the last one cannot end this process before the twin has copied the others' lines
         if pid == 0:
             try:
                 if t[0] == "value":
@@ -184,9 +202,9 @@ def run(payload):
                 out = ("error", f"{type(e).__name__}: {e}"[:500])
             _report(i, *out)
             _flush(flush)
-            _exit(0)
+            _finish()
         _wait(pid, 0)
-    _exit(0)
+    _finish()
 
 
 # Test modules (pytest- and unittest-style) -------------------------------------------------------------------------
@@ -223,6 +241,12 @@ def _prepare_modules(p, tests):
     state["saved_dicts"] = [(m, dict(m.__dict__), _codes(m)) for m in state["saved_modules"].values()]
     classes = [v for m in state["saved_modules"].values() for v in m.__dict__.values() if _isinstance(v, type)]
     state["saved_classes"] = [(c, dict(c.__dict__), _codes(c)) for c in classes if c.__module__.startswith("unittest")]
+    module_type = types.ModuleType
+    state["saved_std"] = [  # every other module loaded before the solution: what its names are bound to
+        (m.__dict__, dict(m.__dict__))
+        for n, m in list(_modules.items())
+        if _type(m) is module_type and n not in _OWN_STATE and not n.startswith("unittest")
+    ]
     state["unittest"] = unittest
     return state
 
@@ -232,8 +256,15 @@ def _codes(owner):
     return {k: v.__code__ for k, v in owner.__dict__.items() if _type(v).__name__ == "function"}
 
 
-def _restore(state):
-    """Undo what the solution did to the builtins, unittest and sys.modules before a module test runs."""
+_OWN_STATE = ("sys", "builtins", "__main__", "_azr_harness", "_azr_pytest")  # not a library's state to put back
+
+
+def _restore(state, std=True):
+    """Undo what the solution did to the builtins, unittest, sys.modules and the names of every module loaded before
+    it (`itertools.product = ...`, `math.isclose = ...`) before a module test runs. A name it added to such a module
+    stays (a compatibility shim, `fractions.gcd = math.gcd`, changes nothing the test itself uses)."""
+    for live, saved in state["saved_std"] if std else ():
+        live.update(saved)  # every name at once (about 0.5 ms for the 120 modules a worker holds)
     live = state["builtins"].__dict__
     for k in [k for k in live if k not in state["saved_builtins"]]:
         del live[k]
@@ -277,13 +308,14 @@ def _module_test(kind, sent, ns, state):
     seen = []
     g = dict(solution.__dict__)
     g.update({"__name__": "test_solution", "__builtins__": state["builtins"], "__azr_check__": _checker(seen, wraps)})
+    g["__azr_pair__"] = _pairer(seen)
     skipped = pytest.__dict__.get("Skipped", state["unittest"].SkipTest), state["unittest"].SkipTest
     try:
         _exec(state["codes"][index], g)
         if options.get("shared") is True:  # one module, as BigCodeBench: the test's names are the solution's too
             ns.update({k: v for k, v in g.items() if not k.startswith("__")})  # (never the harness's own)
-        if kind == "pytest":
-            pytest.__dict__["run_test"](g, name, case)
+        if kind == "pytest":  # how many cases it runs is reported too (site -1): the twin knows how many it should
+            pytest.__dict__["run_test"](g, name, case, lambda n: seen.append([-1, n]))
         else:
             _run_unittest(g, name)
     except skipped as e:
@@ -312,6 +344,362 @@ def _run_unittest(g, name):
     finally:
         cls.tearDownClass()
         cls.doClassCleanups()
+
+
+# Twins -------------------------------------------------------------------------------------------------------------
+# A program with module tests runs as two processes. The harness makes itself non-dumpable and forks the *twin*,
+# then puts a pipe to the twin in place of descriptor 3 and only then loads the solution. The twin never sees the
+# solution: it runs each module test with the solution's names as `_Taint` stand-ins and writes one line per test
+# on descriptor 3 (for each countable check it reached, the values of the pure sides it could compute: SPEC section
+# 5, `azr.rewards.twins`), then a separator line, then copies the solution's process's lines from the pipe to
+# descriptor 3. The twin is not dumpable, so nothing the solution does reaches descriptor 3 or writes a line before
+# the separator; stopping or killing the twin leaves no separator, and then no module test passes.
+
+_TWIN_TEST_S, _TWIN_BUDGET_S = 1.0, 2.0  # a twin's time, and all twins' time: past it the rest go without one
+_twin = {"marked": {}, "sure": True}
+
+
+class _Diverged(BaseException):
+    """The twin needed something only the solution has (the truth, length, items or text of its value)."""
+
+
+class _Taint:
+    """What the solution's names are in a twin: every operation on it gives it back; asking its truth, length,
+    items, text or hash stops the twin. Whatever a call hands it is marked, as the solution may change it."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name[:2] == "__":
+            raise AttributeError(name)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        for v in (*args, *kwargs.values()):
+            _mark(v)
+        return self
+
+    def __setattr__(self, name, value):
+        _mark(value)
+
+    def __setitem__(self, key, value):
+        _mark(value)
+
+    def __delitem__(self, key):
+        pass
+
+
+def _same(self, *args, **kwargs):
+    return self
+
+
+def _diverge(self, *args, **kwargs):
+    raise _Diverged()
+
+
+_BINARY = ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "divmod", "pow", "lshift", "rshift", "and")
+_SAME = ("neg", "pos", "abs", "invert", "round", "trunc", "floor", "ceil", "getitem", "eq", "ne", "lt", "le", "gt")
+_DIVERGE = ("bool", "len", "iter", "contains", "index", "int", "float", "complex", "str", "repr", "format", "bytes")
+for _n in (*_BINARY, "xor", "or"):
+    setattr(_Taint, f"__{_n}__", _same)
+    setattr(_Taint, f"__r{_n}__", _same)
+for _n in (*_SAME, "ge"):
+    setattr(_Taint, f"__{_n}__", _same)
+for _n in (*_DIVERGE, "hash", "enter", "exit", "aenter", "aexit", "await"):
+    setattr(_Taint, f"__{_n}__", _diverge)
+_TAINT = object.__new__(_Taint)
+_IMMUTABLE = (type(None), bool, int, float, complex, str, bytes, range, _Taint)
+
+
+def _mark(v, depth=0):
+    """Remember a list, dict, set or bytearray (and what it holds) handed to the solution; anything else it is
+    handed (a function, an object) could change anything, so the twin then vouches for nothing more."""
+    kind = _type(v)
+    if kind in _IMMUTABLE:
+        return
+    if depth > 64 or kind not in (list, dict, set, bytearray, tuple, frozenset):
+        _twin["sure"] = False
+        return
+    if kind not in (tuple, frozenset):
+        if id(v) in _twin["marked"]:
+            return
+        _twin["marked"][id(v)] = v  # held, so its id is never reused
+    for x in dict.items(v) if kind is dict else (() if kind is bytearray else v):
+        _mark(x, depth + 1)
+
+
+def _has_taint(v, depth=0):
+    kind = _type(v)
+    if kind is _Taint or id(v) in _twin["marked"] or depth > 64:
+        return True
+    if kind in (list, tuple, set, frozenset):
+        return any(_has_taint(x, depth + 1) for x in v)
+    if kind is dict:
+        return any(_has_taint(k, depth + 1) or _has_taint(x, depth + 1) for k, x in dict.items(v))
+    return False
+
+
+def _vouched(names, frame):
+    """Whether none of `names` (as the test's frame sees them) holds the solution's value or something handed to it."""
+    if not _twin["sure"]:
+        return False
+    local, outer = frame.f_locals, frame.f_globals
+    return not any(_has_taint(local[n] if n in local else outer.get(n, _TAINT)) for n in names)
+
+
+def _opaque_in(e, depth=0):
+    kind = e[0]
+    if kind == "o" or depth > 70:
+        return True
+    if kind in ("l", "t", "S", "F"):
+        return any(_opaque_in(x, depth + 1) for x in e[1])
+    return kind == "d" and any(_opaque_in(a, depth + 1) or _opaque_in(b, depth + 1) for a, b in e[1])
+
+
+def _twin_side(thunk, deps, frame):
+    """A pure side's value, encoded, when the twin can vouch for it; else None (the program's word stands)."""
+    if deps is None or not _vouched(deps, frame):
+        return None
+    try:
+        v = thunk()
+        if _has_taint(v):
+            return None
+        e = _encode(v)
+    except BaseException:
+        return None
+    return None if _opaque_in(e) else e
+
+
+def _twin_reporters(seen):
+    """`__azr_check__` and `__azr_pair__` in a twin: each countable site's pass, with its pure sides' values."""
+
+    def check(k, value, ctl=None):
+        if ctl is not None:
+            seen.append([k, None, None, _vouched(ctl, _sys._getframe(1))])
+
+    def pair(k, left, right, eq, ctl, deps_a, deps_b):
+        if ctl is not None:
+            frame = _sys._getframe(1)
+            sure = _vouched(ctl, frame)
+            seen.append([k, _twin_side(left, deps_a, frame), _twin_side(right, deps_b, frame), sure])
+
+    return check, pair
+
+
+class _TaintBuiltins(dict):
+    """A twin's builtins: any other name a test reads is one the solution may have bound (at load, or later through
+    `globals()`), so it is the stand-in too."""
+
+    def __missing__(self, name):
+        return _TAINT
+
+
+class _TaintModule(type(_sys)):
+    """The `solution` a twin's test imports: the stand-in for every name but those the solution imported."""
+
+    def __getattr__(self, name):
+        if name[:2] == "__":
+            raise AttributeError(name)
+        return _TAINT
+
+
+def _solution_names(p):
+    """The names the solution binds at its top level (read from its syntax tree, never run): what it imports, as
+    imported here, and `_TAINT` for everything else; None when it does not parse."""
+    import ast
+
+    try:
+        tree = _compile(p["code"], "<solution>", "exec", ast.PyCF_ONLY_AST)
+    except BaseException:
+        return None
+    names = {}
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if _isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name.split(".")[0]] = _imported(node, alias, ast)
+        elif _isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = _TAINT
+        else:
+            for sub in ast.iter_child_nodes(node):
+                if _isinstance(sub, ast.stmt) or _type(sub).__name__ in ("ExceptHandler", "match_case"):
+                    todo.append(sub)
+                elif _isinstance(sub, ast.AST):
+                    names.update((n.id, _TAINT) for n in ast.walk(sub) if _isinstance(n, ast.Name))
+            if _type(node).__name__ in ("ExceptHandler",) and node.name:
+                names[node.name] = _TAINT
+    return names
+
+
+def _imported(node, alias, ast):
+    """What one import of the solution's binds, imported here (modules of the sandbox's own path only: `-I`)."""
+    if _isinstance(node, ast.ImportFrom) and node.level:
+        return _TAINT
+    one = ast.Import([alias]) if _isinstance(node, ast.Import) else ast.ImportFrom(node.module, [alias], 0)
+    scratch = {"__builtins__": __builtins__}
+    try:
+        _exec(_compile(ast.fix_missing_locations(ast.Module([one], [])), "<import>", "exec"), scratch)
+        return scratch[alias.asname or alias.name.split(".")[0]]
+    except BaseException:
+        return _TAINT
+
+
+def _twin_test(kind, sent, state, names, p):
+    """One module test with the solution's names as stand-ins: {"checks": [[site, a, b, vouched], ...], "end", "cases"
+    (how many parametrized cases it ran: computed by the test module from a standard library the solution never
+    touched)}."""
+    _index, name, case = sent[:3]
+    solution = _TaintModule("solution")
+    if p.get("prelude"):
+        with _contextlib.suppress(BaseException):
+            _exec(_compile(p["prelude"], "<prelude>", "exec"), solution.__dict__)
+    solution.__dict__.update(names)
+    if p.get("setup"):
+        with _contextlib.suppress(BaseException):
+            _exec(_compile(p["setup"], "<setup>", "exec"), solution.__dict__)
+    _modules["solution"] = solution
+    pytest = state["types"].ModuleType("pytest")
+    pytest.__dict__["__builtins__"] = state["builtins"]
+    _exec(state["shim"], pytest.__dict__)
+    _modules["pytest"] = pytest
+    seen = []
+    check, pair = _twin_reporters(seen)
+    g = {k: v for k, v in solution.__dict__.items() if k not in ("__name__", "__builtins__")}
+    g.update({"__name__": "test_solution", "__builtins__": _TaintBuiltins(state["builtins"].__dict__)})
+    g.update({"__azr_check__": check, "__azr_pair__": pair})
+    end, cases = "complete", []
+    try:
+        _exec(state["codes"][_index], g)
+        if kind == "pytest":
+            pytest.__dict__["run_test"](g, name, case, cases.append)
+        else:
+            _run_unittest(g, name)
+    except _Diverged:
+        end = "diverged"
+    except BaseException as e:
+        end = _type_name(_type(e))
+    return {"checks": seen, "end": end, "cases": cases[0] if cases else None}
+
+
+def _time_up(signum, frame):
+    if _time.monotonic() >= _twin.get("until", 0.0):
+        raise _Diverged()
+    _signal.setitimer(_signal.ITIMER_REAL, max(0.001, _twin["until"] - _time.monotonic()))  # a forged signal
+
+
+def _twinned(test):
+    """Whether a test is a module test whose twin has something to say (`plans.TestPlan.sent`'s options)."""
+    kind, sent = test
+    return kind in ("pytest", "unittest") and _len(sent) > 4 and sent[4].get("twin") is True
+
+
+def _run_twins(p, tests, state, names):
+    """Every module test's twin, one after another in this process, each within its time and all within the
+    budget (the rest then have none); a twin's line is written as soon as its test ends. They run in a folder of
+    their own (their working directory and temporary files), so nothing a twin writes there meets the solution's
+    run of the same tests, which goes on meanwhile."""
+    import shutil
+    import tempfile
+
+    with _contextlib.suppress(OSError):  # else in the run's own folder
+        _state["twin_folder"] = folder = tempfile.mkdtemp(prefix=".azr-twin-")
+        _state["twin_rmtree"] = shutil.rmtree
+        _os.chdir(folder)
+        tempfile.tempdir = folder
+    # The solution's process can signal this one: an interrupt is ignored, and the timer's signal stops a test
+    # only once that test's time is really up (any other signal that ends this process leaves no separator).
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    _signal.signal(_signal.SIGALRM, _time_up)
+    deadline = _time.monotonic() + _TWIN_BUDGET_S
+    for i, t in _enumerate(tests):
+        left = min(_TWIN_TEST_S, deadline - _time.monotonic())
+        if not _twinned(t) or left <= 0:
+            continue  # not a module test, one whose twin has nothing to say, or the budget is spent
+        _twin.update(marked={}, sure=True, until=_time.monotonic() + left)
+        _signal.setitimer(_signal.ITIMER_REAL, left)
+        try:
+            out = _twin_test(t[0], t[1], state, names, p)
+        except BaseException as e:
+            out = {"checks": [], "end": f"twin failed: {_type_name(_type(e))}"}
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _write(3, (_dumps([_state["nonce"], i, "twin", out]) + "\n").encode())
+        _restore(state, std=False)  # what this test changed is not the next one's (no solution ever ran here)
+
+
+def _leave_twin_folder():
+    folder = _state.get("twin_folder")
+    if folder:
+        with _contextlib.suppress(BaseException):
+            _state["twin_rmtree"](folder, ignore_errors=True)
+
+
+def _run_twinned(p, tests, state, flush):
+    """The harness's side of a program with module tests (see above). This process forks the twin, then puts a
+    pipe to it in place of descriptor 3 and returns, to load the solution; the twin runs the twins, writes the
+    separator, then copies the pipe's lines to descriptor 3 until this process has ended."""
+    _guard_harness()
+    names = _solution_names(p)
+    r, w = _os.pipe()
+    _flush(flush)
+    pid = _fork()
+    if pid == 0:
+        try:
+            _os.close(w)
+            devnull = _os.open(_os.devnull, _os.O_WRONLY)
+            _os.dup2(devnull, 1)
+            _os.dup2(devnull, 2)
+            if names is not None:
+                _run_twins(p, tests, state, names)
+            _write(3, (_dumps([_state["nonce"], -3, "twins_end", None]) + "\n").encode())
+            _leave_twin_folder()
+            _relay(r)
+        finally:
+            _exit(0)
+    _state["twin"], _state["main"] = pid, _os.getpid()
+    _os.close(r)
+    _os.dup2(w, 3)  # the report file is closed in this process: the solution's lines go through the twin
+    _os.close(w)
+    _prctl(_PR_SET_DUMPABLE, 1)  # the twin stays non-dumpable
+
+
+_END = b"\x00end"  # the solution's process's last line to the twin: what follows is its leftovers' (never JSON)
+
+
+def _relay(r):
+    """Copy complete lines from the pipe to descriptor 3 until the solution's process says it has ended, or every
+    writer has closed the pipe."""
+    pending = b""
+    while True:
+        chunk = _os.read(r, 1 << 16)
+        if not chunk:
+            break
+        pending += chunk
+        cut = pending.rfind(b"\n") + 1
+        if not cut:
+            continue
+        lines, pending = pending[:cut], pending[cut:]
+        end = lines.find(_END + b"\n")
+        if end != -1 and (end == 0 or lines[end - 1 : end] == b"\n"):
+            _write(3, lines[:end])
+            return
+        _write(3, lines)
+    if pending:
+        _write(3, pending + b"\n")
+
+
+def _finish():
+    """End the program. In the solution's process of a program with module tests: tell the twin the last line has
+    been written and wait for it to copy them (the program ends when this process does)."""
+    twin = _state.get("twin")
+    if twin is not None and _os.getpid() == _state.get("main"):
+        with _contextlib.suppress(OSError):
+            _write(3, _END + b"\n")
+            _os.close(3)
+        with _contextlib.suppress(OSError):
+            _wait(twin, 0)
+    _exit(0)
 
 
 def _run_checker(p):

@@ -342,7 +342,9 @@ def test_a_testlib_style_checker_program_judges_by_its_exit_code(pool):
 )
 def test_rewriting_the_harness_does_not_forge_a_module_test(pool):
     module = "import pytest\nfrom solution import f\ndef test_a():\n    with pytest.raises(ValueError):\n        f(1)\n"
-    code = "import sys\nsys.modules['_azr_harness']._module_test = lambda *a: ('ok', [])\ndef f(x):\n    return 0\n"
+    code = (
+        "import sys\nsys.modules['_azr_harness']._module_test = lambda *a: ('ok', [[-1, 1]])\ndef f(x):\n    return 0\n"
+    )
     assert grades(pool, [(task([{"pytest": module}]), code)])[0].tests_passed == 0
 
 
@@ -397,3 +399,59 @@ def test_a_test_module_imports_the_program_under_the_name_it_uses(pool):
     assert good.passed and good.tests_total == 2, good.failures
     assert not wrong.passed and nothing.failures[0].startswith("test 0: ModuleNotFoundError: No module named 'leap'")
     assert good_p.passed, good_p.failures
+
+
+# ------------------------------------------------------------------------------------- the pytest stand-in's reach
+STANDIN_MODULE = """
+import os, subprocess, sys
+import pytest
+from solution import add
+
+class TestWithFixtures:
+    @pytest.fixture
+    def numbers(self):
+        return (2, 3)
+
+    @pytest.fixture(autouse=True)
+    def base(self):
+        self.base = 10
+        yield
+        self.base = None
+
+    def test_class_fixture(self, numbers):
+        assert add(*numbers) == 5
+        assert add(self.base, 1) == 11
+
+def test_capfd(capfd):
+    print(add(1, 1))
+    os.write(1, b"raw\\n")
+    subprocess.run([sys.executable, "-c", "print('child')"], check=True)
+    out, err = capfd.readouterr()
+    assert out.splitlines() == ["2", "raw", "child"]
+    assert err == ""
+
+def test_tmpdir(tmpdir):
+    p = tmpdir.join("data.txt")
+    p.write("1 2")
+    sub = tmpdir.mkdir("sub")
+    assert sub.check(dir=1) and p.check(file=1)
+    assert add(*map(int, p.read().split())) == 3
+    assert os.path.exists(str(tmpdir / "data.txt")) and os.fspath(p) == p.strpath
+    assert [x.basename for x in tmpdir.listdir()] == ["data.txt", "sub"]
+"""
+
+
+def test_the_standin_offers_class_fixtures_capfd_and_a_py_path_tmpdir(pool):
+    g = grades(pool, [(task([{"pytest": STANDIN_MODULE}]), ADD), (task([{"pytest": STANDIN_MODULE}]), ONE_OPERATOR)])
+    assert g[0].passed, g[0].failures
+    assert g[1].tests_passed == 0, g[1].failures
+
+
+def test_an_empty_parameter_set_is_not_a_pass(pool):
+    module = (
+        "import itertools, pytest\nfrom solution import add\n"
+        "@pytest.mark.parametrize('a, b', list(itertools.product([], [1])))\n"
+        "def test_none(a, b):\n    assert add(a, b) == a + b\n"
+    )
+    g = grades(pool, [(task([{"pytest": module}]), ADD)])[0]
+    assert g.tests_passed == 0 and "empty parameter set" in g.failures[0], g.failures
