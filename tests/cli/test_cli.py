@@ -619,6 +619,27 @@ def test_report_out_dev_null_is_refused_and_the_device_stays(tmp_path):
     ]
 
 
+def test_report_out_dev_stdout_writes_the_file_it_names_and_the_link_stays(tmp_path):
+    """`--out /dev/stdout` with stdout redirected to a file: the page lands in that file and /dev/stdout stays a
+    link. In a private mount namespace whose /dev is a fresh tmpfs: were azr to rename over the link, only that
+    namespace's tmpfs would change, never the host's /dev."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) for a private mount namespace")
+    run = _run_folder(tmp_path)
+    page = tmp_path / "page.html"
+    script = (
+        "mount -t tmpfs tmpfs /dev && ln -s /proc/self/fd/1 /dev/stdout || exit 99; "
+        f"{sys.executable} -m azr.cli report {run} --out /dev/stdout > {page}; code=$?; "
+        'test -L /dev/stdout && echo "still a link"; exit $code'
+    )
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    if proc.returncode == 99:
+        pytest.skip(f"no private mount namespace here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "still a link"
+    assert page.read_text().startswith("<!DOCTYPE html>")
+
+
 @pytest.mark.parametrize(
     ("args", "option"),
     [
