@@ -15,6 +15,7 @@ Nothing here runs code.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import keyword
 import math
@@ -63,6 +64,7 @@ class IOCase:
         return json.loads(self.encode()[len(_TAG) :])
 
 
+@functools.lru_cache(maxsize=1 << 14)  # grading reads each case's fields several times (plan, program, verdict)
 def decode_case(test: str) -> IOCase | None:
     """The case a `Task.tests` string holds, or None for an assert test (or anything malformed)."""
     if not test.startswith(_TAG):

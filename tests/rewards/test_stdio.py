@@ -294,3 +294,25 @@ def test_cases_mixed_with_asserts_are_never_judged(pool):
     for tests in ([*ADD.tests, "assert True"], ["assert True", *ADD.tests]):
         g = run(pool, Task("mixed", "p", tests), RIGHT)
         assert (g.status, g.tests_passed) == ("error", 0)
+
+
+def test_each_case_sees_only_its_own_input_output_and_stderr(pool):
+    """The case files are emptied between cases: a long first output or input, an error written to stderr, or a
+    file left in append mode leave nothing for the next case to read or to be judged by."""
+    task = Task(
+        "echo",
+        "Print the input.",
+        cases(("x" * 5000 + "\n", "x" * 5000 + "\n"), ("y\n", "y\n"), ("fail\n", "z\n"), ("z\n", "z\n")),
+    )
+    code = (
+        "import fcntl, os, sys\n"
+        "fcntl.fcntl(1, fcntl.F_SETFL, os.O_APPEND)\n"
+        "line = sys.stdin.read()\n"
+        "if line == 'fail\\n':\n"
+        "    print('the error line', file=sys.stderr)\n"
+        "    sys.exit(3)\n"
+        "print(line, end='')\n"
+    )
+    g = run(pool, task, code)
+    assert g.tests_passed == 3 and len(g.failures) == 1, g.failures
+    assert "the error line" in g.failures[0]

@@ -1,0 +1,174 @@
+"""Grading stdin/stdout tasks: `azr data validate` and `azr eval --samples` on one file, this tree against another
+checkout (`--baseline DIR`, e.g. a `git worktree` of an earlier commit), measured side by side in one run.
+
+The file: 18 competitive-programming-style tasks with 647 cases in all (each reads stdin, prints an answer), their
+reference solutions, and a samples file of the same solutions (`{"task_id", "solution"}`). Each command runs in a
+fresh interpreter in its tree (`PYTHONPATH` and cwd set to it; the `azr.__file__` it imported is checked), the
+arms alternating A B A B for `--rounds` rounds so that a busy machine slows both alike; the figures are each arm's
+median wall time and median CPU time of the azr process itself (imports, loading, planning and reading verdicts:
+the sandbox's workers are not its waited-for children, so their time is not in it) and their ratios. A run whose
+command fails (a reference refused, a sample not passing) stops it.
+
+Usage: python benchmarks/stdio_grading.py [--baseline DIR] [--this DIR] [--rounds R] [--workers W] [--profile]
+(`--profile` prints cProfile's top functions of this tree's grading, in process, instead.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# (solution, input maker): each task's reference and how its cases' inputs are drawn
+PROGRAMS: list[tuple[str, str]] = [
+    ("print(sum(map(int, input().split())))", "ints"),
+    ("n = int(input())\nprint(n * (n + 1) // 2)", "one"),
+    ("print(' '.join(sorted(input().split(), key=int)))", "ints"),
+    ("print(max(map(int, input().split())))", "ints"),
+    ("print(min(map(int, input().split())))", "ints"),
+    ("xs = list(map(int, input().split()))\nprint(len(set(xs)))", "ints"),
+    ("print(input()[::-1])", "word"),
+    ("s = input()\nprint('YES' if s == s[::-1] else 'NO')", "word"),
+    ("n = int(input())\nprint(bin(n).count('1'))", "one"),
+    ("import sys\nxs = sys.stdin.read().split()\nprint(len(xs))", "ints"),
+    ("xs = list(map(int, input().split()))\nprint(sum(x for x in xs if x % 2 == 0))", "ints"),
+    ("n = int(input())\nfor i in range(1, 4):\n    print(n * i)", "one"),
+    ("s = input()\nprint(sum(c in 'aeiou' for c in s))", "word"),
+    ("xs = list(map(int, input().split()))\nprint(*reversed(xs))", "ints"),
+    ("import math\nn = int(input())\nprint(math.isqrt(abs(n)))", "one"),
+    ("from collections import Counter\nprint(Counter(input()).most_common(1)[0][1])", "word"),
+    ("xs = list(map(int, input().split()))\nprint(max(xs) - min(xs))", "ints"),
+    ("n = int(input())\nprint(n % 7, n // 7)", "one"),
+]
+TOTAL_CASES = 647
+
+
+def _run(source: str, data: str) -> str:
+    """What the reference prints on `data` (computed here, in this process, to write the expected outputs)."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    stdin, sys.stdin = sys.stdin, io.StringIO(data)
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(source, "<reference>", "exec"), {"__name__": "__main__"})
+    finally:
+        sys.stdin = stdin
+    return out.getvalue()
+
+
+def _input(kind: str, rng: random.Random) -> str:
+    if kind == "ints":
+        return " ".join(str(rng.randint(-1000, 1000)) for _ in range(rng.randint(1, 30))) + "\n"
+    if kind == "one":
+        return f"{rng.randint(0, 10**6)}\n"
+    return "".join(rng.choice("abcdeiou") for _ in range(rng.randint(1, 40))) + "\n"
+
+
+def write_files(folder: Path) -> tuple[Path, Path]:
+    """(tasks.jsonl, samples.jsonl) in `folder`: the tasks with their references, and the references as samples."""
+    rng = random.Random(0)
+    per_task = [TOTAL_CASES // len(PROGRAMS) + (i < TOTAL_CASES % len(PROGRAMS)) for i in range(len(PROGRAMS))]
+    tasks, samples = [], []
+    for i, ((source, kind), n) in enumerate(zip(PROGRAMS, per_task, strict=True)):
+        inputs = [_input(kind, rng) for _ in range(n)]
+        tests = [{"input": x, "output": _run(source, x)} for x in inputs]
+        tasks.append({"id": f"stdio/{i}", "prompt": f"Task {i}: read stdin, print the answer.", "solution": source})
+        tasks[-1]["tests"] = tests
+        samples.append({"task_id": f"stdio/{i}", "solution": source})
+    path, samples_path = folder / "tasks.jsonl", folder / "samples.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    samples_path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return path, samples_path
+
+
+def commands(tasks: Path, samples: Path, out: Path, workers: int) -> dict[str, list[str]]:
+    flags = ["--workers", str(workers)]
+    return {
+        "validate": ["data", "validate", str(tasks), *flags],
+        "eval": ["eval", "--dataset", str(tasks), "--samples", str(samples), "--output-dir", str(out)],
+    }
+
+
+def timed(tree: Path, argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the azr process) of `python -m azr.cli ARGV` in a fresh interpreter importing
+    `tree`'s azr; it must exit 0."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    check = subprocess.run(
+        [sys.executable, "-c", "import azr; print(azr.__file__)"], env=env, cwd=tree, capture_output=True, text=True
+    )
+    if Path(check.stdout.strip()).resolve() != (tree / "azr" / "__init__.py").resolve():
+        sys.exit(f"{tree}: imported {check.stdout.strip()}, not its own azr")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "azr.cli", *argv], env=env, cwd=tree, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        sys.exit(f"{tree}: azr {' '.join(argv)} exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return elapsed, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def profile(tasks: Path, workers: int) -> None:
+    """cProfile of this tree's load and grading (in process, pool warm), top 25 by cumulative time."""
+    import cProfile
+    import pstats
+
+    from azr.config import SandboxConfig
+    from azr.data import load_tasks
+    from azr.rewards import limits_from_config, pool_from_config, validate_references
+
+    cfg = SandboxConfig(workers=workers)
+    pool, limits = pool_from_config(cfg), limits_from_config(cfg)
+    pool.map(["pass"] * pool.size)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    loaded = load_tasks(tasks)
+    results = validate_references(loaded, pool, limits)
+    profiler.disable()
+    assert all(g is not None and g.passed for _, g in results)
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, help="another checkout's root, measured beside this tree")
+    parser.add_argument("--this", type=Path, default=REPO, help="the tree measured as this one [this checkout]")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        tasks, samples = write_files(Path(folder))
+        if args.profile:
+            profile(tasks, args.workers)
+            return
+        trees = {"this": args.this.resolve(), **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+        times: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for r in range(args.rounds):
+            for name, tree in trees.items():
+                for what, argv in commands(tasks, samples, Path(folder) / f"eval-{name}-{r}", args.workers).items():
+                    times.setdefault((name, what), []).append(timed(tree, argv))
+        print(f"{len(PROGRAMS)} tasks, {TOTAL_CASES} cases, {args.workers} workers, {args.rounds} rounds (ABAB)")
+        for what in ("validate", "eval"):
+            for i, kind in enumerate(("wall", "CPU")):
+                medians = {name: statistics.median(t[i] for t in times[(name, what)]) for name in trees}
+                line = ", ".join(f"{name} {m:.2f} s" for name, m in medians.items())
+                ratio = f"; this/baseline {medians['this'] / medians['baseline']:.2f}" if "baseline" in medians else ""
+                print(f"{what}: median {kind} time {line}{ratio}")
+
+
+if __name__ == "__main__":
+    main()
