@@ -1,9 +1,10 @@
 """Files a run writes as it goes: atomic whole-file writes, append-and-flush JSONL, and the generation log.
 
 A crash at any moment leaves either the old or the new version of an atomically written file, and a JSONL file
-whose complete lines all parse (a torn last line is dropped on the next open). Every writer here applies
-`azr.secrets.redact`, so no key reaches a file whatever record carries it. `prune_jsonl` rewrites a log
-atomically without the records a resumed run will write again. The generation log writes from a background thread
+whose complete lines all parse (a torn last line is dropped on the next open). Every writer of logs and reports here
+applies `azr.secrets.redact`, so no key reaches a file whatever record carries it; data a user owns (a task file,
+hardened tests, triplets) is written verbatim by `write_data_file`, since redaction would change the tests.
+`prune_jsonl` rewrites a log atomically without the records a resumed run will write again. The generation log writes from a background thread
 through a bounded queue into size-rotated files, and drains on close (called on exit and after a crash); a writer
 that fails records why (`error`), counts what it lost (`dropped`), and never blocks the trainer.
 
@@ -11,7 +12,8 @@ Any Python string can be written: text from a program, an endpoint or a task fil
 (`chr(0xD800)`), which UTF-8 cannot encode. The one rule, applied here (`azr.inputs.valid_text`) by every writer (JSON,
 JSONL and plain text): each surrogate code point becomes U+FFFD (the replacement character), so every file azr writes
 is valid UTF-8 and its JSON is valid for any parser; `read_jsonl_records` reads by the same rule. Only regular files
-are written (`check_regular_file`): never through a device or a FIFO, never renamed over one or over a folder. (The
+are written (`check_regular_file`): never through a device or a FIFO, never renamed over one or over a folder; a
+symbolic link is resolved first, so the file it names is replaced and the link (`/dev/stdout`) stays. (The
 console escapes surrogates instead, like control characters: `azr.cli.app` sets `errors="backslashreplace"`.)
 """
 
@@ -51,19 +53,33 @@ def check_regular_file(path: Path, what: str | None = None) -> Path:
 def atomic_write_text(path: Path, text: str) -> Path:
     """Write `text` to `path` through a temp file in the same directory and an atomic rename; secrets redacted,
     surrogates replaced (`valid_text`). Refused (UserError) where `path` is not a regular file."""
-    path, text = check_regular_file(Path(path)), redact(valid_text(text))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    return _atomic_write(path, redact(valid_text(text)))
+
+
+def write_data_file(path: Path, text: str) -> Path:
+    """`atomic_write_text` for data a user owns (task rows, hardened tests, triplets): verbatim, never redacted (a
+    test holding `Bearer x` or `http://u:p@h` must stay that test), surrogates replaced (`valid_text`)."""
+    return _atomic_write(path, valid_text(text))
+
+
+def _atomic_write(path: Path, text: str) -> Path:
+    """Replace the file `path` names (a link resolved: the link itself is never replaced) atomically; returns the
+    path as given."""
+    check_regular_file(Path(path))
+    target = Path(os.path.realpath(path))
+    check_regular_file(target, str(path))  # /dev/stdout as a pipe resolves to no name: refused, never created
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+    return Path(path)
 
 
 def atomic_write_json(path: Path, obj: Any) -> Path:

@@ -8,14 +8,11 @@ test; a failure raises, a skip raises `Skipped`.
 
 The subset: `raises` (context manager and call forms, `match=`), `approx` (numbers, sequences, dicts; pytest's
 default tolerances), `fixture` (module-level fixture functions, by parameter name, `yield` fixtures' teardown,
-`autouse`; fixtures defined as methods of a test class, for that class's tests), `mark.parametrize` (names as a
-string or a sequence, `param`, stacked decorators; an empty parameter set skips, as in pytest), `mark.skip`,
+`autouse`), `mark.parametrize` (names as a string or a sequence, `param`, stacked decorators), `mark.skip`,
 `mark.skipif`, other marks ignored, `skip`, `fail`, `importorskip`, `warns`, `setup_module` / `setup_function` /
-`setup_method` and their teardowns, and the built-in fixtures `tmp_path`, `tmpdir` (a small `py.path.local`-like
-object: `join`, `mkdir`, `write`, `read`, `/`, `str`), `tmp_path_factory`, `capsys`, `capfd` (descriptors 1 and 2
-captured, so a child process's output is caught too), `monkeypatch` (setattr, delattr, setitem, delitem, setenv,
-delenv, chdir, syspath_prepend). Not there: conftest.py, plugins, `request`, class-scoped fixtures (every fixture is
-function-scoped), fixture parametrization.
+`setup_method` and their teardowns, and the built-in fixtures `tmp_path`, `tmpdir` (a `pathlib.Path` here),
+`capsys`, `monkeypatch` (setattr, delattr, setitem, delitem, setenv, delenv, chdir, syspath_prepend). Not there:
+conftest.py, plugins, `request`, class-scoped fixtures (every fixture is function-scoped), fixture parametrization.
 """
 
 import contextlib
@@ -266,166 +263,6 @@ class CaptureFixture:
         sys.stdout, sys.stderr = self._saved
 
 
-class FdCaptureFixture(CaptureFixture):
-    """`capfd`: descriptors 1 and 2 point at files for the test, and `sys.stdout`/`sys.stderr` write there too."""
-
-    def __init__(self):
-        self._saved = sys.stdout, sys.stderr
-        self._flush()
-        self._files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]  # noqa: SIM115 (closed by close())
-        self._fds = [os.dup(1), os.dup(2)]
-        self._read = [0, 0]
-        for fd, f in zip((1, 2), self._files, strict=True):
-            os.dup2(f.fileno(), fd)
-        sys.stdout = open(1, "w", 1, "utf-8", "backslashreplace", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", 1, "utf-8", "backslashreplace", closefd=False)  # noqa: SIM115
-        self._out, self._err = sys.stdout, sys.stderr
-
-    @staticmethod
-    def _flush():
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-
-    def readouterr(self):
-        self._flush()
-        texts = []
-        for i, f in enumerate(self._files):
-            f.seek(self._read[i])
-            data = f.read()
-            self._read[i] += len(data)
-            texts.append(data.decode("utf-8", "replace"))
-        return CaptureResult(texts)
-
-    @contextlib.contextmanager
-    def disabled(self):
-        self._flush()
-        for fd, saved in zip((1, 2), self._fds, strict=True):
-            os.dup2(saved, fd)
-        try:
-            yield
-        finally:
-            self._flush()
-            for fd, f in zip((1, 2), self._files, strict=True):
-                os.dup2(f.fileno(), fd)
-
-    def close(self):
-        self._flush()
-        for fd, saved in zip((1, 2), self._fds, strict=True):
-            os.dup2(saved, fd)
-            os.close(saved)
-        for f in self._files:
-            f.close()
-        sys.stdout, sys.stderr = self._saved
-
-
-class LocalPath(os.PathLike):
-    """What pytest's `tmpdir` gives: a `py.path.local`, the part of it tests use (`join`, `mkdir`, `write`, `read`,
-    `ensure`, `listdir`, `exists`, `check`, `/`, `str`, `strpath`, `basename`, `dirname`)."""
-
-    def __init__(self, path):
-        self.strpath = os.fspath(path)
-
-    def __fspath__(self):
-        return self.strpath
-
-    def __str__(self):
-        return self.strpath
-
-    def __repr__(self):
-        return f"local({self.strpath!r})"
-
-    def __eq__(self, other):
-        try:
-            return self.strpath == os.fspath(other)
-        except TypeError:
-            return False
-
-    def __hash__(self):
-        return hash(self.strpath)
-
-    def __truediv__(self, other):
-        return self.join(other)
-
-    def __lt__(self, other):
-        return self.strpath < os.fspath(other)
-
-    basename = property(lambda self: os.path.basename(self.strpath))
-    dirname = property(lambda self: os.path.dirname(self.strpath))
-    ext = property(lambda self: os.path.splitext(self.strpath)[1])
-    purebasename = property(lambda self: os.path.splitext(self.basename)[0])
-
-    def join(self, *parts):
-        return LocalPath(os.path.join(self.strpath, *map(os.fspath, parts)))
-
-    def dirpath(self, *parts):
-        return LocalPath(os.path.dirname(self.strpath)).join(*parts)
-
-    def mkdir(self, *parts):
-        made = self.join(*parts)
-        os.mkdir(made.strpath)
-        return made
-
-    def ensure(self, *parts, dir=False):
-        made = self.join(*parts)
-        if dir:
-            os.makedirs(made.strpath, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(made.strpath), exist_ok=True)
-            open(made.strpath, "a").close()  # noqa: SIM115
-        return made
-
-    def write(self, data, mode="w", ensure=False):
-        if ensure:
-            os.makedirs(os.path.dirname(self.strpath), exist_ok=True)
-        if isinstance(data, bytes) and "b" not in mode:
-            mode += "b"
-        with open(self.strpath, mode) as f:
-            f.write(data)
-
-    def write_text(self, data, encoding="utf-8", ensure=False):
-        self.write(data.encode(encoding), "wb", ensure)
-
-    def read(self, mode="r"):
-        with open(self.strpath, mode) as f:
-            return f.read()
-
-    def read_text(self, encoding="utf-8"):
-        with open(self.strpath, encoding=encoding) as f:
-            return f.read()
-
-    def readlines(self, cr=True):
-        text = self.read()
-        return text.splitlines(True) if cr else text.splitlines()
-
-    def open(self, mode="r", *args, **kwargs):
-        return open(self.strpath, mode, *args, **kwargs)  # noqa: SIM115
-
-    def listdir(self):
-        return sorted(self.join(name) for name in os.listdir(self.strpath))
-
-    def exists(self):
-        return os.path.exists(self.strpath)
-
-    def isdir(self):
-        return os.path.isdir(self.strpath)
-
-    def isfile(self):
-        return os.path.isfile(self.strpath)
-
-    def check(self, **kinds):
-        found = {"exists": self.exists(), "dir": self.isdir(), "file": self.isfile()}
-        return all(found[k] == bool(v) for k, v in kinds.items() if k in found) if kinds else self.exists()
-
-    def remove(self):
-        import shutil
-
-        shutil.rmtree(self.strpath) if self.isdir() else os.remove(self.strpath)
-
-    def size(self):
-        return os.path.getsize(self.strpath)
-
-
 _MISSING = object()
 
 
@@ -540,10 +377,7 @@ def _cases(func):
                 row = (row,)
             axis.append(dict(zip(names, row, strict=False)))
         axes.append(axis)
-    cases = [dict(kv for part in combo for kv in part.items()) for combo in itertools.product(*axes)]
-    if not cases:  # pytest skips a test whose parameter set is empty; a skip is never a pass
-        raise Skipped(f"got empty parameter set for {func.__name__}")
-    return cases
+    return [dict(kv for part in combo for kv in part.items()) for combo in itertools.product(*axes)]
 
 
 def _skip_marks(func):
@@ -564,11 +398,6 @@ def run_test(namespace, name, case):
     }
     cls_name, _, method = name.rpartition("::")
     owner = namespace[cls_name]() if cls_name else None
-    if owner is not None:  # fixtures the test class defines, bound to this test's instance (the nearest wins)
-        for klass in reversed(type(owner).__mro__):
-            for v in list(vars(klass).values()):
-                if inspect.isfunction(v) and v.__globals__ is namespace and "__azr_fixture__" in v.__dict__:
-                    fixtures[v.__dict__["__azr_fixture__"]["name"]] = v.__get__(owner)
     func = getattr(owner, method) if owner is not None else namespace[name]
     plain = getattr(func, "__func__", func)
     if not inspect.isfunction(plain):
@@ -604,21 +433,18 @@ def _call(namespace, fixtures, owner, func, values):
             if inspect.isgenerator(result):
                 generator, result = result, next(result)
                 teardowns.append(lambda: next(generator, None))
-        elif name == "tmp_path":
+        elif name in ("tmp_path", "tmpdir"):
             result = _tmp_path()
-        elif name == "tmpdir":
-            result = LocalPath(_tmp_path())
         elif name == "tmp_path_factory":
             result = type("TmpPathFactory", (), {"mktemp": staticmethod(lambda *a, **k: _tmp_path())})()
-        elif name in ("capsys", "capfd"):
-            result = CaptureFixture() if name == "capsys" else FdCaptureFixture()
+        elif name == "capsys":
+            result = CaptureFixture()
             teardowns.append(result.close)
         elif name == "monkeypatch":
             result = MonkeyPatch()
             teardowns.append(result.undo)
         else:
-            offered = "tmp_path, tmpdir, tmp_path_factory, capsys, capfd, monkeypatch"
-            raise LookupError(f"fixture {name!r} not found (the fixtures azr offers: {offered})")
+            raise LookupError(f"fixture {name!r} not found (the fixtures azr offers: tmp_path, capsys, monkeypatch)")
         made[name] = result
         return result
 
