@@ -4,9 +4,10 @@ A crash at any moment leaves either the old or the new version of an atomically 
 whose complete lines all parse (a torn last line is dropped on the next open). Every writer of logs and reports here
 applies `azr.secrets.redact`, so no key reaches a file whatever record carries it; data a user owns (a task file,
 hardened tests, triplets) is written verbatim by `write_data_file`, since redaction would change the tests.
-`prune_jsonl` rewrites a log atomically without the records a resumed run will write again. The generation log writes from a background thread
-through a bounded queue into size-rotated files, and drains on close (called on exit and after a crash); a writer
-that fails records why (`error`), counts what it lost (`dropped`), and never blocks the trainer.
+`prune_jsonl` rewrites a log atomically without the records a resumed run will write again. The generation log
+writes from a background thread through a bounded queue into size-rotated files, and drains on close (called on exit
+and after a crash); a writer that fails records why (`error`), counts what it lost (`dropped`), and never blocks the
+trainer.
 
 Any Python string can be written: text from a program, an endpoint or a task file may hold lone surrogates
 (`chr(0xD800)`), which UTF-8 cannot encode. The one rule, applied here (`azr.inputs.valid_text`) by every writer (JSON,
