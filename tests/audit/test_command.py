@@ -6,6 +6,8 @@ import json
 import os
 import re
 
+import pytest
+
 from azr.data import read_jsonl
 
 SOLUTION = """def clamp_sum(xs, limit):
@@ -128,3 +130,20 @@ def test_out_and_harden_targets_are_refused_before_the_audit(cli, write, tmp_pat
         assert (code, out) == (2, ""), err  # no audit ran: nothing printed
         (line,) = err.strip().splitlines()
         assert line.startswith(f"azr: error: {message}")
+
+
+HUGE = [
+    {"solution": "def f(x):\n    return 10 ** 5000 + x\n", "tests": ["assert f(1) == f(1)", "assert f(2) > 0"]},
+    {"solution": "s = input()\nprint(len(s))\n", "tests": [{"input": "1" * 100_001 + "\n", "output": "100001\n"}]},
+    {"solution": "def f(x):\n    return x % 7\n", "tests": [f"assert f(0x{'f' * 5000}) == {int('f' * 5000, 16) % 7}"]},
+]
+
+
+@pytest.mark.parametrize("row", HUGE, ids=["returns-a-huge-int", "reads-a-huge-token", "hexadecimal-argument"])
+def test_values_python_cannot_print_are_graded_and_audited_without_a_traceback(cli, write, row):
+    path = write("t.jsonl", json.dumps({"id": "huge", "prompt": "p", **row}) + "\n")
+    code, out, err = cli("data", "validate", path, "--workers", "2")
+    assert code == 0 and "1 passed" in out, out + err
+    code, out, err = cli("data", "audit", path, "--workers", "2")
+    last = out.strip().splitlines()[-1]
+    assert code in (0, 1) and LAST.fullmatch(last.replace("kill rate n/a", "kill rate 0.00")), out + err

@@ -691,5 +691,5 @@ def test_validate_refuses_an_unknown_format_or_checker_before_the_sandbox_starts
     path = write("t.jsonl", "{}\n")
     code, _, err = cli("data", "validate", path, "--format", "kodkode")
     assert code == 2 and "format 'kodkode': unknown (did you mean 'kodcode'?)" in err
-    code, _, err = cli("data", "validate", path, "--checker", write("c.py", "def judge(): pass\n"))
-    assert code == 2 and "c.py: checker defines no top-level check(input, expected, output)" in err
+    code, _, err = cli("data", "validate", path, "--checker", write("c.py", "def judge(:\n"))
+    assert code == 2 and "c.py:1: checker is not valid Python" in err

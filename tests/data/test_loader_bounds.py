@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import pickle
 import struct
 import subprocess
 import sys
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +170,26 @@ def test_a_column_map_reads_json_lists_only_where_a_list_belongs(tmp_path):
         path = write_rows(tmp_path / "bad.jsonl", {**row, "t": text})
         with pytest.raises(DataError, match=rf"^{path}:1: column 't': .*{why}"):
             load_tasks(path, {"prompt": "q", "tests": "t"})
+
+
+def test_a_checker_file_is_a_bounded_read_of_a_regular_file(tmp_path, monkeypatch):
+    from azr.data import read_checker
+
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)  # opening it would wait for a writer forever
+    for path, why in ((Path("/dev/zero"), "a character device, not a regular file"), (fifo, "a FIFO")):
+        with pytest.raises(DataError, match=rf"^{path}: {why}"):
+            read_checker(path)
+    big = tmp_path / "big.py"
+    big.write_text("x = 1\n" * 1000)
+    monkeypatch.setenv("AZR_MAX_CHECKER_BYTES", "100")
+    with pytest.raises(DataError, match=rf"^{big}: larger than the limit of 100 bytes \(AZR_MAX_CHECKER_BYTES=N"):
+        read_checker(big)
+
+
+def test_an_oracle_value_python_cannot_print_is_no_expected_value():
+    from azr.data.formats import evalplus
+    from azr.data.formats.evalplus import oracle_outputs
+
+    mark = evalplus._MARK
+    assert oracle_outputs(f"{mark}0x{'f' * 5000}\n{mark}[1, 2]\n", 2) == [None, [1, 2]]

@@ -316,3 +316,11 @@ def test_each_case_sees_only_its_own_input_output_and_stderr(pool):
     g = run(pool, task, code)
     assert g.tests_passed == 3 and len(g.failures) == 1, g.failures
     assert "the error line" in g.failures[0]
+
+
+def test_a_checker_that_runs_out_of_time_grades_timeout_not_crashed(pool):
+    slow = "def check(input, expected, output):\n    while True:\n        pass\n"
+    task = Task("slow", "Print the input.", cases(("1\n", "1\n"), checker=slow))
+    g = run(pool, task, "print(input())\n", Limits(wall_s=1.0))
+    assert g.status == "timeout" and not g.passed, g
+    assert g.failures == ["test 0: time limit exceeded: the checker ran past the time limit"]
