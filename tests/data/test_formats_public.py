@@ -275,9 +275,23 @@ def test_public_sets_mutates_one_operator_and_prints_the_figures(tmp_path, capsy
         rows.append({"question_id": f"q{i}", "question": f"Write {name}(x).", "test": test})
         rows[-1]["solution"] = f"def {name}(x):\n    return {body}\n"
     write_jsonl(tmp_path / "kodcode.jsonl", rows)
-    assert script.main(["--data", str(tmp_path), "--only", "kodcode"]) == 0
+    assert script.main(["--data", str(tmp_path), "--only", "kodcode"]) == 2  # no SHA-256 pinned for it
+    assert "kodcode: no SHA-256 pinned;" in capsys.readouterr().err
+    assert script.main(["--data", str(tmp_path), "--only", "kodcode", "--unpinned"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[2].split() == ["kodcode", "kodcode", "3", "3/3", "3/3", "3/3"]
+
+
+def test_public_sets_refuse_a_file_that_is_not_the_pinned_one(tmp_path, monkeypatch):
+    import hashlib
+
+    script = _public_sets()
+    path = tmp_path / "apps.jsonl"
+    path.write_text("{}\n")
+    monkeypatch.setitem(script.SHA256, "apps", hashlib.sha256(b"{}\n").hexdigest())
+    assert script.check_pin("apps", path, unpinned=False) is None
+    path.write_text("{} \n")
+    assert "the data set changed under its URL" in script.check_pin("apps", path, unpinned=True)
 
 
 def test_a_bad_row_is_refused_before_the_oracle_runs_anything(tmp_path):
