@@ -7,10 +7,14 @@ fresh interpreter in its tree (`PYTHONPATH` and cwd set to it; the `azr.__file__
 arms alternating A B A B for `--rounds` rounds so that a busy machine slows both alike; the figures are each arm's
 median wall time and median CPU time of the azr process itself (imports, loading, planning and reading verdicts:
 the sandbox's workers are not its waited-for children, so their time is not in it) and their ratios. A run whose
-command fails (a reference refused, a sample not passing) stops it.
+command fails (a reference refused, a sample not passing) stops it. A first round warms each tree and is not
+counted; Python's bytecode cache is on in the commands (as in a user's install) unless `--no-bytecode-cache`, so a
+tree's start-up is not all its modules compiled again on every run.
 
 Usage: python benchmarks/stdio_grading.py [--baseline DIR] [--this DIR] [--rounds R] [--workers W] [--profile]
-(`--profile` prints cProfile's top functions of this tree's grading, in process, instead.)
+                                         [--no-bytecode-cache] [--cases N]
+(`--profile` prints cProfile's top functions of this tree's grading, in process, instead; `--cases N` times the
+sandbox side of N stdin/stdout cases of each tree's harness, alternating in one process: the per-case cost alone.)
 """
 
 from __future__ import annotations
@@ -101,10 +105,20 @@ def commands(tasks: Path, samples: Path, out: Path, workers: int) -> dict[str, l
     }
 
 
-def timed(tree: Path, argv: list[str]) -> tuple[float, float]:
+def tree_env(tree: Path, bytecode: bool) -> dict[str, str]:
+    """The environment of a command run in `tree`: its azr first on the path; with `bytecode`, Python's bytecode
+    cache on (as a user's install has it) even where PYTHONDONTWRITEBYTECODE turns it off, so that a tree's
+    start-up is not its modules compiled afresh on every run."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def timed(tree: Path, argv: list[str], bytecode: bool = True) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the azr process) of `python -m azr.cli ARGV` in a fresh interpreter importing
     `tree`'s azr; it must exit 0."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = tree_env(tree, bytecode)
     check = subprocess.run(
         [sys.executable, "-c", "import azr; print(azr.__file__)"], env=env, cwd=tree, capture_output=True, text=True
     )
@@ -142,6 +156,47 @@ def profile(tasks: Path, workers: int) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 
 
+def case_costs(trees: dict[str, Path], n: int) -> None:
+    """Each tree's sandbox side of a stdin/stdout case (`azr/rewards/runner.py`'s `_case`: the child, its files,
+    the wait, the sweep), loaded from the tree and called in turn in this one process, A B A B, `n` times each, in a
+    folder on tmpfs as the sandbox's /tmp is; prints the quartiles of each one's wall time per case. Outside any
+    sandbox and without the pool, so only the per-case work of the two harnesses differs."""
+    import importlib.util
+    import inspect
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != 3:
+        os.dup2(null, 3)  # the report channel a case's child closes (before any case file takes descriptor 3)
+    code = compile("print(sum(map(int, input().split())))", "<solution>", "exec")
+    walls: dict[str, list[float]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as folder:
+        os.chdir(folder)  # first: a harness makes its case files in its working folder
+        runners = {}
+        for name, tree in trees.items():
+            spec = importlib.util.spec_from_file_location(f"runner_{name}", tree / "azr" / "rewards" / "runner.py")
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            guarded = getattr(module, "_guard_harness", lambda: False)()  # as the tree's own harness starts cases
+            takes_files = "files" in inspect.signature(module._case).parameters and guarded is not False
+            runners[name] = (
+                module,
+                ((module._tmpfile(), module._tmpfile(), module._tmpfile()),) if takes_files else (),
+            )
+        for i in range(n):
+            for name, (module, extra) in runners.items():
+                start = time.perf_counter()
+                report = module._case(code, None, "1 2 3\n", 1 << 20, 5.0, f"case-{name}-{i}", *extra)
+                walls[name].append(time.perf_counter() - start)
+                if report.get("out") != "6\n":
+                    sys.exit(f"{trees[name]}: a case printed {report!r}")
+        os.chdir(REPO)
+    print(f"one stdin/stdout case, sandbox side, {n} each, A B A B in one process (ms per case)")
+    for name, values in walls.items():
+        q = statistics.quantiles(values, n=4)
+        print(f"{name}: p25 {q[0] * 1e3:.3f}, median {q[1] * 1e3:.3f}, p75 {q[2] * 1e3:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout's root, measured beside this tree")
@@ -149,19 +204,34 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--cases", type=int, default=0, help="instead: N stdin/stdout cases of each tree's harness")
+    parser.add_argument(
+        "--no-bytecode-cache", action="store_true", help="compile every module on every run (PYTHONDONTWRITEBYTECODE)"
+    )
     args = parser.parse_args()
+    if args.cases:
+        trees = {"this": args.this.resolve(), **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+        case_costs(trees, args.cases)
+        return
     with tempfile.TemporaryDirectory() as folder:
         tasks, samples = write_files(Path(folder))
         if args.profile:
             profile(tasks, args.workers)
             return
         trees = {"this": args.this.resolve(), **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+        bytecode = not args.no_bytecode_cache
         times: dict[tuple[str, str], list[tuple[float, float]]] = {}
-        for r in range(args.rounds):
+        for r in range(-1, args.rounds):  # round -1 warms each tree (its bytecode cache, the page cache): not counted
             for name, tree in trees.items():
                 for what, argv in commands(tasks, samples, Path(folder) / f"eval-{name}-{r}", args.workers).items():
-                    times.setdefault((name, what), []).append(timed(tree, argv))
-        print(f"{len(PROGRAMS)} tasks, {TOTAL_CASES} cases, {args.workers} workers, {args.rounds} rounds (ABAB)")
+                    got = timed(tree, argv, bytecode)
+                    if r >= 0:
+                        times.setdefault((name, what), []).append(got)
+        cache = "on" if bytecode else "off (every module compiled on every run)"
+        print(
+            f"{len(PROGRAMS)} tasks, {TOTAL_CASES} cases, {args.workers} workers, {args.rounds} rounds (ABAB), "
+            f"bytecode cache {cache}"
+        )
         for what in ("validate", "eval"):
             for i, kind in enumerate(("wall", "CPU")):
                 medians = {name: statistics.median(t[i] for t in times[(name, what)]) for name in trees}
