@@ -64,11 +64,24 @@ class IOCase:
         return json.loads(self.encode()[len(_TAG) :])
 
 
-@functools.lru_cache(maxsize=1 << 14)  # grading reads each case's fields several times (plan, program, verdict)
 def decode_case(test: str) -> IOCase | None:
     """The case a `Task.tests` string holds, or None for an assert test (or anything malformed)."""
     if not test.startswith(_TAG):
         return None
+    # grading reads each case several times (plan, program, verdict): small ones are remembered, large ones (whose
+    # parse is cheap beside their run) are not kept alive by a cache
+    return _decoded(test) if len(test) <= _CACHED_CASE_CHARS else _decode(test)
+
+
+_CACHED_CASE_CHARS = 1 << 16
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _decoded(test: str) -> IOCase | None:
+    return _decode(test)
+
+
+def _decode(test: str) -> IOCase | None:
     try:
         body = load_json(test[len(_TAG) :])
         case = IOCase(
