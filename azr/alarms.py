@@ -1,11 +1,7 @@
-"""Reward-hacking alarms: rules over the records a run already writes to `metrics.jsonl`, each raised once.
-
-`Alarms.feed(record)` takes the records in the order they were written (GRPO's step logs, held-out `kind: eval`
-records) and returns the alarms that record raised. The rules: the training reward (or one reward function) rising
-while the held-out pass rate falls by more than its own interval; the format reward rising while the tests reward
-stays flat; the completion length collapsing, or most completions cut at the cap; the sandbox's timeout/crash share
-rising. `AlarmWatch` wraps the run's metrics writer so every record written is fed, and writes each alarm as a
-`kind: alarm` record beside it. Pure Python: training (live) and `azr report` (marks on the plots) share it.
+"""Reward-hacking alarms: rules over the records a run already writes to `metrics.jsonl` (reward up while held-out
+falls, format up while tests stay flat, length collapse or at the cap, sandbox failures rising), each raised once;
+`AlarmWatch` wraps the run's metrics writer and writes each alarm beside the record that raised it. Pure Python:
+training (live), audit's hardened check and `azr report` share it (docs/watching-a-run.md has the rules).
 """
 
 from __future__ import annotations
@@ -86,7 +82,7 @@ def heldout_pass(record: dict[str, Any]) -> tuple[str, float, float, float] | No
     return k, value, low, high
 
 
-def _num(value: Any) -> bool:
+def _num(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -8,8 +8,8 @@ raises these rather than its own kinds, so the CLI maps outcomes to exit codes i
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
-from typing import Any
 
 
 class UserError(ValueError):
@@ -34,7 +34,7 @@ def did_you_mean(key: str, options: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def show(value: Any) -> str:
+def show(value: object) -> str:
     """A short repr for error messages, whatever the value: bounded in depth and length before it is made (a
     list nested a million deep, a million items), and an integer too long for Python to print named as such."""
     try:
@@ -47,9 +47,7 @@ def show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _short_repr() -> Any:
-    import reprlib
-
+def _short_repr() -> reprlib.Repr:
     short = reprlib.Repr()
     short.maxlevel, short.maxstring, short.maxother, short.maxlong = 8, 80, 80, 80
     short.maxlist = short.maxtuple = short.maxdict = short.maxset = short.maxfrozenset = short.maxdeque = 30

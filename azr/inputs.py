@@ -1,12 +1,7 @@
 """Reads of what azr did not write (a user's files, an endpoint's replies, a web page): bounded, and valid text.
-
-A limit is a number of bytes with a name; its refusal names the file, the limit and how to raise it (an environment
-variable, or the field that sets it). Text from outside is made valid before anything uses it: bytes are decoded
-only with a real text encoding (`TEXT_ENCODINGS`; a declared `unicode_escape` or `rot13` falls back to UTF-8),
-undecodable bytes become U+FFFD, and no string azr reads holds a surrogate (`valid_text`: the same rule azr.logs
-applies to every string it writes). Nothing here parses but `load_json`, the one JSON reader of text azr did not
-write: valid text, bounded in nesting (`json_depth` keeps a deep text away from the recursive parser) and in integer
-digits.
+A limit is a number of bytes with a name, and its refusal says how to raise it; bytes are decoded only with a real
+text encoding and no string azr reads holds a surrogate (`valid_text`, the rule `azr.logs` writes by). `load_json`
+is the one JSON reader of outside text, bounded in nesting and integer digits (docs/limits.md).
 """
 
 from __future__ import annotations

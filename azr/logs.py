@@ -1,21 +1,9 @@
-"""Files a run writes as it goes: atomic whole-file writes, append-and-flush JSONL, and the generation log.
-
-A crash at any moment leaves either the old or the new version of an atomically written file, and a JSONL file
-whose complete lines all parse (a torn last line is dropped on the next open). Every writer of logs and reports here
-applies `azr.secrets.redact`, so no key reaches a file whatever record carries it; data a user owns (a task file,
-hardened tests, triplets) is written verbatim by `write_data_file`, since redaction would change the tests.
-`prune_jsonl` rewrites a log atomically without the records a resumed run will write again. The generation log
-writes from a background thread through a bounded queue into size-rotated files, and drains on close (called on exit
-and after a crash); a writer that fails records why (`error`), counts what it lost (`dropped`), and never blocks the
-trainer.
-
-Any Python string can be written: text from a program, an endpoint or a task file may hold lone surrogates
-(`chr(0xD800)`), which UTF-8 cannot encode. The one rule, applied here (`azr.inputs.valid_text`) by every writer (JSON,
-JSONL and plain text): each surrogate code point becomes U+FFFD (the replacement character), so every file azr writes
-is valid UTF-8 and its JSON is valid for any parser; `read_jsonl_records` reads by the same rule. Only regular files
-are written (`check_regular_file`): never through a device or a FIFO, never renamed over one or over a folder; a
-symbolic link is resolved first, so the file it names is replaced and the link (`/dev/stdout`) stays. (The
-console escapes surrogates instead, like control characters: `azr.cli.app` sets `errors="backslashreplace"`.)
+"""Files a run writes as it goes: atomic whole-file writes, append-and-flush JSONL (a torn last line dropped on the
+next open), and the generation log (a background thread into size-rotated files that never blocks the trainer).
+Every writer of logs and reports applies `azr.secrets.redact`; data a user owns (task files, hardened tests,
+triplets) goes through `write_data_file`, verbatim. Any Python string is written as valid UTF-8 (a lone surrogate
+becomes U+FFFD), only to regular files, a link resolved so that the file it names is replaced and never the link
+(docs/limits.md, docs/training.md).
 """
 
 from __future__ import annotations
@@ -83,7 +71,7 @@ def _atomic_write(path: Path, text: str) -> Path:
     return Path(path)
 
 
-def atomic_write_json(path: Path, obj: Any) -> Path:
+def atomic_write_json(path: Path, obj: object) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -35,7 +35,7 @@ class Answer:
     problem: str = ""
 
 
-def completion_text(completion: Any) -> str:
+def completion_text(completion: object) -> str:
     """TRL passes a string (standard datasets) or a list of messages (conversational ones). With tools, the list
     holds the calls and their results too: the answer is what the assistant wrote after the last tool result."""
     if isinstance(completion, str):
@@ -50,7 +50,7 @@ def completion_text(completion: Any) -> str:
     return ""
 
 
-def last_user_message(prompt: Any) -> Any:
+def last_user_message(prompt: object) -> Any:
     """The content of a conversational prompt's last user message (None if it has none); a plain prompt as it is."""
     if isinstance(prompt, list):
         users = [m.get("content") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
@@ -58,7 +58,7 @@ def last_user_message(prompt: Any) -> Any:
     return prompt
 
 
-def _content_text(content: Any) -> str:
+def _content_text(content: object) -> str:
     """A message's content: a string, or a list of parts ({"type": "text", "text": ...}) as multimodal APIs send."""
     if isinstance(content, list):
         return "".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")

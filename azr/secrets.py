@@ -1,12 +1,7 @@
-"""Secrets: the one redaction applied to everything azr writes (files, logs, console, error messages).
-
-What counts as a secret: the values of API keys in the environment (variables named like `*KEY*`, `*TOKEN*`,
-`*SECRET*`, `*PASSWORD*`), keys registered when a client reads them, bearer tokens, the credentials of a URL
-(`http://user:KEY@host`) and the values of its credential parameters (`CREDENTIAL_PARAMS`: `?api-key=KEY`, `key`,
-`token`, `client_secret`, `X-Amz-Signature`...), in the query or the fragment.
-Whatever an endpoint echoes back is caught by the same rules, since it is the same text. `Secret` holds a key so
-that reprs never show it; `public_url` is a URL as it may be stored. Not covered: a key split, encoded or
-transformed (base64, reversed) before it is written.
+"""Secrets: the one redaction applied to everything azr writes (files, logs, console, error messages). Covered: API
+keys in the environment (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`), keys registered by clients, bearer tokens,
+URL credentials and credential parameters (`CREDENTIAL_PARAMS`), and whatever an endpoint echoes of them. Not
+covered: a key split, encoded or transformed (base64, reversed) before it is written.
 """
 
 from __future__ import annotations
@@ -97,7 +92,7 @@ def redact(text: str, secret: Secret | None = None, limit: int | None = None) ->
     return text
 
 
-def redact_data(value: Any) -> Any:
+def redact_data(value: object) -> Any:
     """`value` (text, or JSON-shaped data: dicts, lists) with `redact` applied to every string in it, keys too."""
     if isinstance(value, str):
         return redact(value)

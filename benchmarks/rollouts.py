@@ -79,10 +79,9 @@ def _trainer(arm: str, cfg: AzrConfig, policy: str, pool, max_steps: int, callba
     """azr's GRPO trainer for one arm, from the policy on disk: (trainer, sampling, rewards, tasks, tokenizer)."""
     from transformers import PrinterCallback, set_seed
 
-    from azr.config import grpo_args
     from azr.rewards import build_rewards
     from azr.rollouts import build_sampling
-    from azr.training import AZRGRPOTrainer, grpo_dataset, grpo_rows, on_gpu
+    from azr.training import AZRGRPOTrainer, grpo_args, grpo_dataset, grpo_rows, on_gpu
 
     cfg = dataclasses.replace(_arm_config(cfg, arm), grpo={**cfg.grpo, "max_steps": max_steps})
     set_seed(cfg.seed)

@@ -37,9 +37,8 @@ def warm_start(cfg: AzrConfig, tmp: Path, grader) -> tuple[str, float, int]:
     if it asks for them): (policy dir, seconds, rows)."""
     from transformers import set_seed
 
-    from azr.config import sft_args
     from azr.models import build_tiny_model, quiet_third_party
-    from azr.training import find_near_misses, on_gpu, run_sft, sft_dataset
+    from azr.training import find_near_misses, on_gpu, run_sft, sft_args, sft_dataset
 
     started = time.perf_counter()
     base = build_tiny_model(tmp / "tiny-model", seed=cfg.seed)

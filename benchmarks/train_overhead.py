@@ -99,9 +99,8 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     from transformers import PrinterCallback, set_seed
     from trl import GRPOTrainer
 
-    from azr.config import grpo_args
     from azr.rewards import build_rewards
-    from azr.training import grpo_dataset, on_gpu
+    from azr.training import grpo_args, grpo_dataset, on_gpu
 
     set_seed(cfg.seed)
     model, tokenizer = load_policy(cfg, policy)

@@ -206,3 +206,11 @@ def test_the_harness_runner_is_standard_library_only():
     """rewards/runner.py runs inside the sandbox too (preloaded by the worker, or compiled by a program)."""
     names = {n.split(".")[0] for n in _imports(PACKAGE / "rewards" / "runner.py", top_level_only=False)}
     assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "config").glob("*.py")), ids=lambda p: p.name)
+def test_config_is_the_schema_and_its_checks(path):
+    """config/ imports no trl, lazily or not: the translation of a recipe into TRL's classes (and TRL's own checks on
+    `grpo:`) is azr.training's, run in its preflight before any model loads."""
+    names = _imports(path, top_level_only=False)
+    assert not {n for n in names if n.split(".")[0] in HEAVY}, names

@@ -1,14 +1,7 @@
-"""Absolute Zero's calls of `f`, as run inside the sandbox (shipped with `harness`): literal arguments in, plain
-data out, model code only in a child process.
-
-Standard library only. The sandbox runs each program in a process forked from a long-lived worker, so every
-program it runs shares that worker's hash secret; validation's determinism check needs interpreters with other
-hash seeds, so `run_calls` forks a child that (given a seed) starts a fresh interpreter on this module's own text,
-with its own time limit and output cap inside the sandbox's. The time limit is the program's: a fresh interpreter
-says when it has started (one space before its report), and the clock starts then, so a loaded machine's slow
-interpreter start is never a program's timeout. The child closes the report descriptor, loads the
-program, calls `f` on each input and hands back `[status, repr]` per call; the caller, which never runs model code,
-reads those reprs as literals and compares them by value with exact types (`same`).
+"""Absolute Zero's calls of `f`, as run inside the sandbox (shipped with `harness`; standard library only):
+literal arguments in, plain data out, model code only in a child process. `run_calls` starts a fresh interpreter
+(given a hash seed) with its own time limit, counted from when it says it has started, and output cap; the caller
+reads the results back as literals and compares them by value with exact types (`same`).
 """
 
 import ast

@@ -1,20 +1,8 @@
-"""Absolute Zero's checks, as run inside the sandbox: validating a proposed program and judging a solver's answer.
-
-Standard library only, with its two helpers `static` (the rules on a program's syntax tree) and `calls` (running
-`f` in a child process): azr sends the three modules' text to a sandbox worker with a payload
-(`validation.harness_program`) and never runs them in the trainer. Two modes:
-
-- `validate`: the static rules, each input read as literal arguments, then `f` run on every input in two fresh
-  interpreters started with PYTHONHASHSEED 0 and 1 (a sandbox worker's forked programs share one hash secret, so
-  only a new interpreter gets another): each result must be plain data whose repr is a literal within the size cap
-  (too long is a rejection, never a truncation), and both runs must agree by value. With `expected` reprs (a
-  checked file) the outputs must also match them.
-- `judge`: deduction compares the answer literal with the gold output; abduction runs the task's program on the
-  answer's arguments and compares with the gold output; induction checks the answer program with the same rules
-  and requires every hidden input to give its gold output.
-
-This process never runs model code; it compares values with exact types and writes the verdict to descriptor 3,
-tagged with the payload's nonce.
+"""Absolute Zero's checks as run inside the sandbox (standard library only, with `static` and `calls`; azr sends
+their text to a sandbox worker and never runs them in the trainer): `validate` a proposed program (static rules,
+literal inputs, two interpreters with different hash seeds that must agree) and `judge` a solver's answer by task
+type. Never runs model code itself; writes the verdict to descriptor 3, tagged with the payload's nonce
+(docs/absolute-zero.md has the rules).
 """
 
 import json

@@ -1,11 +1,7 @@
-"""Judging a solver's answer to a triplet, in the sandbox: correct, wrong, bad format, or not judged.
-
-The answer is read with azr's answer format (one fenced python block and a `Final answer:` line); what the block
-must hold depends on the task type: the output as a literal (deduction), the arguments of a call (abduction), or
-the program `f` (induction, run on the hidden inputs). Values are compared in the sandbox by `harness`, with
-exact types. A sandbox failure is `error`: counted, never a verdict on the answer. Verdicts are cached, so the
-proposer's learnability samples and the solver's rows that share an answer run once: through
-`azr.rewards.batches.OutcomeCache`, the grading path GRPO's `CodeGrader` uses too.
+"""Judging a solver's answer to a triplet in the sandbox: correct, wrong, bad format, or `error` (a sandbox failure:
+counted, never a verdict). The answer is read with azr's answer format; what its block holds depends on the task
+type, and `harness` compares values with exact types. Verdicts are cached through `azr.rewards`' `OutcomeCache`, so
+the learnability samples and solver rows that share an answer run once.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What the policy is asked in each role and task type, and how a proposal is read back from its completion.
-
-Solver prompts use azr's own system prompt and answer format (one ```python block, then `Final answer: f`), so an
-output-prediction problem asks exactly what a deduction solver is asked in training and `azr eval` reads it the
-same way. Proposer prompts have their own system prompt and ask for fenced blocks: ```python (the program) and
-```input (the arguments of one call), or for induction several ```input blocks and one ```message. Reading is
-text only (no parsing of code here); judging and validation happen in the sandbox.
+Solver prompts use azr's own system prompt and answer format (so an output-prediction problem in `azr eval` asks
+what a deduction solver is asked in training); proposer prompts ask for fenced ```python, ```input (and for
+induction ```message) blocks. Reading is text only: judging and validation happen in the sandbox.
 """
 
 from __future__ import annotations

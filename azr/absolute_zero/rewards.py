@@ -1,11 +1,7 @@
-"""Rewards of Absolute Zero mode: TRL reward functions for the proposer's rows and the solver's rows.
-
-`absolute_zero_propose_reward`: an invalid proposal (any rejection reason, the format included) scores
-`propose_invalid`; a valid one scores its learnability, 1 - the solve rate of its learnability samples (drawn by
-the rollout at the training temperature), or `propose_unlearnable` when every sample solved it or none did.
-`absolute_zero_solve_reward`: `solve_correct`, `solve_wrong` or `solve_format`. Each is None on the other role's
-rows, so TRL's weighted sum gives every row its own role's reward, and None where the sandbox failed (counted,
-never a verdict). These functions judge in the sandbox through `Judge`; they never call a model.
+"""Rewards of Absolute Zero mode: `absolute_zero_propose_reward` (an invalid proposal's penalty, else its
+learnability from its samples' solve rate) and `absolute_zero_solve_reward` (correct, wrong, bad format). Each is
+None on the other role's rows and where the sandbox failed; both judge through `Judge` and never call a model
+(docs/absolute-zero.md has the values).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""The propose-then-solve rollout of one generation batch: TRL's `rollout_func` in Absolute Zero mode.
-
-The GRPO dataset holds slot rows, one per prompt group of a generation batch: ("propose" | "solve", task type).
-For one batch the rollout
-1. builds each proposer group's prompt from its type's buffer and generates the group's proposals;
-2. validates every proposal in the sandbox (`Validator`);
-3. draws `learnability_samples` solver answers for each valid proposal, at the training temperature (the proposer
-   reward is judged from them later, by the reward function);
-4. gives each solver group a task: this batch's valid proposals of its type first, then the buffer; a group whose
-   task is one of this batch's proposals trains on that proposal's learnability samples when there are enough;
-5. adds the valid proposals to their buffers (the newest kept) and returns, row by row, the prompt and completion
-   token ids TRL trains on, with the columns the rewards read (`az_role`, `az_type`, `az_task`, `az_reason`,
-   `az_samples`) and the prompt text for the generation log.
-The only model calls go through `generate` (the trainer's own generation, or a scripted policy in tests); the
-rollout computes no reward.
+"""The propose-then-solve rollout of one generation batch (TRL's `rollout_func` in Absolute Zero mode): proposer
+groups propose from their type's buffer, the sandbox validates, valid proposals get learnability samples, solver
+groups take this batch's valid proposals then the buffer, and the valid proposals join their buffers. Returns the
+rows TRL trains on with the columns the rewards read (`az_*`). Model calls go through `generate` only; it computes
+no reward (docs/absolute-zero.md, "One step").
 """
 
 from __future__ import annotations

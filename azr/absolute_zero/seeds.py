@@ -1,11 +1,7 @@
-"""Seed triplets: where the buffers start, before the policy has proposed anything.
-
-`tasks` (the default) turns coding tasks with a reference solution into candidate triplets: the solution with its
-entry point renamed `f`, and the arguments of each test's call of it as inputs (a set of them, with a message taken
-from the task's prompt, for induction). `zero` is the paper's single identity triplet. Seed files (azr's triplet
-lines or Absolute-Zero-Reasoner's own, see `triplets`) give their triplets as they are. Candidates still go through
-the same validation as any proposal; only the valid ones seed the buffers. Reading the solutions' syntax trees
-here parses the user's own task data, never model output.
+"""Seed triplets, where the buffers start: from coding tasks with a reference solution (`tasks`, the default: the
+solution's entry point renamed `f`, each test's call arguments an input), the paper's identity triplet (`zero`), or
+seed files (`triplets`' line formats). Every candidate goes through the same validation as a proposal; only valid
+ones seed the buffers. Parses the user's own task data here, never model output.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Absolute Zero's static rules on a program's syntax tree, as run inside the sandbox (shipped with `harness`).
-
-Standard library only. One top-level function `f` (classes and nested functions allowed); imports only from an
-allow-list, dotted names by their top package, `__import__` and `importlib` refused; no I/O, eval or introspection
-builtins. A builtin's name is banned where it reaches the builtin: a parameter or local of a function (or a
-variable it closes over) that shares the name is the program's own value, never the builtin, so it is allowed.
-Where a name resolves is CPython's own answer (`symtable`): a name bound at module or class level is looked up
-again in the builtins once unbound, and a name declared `global` is the module's, so both stay banned. The rules
-are a policy for well-formed tasks, not the security boundary: the sandbox is.
+"""Absolute Zero's static rules on a program's syntax tree, as run inside the sandbox (shipped with `harness`;
+standard library only): one top-level `f`, imports from an allow-list, no I/O, eval or introspection builtins
+where the name reaches the builtin (CPython's `symtable` says where it resolves). A policy for well-formed tasks,
+not the security boundary: the sandbox is (docs/absolute-zero.md, "Banned names, by scope").
 """
 
 import ast

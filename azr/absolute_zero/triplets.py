@@ -1,18 +1,7 @@
-"""Triplets: the task record of Absolute Zero mode and its JSONL line format (buffers, seeds and the checker).
-
-A triplet is a program `p` (one top-level function `f`), the source of its arguments `i` and the repr of what it
-returns `o = f(i)`. An induction task holds one program with several inputs and outputs and a message that hints
-at what the program does. One line per triplet:
-
-    {"program": "def f(a, b): ...", "input": "1, 2", "output": "3"}
-    {"program": "...", "inputs": ["1, 2", "3, 4"], "outputs": ["3", "7"], "message": "adds its arguments"}
-
-A line without "output" / "outputs" is a proposal: its outputs are computed by validation. Absolute-Zero-Reasoner's
-own seed files read as they are: `snippet` for `program`, `imports` (statements its snippets already hold; any
-missing one is put before the program), `composite_functions` (their snippets before the program, so a composite
-one is judged with its helpers), and its bookkeeping (`original_snippet`, `_input_type(s)`, `_output_type(s)`)
-ignored. Reading a file checks the shape of every line (errors name `file:line`); whether a triplet is *valid* is
-`validation`'s job.
+"""Triplets, the task record of Absolute Zero mode (a program `f`, its arguments' source, the repr of what it
+returns; for induction several inputs and outputs and a message), and their JSONL line format for buffers, seeds
+and the checker, Absolute-Zero-Reasoner's own seed files included. Reading checks each line's shape (errors name
+`file:line`); whether a triplet is valid is `validation`'s (docs/absolute-zero.md has both line formats).
 """
 
 from __future__ import annotations
@@ -85,7 +74,7 @@ def split_pairs(triplet: Triplet, shown: int) -> tuple[list[tuple[str, str]], li
     return pairs[:shown], pairs[shown:]
 
 
-def triplet_from_line(row: Any, where: str) -> Triplet:
+def triplet_from_line(row: object, where: str) -> Triplet:
     """A Triplet from one parsed JSON line; DataError naming `where` (file:line) when its shape is wrong."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")

@@ -1,12 +1,7 @@
-"""Validation of proposed triplets, in the sandbox: every rule of `harness`, determinism included.
-
-One sandbox run per triplet: the harness checks the program's syntax tree and inputs, then runs the program in two
-fresh interpreters started with PYTHONHASHSEED 0 and 1, whose results must agree by value. Two runs in one
-process (or two programs forked by one sandbox worker, which share its hash secret) would let a program that
-iterates a set of strings pass; two interpreters with different hash seeds do not. Each rejection has a reason
-from `REASONS`; a sandbox that fails for its own sake gives `SANDBOX_ERROR`, which is not the proposal's fault, is
-counted, and stops the run past `sandbox.max_infra_failure_rate`. Nothing here runs or parses model code in the
-trainer.
+"""Validation of proposed triplets in the sandbox, one run per triplet: every rule of `harness`, determinism
+across two interpreters with different hash seeds included. Each rejection has a reason from `REASONS`; a sandbox
+that fails for its own sake gives `SANDBOX_ERROR` (not the proposal's fault: counted, and the run stops past
+`sandbox.max_infra_failure_rate`). Nothing here runs or parses model code in the trainer.
 """
 
 from __future__ import annotations

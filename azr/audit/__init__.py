@@ -4,7 +4,7 @@ The face of the audit package; it sits over `azr.rewards` (everything runs in it
 """
 
 from azr.audit.command import AuditRequest, run_audit
-from azr.audit.hacking import HardenedVerdict, check_answers, hardened_cases
+from azr.audit.hacking import HardenedVerdict, HardenedWatch, check_answers, hardened_cases, hardened_watch
 from azr.audit.mutants import Mutant, candidates, mutants, sample_candidates
 from azr.audit.output import audit_figures, read_audit, weak_tasks
 from azr.audit.strength import TaskAudit, audit_tasks, kill_rate
@@ -12,6 +12,7 @@ from azr.audit.strength import TaskAudit, audit_tasks, kill_rate
 __all__ = [
     "AuditRequest",
     "HardenedVerdict",
+    "HardenedWatch",
     "Mutant",
     "TaskAudit",
     "audit_figures",
@@ -19,6 +20,7 @@ __all__ = [
     "candidates",
     "check_answers",
     "hardened_cases",
+    "hardened_watch",
     "kill_rate",
     "mutants",
     "read_audit",

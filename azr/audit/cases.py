@@ -1,13 +1,7 @@
-"""Inputs for the audit: the inputs a task's tests already use, and new ones made from them.
-
-Call inputs are the calls of the reference's own functions (or its entry point) with literal arguments found in the
-tests, HumanEval's `def check(candidate)` included; new ones come from type-aware edits of one argument at a time,
-as EvalPlus makes its inputs: ints ±1, doubled, zero or negated; strings shortened, doubled, reversed or with a
-character changed; lists and tuples shuffled, reversed, extended, truncated or with one item edited; dicts with a
-key dropped. Edits stay in the domain the tests show (no negative number where the tests use none, characters from
-the tests' own strings). Stdin inputs are the cases' inputs; new ones change one token: an integer ±1 (keeping its
-sign), or a word (a token without digits) with a character replaced, two swapped, or reversed. Deterministic for a
-given task. Nothing here runs code: `azr.audit.strength` runs these through the sandbox.
+"""Inputs for the audit: the call arguments and stdin inputs a task's tests already use, and new ones made from them
+by type-aware edits of one argument (or one stdin token) at a time, as EvalPlus makes its inputs, kept in the domain
+the tests show. Deterministic for a given task. Nothing here runs code: `azr.audit.strength` runs these through the
+sandbox (docs/audit.md lists the edits).
 """
 
 from __future__ import annotations
@@ -227,7 +221,7 @@ class _Domain:
         return cls(any(x < 0 for x in numbers), "".join(chars) or "ab", bool(numbers) or not strings, strings)
 
 
-def _leaves(value: Any) -> Iterator[Any]:
+def _leaves(value: object) -> Iterator[Any]:
     if isinstance(value, (list, tuple, set, frozenset)):
         for v in value:
             yield from _leaves(v)
@@ -248,7 +242,7 @@ def _call_variants(call: Call, domain: _Domain, rng: random.Random) -> Iterator[
             yield Call(call.name, call.args, {**call.kwargs, key: new}, call.wrap)
 
 
-def _variants(value: Any, domain: _Domain, rng: random.Random, depth: int = 0) -> list[Any]:
+def _variants(value: object, domain: _Domain, rng: random.Random, depth: int = 0) -> list[Any]:
     """Type-aware edits of one value, each of the same type as the value."""
     if isinstance(value, bool) or value is None:
         return [not value] if isinstance(value, bool) else []

@@ -1,15 +1,7 @@
-"""Hardening: new cases for weak tasks, picked from the audit's oracle, so that the tests kill what survived.
-
-A weak task (kill rate under the threshold, or a survivor left) gets, greedily, the oracle cases that kill the most
-survivors not yet killed, until none is left that a case kills. Each case is the reference's own output on an input
-the tests use or one made from them (`azr.audit.cases`), the same on two runs within the task's limits, so every new
-case passes the reference. Left out: cases whose expected value holds a float (an exact float is no fair test of
-another correct solution), and tasks whose tests only check properties of a value (no `assert f(x) == literal`:
-several answers may be right, so the reference's own is no fair expected value). Tasks whose tests call nothing
-with literal arguments have no input to vary; stdin/stdout tasks get cases that change one token of an input (an
-integer, or a word's characters), which may leave the statement's constraints (the reference's answer on it is
-what is kept). Where a stdin task's cases, new ones included, would all accept one output (a program printing it,
-whatever the input, would pass), a new case with another output is added too.
+"""Hardening: new cases for weak tasks, picked greedily from the audit's oracle (the reference's own outputs, the
+same on two runs) so that the tests kill what survived; every new case passes the reference. Cases with a float
+expected value and tasks whose tests only check properties are left out; a stdin task whose cases all accept one
+output gets a case with another (docs/audit.md, "Hardening weak tasks").
 """
 
 from __future__ import annotations

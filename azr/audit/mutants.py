@@ -1,17 +1,7 @@
-"""Mutants: programs one small edit away from a reference solution, for the audit of a task's tests and for the SFT
-warm start's near misses.
-
-Two kinds of edit, over one table of operator swaps (`SWAPS`): `candidates` swaps single tokens (what
-`azr.training.sft` draws its near misses from: a warm-started policy stays unsure at a few decision points, `<` or
-`<=`, `+ 1` or not, `min` or `max`); `mutants` edits the syntax tree (`Mutant`, with the operator's name), for
-`azr data audit`: comparison and arithmetic operators, constants and off-by-ones, range bounds, swapped arguments and
-operands, a dropped branch, an early return, a changed slice, a removed `not`, swapped names and methods. Each edit
-replaces only its own span of the source, so a mutant's diff is one or two lines.
-
-No mutation-testing library is used: mutmut 3.8 rewrites files on disk into trampolines run under pytest (and pulls
-libcst, textual, coverage), cosmic-ray 8.7 applies parso operators through its work database (sqlalchemy,
-gitpython, aiohttp), mutatest 3.1 writes mutated bytecode into __pycache__ and pins coverage<6; none gives "the
-mutants of this string" in-process. Nothing here runs code: the caller grades mutants in the sandbox.
+"""Mutants: programs one small edit away from a reference solution, over one table of operator swaps (`SWAPS`):
+`candidates` swaps single tokens (the SFT warm start's near misses), `mutants` edits the syntax tree for
+`azr data audit`, each edit replacing only its own span so a mutant's diff is one or two lines. Written here, not
+taken from a mutation-testing library (docs/audit.md says why). Nothing here runs code.
 """
 
 from __future__ import annotations

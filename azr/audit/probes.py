@@ -1,16 +1,11 @@
-"""Probes: programs that must fail every task whose tests check anything. One that passes shows a test that checks
-nothing (a bare call, an assert on a constant, a stdin task whose cases all expect the same output).
-
-`defines nothing`, `exits 0 at import`, `returns None` (every function of the reference, same names), `returns the
-empty value` (of the type the reference returns: 0, "", [], ...; built once the reference's outputs are known) and,
-for stdin/stdout tasks with two cases or more, `prints another case's output` (the most common expected output,
-whatever the input). Nothing here runs code.
+"""Probes: programs that must fail every task whose tests check anything (`defines nothing`, `exits 0 at import`,
+`returns None`, `returns the empty value`, and for stdin tasks `prints another case's output`); one that passes
+shows a test that checks nothing. Nothing here runs code.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any
 
 from azr.audit.cases import callables
 from azr.data import Task, decode_case
@@ -33,7 +28,7 @@ def static_probes(task: Task) -> dict[str, str]:
     return probes
 
 
-def empty_value_probe(task: Task, name: str, value: Any) -> str | None:
+def empty_value_probe(task: Task, name: str, value: object) -> str | None:
     """`returns the empty value`: `name` returns the empty value of `value`'s type (the others None); None when the
     type has no empty value or it is None itself."""
     empty = _EMPTY.get(type(value))

@@ -1,18 +1,7 @@
-"""The audit of a task set's tests: how many near-miss programs each task's tests let through.
-
-For every task with a reference solution that passes its own tests: its mutants (`azr.audit.mutants`) and probes
-(`azr.audit.probes`) are graded against the tests; the reference is run twice on the tests' inputs and on inputs made
-from them (`azr.audit.cases`), and the outputs that came back the same both times are the oracle; each surviving
-mutant is graded against the oracle's cases. A survivor that passes them all behaves as the reference does wherever
-we looked: it is counted as equivalent, not against the tests. Kill rate = killed / (mutants - equivalent).
-
-Everything runs in the sandbox, through the grading path of training (`azr.rewards`), in four batches over all
-tasks at once: (0) references; (1) mutants and probes; (2) the reference's outputs; (3) survivors against the
-oracle, and the probe that returns the empty value of the reference's type. From (1) on, each program gets SLOWER
-times what the reference took on its tests, scaled to the inputs it runs (at least MIN_S, at most the task's own
-limit scaled the same way): a mutant that loops forever costs a second, and one that slow counts as killed; an
-input the reference itself is that slow on is left out of the oracle.
-Comparisons are made here, outside.
+"""The audit of a task set's tests: how many near-miss programs (mutants, probes) each task's tests let through.
+A survivor that passes every case of the reference's own oracle counts as equivalent; kill rate = killed /
+(mutants - equivalent). Everything runs in the sandbox through the grading path of training, in four batches over
+all tasks, each program under a time limit scaled from the reference's (docs/audit.md); comparisons are made here.
 """
 
 from __future__ import annotations
@@ -190,7 +179,7 @@ def _scale(task: Task, inputs: int) -> float:
     return 1.0 if task.stdio else max(1.0, inputs / max(1, len(task.tests)))
 
 
-def _oracle_test(task: Task, text: str, value: Any) -> str | None:
+def _oracle_test(task: Task, text: str, value: object) -> str | None:
     if task.stdio:
         first = next((c for c in map(decode_case, task.tests) if c is not None), None)
         compare, tol = (first.compare, first.float_tol) if first else ("lines", None)
@@ -204,7 +193,7 @@ def _oracle_test(task: Task, text: str, value: Any) -> str | None:
     return f"assert {text} == {literal}"
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     """1 and 1.0, [..] and (..) told apart; NaN equal to itself; a value Python cannot print (an integer past its
     digit limit, nesting past its recursion limit) is never the same, so never an oracle's expected value."""
     try:

@@ -28,15 +28,17 @@ def config_fields() -> int:
 def config_show(config_path, overrides) -> int:
     """Print the resolved config (defaults, file, overrides; legacy schema converted) as YAML, once its `grpo:` and
     `sft.args` keys (and `grpo:`'s bounds) are checked as `config check` checks them."""
-    from azr.config import check_grpo_inputs, dump_yaml, load_config, validate_grpo
+    from azr.config import dump_yaml, load_config
 
     cfg = load_config(config_path, overrides)
-    if cfg.grpo or cfg.sft.args:  # TRL is imported to check them
+    if cfg.grpo or cfg.sft.args:  # checked against TRL's classes, through training's translation (empty: nothing to)
         from azr.models import quiet_third_party
 
         quiet_third_party()  # first: bitsandbytes logs a kernel notice as TRL imports it
-    check_grpo_inputs(cfg)
-    validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
+        from azr.training import check_grpo_inputs, validate_grpo
+
+        check_grpo_inputs(cfg)
+        validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
     click.echo(dump_yaml(cfg), nl=False)
     return 0
 
@@ -47,13 +49,13 @@ def config_check(config_path, overrides) -> int:
     """Check a recipe as `azr train` does before it starts (TRL's trainer arguments, rewards, paths, the model's
     source), without training: exit 0 and a summary when it would start, 2 and the field at fault when not."""
     from azr.config import load_config
-    from azr.training import check_recipe
+    from azr.training import preflight
 
     require_config(config_path)
     cfg = load_config(config_path, overrides)
     setup_logging(cfg.logging.level)
 
-    args = check_recipe(cfg)
+    args = preflight(cfg)
     grpo = args.grpo
     click.echo(
         f"ok: {cfg.model.name_or_path}; GRPO {grpo.num_generations} completions per prompt, generation batch "

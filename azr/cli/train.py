@@ -36,4 +36,4 @@ def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
 
     send_server_key()  # a Slurm job's vLLM server takes the key it generated ($VLLM_API_KEY), if any
 
-    return run_train(cfg, resume_from=resume_from)  # it checks the recipe whole (check_recipe) before any work
+    return run_train(cfg, resume_from=resume_from)  # its preflight checks the recipe whole first

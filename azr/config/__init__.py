@@ -1,5 +1,6 @@
 """Recipes: the section dataclasses, loading with `--set` overrides and validation, saving the resolved form, and the
-whole-recipe check of a training run (`check_recipe`: rules across sections, TRL's trainer arguments).
+whole-recipe check of a training run (`check_recipe`, `check_batch`); the translation into TRL's classes is
+`azr.training`'s.
 
 The face of the config package: other packages import from here only. Nothing in it imports torch, transformers or
 trl at module level.
@@ -7,7 +8,7 @@ trl at module level.
 
 from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
-from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help
+from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help, parse_ks
 from azr.config.heldout import HeldOutConfig
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
@@ -17,15 +18,24 @@ from azr.config.load import (
     load_config,
     save_config,
 )
-from azr.config.passthrough import validate_grpo
-from azr.config.recipe import RUN_MARKER, check_output_dir, check_recipe, prompt_groups, steps_per_generation
+from azr.config.model import ModelConfig
+from azr.config.recipe import (
+    RUN_MARKER,
+    Batch,
+    check_batch,
+    check_groups,
+    check_output_dir,
+    check_recipe,
+    prompt_groups,
+    sequence_lengths,
+    steps_per_generation,
+)
 from azr.config.sampling import CurriculumConfig, SamplingConfig
 from azr.config.schema import fields_markdown, parse_pairs
 from azr.config.sections import (
     AzrConfig,
     DataConfig,
     LoggingConfig,
-    ModelConfig,
     RewardSpec,
     SandboxConfig,
     SftConfig,
@@ -33,7 +43,6 @@ from azr.config.sections import (
 )
 from azr.config.selfplay import EndpointConfig, SelfPlayConfig, TeacherAssistConfig, TeacherConfig, check_base_url
 from azr.config.tools import TOOL_NAMES, GenConfig, PythonToolConfig, ToolsConfig, WebToolConfig
-from azr.config.trainer_args import check_groups, check_grpo_inputs, grpo_args, sequence_lengths, sft_args
 from azr.config.vllm import VLLM_LORA_RANKS, VllmConfig, check_vllm_config, lora_refusal, served_lora_rank
 from azr.errors import ConfigError
 
@@ -47,6 +56,7 @@ __all__ = [
     "AbsoluteZeroConfig",
     "AdapterConfig",
     "AzrConfig",
+    "Batch",
     "ConfigError",
     "CurriculumConfig",
     "DataConfig",
@@ -69,8 +79,8 @@ __all__ = [
     "VllmConfig",
     "WebToolConfig",
     "check_base_url",
+    "check_batch",
     "check_groups",
-    "check_grpo_inputs",
     "check_output_dir",
     "check_packages",
     "check_recipe",
@@ -79,16 +89,14 @@ __all__ = [
     "eval_command_config",
     "eval_flag_help",
     "fields_markdown",
-    "grpo_args",
     "load_config",
     "lora_refusal",
+    "parse_ks",
     "parse_pairs",
     "prompt_groups",
     "save_config",
     "sequence_lengths",
     "served_lora_rank",
-    "sft_args",
     "steps_per_generation",
-    "validate_grpo",
     "vllm_lora_problem",
 ]

@@ -2,7 +2,7 @@
 
 The flags' help (`azr eval --help`) and the table in docs/evaluation.md are generated from these fields, and the
 flags are built into this section by the schema (types, bounds, one-line errors) before anything is loaded. Which
-flags go together (one source of samples, --endpoint-model with --endpoint, ...) is `azr.evaluation`'s to check.
+flags go together (one source of samples, --endpoint-model with --endpoint, ...) is checked here too.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from typing import Any, Literal
 
 from azr.config.schema import build, field
 from azr.config.sections import DataFormat
+from azr.errors import ConfigError, show
+
+MAX_K = 1024  # the ceiling of -n (EvalCommandConfig.num_samples), which defaults to the largest k
 
 
 @dataclass
@@ -58,7 +61,7 @@ class EvalCommandConfig:
     )
     samples: str | None = field(None, "Score the completions in this file instead of generating.")
     ks: str = field("1", "Comma-separated k values for pass@k (-k).")
-    num_samples: int | None = field(None, "Samples per problem (-n); unset, the largest k.", ge=1, le=1024)
+    num_samples: int | None = field(None, "Samples per problem (-n); unset, the largest k.", ge=1, le=MAX_K)
     temperature: float = field(0.8, "Sampling temperature; 0 is greedy.", ge=0, le=10)
     top_p: float = field(1.0, "Nucleus sampling threshold.", gt=0, le=1)
     seed: int | None = field(
@@ -82,11 +85,50 @@ class EvalCommandConfig:
     )
 
 
-def eval_command_config(flags: dict[str, Any]) -> EvalCommandConfig:
-    """The section from `azr eval`'s flags (a None flag keeps the field's default); ConfigError names the field."""
+def eval_command_config(flags: dict[str, Any], recipe: bool = False, overrides: bool = False) -> EvalCommandConfig:
+    """The section from `azr eval`'s flags (a None flag keeps the field's default), and the flags that go together
+    (`recipe`: --config was given; `overrides`: --set was); ConfigError names the field or flag."""
     given = {name: str(value) if hasattr(value, "__fspath__") else value for name, value in flags.items()}
     given = {name: list(value) or None if isinstance(value, tuple) else value for name, value in given.items()}
-    return build(EvalCommandConfig, {k: v for k, v in given.items() if v is not None}, "eval")
+    opt = build(EvalCommandConfig, {k: v for k, v in given.items() if v is not None}, "eval")
+    check_eval_flags(opt, recipe, overrides)
+    return opt
+
+
+def check_eval_flags(opt: EvalCommandConfig, recipe: bool, overrides: bool) -> None:
+    """One source of samples (a recipe, a model, an endpoint or a samples file), and each flag with what it needs."""
+    sources = sum((recipe, opt.model_path is not None, opt.endpoint is not None))
+    if sources > 1 or (not sources and opt.samples is None):
+        raise ConfigError("eval: give exactly one of --config, --model or --endpoint (none with --samples)")
+    if opt.samples is not None and (opt.model_path or opt.endpoint):
+        raise ConfigError("--samples: scores given completions; leave out --model and --endpoint")
+    if opt.endpoint and not opt.endpoint_model:
+        raise ConfigError("--endpoint-model: required with --endpoint")
+    if (opt.adapter or opt.quantization) and not (opt.model_path or recipe):
+        raise ConfigError(
+            f"--{'adapter' if opt.adapter else 'quantization'}: needs --model or --config (a local model)"
+        )
+    if opt.vllm and not (opt.model_path or recipe):
+        raise ConfigError("--vllm: serves a local model; give --model or --config")
+    if overrides and not recipe:
+        raise ConfigError("--set: needs --config")
+    if opt.samples is not None and opt.num_samples is not None:
+        raise ConfigError("-n: not used with --samples (the file gives the samples)")
+    if not opt.dataset:
+        raise ConfigError("--dataset: required (held-out, humaneval, output-prediction or a task file)")
+
+
+def parse_ks(text: str) -> list[int]:
+    """-k's comma-separated values, sorted and distinct; each at most MAX_K, as -n is."""
+    try:
+        ks = sorted({int(k) for k in text.split(",") if k.strip()})
+    except ValueError:
+        raise ConfigError(f"-k: expected comma-separated integers, got {show(text)}") from None
+    if not ks or ks[0] < 1:
+        raise ConfigError(f"-k: expected positive integers, got {show(text)}")
+    if ks[-1] > MAX_K:  # unset, -n is the largest k: samples per problem
+        raise ConfigError(f"-k: must be <= {MAX_K:,} (as -n is), got {ks[-1]}")
+    return ks
 
 
 def eval_flag_help(name: str) -> str:

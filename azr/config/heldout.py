@@ -8,13 +8,9 @@ Only the recipe's side: the evaluation itself is `azr.evaluation.heldout`'s, att
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from azr.config.schema import field
 from azr.errors import ConfigError
-
-if TYPE_CHECKING:
-    from azr.config.sections import AzrConfig
 
 
 @dataclass
@@ -51,9 +47,9 @@ class HeldOutConfig:
     )
 
 
-def check_heldout(cfg: AzrConfig) -> None:
-    """Refuse, naming the field, an `eval:` section no run could carry out."""
-    ev = cfg.eval
+def check_heldout(ev: HeldOutConfig, data_eval: str | None, mode: str) -> None:
+    """Refuse, naming the field, an `eval:` section no run could carry out (`data_eval` is data.eval, the held-out
+    tasks by default; `mode` the recipe's)."""
     for i, k in enumerate(ev.k):
         if k < 1:
             raise ConfigError(f"eval.k[{i}]: expected a positive integer, got {k}")
@@ -63,7 +59,7 @@ def check_heldout(cfg: AzrConfig) -> None:
         raise ConfigError("eval.k: at least one k is required, e.g. [1]")
     if len(set(ev.k)) != len(ev.k):
         raise ConfigError(f"eval.k: a value is listed twice ({ev.k})")
-    if ev.every_steps and not (ev.tasks or cfg.data.eval):
+    if ev.every_steps and not (ev.tasks or data_eval):
         raise ConfigError("eval.tasks: no held-out tasks (data.eval is null); name a split or a task file")
-    if ev.every_steps and cfg.mode == "absolute_zero":
+    if ev.every_steps and mode == "absolute_zero":
         raise ConfigError("eval.every_steps: held-out evaluation runs in mode 'grpo' only, not 'absolute_zero'")

@@ -1,13 +1,7 @@
-"""The seed project's configuration files (justdtip/self-directed-training), converted to the current schema.
-
-It wrote two shapes: its main one (`model.model_id`, `model.lora_r`, `rlhf`, `training`, `thinking`, `self_play` with
-an `opponent`, `teacher`, `teacher_assist`, `data.train_path`, an `ia3:` block, ...) and an older one with a top-level
-`azr:` section (`model_id`, `lora`, `rlhf`, `sandbox`, `web`, ...) that its own loader lifted into the main one, as
-`_seed_key` does here. Every key with an azr equivalent is mapped; keys with no meaning for azr (machine, device and
-logging settings, disabled blocks, features azr does not have) are dropped, named in one warning line; the IA³
-gates of its `ia3:` block are dropped with a warning that says how to train IA³ here. A file in the current schema
-passes through untouched. `azr.config.load_config` calls `normalise_legacy` before validating, so every converted
-key is then checked like a current one. Owns only the mapping; nothing here reads task files.
+"""The seed project's configuration files (justdtip/self-directed-training), converted to the current schema
+before validation (`normalise_legacy`, called by `load_config`): each key with an azr equivalent mapped, the rest
+dropped and named in one warning line; a current file passes through untouched. Owns only the mapping (its table
+and the reasons are in docs/config.md); nothing here reads task files.
 """
 
 from __future__ import annotations
@@ -28,7 +22,7 @@ Pairs = list[tuple[str, Any]]
 DROP = None  # the key has no meaning for azr
 
 
-def _quantization(value: Any) -> Pairs:
+def _quantization(value: object) -> Pairs:
     """Its quantization words ('' and null were its none)."""
     known = {None: "none", False: "none", "": "none", "none": "none", "nf4": "4bit", "int4": "4bit", "int8": "8bit"}
     return [
@@ -36,7 +30,7 @@ def _quantization(value: Any) -> Pairs:
     ]
 
 
-def _modules(value: Any) -> Pairs:
+def _modules(value: object) -> Pairs:
     """Its target modules: a list, or names separated by commas."""
     if isinstance(value, str) and "," in value:
         value = [name.strip() for name in value.split(",") if name.strip()]
@@ -46,7 +40,7 @@ def _modules(value: Any) -> Pairs:
 def _endpoint(section: str) -> Callable[[Any], Pairs]:
     """A full endpoint URL (…/v1/chat/completions) as azr's base URL and API."""
 
-    def convert(value: Any) -> Pairs:
+    def convert(value: object) -> Pairs:
         if not isinstance(value, str):
             return [(f"{section}.base_url", value)]
         url = value.rstrip("/")
@@ -70,7 +64,7 @@ def _provider(section: str) -> Callable[[Any], Pairs]:
 
 
 def _remote(name: str) -> Callable[[Any], Pairs]:
-    def check(value: Any) -> Pairs:
+    def check(value: object) -> Pairs:
         if value != "remote":
             raise ConfigError(
                 f"{name}.source: only a remote {name.split('.')[-1]} converts (azr's is an OpenAI-compatible "
@@ -85,7 +79,7 @@ def _from_cwd(target: str, key: str) -> Callable[[Any], Pairs]:
     """A path the seed opened relative to the directory it ran in, not to the config file, made absolute (`.` and
     `..` folded); the file system's root is refused."""
 
-    def convert(value: Any) -> Pairs:
+    def convert(value: object) -> Pairs:
         if not isinstance(value, str) or not value:
             return [(target, value)]
         path = Path(os.path.abspath(Path.cwd() / value))
@@ -331,7 +325,7 @@ def _teacher_switches(raw: dict[str, Any]) -> list[tuple[str, Any, str]]:
     return pairs
 
 
-def _place(raw: dict[str, Any], target: str, value: Any, legacy_name: str) -> None:
+def _place(raw: dict[str, Any], target: str, value: object, legacy_name: str) -> None:
     node = raw
     *parents, leaf = target.split(".")
     for depth, part in enumerate(parents):
@@ -343,7 +337,7 @@ def _place(raw: dict[str, Any], target: str, value: Any, legacy_name: str) -> No
     node[leaf] = value
 
 
-def _ia3_pairs(section: Any, dropped: list[str], notes: list[str]) -> list[tuple[str, Any, str]]:
+def _ia3_pairs(section: object, dropped: list[str], notes: list[str]) -> list[tuple[str, Any, str]]:
     """The seed's `ia3:` block as (field, value, legacy name) triples; its disabled blocks go to `dropped` and the
     IA³ advice to `notes`; a one-line error where an enabled part has no peft equivalent."""
     if not isinstance(section, dict):
@@ -374,7 +368,7 @@ def _ia3_pairs(section: Any, dropped: list[str], notes: list[str]) -> list[tuple
     return [(*_IA3_MAPPED[key], f"ia3.{key}") for key in _IA3_MAPPED if _on(section.get(key))]
 
 
-def _ia3_advice(targets: Any) -> str:
+def _ia3_advice(targets: object) -> str:
     """Why the seed's IA³ gates are dropped, and how to train IA³ here."""
     names = [_IA3_MODULES.get(t, t) for t in targets] if isinstance(targets, list) else []
     feedforward = [n for n in names if n in _IA3_MODULES.values()]
@@ -390,5 +384,5 @@ def _ia3_advice(targets: Any) -> str:
     )
 
 
-def _on(value: Any) -> bool:
+def _on(value: object) -> bool:
     return value is True or (isinstance(value, dict) and bool(value.get("enabled")))

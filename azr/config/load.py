@@ -1,9 +1,8 @@
 """Loading a recipe: read YAML/JSON (or the legacy `azr:` schema), apply `--set a.b=c`, validate, resolve paths.
 
 Relative paths written in a recipe are relative to the recipe's folder; those from `--set` and defaults, to the
-current directory. Nothing here imports torch/transformers/trl: `grpo:` and `sft.args` pass through, checked against
-TRL's config classes by `azr.config.recipe.check_recipe`, the whole-recipe check a training run starts with
-(importing TRL takes seconds).
+current directory. `grpo:` and `sft.args` pass through (azr's own rules on them apply here); TRL's classes check
+them in `azr.training`'s preflight, the first thing `azr train` does.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from azr.config.schema import build, is_set_dotted, parse_pairs, set_dotted
 from azr.config.sections import AzrConfig
 from azr.config.selfplay import check_base_url
 from azr.config.tools import TOOL_NAMES
-from azr.config.trl_contract import check_trl_contract
 from azr.config.vllm import check_vllm_config
 from azr.config.yaml_io import load_raw
 from azr.data import SPLITS
@@ -108,7 +106,7 @@ def _resolve_paths(cfg: AzrConfig, file_base: Path, from_cli: set[str]) -> None:
         setattr(owner, leaf, resolved if isinstance(value, list) else resolved[0])
 
 
-def _listed(value: Any) -> list[Any]:
+def _listed(value: object) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
@@ -175,9 +173,8 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
         for key, owner in MANAGED_TRAINER_FIELDS.items():
             if key in values:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
-    check_trl_contract(cfg.grpo, cfg.model.adapter.kind)
-    check_vllm_config(cfg)
-    check_heldout(cfg)
+    check_vllm_config(cfg.vllm, cfg.model, cfg.grpo)
+    check_heldout(cfg.eval, cfg.data.eval, cfg.mode)
     check_packages(cfg.sandbox.packages)
 
 

@@ -1,11 +1,7 @@
-"""A training recipe checked whole, before any slow work: the rules across sections, the trainer arguments TRL
-would refuse (`azr.config.trainer_args`), and the folders and task files the recipe names.
-
-`check_recipe` is what `azr train` and `azr config check` run first (through `azr.training.check_recipe`, which
-adds what only other packages know: the reward functions' registry and the model's source). Each problem is one
-line naming the field (ConfigError / DataError, exit 2); a mode this version cannot run under the current launch
-is NotAvailableError (exit 1). The machine's own facts (GPUs, the vLLM installs) are checked at launch by
-`azr.serving` (`Sidecar.check`), not here: a recipe can be checked on another machine than the one it runs on.
+"""A training recipe checked whole, before any slow work: the rules across sections, the folders and task files it
+names (`check_recipe`), and the rules over the trainer's batch as TRL resolves it (`check_batch`). Imports no
+TRL: `azr.training.preflight` builds TRL's classes and calls both. Each problem is one line naming the field; the
+machine's own facts (GPUs, vLLM) are `azr.serving`'s, at launch.
 """
 
 from __future__ import annotations
@@ -16,32 +12,74 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from azr.config.sections import AzrConfig
-from azr.config.trainer_args import check_groups, grpo_args, sft_args
 from azr.data import Task, check_task_limits, load_tasks
 from azr.errors import ConfigError, DataError, NotAvailableError
 
 log = logging.getLogger(__name__)
 
 
-def check_recipe(cfg: AzrConfig, weights: Sequence[float], cpu: bool, vllm_fields: dict[str, Any]) -> tuple:
-    """Every rule a training recipe must pass, or its checked (trl.GRPOConfig, trl.SFTConfig or None). `weights`
-    are the reward weights TRL gets, `cpu` whether it trains on the CPU, `vllm_fields` the GRPOConfig fields of
-    TRL's vLLM modes (without a server's address yet)."""
+class Batch(Protocol):
+    """The batch fields of a `trl.GRPOConfig` the rules read (TRL resolves the ones a recipe leaves unset)."""
+
+    per_device_train_batch_size: int
+    steps_per_generation: int
+    generation_batch_size: int
+    num_generations: int
+    num_iterations: int
+    gradient_accumulation_steps: int
+
+
+def check_recipe(cfg: AzrConfig) -> None:
+    """Every rule of a training recipe that needs no trainer arguments: Absolute Zero's launch, asynchronous GRPO's
+    engine, the output folder, and every task file the recipe names, read."""
     if cfg.mode == "absolute_zero":
-        check_launch(cfg)
+        check_launch(cfg)  # before the trainer arguments: under a launcher, building them starts torch.distributed
     check_staleness(cfg)
-    grpo = grpo_args(cfg, weights, cpu, vllm_fields)
-    check_groups(cfg, grpo)
-    check_generation_steps(cfg, grpo)
-    sft = sft_args(cfg, cpu) if cfg.sft.enabled else None
-    if cfg.mode == "absolute_zero":
-        prompt_groups(cfg, grpo)
     check_output_dir(Path(cfg.output_dir))
     check_task_files(cfg)
-    return grpo, sft
+
+
+def check_batch(cfg: AzrConfig, grpo: Batch) -> None:
+    """The rules between the recipe and the trainer's batch `grpo` (its trl.GRPOConfig)."""
+    check_groups(cfg, grpo)
+    check_generation_steps(cfg, grpo)
+    if cfg.mode == "absolute_zero":
+        prompt_groups(cfg, grpo)
+
+
+def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
+    """The completion budget includes the thinking budget when the policy thinks."""
+    completion = int(cfg.grpo.get("max_completion_length", 256))
+    if cfg.thinking.policy:
+        completion += cfg.thinking.policy_budget_tokens
+    return {"max_completion_length": completion, "max_seq_length": completion + 2048}
+
+
+def check_groups(cfg: AzrConfig, grpo: Batch) -> None:
+    """Hinted retries and frontier replay swap whole prompt groups of the generation batch (all processes' rows,
+    composed by the group sampler on the main one: a group may straddle two processes); each share must come to at
+    least one group, or the feature never acts. That the batch holds whole groups is TRL's own check. Dynamic
+    sampling keeps or passes over the groups each process generated, so a process's batch must be whole groups."""
+    local = grpo.per_device_train_batch_size * grpo.steps_per_generation
+    if cfg.sampling.dynamic and local % grpo.num_generations:
+        raise ConfigError(
+            f"sampling.dynamic: keeps or passes over whole prompt groups on each process, but each process generates "
+            f"{local} completions per batch, not a multiple of grpo.num_generations={grpo.num_generations}"
+        )
+    groups = grpo.generation_batch_size // grpo.num_generations
+    shares = {
+        "teacher_assist.hint_share": (cfg.teacher_assist.enabled, cfg.teacher_assist.hint_share),
+        "curriculum.replay_rate": (cfg.curriculum.replay, cfg.curriculum.replay_rate),
+    }
+    for name, (on, share) in shares.items():
+        if on and share > 0 and int(share * groups) == 0:
+            raise ConfigError(
+                f"{name}: {share:g} of the {groups} prompt group(s) in a generation batch rounds down to none, so "
+                f"it would never act; raise it to at least {1 / groups:.3g} or generate more groups per batch"
+            )
 
 
 def check_task_files(cfg: AzrConfig) -> None:
@@ -129,7 +167,7 @@ def check_staleness(cfg: AzrConfig) -> None:
     # Several training processes work: the main one queues every process's rows and hands each its slice.
 
 
-def check_generation_steps(cfg: AzrConfig, grpo: Any) -> None:
+def check_generation_steps(cfg: AzrConfig, grpo: Batch) -> None:
     """A batch sampled one generation ahead is as many policy versions old when it trains as there are optimizer
     steps between two generations: a smaller `sampling.max_staleness` could never be met."""
     every = steps_per_generation(grpo)
@@ -141,7 +179,7 @@ def check_generation_steps(cfg: AzrConfig, grpo: Any) -> None:
         )
 
 
-def steps_per_generation(grpo: Any) -> int:
+def steps_per_generation(grpo: Batch) -> int:
     """Optimizer steps between two of TRL's generations (its `steps_per_generation` counts micro-batches)."""
     return -(-grpo.steps_per_generation * grpo.num_iterations // grpo.gradient_accumulation_steps)
 
@@ -164,7 +202,7 @@ def check_launch(cfg: AzrConfig) -> None:
         log.warning("rewards: not used with mode absolute_zero (its rewards are set under absolute_zero:)")
 
 
-def prompt_groups(cfg: AzrConfig, args: Any) -> int:
+def prompt_groups(cfg: AzrConfig, args: Batch) -> int:
     """The prompt groups per generation batch of the run's trl.GRPOConfig `args`: a multiple of one proposer and one
     solver share per task type (ConfigError otherwise)."""
     groups, slots = args.generation_batch_size // args.num_generations, 2 * len(cfg.absolute_zero.types)

@@ -1,6 +1,6 @@
 """Recipe sections for what enters a generation batch: dynamic sampling (`sampling:`) and the curriculum over tasks,
 with self-play's frontier replay (`curriculum:`). Both drive one group sampler (`azr.rollouts.groups`); the checks
-between their fields and the trainer's batch are `azr.config.trainer_args.check_groups`'s."""
+between their fields and the trainer's batch are `azr.config.check_groups`'s."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from azr.config.yaml_io import YamlSyntaxError, yaml_load
@@ -30,10 +30,10 @@ class Raw(str):
 
 
 def field(
-    default: Any = MISSING,
+    default: object = MISSING,
     help: str = "",
     *,
-    factory: Any = MISSING,
+    factory: Callable[[], object] | None = None,
     refused: dict[str, str] | None = None,
     **bounds: float,
 ) -> Any:
@@ -41,7 +41,7 @@ def field(
     `refused`: values a user may plausibly write that are not accepted, each with the reason given instead of the
     generic "expected one of"."""
     meta = {"help": help, **bounds, **({"refused": refused} if refused else {})}
-    if factory is not MISSING:
+    if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
 
@@ -58,7 +58,7 @@ def parse_pairs(items: Sequence[str], flag: str, example: str, dotted: bool = Fa
     return out
 
 
-def get_dotted(raw: dict[str, Any], dotted: str, default: Any = None) -> Any:
+def get_dotted(raw: dict[str, Any], dotted: str, default: object = None) -> Any:
     """The value the raw recipe `raw` gives at `dotted` (`a.b.c`), or `default` where it gives none."""
     node: Any = raw
     for part in dotted.split("."):
@@ -76,7 +76,7 @@ def is_set_dotted(raw: dict[str, Any], dotted: str) -> bool:
     return get_dotted(raw, dotted, _UNSET) is not _UNSET
 
 
-def set_dotted(raw: dict[str, Any], dotted: str, value: Any, defaults: dict[str, Any]) -> None:
+def set_dotted(raw: dict[str, Any], dotted: str, value: object, defaults: dict[str, Any]) -> None:
     """raw[a][b]... = value. A list the file leaves out starts as its value in `defaults`, so that
     `--set rewards.1.weight=0.5` edits the default second reward."""
     node: Any = raw
@@ -103,7 +103,7 @@ def set_dotted(raw: dict[str, Any], dotted: str, value: Any, defaults: dict[str,
             node = node[part]
 
 
-def build(cls: type, data: Any, where: str) -> Any:
+def build(cls: type, data: object, where: str) -> Any:
     """Instantiate dataclass `cls` from `data`, validating every field; `where` is the dotted prefix for errors."""
     if data is None:
         data = {}
@@ -125,7 +125,7 @@ def build(cls: type, data: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
-def _meant_for(value: Any, hints: dict[str, Any]) -> list[str]:
+def _meant_for(value: object, hints: dict[str, Any]) -> list[str]:
     """The fields an unknown key's value could be meant for: a mapping goes to a section or a mapping field (so
     `modle: {dtype: auto}` suggests `model`, not the scalar `mode`)."""
     if isinstance(value, dict):
@@ -134,13 +134,13 @@ def _meant_for(value: Any, hints: dict[str, Any]) -> list[str]:
     return list(hints)
 
 
-def _unknown_reason(key: str, fields: Any) -> str:
+def _unknown_reason(key: str, fields: Iterable[str]) -> str:
     if key in ("api_key", "key", "token", "secret"):
         return "unknown key; never put secrets in a config: name the environment variable with 'api_key_env'"
     return f"unknown key{did_you_mean(key, fields)}"
 
 
-def coerce(value: Any, hint: Any, where: str) -> Any:
+def coerce(value: object, hint: object, where: str) -> Any:
     """Return `value` converted to `hint`, or raise ConfigError naming `where`."""
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
@@ -169,7 +169,7 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
     return _coerce_scalar(value, hint, where)
 
 
-def _resolve_raw(value: Any, where: str) -> Any:
+def _resolve_raw(value: object, where: str) -> Any:
     """Free-form data (`grpo:`, `extra_body`) with the command-line strings inside it parsed: `--set grpo.a.b=1`
     makes `{a: {b: 1}}`, not a mapping holding an unparsed `Raw`."""
     if isinstance(value, Raw):
@@ -181,7 +181,7 @@ def _resolve_raw(value: Any, where: str) -> Any:
     return value
 
 
-def _coerce_union(value: Any, args: tuple, where: str) -> Any:
+def _coerce_union(value: object, args: tuple, where: str) -> Any:
     is_null = value is None or (isinstance(value, Raw) and value.lower() in ("null", "none", "~"))
     if is_null and type(None) in args:
         return None
@@ -211,7 +211,7 @@ def _coerce_union(value: Any, args: tuple, where: str) -> Any:
     raise ConfigError(f"{where}: expected {names}{nullable}, got {show(value)}")
 
 
-def _coerce_scalar(value: Any, hint: Any, where: str) -> Any:
+def _coerce_scalar(value: object, hint: type, where: str) -> Any:
     if hint is bool:
         if isinstance(value, bool):
             return value
@@ -260,7 +260,7 @@ def _parse_raw(value: Raw, where: str) -> Any:
         return text
 
 
-def _check_bounds(value: Any, meta: typing.Mapping[str, Any], where: str) -> None:
+def _check_bounds(value: object, meta: typing.Mapping[str, Any], where: str) -> None:
     """A number within the field's bounds; a list of numbers, each one within them."""
     if isinstance(value, list):
         for i, item in enumerate(value):
@@ -311,7 +311,7 @@ def fields_markdown(cls: type) -> str:
     return "\n".join(rows)
 
 
-def _type_name(hint: Any) -> str:
+def _type_name(hint: object) -> str:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is typing.Literal:

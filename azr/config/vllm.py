@@ -8,14 +8,12 @@ the machine (GPUs, vLLM installed) are `azr.serving`'s; launching and talking to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 from azr.config.adapter import vllm_lora_problem
+from azr.config.model import ModelConfig
 from azr.config.schema import field
 from azr.errors import ConfigError
-
-if TYPE_CHECKING:
-    from azr.config.sections import AzrConfig, ModelConfig
 
 # --max-lora-rank values vLLM accepts (vllm.config.lora.MaxLoRARanks in vLLM 0.32).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -103,11 +101,11 @@ def lora_refusal(model: ModelConfig) -> str | None:
     return problem
 
 
-def check_vllm_config(cfg: AzrConfig) -> None:
-    """Refuse, naming the field and the reason, what no machine could run: called when a recipe is loaded."""
-    vllm, model = cfg.vllm, cfg.model
+def check_vllm_config(vllm: VllmConfig, model: ModelConfig, grpo: dict[str, Any]) -> None:
+    """Refuse, naming the field and the reason, what no machine could run with this `vllm:` section, `model:`
+    section and `grpo:` pass-through: called when a recipe is loaded."""
     if vllm.mode != "off":
-        for key in (k for k in TRL_VLLM_FIELDS if k in cfg.grpo):
+        for key in (k for k in TRL_VLLM_FIELDS if k in grpo):
             raise ConfigError(f"grpo.{key}: vllm.mode={vllm.mode} sets it from the vllm: section; leave it out")
     if vllm.mode == "adapter" and (reason := lora_refusal(model)):
         raise ConfigError(f"vllm.mode=adapter: {reason}")

@@ -1,10 +1,6 @@
-"""Reading a recipe's text: YAML 1.2 (core schema) and JSON, bounded in size, nesting and alias expansion.
-
-Owns the YAML loader (PyYAML's C parser where it is installed, the pure-Python one otherwise, with the same rules),
-duplicate-key errors in both formats, and the limits a hostile or mistaken file meets before any of it is built:
-its size in bytes, how deep it nests, and how many values it expands to once aliases are followed (nine levels of
-nine aliases are 387 million values). Each refusal names the limit and the environment variable that raises it.
-Knows nothing of azr's sections: `azr.config.schema` types what comes back.
+"""Reading a recipe's text: YAML 1.2 (core schema) and JSON, duplicate keys refused, and limits on size, nesting
+and alias expansion met before anything is built (each refusal names its limit and the environment variable that
+raises it: docs/limits.md). Knows nothing of azr's sections: `azr.config.schema` types what comes back.
 """
 
 from __future__ import annotations

@@ -8,20 +8,35 @@ metrics.jsonl is the evaluator's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback
+
+from azr.evaluation.samplers import ItemSampler
 
 if TYPE_CHECKING:
-    from azr.evaluation.heldout import HeldOutEvaluator
     from azr.rollouts import TrainerBatches
+
+
+class Evaluation(Protocol):
+    """What the callback needs of an evaluator (`azr.evaluation.heldout.HeldOutEvaluator`)."""
+
+    def begin(self) -> None: ...
+
+    def due(self, step: int, max_steps: int) -> bool: ...
+
+    def evaluate(self, sampler: ItemSampler, step: int) -> dict[str, Any] | None: ...
+
+    def sampler_for(self, view: TrainerBatches) -> ItemSampler: ...
+
+    def logger_keys(self, record: dict[str, Any]) -> dict[str, float]: ...
 
 
 class HeldOutCallback(TrainerCallback):
     """Runs `evaluator` on the policy of `trainer` (sampled as the trainer samples, vLLM or `generate`, through
     `view`: the trainer's `azr.rollouts.TrainerBatches`)."""
 
-    def __init__(self, evaluator: HeldOutEvaluator, trainer: Any, view: TrainerBatches):
+    def __init__(self, evaluator: Evaluation, trainer: Trainer, view: TrainerBatches):
         self.evaluator, self.trainer, self.view = evaluator, trainer, view
 
     def on_train_begin(self, args, state, control, **kwargs):

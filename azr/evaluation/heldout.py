@@ -1,12 +1,7 @@
-"""Held-out evaluation during a run (the recipe's `eval:` section): the policy as it trains, sampled on held-out
-tasks every `eval.every_steps` GRPO steps and graded in the run's sandbox pool.
-
-It is `azr eval`'s pipeline on a model in memory: the same samplers (`ModelSampler`, seeded per batch), the same
-grading (`azr.evaluation.run.graded`) and the same report (`build_report`: pass@k, per tag, counts), plus a 95%
-bootstrap interval per pass@k and the mean of the run's weighted rewards (`score_completions`, as the train pass
-rate measures it). With several ranks each samples and grades its share of the tasks and the main process gathers
-the records and writes one `kind: eval` record to metrics.jsonl. Steps already logged (a resumed run) are skipped.
-When to evaluate and where results go in the trainer is the callback's (`azr.evaluation.callback`).
+"""Held-out evaluation during a run (`eval:`): the policy as it trains, sampled on held-out tasks every
+`eval.every_steps` GRPO steps through `azr eval`'s own samplers, grading and report (plus bootstrap intervals and
+the run's weighted reward); each rank takes its share and the main process writes one `kind: eval` record. When to
+evaluate inside the trainer is `azr.evaluation.callback`'s (docs/watching-a-run.md).
 """
 
 from __future__ import annotations
@@ -30,6 +25,8 @@ from azr.rewards import sandbox_oracle
 from azr.rollouts import trainer_sampler
 
 if TYPE_CHECKING:
+    from transformers import Trainer
+
     from azr.rollouts import TrainerBatches
 
 log = logging.getLogger(__name__)
@@ -45,9 +42,9 @@ class Ranks(Protocol):
 
     def split(self, items: list) -> tuple[list, int]: ...
 
-    def gather(self, obj: Any) -> list: ...
+    def gather(self, obj: object) -> list: ...
 
-    def broadcast(self, obj: Any) -> Any: ...
+    def broadcast(self, obj: object) -> Any: ...
 
 
 @dataclass
@@ -215,7 +212,7 @@ def build_heldout(
     return HeldOutEvaluator(problems, chosen, sorted(ev.k), ev.every_steps, cfg, ranks, metrics, rewards, pool, folder)
 
 
-def attach_heldout(trainer: Any, evaluator: HeldOutEvaluator | None, view: TrainerBatches) -> None:
+def attach_heldout(trainer: Trainer, evaluator: HeldOutEvaluator | None, view: TrainerBatches) -> None:
     """Add the held-out evaluation to `trainer`, a GRPO trainer seen through `view` (its
     `azr.rollouts.TrainerBatches`) for sampling; nothing when `evaluator` is None."""
     if evaluator is not None:

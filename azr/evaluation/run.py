@@ -11,12 +11,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from azr.config import ModelConfig, SandboxConfig, VllmConfig, eval_command_config, load_config, parse_pairs
+from azr.config import (
+    EvalCommandConfig,
+    ModelConfig,
+    SandboxConfig,
+    VllmConfig,
+    eval_command_config,
+    load_config,
+    parse_ks,
+    parse_pairs,
+)
 from azr.data import (
     FORMATS,
     SPLITS,
@@ -29,10 +38,10 @@ from azr.data import (
     read_checker,
     stub_of,
 )
-from azr.errors import ConfigError, show
+from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling
 from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
-from azr.evaluation.samplers import EndpointSampler, EndpointSpec, LocalSampler
+from azr.evaluation.samplers import EndpointSampler, EndpointSpec, ItemSampler, LocalSampler
 from azr.evaluation.samples import (
     SAMPLES_FILE,
     GivenSample,
@@ -50,7 +59,6 @@ from azr.sandbox import SandboxPool
 from azr.secrets import public_url
 
 log = logging.getLogger(__name__)
-MAX_K = 1024  # the ceiling of -n (EvalCommandConfig.num_samples), which defaults to the largest k
 
 
 @dataclass
@@ -121,39 +129,21 @@ def run_eval(cfg: EvalConfig) -> int:
 
 
 def eval_config_from_flags(*, config_path=None, overrides=(), **flags: Any) -> EvalConfig:
-    """`azr eval`'s flags (the fields of `EvalCommandConfig`, built and checked by the schema) as an EvalConfig; a
-    recipe (--config) gives the model, sandbox, answer format, seed and chat-template switches. Contradictory
-    flags are one-line ConfigErrors."""
-    opt = eval_command_config(flags)
-    sources = [x for x in (config_path, opt.model_path, opt.endpoint) if x is not None]
-    if len(sources) > 1 or (not sources and opt.samples is None):
-        raise ConfigError("eval: give exactly one of --config, --model or --endpoint (none with --samples)")
-    if opt.samples is not None and (opt.model_path or opt.endpoint):
-        raise ConfigError("--samples: scores given completions; leave out --model and --endpoint")
-    if opt.endpoint and not opt.endpoint_model:
-        raise ConfigError("--endpoint-model: required with --endpoint")
-    if (opt.adapter or opt.quantization) and not (opt.model_path or config_path):
-        raise ConfigError(
-            f"--{'adapter' if opt.adapter else 'quantization'}: needs --model or --config (a local model)"
-        )
-    if opt.vllm and not (opt.model_path or config_path):
-        raise ConfigError("--vllm: serves a local model; give --model or --config")
-    if overrides and not config_path:
-        raise ConfigError("--set: needs --config")
-    if opt.samples is not None and opt.num_samples is not None:
-        raise ConfigError("-n: not used with --samples (the file gives the samples)")
-    if not opt.dataset:
-        raise ConfigError("--dataset: required (held-out, humaneval, output-prediction or a task file)")
+    """`azr eval`'s flags (the fields of `EvalCommandConfig`, built and checked, combinations included, by
+    `azr.config.eval_command_config`) as a new EvalConfig; a recipe (--config) gives the model, sandbox, answer
+    format, seed and chat-template switches, and is left as loaded."""
+    opt = eval_command_config(flags, recipe=config_path is not None, overrides=bool(overrides))
     dataset, column_map, checker = _task_file_options(opt)
     k_values = parse_ks(opt.ks)
     recipe = load_config(config_path, overrides) if config_path else None
+    # New sections, never the recipe's own: the flags change this evaluation, not the recipe it was read from.
     model = recipe.model if recipe else ModelConfig(name_or_path=opt.model_path) if opt.model_path else None
     if model is not None and opt.quantization:
-        model.quantization = opt.quantization
-    if recipe is not None and opt.adapter and recipe.sft.enabled and recipe.sft.full_weights:
-        model.name_or_path = _warm_started_base(Path(opt.adapter), Path(recipe.output_dir))
+        model = replace(model, quantization=opt.quantization)
+    if model is not None and recipe is not None and opt.adapter and recipe.sft.enabled and recipe.sft.full_weights:
+        model = replace(model, name_or_path=_warm_started_base(Path(opt.adapter), Path(recipe.output_dir)))
     sandbox = recipe.sandbox if recipe else SandboxConfig()
-    sandbox.workers = opt.workers or sandbox.workers
+    sandbox = replace(sandbox, workers=opt.workers or sandbox.workers)
     seed = opt.seed if opt.seed is not None else recipe.seed if recipe else 0
     sampling = Sampling(
         n=opt.num_samples or max(k_values),
@@ -205,23 +195,11 @@ def _warm_started_base(adapter: Path, output_dir: Path) -> str:
     )
 
 
-def parse_ks(text: str) -> list[int]:
-    try:
-        ks = sorted({int(k) for k in text.split(",") if k.strip()})
-    except ValueError:
-        raise ConfigError(f"-k: expected comma-separated integers, got {show(text)}") from None
-    if not ks or ks[0] < 1:
-        raise ConfigError(f"-k: expected positive integers, got {show(text)}")
-    if ks[-1] > MAX_K:  # unset, -n is the largest k: samples per problem
-        raise ConfigError(f"-k: must be <= {MAX_K:,} (as -n is), got {ks[-1]}")
-    return ks
-
-
-def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> Any:
+def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> ItemSampler:
     """The endpoint or the local model (loaded here) that samples are drawn from."""
     t0 = time.monotonic()
     if cfg.endpoint is not None:
-        sampler: Any = EndpointSampler(cfg.endpoint, cfg.sampling)
+        sampler: ItemSampler = EndpointSampler(cfg.endpoint, cfg.sampling)
     elif cfg.vllm is not None:
         from azr.evaluation.sidecar import SidecarSampler
 
@@ -234,7 +212,7 @@ def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> Any:
     return sampler
 
 
-def _sample_and_grade(cfg: EvalConfig, sampler: Any, todo: list, store: SampleStore, timings: dict) -> None:
+def _sample_and_grade(cfg: EvalConfig, sampler: ItemSampler, todo: list, store: SampleStore, timings: dict) -> None:
     for start in range(0, len(todo), sampler.chunk):
         chunk = todo[start : start + sampler.chunk]
         t0 = time.monotonic()
@@ -265,7 +243,7 @@ def load_problems(
     return [Problem(task) for task in load_tasks(dataset, column_map, checker=checker)]
 
 
-def _task_file_options(opt: Any) -> tuple[str, dict[str, str], str | None]:
+def _task_file_options(opt: EvalCommandConfig) -> tuple[str, dict[str, str], str | None]:
     """--dataset with --format, --column-map and --checker: the dataset as 'FORMAT:FILE', the column map, the
     checker's source; ConfigError (or DataError for an unreadable checker) before anything slow starts."""
     dataset = opt.dataset

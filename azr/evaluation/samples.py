@@ -122,7 +122,7 @@ def finished_keys(path: Path) -> set[tuple]:
     return {(r.get("task_id"), r.get("index")) for r in read_jsonl_records(path) if r.get("status") not in RETRIED}
 
 
-def _first_difference(before: Any, now: Any, prefix: str = "") -> str:
+def _first_difference(before: object, now: object, prefix: str = "") -> str:
     if isinstance(before, dict) and isinstance(now, dict):
         for key in sorted(set(before) | set(now)):
             found = _first_difference(before.get(key), now.get(key), f"{prefix}{key}.")

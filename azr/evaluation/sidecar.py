@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from typing import Any
 
 from azr.config import ModelConfig, VllmConfig
+from azr.evaluation.measure import Sampling
 from azr.evaluation.samplers import EndpointSampler, EndpointSpec
 from azr.serving import serve_model
 
@@ -27,7 +27,7 @@ class SidecarSampler:
         vllm: VllmConfig,
         model: ModelConfig,
         adapter: str | None,
-        sampling: Any,
+        sampling: Sampling,
         template_kwargs: dict,
         log_path: Path | None = None,
     ):

@@ -1,10 +1,6 @@
-"""`azr export`: an adapter merged into its base model and saved as a full Hugging Face model (weights, tokenizer,
-model card) that `AutoModelForCausalLM` loads and vLLM serves without LoRA support.
-
-`plan_export` checks the arguments and finds the base (from the run's `config.yaml` beside the adapter, else from
-`adapter_config.json`) without importing torch; `export_merged` loads, merges with peft and writes. A quantized
-base is dequantized before merging: peft cannot merge IA³ into 4-bit weights at all, and merging LoRA into them
-re-quantizes, rounding most of the update away.
+"""`azr export`: an adapter merged into its base and saved as a full Hugging Face model (weights, tokenizer, model
+card) that vLLM serves without LoRA support. `plan_export` checks the arguments and finds the base without
+importing torch; `export_merged` merges with peft and writes, a quantized base dequantized first (docs/models.md).
 """
 
 from __future__ import annotations

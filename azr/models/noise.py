@@ -1,14 +1,6 @@
-"""Third-party chatter kept off the console and in the debug log, where each line really comes from:
-
-- bitsandbytes *logs* (through `logging`, at import) "Failed to load CPU gemm_4bit_forward from kernels-community"
-  on CPUs with AVX512-BF16 when the optional `kernels` package cannot fetch its kernel (it falls back to its own),
-  and a warning for every 8-bit matmul that casts its inputs: both records are demoted to DEBUG.
-- Deprecation notices that libraries *raise* with `warnings.warn` (FutureWarning, DeprecationWarning), such as
-  transformers' "`gradient_checkpointing_enable` is deprecated" that peft and TRL trigger: logged at DEBUG under
-  `py.warnings` instead of printed, when raised from outside azr. Other warnings print as before.
-- the progress bars datasets and transformers draw for tiny maps and shard writes: turned off.
-
-With the log at debug level (`logging.level: debug`) the demoted lines show, marked DEBUG.
+"""Third-party chatter kept off the console and in the debug log: bitsandbytes' kernel and 8-bit notices demoted to
+DEBUG, deprecation warnings raised from outside azr logged at DEBUG under `py.warnings`, and the progress bars of
+datasets and transformers turned off. `logging.level: debug` shows them (docs/development.md lists each).
 """
 
 from __future__ import annotations

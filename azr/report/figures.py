@@ -1,10 +1,6 @@
-"""The report's plots as data: for each plot over steps, its title and the traces of every run, ready for plotly.
-
-One colour per run when several runs are overlaid (each run's series told apart by the line's dash), one colour per
-series for a single run. A plot none of the runs has data for is left out. Alarms become marks on every plot's
-step axis. Nothing here draws: the page hands these dicts to plotly.js as they are. Plotly reads markup in the texts
-it draws (`<span style=...>`, `<a href=...>`), so every title, trace name and hover text is escaped here
-(`plotly_text`): a reward name, a status or a run's folder name is shown as the text it is, and fetches nothing.
+"""The report's plots as data for plotly: per plot over steps, its title and every run's traces (one colour per run
+when runs are overlaid), alarms marked on the step axis; a plot no run has data for is left out. Draws nothing.
+Every title, trace name and hover text is escaped (`plotly_text`): plotly reads markup in the texts it draws.
 """
 
 from __future__ import annotations
@@ -118,13 +114,13 @@ ASYNC_PLOTS: list[tuple[str, str, str, list[Series]]] = [
 STALENESS = re.compile(r"async/staleness_([0-9]{1,4})")
 
 
-def plotly_text(value: Any) -> str:
+def plotly_text(value: object) -> str:
     """`value` as text plotly draws literally: it decodes the entities back into characters but never reads them as
     tags."""
     return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _num(value: Any) -> bool:
+def _num(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

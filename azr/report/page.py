@@ -1,11 +1,7 @@
 """The report page: one self-contained HTML file (plotly.js, styles, script and data inline; nothing is fetched).
-
-Owns the layout and the tables (run facts, per-tag pass rates, self-play scoreboard, Absolute-Zero, asynchronous
-GRPO, tools); the plots come from `azr.report.figures`, the runs from `azr.report.runs`. Every text from a run is
-escaped; the data is one JSON block the page's script reads, valid JSON whatever the run logged (NaN and the
-infinities become null). A window.onerror hook writes script errors into the page (`#errors`), and the script writes
-the number of plots drawn and the resources the page loaded into it, so a headless browser's DOM dump can tell
-whether it rendered.
+Owns the layout and the tables; the plots are `azr.report.figures`', the runs `azr.report.runs`'. Every text from a
+run is escaped, the data is valid JSON whatever the run logged, and the page writes script errors and what it drew
+into its DOM for a headless check (docs/watching-a-run.md).
 """
 
 from __future__ import annotations
@@ -41,11 +37,11 @@ def _asset(name: str) -> str:
     return resources.files("azr.report").joinpath(name).read_text(encoding="utf-8")
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def _fmt(value: object, digits: int = 3) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "–" if value is None else _e(value)
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
@@ -57,7 +53,7 @@ def _table(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _duration(seconds: Any) -> str:
+def _duration(seconds: object) -> str:
     if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
         return "–"
     seconds = int(seconds)
@@ -344,7 +340,7 @@ def render(runs: list[Run], generated: str) -> str:
     )
 
 
-def _filled(template: str, data: Any, inlined: dict[str, str] | None = None, **fields: str) -> str:
+def _filled(template: str, data: dict[str, object], inlined: dict[str, str] | None = None, **fields: str) -> str:
     """`template` with `fields` (escaped by the caller) and, last, the inlined parts (plotly, the data as JSON with
     NaN made null, the script, the style, and `inlined`), put at markers no run's text can hold (a fresh nonce), so
     none of them is read as markup or as a format field."""
@@ -364,7 +360,7 @@ def _filled(template: str, data: Any, inlined: dict[str, str] | None = None, **f
     return page
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> Any:
     """`value` with every NaN and infinity replaced by None: JSON has no such numbers, and JSON.parse refuses the
     `NaN` json.dumps would write (a blank page)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -383,7 +379,7 @@ def standalone_page(title: str, body: str, plots: list[dict[str, Any]], generate
     return _filled(STANDALONE, data, {"body": body}, title=_e(title), generated=_e(generated), version=_e(__version__))
 
 
-def escape(value: Any) -> str:
+def escape(value: object) -> str:
     """Text for the page, escaped."""
     return _e(value)
 

@@ -1,11 +1,6 @@
-"""Reading a run folder for the report: what `azr train` wrote (config.yaml, state.json, summary.json, metrics.jsonl,
-generations/, heldout/, self-play and Absolute-Zero files), finished or not.
-
-Every file is optional, and every record is read defensively: a JSONL line that does not parse (a log cut mid-line
-by SIGKILL, a run still writing), nests too deep, or holds what the report cannot use (a step log without an integer
-`step`, a string or a list where a number belongs, a `pass_at_k` key that is not a whole number) is skipped and
-counted (`Run.skipped`), and so is a JSON file of the wrong shape; the report shows what is left. Only a missing run
-folder is an error. It reads files and imports no training code.
+"""Reading run folders for the report (config, state, summary, metrics, generations, held-out, self-play and
+Absolute-Zero files), finished or not. Every file is optional and every record is read defensively: what the report
+cannot use is skipped and counted (`Run.skipped`), and only a missing folder is an error. Imports no training code.
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -28,6 +23,7 @@ from azr.logs import generation_files
 
 QUIET_S = 15 * 60  # a run without summary.json whose last record is older than this is taken as stopped
 TEXT_CHARS = 3000  # each prompt and completion shown is cut to this many characters
+T = TypeVar("T")
 
 
 @dataclass
@@ -112,7 +108,7 @@ def read_run(path: Path, sample_steps: int = 40, per_step: int = 6, seed: int = 
     return run
 
 
-def _skip(run: Run, name: str, instead: Any) -> Any:
+def _skip(run: Run, name: str, instead: T) -> T:
     """Count one record (or file) of `name` the report could not use; returns `instead`."""
     run.skipped[name] += 1
     return instead
@@ -154,16 +150,16 @@ def _records(run: Run, path: Path, label: str | None = None) -> list[dict[str, A
     return records
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     """A JSON number (NaN and the infinities included: the plots leave those out); not a boolean."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _count(value: Any) -> bool:
+def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _numbers(mapping: Any, keys: tuple[str, ...]) -> bool:
+def _numbers(mapping: object, keys: tuple[str, ...]) -> bool:
     """`mapping` is an object whose `keys`, where present, are numbers or null."""
     return isinstance(mapping, dict) and all(mapping.get(k) is None or _number(mapping[k]) for k in keys)
 
@@ -290,7 +286,7 @@ def _spread(records: list[dict[str, Any]], n: int, rng: random.Random) -> list[d
     return chosen
 
 
-def _cut(text: Any) -> str:
+def _cut(text: object) -> str:
     text = "" if text is None else str(text)
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + f"\n… ({len(text) - TEXT_CHARS} more characters)"
 
@@ -316,7 +312,7 @@ def _shown(record: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def _count_tools(run: Run, messages: Any) -> None:
+def _count_tools(run: Run, messages: object) -> None:
     if not isinstance(messages, list):
         return
     for m in messages:

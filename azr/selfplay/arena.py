@@ -1,11 +1,7 @@
-"""The self-play round of each training batch, driven by the trainer's hooks: `start` sends the batch's tasks to the
-opponent before the policy generates; `finish` sets the `opponent_passed` column just before the rewards; `observe`
-counts the scored batch on the scoreboard and asks the teacher about the problems the policy failed. Its hinted
-retries and frontier replay are `sources` for the trainer's group sampler, which composes the batches.
-
-Owns this wiring, the run's self-play files (selfplay.jsonl, teacher.jsonl, scoreboard.json, frontier.json) and the
-`selfplay/*` and `teacher/*` metrics. The parts live in selfplay, teacher, scoreboard and replay; nothing here knows
-TRL, and nothing here touches a completion or a reward.
+"""The self-play round of each training batch, through the trainer's hooks: the opponent gets the batch's tasks
+before the policy generates (`start`), its verdicts become the `opponent_passed` column (`finish`), and the scored
+batch is counted and its failed problems go to the teacher (`observe`). Owns this wiring, the run's self-play files
+and the `selfplay/*`, `teacher/*` metrics; knows nothing of TRL, completions or rewards (docs/self-play.md).
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from azr.remote import ChatClient
 from azr.rewards import CodeGrader
 from azr.selfplay.opponent import OpponentHandle, SelfPlayManager, opponent_column
 from azr.selfplay.replay import FrontierReplay, HintSource
-from azr.selfplay.scoreboard import FRONTIER_OUTCOMES, Scoreboard
+from azr.selfplay.scoreboard import FRONTIER_OUTCOMES, Scoreboard, ScoredRows
 from azr.selfplay.teacher import TeacherAssistant
 
 log = logging.getLogger(__name__)
@@ -87,7 +83,7 @@ class Arena:
         for row, passed in zip(rows, opponent_column(rows, results), strict=True):
             row["opponent_passed"] = passed
 
-    def observe(self, batch: Any) -> None:
+    def observe(self, batch: ScoredRows) -> None:
         """Trainer observer of each `ScoredBatch`: count it, hand failed problems to the teacher, write every N."""
         results = self.board(batch)
         if self.teacher is not None:

@@ -11,7 +11,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from azr.logs import atomic_write_json
 
@@ -29,6 +29,15 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+class ScoredRows(Protocol):
+    """What the scoreboard reads of one scored batch (the trainer's `ScoredBatch`): each row's task columns and the
+    grader's verdict of it."""
+
+    step: int
+    inputs: list[dict[str, Any]]
+    details: list[dict[str, Any]]
 
 
 @dataclass
@@ -117,7 +126,7 @@ class Scoreboard:
         self.last_step = max(self.last_step, step)
         return results
 
-    def __call__(self, batch: Any) -> list[ProblemResult]:
+    def __call__(self, batch: ScoredRows) -> list[ProblemResult]:
         """Observer of `azr.training.trainer.ScoredBatch`: policy verdicts from the grader's per-row details."""
         if len(batch.details) != len(batch.inputs):  # no verdicts for this batch: nothing to count
             return []

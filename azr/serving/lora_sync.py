@@ -1,14 +1,7 @@
-"""Adapter mode's generation backend: the policy's LoRA adapter hot-loaded into a vLLM server at every step, and
-GRPO's completions sampled from it.
-
-`LoraSync` offers the two methods TRL's GRPOTrainer calls on its `vllm_generation` (TRL 1.16's `VLLMGeneration`):
-`sync_weights()` once the optimizer step has moved, and `generate(prompts, images, num_generations, profiler)`.
-A sync saves the adapter atomically into a new folder, loads it under a new name (never `load_inplace`, which makes
-vLLM re-read the files and keeps prefix-cache blocks computed with the old weights), unloads the previous one and
-removes older folders. Generation sends the prompts as token ids with n = num_generations and returns the sampled
-token ids with their processed logprobs, which TRL's importance-sampling correction compares with the trainer's.
-Only the main process talks to the server; prompts and results travel between processes like TRL's server mode.
-It knows nothing of configs or trainers beyond the model and accelerator it is given.
+"""Adapter mode's generation backend (`LoraSync`): the policy's LoRA adapter hot-loaded into a vLLM server after
+every optimizer step (`sync_weights`), and GRPO's completions sampled from it with their processed logprobs
+(`generate`): the two calls TRL's GRPOTrainer makes on its generation backend. Only the main process talks to the
+server; how a sync loads and unloads versions is in docs/vllm.md. Knows no config or trainer.
 """
 
 from __future__ import annotations
@@ -22,13 +15,17 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.errors import NotAvailableError
 from azr.serving.vllm import VllmServer, VllmServerError
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from peft import PeftModel
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +46,8 @@ class LoraSync:
         server: VllmServer,
         folder: Path,
         *,
-        model: Any,
-        accelerator: Any,
+        model: PeftModel,
+        accelerator: Accelerator | None,
         sampling: dict[str, Any],
         step: Callable[[], int],
         timeout_s: float = 900.0,
@@ -148,7 +145,9 @@ class LoraSync:
             self._post("/v1/unload_lora_adapter", {"lora_name": name})
             shutil.rmtree(self.folder / name, ignore_errors=True)
 
-    def generate(self, prompts: list[list[int]], images: Any, num_generations: int, profiler: Any = None) -> tuple:
+    def generate(
+        self, prompts: list[list[int]], images: Sequence[object] | None, num_generations: int, profiler: object = None
+    ) -> tuple:
         """(prompt_ids, completion_ids, logprobs, logprob_token_ids) for this process's `prompts`, which hold each
         prompt `num_generations` times in a row (TRL's repeat sampler); logprobs are [[logprob], ...] per token."""
         if images is not None and any(i is not None for i in images):

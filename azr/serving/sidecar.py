@@ -1,10 +1,7 @@
-"""The vLLM server of one run, by `vllm.mode`, and a server for sampling a local model through OpenAI's API.
-
-`Sidecar` is what `azr train` holds for a whole run: the machine checked before anything slow, the server started
-just before the policy loads (on one GPU its memory share is taken first), the GRPOConfig fields of TRL's modes,
-adapter mode's `LoraSync`, and teardown however the run ends. `serve_model` starts a server on a local model (an
-adapter served as LoRA) and yields its OpenAI-compatible endpoint: `azr eval --vllm` samples through it, and
-`azr gen` may too. Only the main process of a multi-process run starts a server.
+"""The vLLM server of one run, by `vllm.mode` (`Sidecar`: the machine checked before anything slow, the server
+started before the policy loads, TRL's GRPOConfig fields, adapter mode's `LoraSync`, teardown however the run
+ends), and `serve_model`, a server on a local model for `azr eval --vllm` and `azr gen`. Only the main process of a
+multi-process run starts a server.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from azr.config import AzrConfig, ModelConfig, VllmConfig
 from azr.logs import atomic_write_json
@@ -24,12 +21,33 @@ from azr.serving.lora_sync import LoraSync
 from azr.serving.modes import adapter_server, check_host, grpo_fields, host_facts, model_server, trl_server
 from azr.serving.vllm import VllmServer, free_port
 
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+    from peft import PeftModel
+    from transformers import TrainerState
+
 log = logging.getLogger(__name__)
 
 
 def is_main_process() -> bool:
     """Rank 0 of a launcher (accelerate, torchrun), or a run of one process."""
     return os.environ.get("RANK", "0") == "0"
+
+
+class GrpoTrainer(Protocol):
+    """What adapter mode reads of the GRPO trainer it serves (TRL's GRPOTrainer): its sampling settings, policy,
+    accelerator and step."""
+
+    args: Any  # trl.GRPOConfig: output_dir, generation_kwargs, vllm_structured_outputs_regex
+    temperature: float
+    top_p: float
+    top_k: int | None
+    min_p: float | None
+    repetition_penalty: float
+    max_completion_length: int
+    model: PeftModel
+    accelerator: Accelerator
+    state: TrainerState
 
 
 class Sidecar:
@@ -77,7 +95,7 @@ class Sidecar:
         """GRPOConfig fields for TRL's server and colocate modes; {} otherwise."""
         return grpo_fields(self.cfg, self.server, self.group_port, self.max_model_len)
 
-    def generation(self, trainer: Any) -> LoraSync | None:
+    def generation(self, trainer: GrpoTrainer) -> LoraSync | None:
         """Adapter mode: the backend TRL's generation path is to call, built from `trainer`'s model, accelerator
         and sampling settings (None in the other modes)."""
         if self.mode != "adapter":

@@ -6,10 +6,12 @@ callbacks, run state and model card. The face of the training package.
 from azr.training.args import TrainerArgs, build_trainer_args, on_gpu, reward_weights
 from azr.training.context import RunContext, check_sandbox, fit_tasks
 from azr.training.grpo import grpo_dataset, grpo_rows
-from azr.training.preflight import check_recipe
+from azr.training.passthrough import validate_grpo
+from azr.training.preflight import preflight
 from azr.training.ranks import Ranks
 from azr.training.run import run_train
 from azr.training.state import RunState, mean_rate, write_summary
+from azr.training.trainer_args import check_grpo_inputs, grpo_args, sft_args
 
 # Heavy (torch, transformers, trl at import): loaded on first use, so importing this package stays cheap.
 _LAZY = {
@@ -30,18 +32,22 @@ __all__ = [
     "ScoredBatch",
     "TrainerArgs",
     "build_trainer_args",
-    "check_recipe",
+    "check_grpo_inputs",
     "check_sandbox",
     "find_near_misses",
     "fit_tasks",
+    "grpo_args",
     "grpo_dataset",
     "grpo_rows",
     "mean_rate",
     "on_gpu",
+    "preflight",
     "reward_weights",
     "run_sft",
     "run_train",
+    "sft_args",
     "sft_dataset",
+    "validate_grpo",
     "write_summary",
 ]
 

@@ -1,7 +1,8 @@
 """The trainer arguments a run trains with: `TrainerArgs` (the `trl.GRPOConfig` and `trl.SFTConfig` and the token
 budgets they were built with), built by `build_trainer_args` from a recipe whose rules `azr.config` has checked
-(`azr.config.recipe`). A run builds them once, in its context, after its vLLM server has started (TRL's server mode
-needs the server's address); the recipe check builds them with the server's fields left empty.
+(`azr.config.check_recipe`) through `azr.training.trainer_args`. A run builds them once, in its context, after its
+vLLM server has started (TRL's server mode needs the server's address); the preflight builds them with the server's
+fields left empty.
 
 The reward weights TRL gets are the recipe's, blended with self-play's when it is on (`reward_weights`, which checks
 every reward name and its params without starting a sandbox); in Absolute Zero mode, 1 for each of its own two.
@@ -13,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from azr.config import AzrConfig, check_groups, check_grpo_inputs, grpo_args, sequence_lengths, sft_args
+from azr.config import AzrConfig, check_groups, sequence_lengths
+from azr.training.trainer_args import check_grpo_inputs, grpo_args, sft_args
 
 
 @dataclass

@@ -135,14 +135,14 @@ class RunContext:
 
 def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunContext:
     """Set up the run `cfg` describes (see the module docstring); what must be closed is entered into `stack`.
-    The recipe is checked already (`azr.training.check_recipe`), so building TRL's arguments raises nothing new."""
+    The recipe is checked already (`azr.training.preflight`), so building TRL's arguments raises nothing new."""
     sidecar = Sidecar(cfg, max_model_len=sequence_lengths(cfg)["max_seq_length"])
     sidecar.check()  # a vllm.mode this machine cannot run is refused before anything is written
     stack.enter_context(sidecar)  # its server starts just before the policy loads, and stops however the run ends
     ranks = start_ranks()
     out = Path(cfg.output_dir)
     if ranks.main:
-        check_output_dir(out)  # again, as it is now: new, empty or an azr run (check_recipe saw it a while ago)
+        check_output_dir(out)  # again, as it is now: new, empty or an azr run (preflight saw it a while ago)
     try:
         out.mkdir(parents=True, exist_ok=True)
         if ranks.main and not (out / RUN_MARKER).exists():  # first: from now on the folder is this run's

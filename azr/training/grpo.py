@@ -17,10 +17,10 @@ from azr.training.ranks import replica_digests
 
 def grpo_phase(ctx: RunContext):
     """GRPO on the run's tasks from `ctx`'s policy; returns the trained model."""
+    from azr.audit import hardened_watch
     from azr.evaluation import attach_heldout
     from azr.rollouts import build_sampling
     from azr.tools import build_toolbox
-    from azr.training.alarms import hardened_watch
     from azr.training.callbacks import SaveBesideCheckpoints
     from azr.training.generation import use_generation_backend
     from azr.training.trainer import AZRGRPOTrainer
@@ -41,7 +41,7 @@ def grpo_phase(ctx: RunContext):
     sampling = build_sampling(cfg, rows, sources, checkpoint, ctx.ranks)
     observers.append(sampling.observe)
     # data.hardened: answers passing a weak task's tests are graded on its hardened cases too (alarms, not rewards)
-    hardened = hardened_watch(cfg, ctx.tasks, grader, ctx.metrics)
+    hardened = hardened_watch(cfg.data, ctx.tasks, grader, ctx.metrics)
     if hardened is not None:
         observers.append(hardened.observe)
     saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])

@@ -25,7 +25,7 @@ from azr.training.absolute_zero import absolute_zero_phase
 from azr.training.context import open_run
 from azr.training.grpo import grpo_phase
 from azr.training.passrate import pass_rate_measurer
-from azr.training.preflight import check_recipe
+from azr.training.preflight import preflight
 from azr.training.sft import sft_phase
 from azr.training.state import write_summary
 
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     """Train as `cfg` says; returns the process exit code."""
-    check_recipe(cfg)  # every user error, before anything is written or loaded
+    preflight(cfg)  # every user error, before anything is written or loaded
     started = time.monotonic()
     with ExitStack() as stack:
         ctx = open_run(cfg, resume_from, stack)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from azr.config import AzrConfig, load_config, save_config, validate_grpo
+from azr.config import AzrConfig, load_config, save_config
 from azr.config.schema import fields_markdown, iter_fields
 from azr.errors import ConfigError
+from azr.training import validate_grpo
 
 MIN = ["model.name_or_path=Qwen/Qwen2.5-Coder-7B-Instruct"]
 

@@ -1,5 +1,5 @@
 """The `sampling:` and `curriculum:` sections: loading, and the one-line errors that name the field. (Their checks
-against the trainer's batch are `azr.config.check_groups`', tested in tests/config/test_trainer_args.py.)"""
+against the trainer's batch are `azr.config.check_groups`', tested in tests/training/test_trainer_args.py.)"""
 
 from __future__ import annotations
 

@@ -621,3 +621,21 @@ def test_an_adapter_folder_whose_config_names_no_peft_type_is_refused_in_one_lin
     code, _, err = cli("eval", "--model", tiny_model_dir, "--adapter", adapter, "--dataset", "held-out")
     assert code == 2 and err.count("\n") == 1 and "adapter_config.json names no peft_type" in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_flags_make_a_new_config_and_leave_the_loaded_recipe_as_it_was(tmp_path, monkeypatch):
+    """--quantization and --workers change this evaluation's sections, not the recipe object they came from."""
+    import copy
+
+    import azr.evaluation.run
+    from azr.config import load_config
+    from azr.evaluation import eval_config_from_flags
+
+    recipe = load_config(None, ["model.name_or_path=/m", "sandbox.workers=2"])
+    before = copy.deepcopy(recipe)
+    monkeypatch.setattr(azr.evaluation.run, "load_config", lambda path, overrides: recipe)
+    cfg = eval_config_from_flags(
+        config_path=tmp_path / "r.yaml", dataset="held-out", quantization="4bit", workers=3, ks="1"
+    )
+    assert cfg.model.quantization == "4bit" and cfg.sandbox.workers == 3
+    assert recipe == before

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from recipes import tiny_recipe, write_recipe
 
 from azr.config import load_config
 from azr.data import load_tasks
@@ -289,29 +290,16 @@ def spread_reward(completions, **columns):
 
 
 def _recipe(root: Path, model_dir: Path, tasks: Path) -> Path:
-    recipe = {
-        "output_dir": str(root / "run"),
-        "seed": 0,
-        "model": {"name_or_path": str(model_dir), "adapter": {"r": 4}, "gradient_checkpointing": False},
-        "data": {"max_tasks": 4},
-        "grpo": {
-            "num_generations": 2,
-            "per_device_train_batch_size": 4,
-            "max_completion_length": 16,
-            "max_steps": 2,
-            "save_steps": 2,
-            "logging_steps": 1,
-            "learning_rate": 1e-2,
-        },
-        "logging": {"console": "plain", "pass_rate_tasks": 0},
+    recipe = tiny_recipe(
+        model_dir,
+        root / "run",
+        model={"gradient_checkpointing": False},
+        grpo={"learning_rate": 1e-2},
         # rewards that differ between completions of the untrained model (it passes no test): the adapter learns
-        "rewards": [{"name": "tests", "weight": 1.0}, {"name": "spread_rewards:spread_reward", "weight": 1.0}],
-        "sandbox": {"workers": 2},
-        "eval": {"every_steps": 1, "tasks": str(tasks), "samples": 2, "k": [1, 2], "temperature": 0.8},
-    }
-    path = root / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
+        rewards=[{"name": "tests", "weight": 1.0}, {"name": "spread_rewards:spread_reward", "weight": 1.0}],
+        eval={"every_steps": 1, "tasks": str(tasks), "samples": 2, "k": [1, 2], "temperature": 0.8},
+    )
+    return write_recipe(root / "recipe.yaml", recipe)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Third-party start-up noise stays off the console and is in the log at debug level: the real lines, from where
 they really come from (bitsandbytes' logger at import, transformers' FutureWarning), through `azr train`'s own
-start (`check_recipe`), in a fresh interpreter."""
+start (`preflight`), in a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ class AVX512BF16(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, AVX512BF16())
 from azr.cli.app import setup_logging
 from azr.config import load_config
-from azr.training import check_recipe
+from azr.training import preflight
 
 level, model, out = sys.argv[1:]
 setup_logging(level)
-check_recipe(load_config(None, [f"model.name_or_path={model}", f"output_dir={out}"]))  # imports TRL, bitsandbytes
+preflight(load_config(None, [f"model.name_or_path={model}", f"output_dir={out}"]))  # imports TRL, bitsandbytes
 assert "bitsandbytes" in sys.modules
 from transformers import TrainingArguments
 TrainingArguments(output_dir=out, gradient_checkpointing=True, use_cpu=True, report_to="none")  # its own notice

@@ -17,7 +17,6 @@ from typing import ClassVar
 
 import lxml.html
 import pytest
-import yaml
 from hostile_run import GOOD_STEPS, REWARD, SKIPPED, write_hostile_run
 
 from azr.alarms import Alarm
@@ -89,30 +88,21 @@ def test_a_synthetic_run_renders_every_plot_table_and_generation(tmp_path):
 def real_run(tiny_model_dir, tmp_path_factory) -> Path:
     """Ten GRPO steps of the untrained tiny model on CPU, graded in the bwrap sandbox: its completions run to the
     16-token cap, which trips the `length_at_cap` alarm once the rule's window (10 logs) is full."""
+    from recipes import tiny_recipe, write_recipe
+
     from azr.config import load_config
     from azr.training.run import run_train
 
     root = tmp_path_factory.mktemp("report-run")
-    recipe = {
-        "output_dir": str(root / "tiny"),
-        "seed": 0,
-        "model": {"name_or_path": str(tiny_model_dir), "adapter": {"kind": "none"}},
-        "data": {"max_tasks": 4},
-        "grpo": {
-            "num_generations": 2,
-            "per_device_train_batch_size": 4,
-            "max_completion_length": 16,
-            "max_steps": 10,
-            "save_steps": 10,
-            "logging_steps": 1,
-        },
-        "rewards": [{"name": "tests", "weight": 1.0}, {"name": "format", "weight": 0.1}],
-        "logging": {"console": "plain", "pass_rate_tasks": 2, "pass_rate_samples": 2},
-        "sandbox": {"workers": 2},
-    }
-    path = root / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    assert run_train(load_config(path)) == 0
+    recipe = tiny_recipe(
+        tiny_model_dir,
+        root / "tiny",
+        model={"adapter": {"kind": "none"}},
+        grpo={"max_steps": 10, "save_steps": 10},
+        rewards=[{"name": "tests", "weight": 1.0}, {"name": "format", "weight": 0.1}],
+        logging={"pass_rate_tasks": 2, "pass_rate_samples": 2},
+    )
+    assert run_train(load_config(write_recipe(root / "recipe.yaml", recipe))) == 0
     return root / "tiny"
 
 

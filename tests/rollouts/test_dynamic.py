@@ -338,7 +338,7 @@ def test_azr_train_logs_sampling_and_resumes_the_curriculum_exactly(tiny_model_d
     import json
     import shutil
 
-    import yaml
+    from recipes import tiny_recipe, write_recipe
 
     from azr.config import load_config
     from azr.training.run import run_train
@@ -346,26 +346,14 @@ def test_azr_train_logs_sampling_and_resumes_the_curriculum_exactly(tiny_model_d
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.setenv(name, "1")
     out = tmp_path / "run"
-    recipe = {
-        "output_dir": str(out),
-        "seed": 0,
-        "model": {"name_or_path": str(tiny_model_dir), "adapter": {"r": 4}},
-        "data": {"max_tasks": 4},
-        "grpo": {
-            "num_generations": 2,
-            "per_device_train_batch_size": 4,
-            "max_completion_length": 8,
-            "max_steps": 2,
-            "save_steps": 1,
-            "logging_steps": 1,
-        },
-        "logging": {"console": "plain", "pass_rate_tasks": 0},
-        "sandbox": {"workers": 2},
-        "sampling": {"dynamic": True, "oversample": 1.5, "max_attempts": 2},
-        "curriculum": {"enabled": True},
-    }
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
+    recipe = tiny_recipe(
+        tiny_model_dir,
+        out,
+        grpo={"max_completion_length": 8, "save_steps": 1},
+        sampling={"dynamic": True, "oversample": 1.5, "max_attempts": 2},
+        curriculum={"enabled": True},
+    )
+    path = write_recipe(tmp_path / "recipe.yaml", recipe)
     assert run_train(load_config(path)) == 0
 
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -385,7 +373,7 @@ def test_azr_train_logs_sampling_and_resumes_the_curriculum_exactly(tiny_model_d
     again = tmp_path / "again"
     shutil.copytree(out, again)
     recipe["output_dir"] = str(again)
-    path.write_text(yaml.safe_dump(recipe))
+    write_recipe(path, recipe)
     assert run_train(load_config(path), resume_from=str(again / "checkpoints" / "checkpoint-1")) == 0
     resumed = json.loads((again / "checkpoints" / "checkpoint-2" / "sampling_state.json").read_text())
     assert resumed == saved[2]

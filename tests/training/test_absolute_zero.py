@@ -92,7 +92,7 @@ def test_a_malformed_seed_file_stops_the_recipe_check(tmp_path):
     """Seed files (here in Absolute-Zero-Reasoner's shape) are read at the recipe check, before anything is written."""
     from azr.config import load_config
     from azr.errors import DataError
-    from azr.training.preflight import check_recipe
+    from azr.training import preflight
 
     good, bad = tmp_path / "seed_io.jsonl", tmp_path / "code_f_seed_io.jsonl"
     good.write_text(
@@ -102,7 +102,7 @@ def test_a_malformed_seed_file_stops_the_recipe_check(tmp_path):
     cfg = load_config(RECIPE, ["model.name_or_path=/m", f"absolute_zero.seed=[{good}, {bad}]"])
     assert cfg.absolute_zero.seed_files == [str(good), str(bad)]
     with pytest.raises(DataError, match=rf"^{bad}:1: field 'inputs': expected a non-empty list of strings"):
-        check_recipe(cfg)
+        preflight(cfg)
 
 
 @pytest.mark.slow(minutes=1)  # trains the tiny model for ten steps

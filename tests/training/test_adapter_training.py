@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from recipes import tiny_recipe, write_recipe
 from transformers import TrainerCallback
 
 from azr.config import AdapterConfig, ModelConfig, load_config
@@ -172,8 +173,8 @@ def test_each_kind_trains_under_grpo_and_only_its_parameters_move(tiny_model_dir
 @pytest.mark.slow  # trains the tiny model
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_each_kind_trains_under_the_sft_warm_start_and_only_its_parameters_move(tiny_model_dir, tmp_path, variant):
-    from azr.config import sft_args
     from azr.models import build_model_and_tokenizer, build_peft_config
+    from azr.training import sft_args
     from azr.training.sft import run_sft, sft_dataset
 
     adapter = VARIANTS[variant][0]
@@ -205,27 +206,23 @@ KINDS = {
 
 
 def _run_recipe(tmp_path: Path, model_dir: Path, adapter: dict) -> Path:
-    recipe = {
-        "output_dir": str(tmp_path / "run"),
-        "seed": 0,
-        "model": {"name_or_path": str(model_dir), "adapter": adapter},
-        "data": {"max_tasks": 4},
-        "rewards": [{"name": "azr_adapter_test_rewards:distinct_chars"}],
-        "sft": {"enabled": True, "args": {"max_steps": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3}},
-        "grpo": {
+    recipe = tiny_recipe(
+        model_dir,
+        tmp_path / "run",
+        model={"adapter": adapter},
+        rewards=[{"name": "azr_adapter_test_rewards:distinct_chars"}],
+        sft={"enabled": True, "args": {"max_steps": 2, "per_device_train_batch_size": 4, "learning_rate": 1e-3}},
+        grpo={
             "num_generations": 4,
             "per_device_train_batch_size": 8,
             "max_completion_length": 12,
-            "max_steps": 2,
             "save_steps": 1,
             "learning_rate": 1e-4,
         },
-        "logging": {"console": "plain", "pass_rate_tasks": 0, "generations": False},
-        "sandbox": {"workers": 1},
-    }
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
+        logging={"generations": False},
+        sandbox={"workers": 1},
+    )
+    return write_recipe(tmp_path / "recipe.yaml", recipe)
 
 
 def _tensors(folder: Path) -> dict:

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 import pytest
-import yaml
+from recipes import tiny_recipe, write_recipe
 
 from azr.config import load_config
 from azr.report import run_report
@@ -29,12 +29,13 @@ def format_markup(completions, **columns):
 
 def _recipe(root: Path, model_dir: Path, name: str, stop: bool) -> Path:
     (root / "format_plugin.py").write_text(PLUGIN)
-    recipe = {
-        "output_dir": str(root / name),
-        "seed": 1,  # at this rate seed 0's policy learns the format, then collapses to answers without any (step 18)
-        "model": {"name_or_path": str(model_dir), "adapter": {"kind": "none"}, "gradient_checkpointing": False},
-        "data": {"max_tasks": 4, "eval": None},
-        "grpo": {
+    recipe = tiny_recipe(
+        model_dir,
+        root / name,
+        seed=1,  # at this rate seed 0's policy learns the format, then collapses to answers without any (step 18)
+        model={"adapter": {"kind": "none"}, "gradient_checkpointing": False},
+        data={"eval": None},
+        grpo={
             "num_generations": 4,
             "per_device_train_batch_size": 8,
             "max_completion_length": 24,
@@ -43,16 +44,12 @@ def _recipe(root: Path, model_dir: Path, name: str, stop: bool) -> Path:
             "beta": 0.0,
             "max_steps": 24,
             "save_steps": 100,
-            "logging_steps": 1,
         },
-        "rewards": [{"name": "format_plugin:format_markup", "weight": 1.0}, {"name": "tests", "weight": 0.0}],
-        "eval": {"stop_on_alarm": stop},
-        "logging": {"console": "plain", "pass_rate_tasks": 0},
-        "sandbox": {"workers": 1},
-    }
-    path = root / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
+        rewards=[{"name": "format_plugin:format_markup", "weight": 1.0}, {"name": "tests", "weight": 0.0}],
+        eval={"stop_on_alarm": stop},
+        sandbox={"workers": 1},
+    )
+    return write_recipe(root / f"{name}.yaml", recipe)
 
 
 def _records(run: Path) -> list[dict]:

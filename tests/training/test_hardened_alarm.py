@@ -9,14 +9,15 @@ import json
 
 import pytest
 import torch
+from recipes import tiny_recipe, write_recipe
 
 from azr.alarms import AlarmWatch
+from azr.audit import hardened_watch
 from azr.config import load_config
 from azr.config.recipe import check_task_files
 from azr.errors import ConfigError
 from azr.logs import JsonlWriter, read_jsonl_records
 from azr.prompts import reference_answer
-from azr.training.alarms import hardened_watch
 from azr.training.state import RunState, write_summary
 from azr.training.trainer import ScoredBatch
 
@@ -90,7 +91,7 @@ def test_a_passing_hack_on_a_weak_task_raises_one_alarm_and_the_reference_none(f
     out = tmp_path / "run"
     out.mkdir()
     metrics = AlarmWatch(JsonlWriter(out / "metrics.jsonl"))
-    watch = hardened_watch(cfg, _tasks(cfg), grader, metrics)
+    watch = hardened_watch(cfg.data, _tasks(cfg), grader, metrics)
     assert watch is not None and sorted(watch.cases) == ["weak"]
     rows = [("weak", HACK, True), ("weak", REFERENCE, True), ("weak", HACK, True), ("weak", WRONG, False)]
     watch.observe(_batch(3, [*rows, ("strong", REFERENCE, True), ("strong", HACK, False)]))
@@ -132,7 +133,7 @@ def test_a_passing_hack_on_a_weak_task_raises_one_alarm_and_the_reference_none(f
 
 def test_answers_already_checked_are_not_graded_again_and_the_cap_skips_the_rest(files, grader):
     cfg = _cfg(files, "data.hardened_max_checks=1")
-    watch = hardened_watch(cfg, _tasks(cfg), grader, None)
+    watch = hardened_watch(cfg.data, _tasks(cfg), grader, None)
     watch.observe(_batch(1, [("weak", HACK, True), ("weak", REFERENCE, True)]))
     assert watch.metrics() | {"hardened/time_s": 0} == {
         "alarms/reward_hacking": 1,
@@ -153,9 +154,9 @@ def test_answers_already_checked_are_not_graded_again_and_the_cap_skips_the_rest
 
 def test_no_watch_without_a_weak_task_with_hardened_cases(files, grader):
     strict = _cfg(files, "data.hardened_kill_rate=0.2")  # the weak task's 0.25 is not under it
-    assert hardened_watch(strict, _tasks(strict), grader, None) is None
+    assert hardened_watch(strict.data, _tasks(strict), grader, None) is None
     no_hardened = _cfg({k: v for k, v in files.items() if k != "hardened"})
-    assert hardened_watch(no_hardened, _tasks(no_hardened), grader, None) is None
+    assert hardened_watch(no_hardened.data, _tasks(no_hardened), grader, None) is None
 
 
 def test_a_hardened_file_that_cannot_be_used_is_refused_naming_the_field(files, tmp_path):
@@ -183,8 +184,6 @@ def test_a_hardened_file_that_cannot_be_used_is_refused_naming_the_field(files, 
 def test_a_policy_taught_the_hack_raises_the_alarm_in_a_real_run(tiny_model_dir, tmp_path):
     """The warm start teaches the weak task's hack (its `solution` is `return 0`) and the strong task's reference;
     GRPO pays both in full, and the run writes reward_hacking alarms for the weak task's answers only."""
-    import yaml
-
     from azr.report import read_run
     from azr.training.run import run_train
 
@@ -194,32 +193,28 @@ def test_a_policy_taught_the_hack_raises_the_alarm_in_a_real_run(tiny_model_dir,
         "audit": _jsonl(tmp_path / "audit.jsonl", AUDIT),
         "hardened": _jsonl(tmp_path / "hardened.jsonl", [{**HARDENED[0], "solution": HACK}, HARDENED[1]]),
     }
-    recipe = {
-        "output_dir": str(tmp_path / "run"),
-        "seed": 0,
-        "model": {"name_or_path": str(tiny_model_dir), "dtype": "float32", "adapter": {"kind": "none"}},
-        "data": {**{k: str(v) for k, v in files.items()}, "eval": None},
-        "sft": {
+    recipe = tiny_recipe(
+        tiny_model_dir,
+        tmp_path / "run",
+        model={"dtype": "float32", "adapter": {"kind": "none"}},
+        data={**{k: str(v) for k, v in files.items()}, "eval": None, "max_tasks": None},
+        sft={
             "enabled": True,
             "args": {"num_train_epochs": 60, "learning_rate": 3.0e-3, "per_device_train_batch_size": 2},
         },
-        "grpo": {
+        grpo={
             "num_generations": 4,
             "per_device_train_batch_size": 8,
             "max_completion_length": 48,
             "temperature": 0.3,
             "beta": 0.0,
             "max_steps": 3,
-            "logging_steps": 1,
             "save_steps": 100,
             "learning_rate": 1.0e-6,
         },
-        "logging": {"console": "plain", "pass_rate_tasks": 0},
-        "sandbox": {"workers": 1},
-    }
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    assert run_train(load_config(path)) == 0
+        sandbox={"workers": 1},
+    )
+    assert run_train(load_config(write_recipe(tmp_path / "recipe.yaml", recipe))) == 0
     out = tmp_path / "run"
     records = read_jsonl_records(out / "metrics.jsonl")
     steps = [r for r in records if r.get("phase") == "grpo" and "kind" not in r and "reward" in r]

@@ -201,7 +201,7 @@ def test_a_folder_that_fills_after_the_checks_is_refused_before_the_marker(
     check and the start are never taken over (no .azr-run written beside them)."""
     import azr.training.run
 
-    checked = azr.training.run.check_recipe
+    checked = azr.training.run.preflight
 
     def check_then_fill(cfg):
         args = checked(cfg)
@@ -209,7 +209,7 @@ def test_a_folder_that_fills_after_the_checks_is_refused_before_the_marker(
         (Path(cfg.output_dir) / "theirs.txt").write_text("not a run\n")
         return args
 
-    monkeypatch.setattr(azr.training.run, "check_recipe", check_then_fill)
+    monkeypatch.setattr(azr.training.run, "preflight", check_then_fill)
     code, _, err = cli("train", "--config", _recipe(tmp_path, model_dir))
     out = tmp_path / "run"
     assert code == 2 and err == (

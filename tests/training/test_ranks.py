@@ -20,8 +20,8 @@ from pathlib import Path
 
 import http_stub
 import pytest
-import yaml
 from procs import kill_group_when
+from recipes import tiny_recipe, write_recipe
 from run_files import read_generations, read_jsonl
 
 from azr.config import SandboxConfig
@@ -98,30 +98,18 @@ def test_python_dash_m_azr_cli_is_the_azr_command():
 
 # ----------------------------------------------------------------------------------- two processes, for real
 def _recipe(tmp_path: Path, model_dir: Path, out: Path, **sections) -> Path:
-    recipe = {
-        "output_dir": str(out),
-        "seed": 0,
-        "model": {"name_or_path": str(model_dir), "adapter": {"r": 4}, "gradient_checkpointing": False},
-        "data": {"max_tasks": 4},
-        "grpo": {
-            "num_generations": 2,
-            "per_device_train_batch_size": 4,  # per rank: two prompts of two completions; eight rows a step
-            "max_completion_length": 16,
-            "max_steps": 2,
-            "save_steps": 2,
-            "logging_steps": 1,
-            "learning_rate": 1e-2,
-        },
+    """The tiny recipe on two ranks (per rank: two prompts of two completions; eight rows a step), `sections` merged
+    over it (one level deep)."""
+    base = {
+        "model": {"gradient_checkpointing": False},
+        "grpo": {"learning_rate": 1e-2},
         "rewards": [{"name": "tests", "weight": 1.0}, {"name": "spread_rewards:spread_reward", "weight": 1.0}],
-        "logging": {"console": "plain", "pass_rate_tasks": 3, "pass_rate_samples": 2},
-        "sandbox": {"workers": 2},  # one per rank
+        "logging": {"pass_rate_tasks": 3, "pass_rate_samples": 2},
     }
     for name, values in sections.items():
-        recipe[name] = {**recipe.get(name, {}), **values}
+        base[name] = {**base.get(name, {}), **values}
     (tmp_path / "spread_rewards.py").write_text(SPREAD_REWARD)
-    path = tmp_path / f"{out.name}.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
+    return write_recipe(tmp_path / f"{out.name}.yaml", tiny_recipe(model_dir, out, **base))
 
 
 def _launch(recipe: Path, log: Path, *args: str, launcher: tuple[str, ...] = ()) -> subprocess.Popen:

@@ -21,6 +21,7 @@ import http_stub
 import pytest
 import yaml
 from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, StubServer
+from recipes import tiny_recipe
 from run_files import read_generations, read_jsonl
 
 from azr.config import load_config
@@ -45,32 +46,27 @@ FAULTS = [
 
 def _recipe(out: Path, model_dir: Path, opponent_url: str, opponent_model: str, teacher_url: str) -> dict:
     endpoint = {"enabled": True, "api_key_env": "AZR_FAKE_KEY", "timeout_s": 60, "max_retries": 1, "concurrency": 4}
-    return {
-        "output_dir": str(out),
-        "seed": 0,
-        "model": {"name_or_path": str(model_dir), "adapter": {"r": 4}},
-        "data": {"max_tasks": 12},
-        "grpo": {
-            "num_generations": 2,
+    return tiny_recipe(
+        model_dir,
+        out,
+        data={"max_tasks": 12},
+        grpo={
             "per_device_train_batch_size": 8,  # four prompt groups of two completions
             "max_completion_length": 32,
             "max_steps": 3,
             "save_steps": 2,  # checkpoint-2 holds the self-play state a resume continues from
-            "logging_steps": 1,
         },
-        "logging": {"console": "plain", "pass_rate_tasks": 0},
-        "sandbox": {"workers": 2},
-        "self_play": {
+        self_play={
             **endpoint,
             "base_url": opponent_url,
             "model": opponent_model,
             "max_tokens": 32,
             "scoreboard_every": 2,
         },
-        "teacher": {**endpoint, "base_url": teacher_url, "model": "teach", "max_tokens": 64},
-        "teacher_assist": {"enabled": True, "hint_prob_neither": 1.0, "hint_prob_opponent_only": 1.0},
-        "curriculum": {"replay": True, "replay_rate": 0.25},
-    }
+        teacher={**endpoint, "base_url": teacher_url, "model": "teach", "max_tokens": 64},
+        teacher_assist={"enabled": True, "hint_prob_neither": 1.0, "hint_prob_opponent_only": 1.0},
+        curriculum={"replay": True, "replay_rate": 0.25},
+    )
 
 
 def _payload(vllm_url: str):

@@ -48,7 +48,7 @@ def test_sft_on_rollouts_trains_on_assistant_tokens_only(rollouts, tiny_model_di
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTTrainer
 
-    from azr.config import sft_args
+    from azr.training import sft_args
     from azr.training.sft import rollout_dataset
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)

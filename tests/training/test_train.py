@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from procs import kill_group_when
+from recipes import tiny_recipe, write_recipe
 from run_files import read_generations, read_jsonl, read_phases
 
 from azr.config import SandboxConfig, load_config
@@ -45,27 +46,9 @@ GENERATION_KEYS = {"step", "task_id", "prompt", "completion", "rewards", "status
 
 
 def _recipe(path: Path, model_dir: Path, out: Path, **sections) -> Path:
-    """A recipe with the tiny settings, `sections` merged over them (one level deep)."""
-    recipe = {
-        "output_dir": str(out),
-        "seed": 0,
-        "model": {"name_or_path": str(model_dir), "adapter": {"r": 4}},
-        "data": {"max_tasks": 4},
-        "grpo": {
-            "num_generations": 2,
-            "per_device_train_batch_size": 4,  # two prompts, two completions each
-            "max_completion_length": 16,
-            "max_steps": 2,
-            "save_steps": 2,
-            "logging_steps": 1,
-        },
-        "logging": {"console": "plain", "pass_rate_tasks": 2, "pass_rate_samples": 2},
-        "sandbox": {"workers": 2},
-    }
-    for name, values in sections.items():
-        recipe[name] = {**recipe.get(name, {}), **values} if isinstance(values, dict) else values
-    path.write_text(yaml.safe_dump(recipe))
-    return path
+    """The tiny recipe measuring the pass rate on two tasks, `sections` merged over it (one level deep)."""
+    logging = {"pass_rate_tasks": 2, "pass_rate_samples": 2, **sections.pop("logging", {})}
+    return write_recipe(path, tiny_recipe(model_dir, out, logging=logging, **sections))
 
 
 def _train(recipe: Path) -> int:

@@ -21,6 +21,7 @@ from subprocess import PIPE
 import pytest
 import yaml
 from conftest import VLLM_CPU_ARGS, VLLM_CPU_ENV, require_vllm_python
+from recipes import tiny_recipe, write_recipe
 
 from azr.serving import group_members
 
@@ -33,12 +34,10 @@ def vowels(completions, **columns):
 
 def recipe(path: Path, model_dir: Path, out: Path, python: str, max_steps: int, **sections) -> Path:
     (path.parent / "vowel_plugin.py").write_text(PLUGIN)
-    body = {
-        "output_dir": str(out),
-        "seed": 0,
-        "model": {"name_or_path": str(model_dir), "adapter": {"r": 8, "alpha": 16, "dropout": 0.0}},
-        "data": {"max_tasks": 4, "max_solution_tokens": 100, "eval": None},
-        "grpo": {
+    own = dict(
+        model={"adapter": {"r": 8, "alpha": 16, "dropout": 0.0}},
+        data={"max_solution_tokens": 100, "eval": None},
+        grpo={
             "num_generations": 4,
             "per_device_train_batch_size": 8,  # two prompts, four completions each
             "max_completion_length": 24,
@@ -46,12 +45,10 @@ def recipe(path: Path, model_dir: Path, out: Path, python: str, max_steps: int, 
             "learning_rate": 2.0e-2,  # large: each step's adapter differs plainly from the last
             "max_steps": max_steps,
             "save_steps": 100,
-            "logging_steps": 1,
         },
-        "rewards": [{"name": "vowel_plugin:vowels", "weight": 1.0}],
-        "logging": {"console": "plain", "pass_rate_tasks": 0},
-        "sandbox": {"workers": 1},
-        "vllm": {
+        rewards=[{"name": "vowel_plugin:vowels", "weight": 1.0}],
+        sandbox={"workers": 1},
+        vllm={
             "mode": "adapter",
             "python": python,
             "max_model_len": 1024,
@@ -59,10 +56,8 @@ def recipe(path: Path, model_dir: Path, out: Path, python: str, max_steps: int, 
             "env": VLLM_CPU_ENV,
             "startup_timeout_s": 540,
         },
-        **sections,
-    }
-    path.write_text(yaml.safe_dump(body))
-    return path
+    )
+    return write_recipe(path, tiny_recipe(model_dir, out, **(own | sections)))
 
 
 def train(recipe: Path, *flags: str, **popen) -> subprocess.Popen:

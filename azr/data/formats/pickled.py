@@ -1,12 +1,8 @@
-"""A bounded reader of pickles that hold plain data (LiveCodeBench's compressed test cases pickle a JSON string).
-
-Python's unpickler trusts its input's sizes: a memo index asks it for an array that large (69 bytes can ask for a
-gigabyte), and shared references (one object put in a list a million times, nested) expand when the result is used
-into far more than was read. This reader walks the opcodes (`pickletools.genops`, which builds nothing) and builds
-only strings, bytes, numbers, None, booleans, lists, tuples and dicts, with every bound checked before the object is
-made: objects built, the memo (a dict: an index costs only its entry), integer digits, nesting depth, and the size
-of the value with every shared reference expanded. Any global (a class or function) is refused, and so is a
-container that holds itself. Nothing here runs code.
+"""A bounded reader of pickles of plain data (LiveCodeBench's compressed test cases pickle a JSON string). Python's
+unpickler trusts the sizes it reads (a memo index sizes an array; shared references expand once used); this one walks
+the opcodes (`pickletools.genops`, which builds nothing) and builds only strings, bytes, numbers, None, booleans,
+lists, tuples and dicts, every bound checked before the object is made: objects, the memo (a dict), integer digits,
+nesting, and the size with shared references expanded. Globals and cycles are refused; nothing here runs code.
 """
 
 from __future__ import annotations
@@ -154,7 +150,7 @@ def _pairs(target: dict[Any, Any], items: list[Any], pos: int) -> dict[Any, Any]
     return target
 
 
-def _checked(value: Any, max_size: int) -> Any:
+def _checked(value: object, max_size: int) -> object:
     """`value` when it holds no cycle, nests at most MAX_PICKLE_DEPTH deep and expands (shared references counted
     each time they occur) to at most `max_size`: one depth-first pass over the distinct objects (a shared one is
     sized once), the path from the top being what is open (a container met again on it holds itself)."""
@@ -185,7 +181,7 @@ def _checked(value: Any, max_size: int) -> Any:
     return value if isinstance(value, (list, tuple, dict)) or _leaf(value) <= max_size else _too_big(max_size)
 
 
-def _leaf(value: Any) -> int:
+def _leaf(value: object) -> int:
     return _NODE + (len(value) if isinstance(value, (str, bytes)) else 0)
 
 

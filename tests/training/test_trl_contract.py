@@ -1,6 +1,7 @@
-"""`azr config check` makes every check TRL makes later, those it makes only inside `train()` included: each
-enumerated GRPOConfig field set to nonsense exits 2 naming the field, before any model loads; the contract's table
-agrees with the installed TRL."""
+"""`azr config check` (and `azr train`'s preflight) makes every check TRL makes later, those it makes only inside
+`train()` included: each enumerated GRPOConfig field set to nonsense exits 2 naming the field, before any model
+loads; the contract's table agrees with the installed TRL. Loading a recipe leaves `grpo:` to training: `azr eval`
+and `azr gen` never hand it to TRL."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import typing
 import pytest
 
 from azr.config import load_config
-from azr.config.trl_contract import DEFAULTS, ENUMERATED
 from azr.errors import ConfigError
+from azr.training import build_trainer_args
+from azr.training.trl_contract import DEFAULTS, ENUMERATED, check_trl_contract
 
 # GRPOConfig's fields with a fixed set of values: TRL's own (ENUMERATED), those with declared `choices`, and
 # transformers' enums; test_the_list_is_every_enumerated_field holds it to the installed TRL.
@@ -74,9 +76,10 @@ def test_config_check_names_every_enumerated_field_set_to_nonsense(cli, write, f
 
 
 @pytest.mark.parametrize("field", ["loss_type", "scale_rewards", "importance_sampling_level"])
-def test_what_trl_rejects_at_the_first_loss_step_is_refused_at_load(write, field):
+def test_what_trl_rejects_at_the_first_loss_step_is_refused_as_the_arguments_are_built(write, field):
+    cfg = load_config(write("r.yaml", f"model: {{name_or_path: x}}\ngrpo: {{{field}: nonsense}}\n"))
     with pytest.raises(ConfigError, match=rf"^grpo\.{field}: expected one of"):
-        load_config(write("r.yaml", f"model: {{name_or_path: x}}\ngrpo: {{{field}: nonsense}}\n"))
+        build_trainer_args(cfg, cpu=True)
 
 
 @pytest.mark.parametrize(
@@ -88,12 +91,14 @@ def test_what_trl_rejects_at_the_first_loss_step_is_refused_at_load(write, field
         ({"use_liger_kernel": True, "liger_kernel_config": {"fused_linear_cross_entropy": True}}, "lora", "liger"),
     ],
 )
-def test_the_trainers_cross_field_rules_are_checked_at_load(write, grpo, kind, named):
+def test_the_trainers_cross_field_rules_are_checked_first(write, grpo, kind, named):
     import json
 
-    text = json.dumps({"model": {"name_or_path": "x", "adapter": {"kind": kind}}, "grpo": grpo})
+    cfg = load_config(
+        write("r.json", json.dumps({"model": {"name_or_path": "x", "adapter": {"kind": kind}}, "grpo": grpo}))
+    )
     with pytest.raises(ConfigError, match=re.escape(f"grpo.{named}")):
-        load_config(write("r.json", text))
+        check_trl_contract(cfg.grpo, cfg.model.adapter.kind)
 
 
 def test_valid_values_pass(write):

@@ -3,7 +3,7 @@
 Key names must be the class's init fields ("did you mean"); a value whose field takes plain data (bool, int, float,
 str, an enum by name, a mapping, a list) must be of that kind, numeric strings become numbers, and a field with
 declared `choices` takes one of them. What the library's own `__post_init__` checks is left to it (azr builds the
-class and names the culprit; see `azr.config.trainer_args`). Imports TRL only when asked to check against it.
+class and names the culprit; see `azr.training.trainer_args`). Imports TRL only when asked to check against it.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _library_hints(cls: type) -> dict[str, Any]:
         return {}
 
 
-def _scalar(value: Any, hint: Any, where: str) -> Any:
+def _scalar(value: object, hint: object, where: str) -> Any:
     """`value` checked against a library field's type when that type is made of plain data (bool, int, float, str,
     an enum by name, a mapping, a list); fields of other types (library objects) are left to the library."""
     kinds = _plain_kinds(hint)
@@ -87,7 +87,7 @@ def _scalar(value: Any, hint: Any, where: str) -> Any:
 _PLAIN = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", dict: "a mapping", list: "a list"}
 
 
-def _plain_kinds(hint: Any) -> set[type] | None:
+def _plain_kinds(hint: object) -> set[type] | None:
     """The plain runtime classes `hint` allows (None among them as NoneType), or None when it allows others."""
     kinds: set[type] = set()
     for kind in typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,):

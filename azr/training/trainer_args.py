@@ -1,14 +1,7 @@
-"""TRL's trainer arguments from a recipe, and the rules they obey: the `trl.GRPOConfig` and `trl.SFTConfig` values
-(azr's managed fields: output folders, seed, activation checkpointing, completion length, thinking switch, reward
-weights, CPU defaults, the fields of TRL's vLLM modes), built through `trl_config`, which turns whatever TRL and
-transformers raise in their `__post_init__` into a one-line `ConfigError` naming the recipe field at fault (found by
-rebuilding without each of the user's keys).
-
-azr's own rules for the usual mistakes come first, in plainer words: too few generations per group, a generation
-batch that splits groups, hinted retries or replay that can never fire, dynamic sampling over groups split between
-processes, evaluation through the trainer, unknown report_to targets, TRL's vLLM without vllm. Imports TRL only
-when called. The recipe check (`azr.config.recipe`) and `azr.training` (which builds the run's arguments once) both
-call `grpo_args`/`sft_args`.
+"""TRL's trainer arguments from a recipe: `trl.GRPOConfig` and `trl.SFTConfig` with azr's managed fields (output
+folders, seed, checkpointing, completion length, thinking switch, reward weights, CPU defaults, TRL's vLLM fields),
+and TRL's checks named in the recipe's terms: its late rules (`trl_contract`), its keys and types (`passthrough`),
+and whatever its `__post_init__` raises, turned into one line naming the field at fault. Imports TRL when called.
 """
 
 from __future__ import annotations
@@ -22,9 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from azr.config.passthrough import validate_grpo
-from azr.config.sections import AzrConfig
+from azr.config import AzrConfig, sequence_lengths
 from azr.errors import ConfigError, did_you_mean, show
+from azr.training.passthrough import validate_grpo
+from azr.training.trl_contract import check_trl_contract
 
 log = logging.getLogger(__name__)
 # The keys that decide whether a generation batch holds whole groups: an error names those the user set.
@@ -44,14 +38,6 @@ GRPO_CEILINGS = {
 }
 
 
-def sequence_lengths(cfg: AzrConfig) -> dict[str, int]:
-    """The completion budget includes the thinking budget when the policy thinks."""
-    completion = int(cfg.grpo.get("max_completion_length", 256))
-    if cfg.thinking.policy:
-        completion += cfg.thinking.policy_budget_tokens
-    return {"max_completion_length": completion, "max_seq_length": completion + 2048}
-
-
 def grpo_args(
     cfg: AzrConfig,
     weights: Sequence[float],
@@ -65,6 +51,7 @@ def grpo_args(
     `warn`: deprecation warnings naming a user key are logged as warnings (else, once checked, to the debug log)."""
     from trl import GRPOConfig
 
+    check_trl_contract(cfg.grpo, cfg.model.adapter.kind)  # what TRL refuses only inside train(), named first
     check_grpo_inputs(cfg)
     _check_grpo_values(cfg.grpo)
     values: dict[str, Any] = {"logging_steps": 1, "save_steps": 50, "report_to": "none", **cfg.grpo}
@@ -226,32 +213,8 @@ def _check_grpo_values(grpo: dict[str, Any]) -> None:
         )
 
 
-def _ints(*values: Any) -> bool:
+def _ints(*values: object) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
-
-
-def check_groups(cfg: AzrConfig, grpo) -> None:
-    """Hinted retries and frontier replay swap whole prompt groups of the generation batch (all processes' rows,
-    composed by the group sampler on the main one: a group may straddle two processes); each share must come to at
-    least one group, or the feature never acts. That the batch holds whole groups is TRL's own check. Dynamic
-    sampling keeps or passes over the groups each process generated, so a process's batch must be whole groups."""
-    local = grpo.per_device_train_batch_size * grpo.steps_per_generation
-    if cfg.sampling.dynamic and local % grpo.num_generations:
-        raise ConfigError(
-            f"sampling.dynamic: keeps or passes over whole prompt groups on each process, but each process generates "
-            f"{local} completions per batch, not a multiple of grpo.num_generations={grpo.num_generations}"
-        )
-    groups = grpo.generation_batch_size // grpo.num_generations
-    shares = {
-        "teacher_assist.hint_share": (cfg.teacher_assist.enabled, cfg.teacher_assist.hint_share),
-        "curriculum.replay_rate": (cfg.curriculum.replay, cfg.curriculum.replay_rate),
-    }
-    for name, (on, share) in shares.items():
-        if on and share > 0 and int(share * groups) == 0:
-            raise ConfigError(
-                f"{name}: {share:g} of the {groups} prompt group(s) in a generation batch rounds down to none, so "
-                f"it would never act; raise it to at least {1 / groups:.3g} or generate more groups per batch"
-            )
 
 
 def _check_trainer_use(args, section: str) -> None:

@@ -1,0 +1,44 @@
+"""The tiny recipe the training tests start from: a LoRA of rank 4 on the tiny model, four tasks, two prompts of two
+completions a step for two steps, plain console, no pass-rate measurement. Each test states only what it changes."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TINY: dict[str, Any] = {
+    "seed": 0,
+    "model": {"adapter": {"r": 4}},
+    "data": {"max_tasks": 4},
+    "grpo": {
+        "num_generations": 2,
+        "per_device_train_batch_size": 4,  # two prompts, two completions each
+        "max_completion_length": 16,
+        "max_steps": 2,
+        "save_steps": 2,
+        "logging_steps": 1,
+    },
+    "logging": {"console": "plain", "pass_rate_tasks": 0},
+    "sandbox": {"workers": 2},
+}
+
+
+def tiny_recipe(model_dir: Path | str, out: Path | str, **sections: Any) -> dict[str, Any]:
+    """TINY training `model_dir` into `out`, with `sections` over it: a mapping is merged into the section one level
+    deep, anything else replaces the section."""
+    recipe = copy.deepcopy(TINY)
+    recipe["output_dir"] = str(out)
+    recipe["model"]["name_or_path"] = str(model_dir)
+    for name, values in sections.items():
+        merge = isinstance(values, dict) and isinstance(recipe.get(name), dict)
+        recipe[name] = {**recipe[name], **values} if merge else values
+    return recipe
+
+
+def write_recipe(path: Path, recipe: dict[str, Any]) -> Path:
+    """`recipe` as YAML at `path`; the path."""
+    path.write_text(yaml.safe_dump(recipe))
+    return path
