@@ -38,7 +38,9 @@ try:
     outcome = "loaded"
 except UserError as exc:
     outcome = str(exc)
-print(json.dumps({{"outcome": outcome, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10}}))
+# VmHWM: this process's own peak since its exec (ru_maxrss would carry the forking parent's over)
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({{"outcome": outcome, "peak_mb": peak >> 10}}))
 """
 
 
@@ -52,7 +54,7 @@ def write_rows(path, *rows):
 
 
 def load_in_child(path, fmt: str = "livecodebench") -> dict:
-    """load_tasks in a fresh interpreter under RLIMIT_AS: its outcome (the error's text) and its peak RSS."""
+    """load_tasks in a fresh interpreter under RLIMIT_AS: its outcome (the error's text) and its peak RSS (VmHWM)."""
     done = subprocess.run(
         [sys.executable, "-c", CHILD.format(limit=LIMIT_MB), str(path), fmt],
         capture_output=True,
