@@ -12,9 +12,10 @@ counted; Python's bytecode cache is on in the commands (as in a user's install) 
 tree's start-up is not all its modules compiled again on every run.
 
 Usage: python benchmarks/stdio_grading.py [--baseline DIR] [--this DIR] [--rounds R] [--workers W] [--profile]
-                                         [--no-bytecode-cache] [--cases N]
+                                         [--no-bytecode-cache] [--cases N] [--grading N]
 (`--profile` prints cProfile's top functions of this tree's grading, in process, instead; `--cases N` times the
-sandbox side of N stdin/stdout cases of each tree's harness, alternating in one process: the per-case cost alone.)
+sandbox side of N stdin/stdout cases of each tree's harness, alternating in one process: the per-case cost alone;
+`--grading N` times grading alone, N passes on a warm pool per run, each tree's runs alternating.)
 """
 
 from __future__ import annotations
@@ -197,6 +198,47 @@ def case_costs(trees: dict[str, Path], n: int) -> None:
         print(f"{name}: p25 {q[0] * 1e3:.3f}, median {q[1] * 1e3:.3f}, p75 {q[2] * 1e3:.3f}")
 
 
+def grading_times(tasks: Path, workers: int, repeat: int) -> list[float]:
+    """In this process (its azr): the tasks loaded, a warm pool, then `validate_references` timed `repeat` times."""
+    from azr.config import SandboxConfig
+    from azr.data import load_tasks
+    from azr.rewards import limits_from_config, pool_from_config, validate_references
+
+    cfg = SandboxConfig(workers=workers)
+    pool, limits = pool_from_config(cfg), limits_from_config(cfg)
+    pool.map(["pass"] * pool.size)
+    loaded = load_tasks(tasks)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        results = validate_references(loaded, pool, limits)
+        times.append(time.perf_counter() - start)
+        if not all(g is not None and g.passed for _, g in results):
+            sys.exit("a reference failed its tests")
+    return times
+
+
+def grading_side_by_side(trees: dict[str, Path], tasks: Path, workers: int, rounds: int, repeat: int) -> None:
+    """Grading alone (no start-up): each tree in a fresh interpreter of its own, A B A B, `repeat` timed passes
+    each; the minimum is the figure least swayed by other load, the median beside it."""
+    found: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(rounds):
+        for name, tree in trees.items():
+            argv = [sys.executable, __file__, "--grading-in-process", str(tasks), "--workers", str(workers)]
+            done = subprocess.run(
+                [*argv, "--repeat", str(repeat)], env=tree_env(tree, True), cwd=tree, capture_output=True, text=True
+            )
+            if done.returncode != 0:
+                sys.exit(f"{tree}: {done.stderr[-2000:]}")
+            found[name] += json.loads(done.stdout.splitlines()[-1])
+    print(f"grading alone (validate_references, pool warm): {rounds} rounds x {repeat} passes per tree, A B A B")
+    for name, values in found.items():
+        print(f"{name}: min {min(values):.3f} s, median {statistics.median(values):.3f} s")
+    if "baseline" in found:
+        medians = statistics.median(found["this"]) / statistics.median(found["baseline"])
+        print(f"this/baseline: min {min(found['this']) / min(found['baseline']):.2f}, median {medians:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, help="another checkout's root, measured beside this tree")
@@ -205,10 +247,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--cases", type=int, default=0, help="instead: N stdin/stdout cases of each tree's harness")
+    parser.add_argument("--grading", type=int, default=0, help="instead: grading alone, N timed passes per run")
+    parser.add_argument("--grading-in-process", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--repeat", type=int, default=3, help=argparse.SUPPRESS)
     parser.add_argument(
         "--no-bytecode-cache", action="store_true", help="compile every module on every run (PYTHONDONTWRITEBYTECODE)"
     )
     args = parser.parse_args()
+    if args.grading_in_process:
+        print(json.dumps(grading_times(args.grading_in_process, args.workers, args.repeat)))
+        return
     if args.cases:
         trees = {"this": args.this.resolve(), **({"baseline": args.baseline.resolve()} if args.baseline else {})}
         case_costs(trees, args.cases)
@@ -217,6 +265,10 @@ def main() -> None:
         tasks, samples = write_files(Path(folder))
         if args.profile:
             profile(tasks, args.workers)
+            return
+        if args.grading:
+            trees = {"this": args.this.resolve(), **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+            grading_side_by_side(trees, tasks, args.workers, args.rounds, args.grading)
             return
         trees = {"this": args.this.resolve(), **({"baseline": args.baseline.resolve()} if args.baseline else {})}
         bytecode = not args.no_bytecode_cache
