@@ -10,7 +10,12 @@ first `--limit` rows of a source:
   - mutated: each solution with its first operator that has a counterpart changed (`+` to `-`, `<` to `>=`, ...);
     a mutant that still passes is either equivalent or on a path the tests never take.
 A source whose release carries no solutions (LiveCodeBench) is loaded and counted, nothing more. The remainder
-(references that fail) is listed with the first reason azr gives. Run from the repository root:
+(references that fail) is listed with the first reason azr gives. Then each set's own comparison rules, on its rows
+(`RULES`): BigCodeBench's references as whole functions (code-RL copies' shape: the test and the code as one module,
+under the prompt's imports), HumanEval+ rows without `test` (the reference as oracle) and EvalPlus's float rule
+(float results scaled by 1 + 1e-9 pass, by 1 + 1e-3 fail), LiveCodeBench's decimal stdout (expected outputs with
+zeros added pass, with a digit changed fail) and PrimeIntellect's class methods (gold solutions that define
+`fn_name` in a class pass). Run from the repository root:
     python scripts/public_sets.py [--data DIR] [--only NAME,...] [--limit N] [--workers N] [--package NAME]...
 """
 
@@ -165,6 +170,7 @@ def _measure(name: str, path: Path, tmp: Path, limit: int, options: list[str]) -
         column = "solution"  # a copy of the release that adds a solution column
     refs = _validate(_write(tmp / f"{name}.refs.jsonl", rows), fmt, options)
     figure: dict[str, Any] = {"source": name, "format": fmt, "rows": len(rows), "refs": refs}
+    figure["rules"] = rule_checks(name, rows, tmp, options)
     if column is None or refs["passed"] + refs["failed"] == 0:
         return figure
     solutions = [_solution(r, column) for r in rows]
@@ -262,6 +268,139 @@ def _validate(path: Path, fmt: str, options: list[str]) -> dict[str, Any]:
     return {"tasks": tasks, "passed": passed, "failed": failed, "without": without, "failing": failing}
 
 
+# Each data set's own comparison rules, checked on its published rows (SPEC_FUNCTIONS.md, "Each format's rules"):
+# every check derives programs that the set's own harness passes (or fails) and counts how azr grades them.
+def rule_checks(name: str, rows: list[dict[str, Any]], tmp: Path, options: list[str]) -> list[dict[str, Any]]:
+    """(check, passed, total, expected "pass" or "fail") figures of the rules `name`'s harness has."""
+    checks = RULES.get(name)
+    return checks(rows, tmp, options) if checks else []
+
+
+def _bigcodebench_rules(rows: list[dict[str, Any]], tmp: Path, options: list[str]) -> list[dict[str, Any]]:
+    """References as code-RL copies ship them (a whole function, without the prompt's imports and constants):
+    BigCodeBench passes them, as its test and the code run as one module under the prompt's imports."""
+    whole = []
+    for row in rows:
+        signature = _signature(row.get("code_prompt") or "", row.get("entry_point") or "task_func")
+        if signature and isinstance(row.get("canonical_solution"), str):
+            whole.append({**row, "canonical_solution": signature + row["canonical_solution"]})
+    run = _validate(_write(tmp / "bigcodebench.whole.jsonl", whole), "bigcodebench", options)
+    return [_figure("whole-function references pass", run["passed"], run["passed"] + run["failed"], "pass", run)]
+
+
+def _signature(code_prompt: str, entry: str) -> str:
+    """The `def entry(...):` lines of a code prompt, without what comes before (imports, constants)."""
+    at = code_prompt.find(f"def {entry}(")
+    return code_prompt[at:].rstrip() + "\n" if at >= 0 else ""
+
+
+def _humaneval_plus_rules(rows: list[dict[str, Any]], tmp: Path, options: list[str]) -> list[dict[str, Any]]:
+    """EvalPlus's released rows have no `test`: the reference is the oracle of their inputs. Its evaluator takes a
+    float output within `allclose(rtol=1e-07, atol=1e-06)`: the reference with every float result scaled by
+    1 + 1e-9 passes, scaled by 1 + 1e-3 fails."""
+    from azr.config import SandboxConfig
+    from azr.data import load_tasks
+    from azr.rewards import grade_many, sandbox_oracle
+    from azr.sandbox import Limits, open_pool
+
+    bare = [{k: v for k, v in row.items() if k != "test"} for row in rows]
+    path = _write(tmp / "humaneval+.no-test.jsonl", bare)
+    run = _validate(path, "humaneval+", options)
+    figures = [_figure("references pass without `test`", run["passed"], run["passed"] + run["failed"], "pass", run)]
+    tasks = load_tasks(path, format="humaneval+", oracle=sandbox_oracle(SandboxConfig()))
+    floats = [t for t in tasks if t.solution and any('"atol"' in test for test in t.tests)]
+    with open_pool("bwrap", workers=2) as pool:
+        for scale, expect in (("1e-9", "pass"), ("1e-3", "fail")):
+            pairs = [(t, _scaled(t.solution or "", t.entry_point or "", scale)) for t in floats]
+            grades = grade_many(pairs, pool, Limits(wall_s=30.0))
+            passed = sum(g.passed for g in grades)
+            figures.append(_figure(f"float results x (1 + {scale}) pass", passed, len(floats), expect))
+    return figures
+
+
+def _scaled(solution: str, entry: str, scale: str) -> str:
+    """The solution with each float it returns (alone, or in a list or tuple) scaled by 1 + `scale`."""
+    return (
+        f"{solution}\n\n_azr_reference = {entry}\n\n\ndef {entry}(*args, **kwargs):\n"
+        f"    value = _azr_reference(*args, **kwargs)\n"
+        f"    grow = lambda v: v * (1 + {scale}) if type(v) is float else v\n"
+        f"    return type(value)(map(grow, value)) if type(value) in (list, tuple) else grow(value)\n"
+    )
+
+
+_DECIMAL = re.compile(r"^-?\d+\.\d+$")
+
+
+def _livecodebench_rules(rows: list[dict[str, Any]], tmp: Path, options: list[str]) -> list[dict[str, Any]]:
+    """LiveCodeBench's grader takes a line that differs as text when its tokens are equal as decimals: a program
+    that prints each expected output with three more zeros after every decimal passes, one that changes a digit
+    of it fails."""
+    from azr.data import decode_case, load_tasks
+    from azr.rewards import grade_many
+    from azr.sandbox import Limits, open_pool
+
+    tasks = load_tasks(_write(tmp / "livecodebench.rules.jsonl", rows), format="livecodebench")
+    chosen = []
+    for task in tasks:
+        cases = [decode_case(t) for t in task.tests]
+        if task.stdio and any(_DECIMAL.match(tok) for c in cases if c for tok in c.output.split()):
+            chosen.append((task, {c.input: c.output for c in cases if c}))
+    figures = []
+    with open_pool("bwrap", workers=2) as pool:
+        for label, edit, expect in (("zeros added", _padded, "pass"), ("a digit changed", _changed, "fail")):
+            pairs = [(task, _lookup({i: edit(o) for i, o in table.items()})) for task, table in chosen]
+            passed = sum(g.passed for g in grade_many(pairs, pool, Limits(wall_s=60.0)))
+            figures.append(_figure(f"decimal outputs with {label} pass", passed, len(chosen), expect))
+    return figures
+
+
+def _padded(text: str) -> str:
+    return re.sub(r"(?<![\w.])(-?\d+\.\d+)(?![\w.])", r"\g<1>000", text)
+
+
+def _changed(text: str) -> str:
+    return re.sub(r"(?<![\w.])(-?\d+\.\d*)(\d)(?![\w.])", lambda m: m[1] + str((int(m[2]) + 1) % 10), text, count=1)
+
+
+def _lookup(table: dict[str, str]) -> str:
+    return f"import sys\nprint({table!r}.get(sys.stdin.read(), ''), end='')\n"
+
+
+def _primeintellect_rules(rows: list[dict[str, Any]], tmp: Path, options: list[str]) -> list[dict[str, Any]]:
+    """PrimeIntellect's verifier calls `fn_name` as the method of the program's class that defines it: the gold
+    solutions of function_call rows whose code holds such a class pass."""
+    chosen = []
+    for row in rows:
+        info = row.get("verification_info")
+        info = json.loads(info) if isinstance(info, str) else info
+        cases = (info or {}).get("test_cases") or []
+        gold = row.get("gold_standard_solution") or ""
+        fn = cases[0].get("fn_name") if cases and isinstance(cases[0], dict) else None
+        if (
+            fn
+            and all(c.get("type") == "function_call" for c in cases)
+            and re.search(rf"class \w+.*def {fn}\(", gold, re.S)
+        ):
+            chosen.append(row)
+    run = _validate(_write(tmp / "primeintellect.methods.jsonl", chosen), "primeintellect", options)
+    return [_figure("class-method gold solutions pass", run["passed"], run["passed"] + run["failed"], "pass", run)]
+
+
+def _figure(check: str, passed: int, total: int, expect: str, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    figure = {"check": check, "passed": passed, "total": total, "expect": expect}
+    if run and run.get("failing"):
+        figure["failing"] = run["failing"]
+    return figure
+
+
+RULES = {
+    "bigcodebench": _bigcodebench_rules,
+    "humaneval+": _humaneval_plus_rules,
+    "livecodebench": _livecodebench_rules,
+    "primeintellect": _primeintellect_rules,
+}
+
+
 def _print_table(figures: list[dict[str, Any]]) -> None:
     head = f"{'source':<15}{'format':<15}{'tasks':>6}{'refs pass':>11}{'swapped fail':>14}{'mutated fail':>14}"
     print(head)
@@ -277,6 +416,14 @@ def _print_table(figures: list[dict[str, Any]]) -> None:
             run = f.get(key)
             cells.append(f"{run['failed']}/{run['passed'] + run['failed']}" if run and "error" not in run else "-")
         print(f"{f['source']:<15}{f['format']:<15}{refs['tasks']:>6}{cells[0]:>11}{cells[1]:>14}{cells[2]:>14}")
+    for f in figures:
+        for rule in f.get("rules", []):
+            verdict = "as its harness" if (rule["passed"] == rule["total"]) == (rule["expect"] == "pass") else "NOT"
+            print(
+                f"  {f['source']}: {rule['check']}: {rule['passed']}/{rule['total']} ({verdict}: all {rule['expect']})"
+            )
+            for task, why in list(rule.get("failing", {}).items())[:8]:
+                print(f"    {task}: {why[:160]}")
     for f in figures:
         for task, why in f["refs"].get("failing", {}).items():
             print(f"  {f['source']}: reference of {task} fails: {why[:160]}")

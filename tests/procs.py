@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -66,3 +68,48 @@ def kill_group_when(proc: subprocess.Popen, ready, log: Path, timeout_s: float =
         time.sleep(0.2)
     assert not [p for p in started if alive(*p)], "processes of the killed run are still running"
     return started
+
+
+# --------------------------------------------------------------------------------- azr sandbox serve on loopback
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN_ENV = "AZR_TEST_SANDBOX_TOKEN"
+TOKEN = "tok-" + os.urandom(8).hex()
+
+
+def _die_with_test() -> None:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: the server goes when the test process goes
+
+
+def start_server(log: Path, *flags: str, token: bool = True, new_session: bool = False) -> tuple[subprocess.Popen, str]:
+    """`azr sandbox serve` on a free loopback port; (process, base URL) once it listens."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), TOKEN_ENV: TOKEN}
+    argv = [sys.executable, "-m", "azr.cli", "sandbox", "serve", "--port", "0", "--workers", "2", *flags]
+    argv += ["--token-env", TOKEN_ENV] if token else []
+    out = open(log, "w")  # noqa: SIM115 - the server writes it for its whole life
+    proc = subprocess.Popen(
+        argv,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=env,
+        preexec_fn=None if new_session else _die_with_test,
+        start_new_session=new_session,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if "azr sandbox serve: http://" in text:
+            return proc, text.split("azr sandbox serve: ")[1].split()[0]
+        assert proc.poll() is None, text
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"the server did not start:\n{log.read_text()}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -296,3 +296,38 @@ def test_the_memory_table_in_deploy_readme_is_what_the_script_computes():
         resident = terms["weights"] + terms["trainable state"]
         for phase in ("generation", "training"):
             assert resident + terms[phase] == pytest.approx(measured[phase], rel=0.1), (name, phase)
+
+
+# ------------------------------------------------------------------------------------------- sandbox servers
+SANDBOX = DEPLOY / "sandbox"
+
+
+def test_the_sandbox_slurm_step_writes_a_recipe_section_azr_accepts(tmp_path):
+    from azr.config import load_config
+
+    out = tmp_path / "section.yaml"
+    env = {**os.environ, "DRY_RUN": "1", "AZR_SANDBOX_TOKEN": "secret-" + os.urandom(4).hex()}
+    done = subprocess.run(
+        ["bash", str(SANDBOX / "slurm_step.sh"), str(out)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert env["AZR_SANDBOX_TOKEN"] not in done.stdout + done.stderr + out.read_text()
+    assert "srun --nodes=2" in done.stdout
+    sandbox = load_config(out, needs_model=False).sandbox
+    assert sandbox.provider == "remote" and sandbox.remote.token_env == "AZR_SANDBOX_TOKEN"
+    assert sandbox.remote.urls == ["http://cpu0:8765", "http://cpu1:8765"]
+    env.pop("AZR_SANDBOX_TOKEN")
+    refused = subprocess.run(
+        ["bash", str(SANDBOX / "slurm_step.sh"), str(out)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert refused.returncode == 2 and "AZR_SANDBOX_TOKEN" in refused.stderr
+
+
+def test_the_sandbox_entry_and_unit_serve_only_with_a_token_from_the_environment():
+    env = {k: v for k, v in os.environ.items() if k != "AZR_SANDBOX_TOKEN"}
+    done = subprocess.run(["bash", str(SANDBOX / "serve.sh")], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    unit = (SANDBOX / "azr-sandbox.service").read_text()
+    start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    assert "azr sandbox serve" in start and "--token-env AZR_SANDBOX_TOKEN" in start
+    assert "EnvironmentFile=" in unit

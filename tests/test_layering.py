@@ -41,7 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     "terminal": set(),
     "config": {"data"},
     "data": set(),
-    "sandbox": set(),
+    "sandbox": {"config"},  # open_provider takes the recipe's sandbox: section
     "rewards": {"config", "data", "sandbox"},
     "models": {"config", "data"},
     "remote": {"config"},
@@ -85,7 +85,7 @@ ALLOWED: dict[str, set[str]] = {
     },
 }
 # config's section types are the bottom layer (ARCHITECTURE.md): every package above data and sandbox may use them.
-BELOW_CONFIG = {"errors", "logs", "prompts", "config", "data", "sandbox"}
+BELOW_CONFIG = {"errors", "logs", "prompts", "config", "data"}
 for _unit_name, _allowed in ALLOWED.items():
     if _unit_name not in BELOW_CONFIG:
         _allowed.add("config")
@@ -190,9 +190,11 @@ def test_every_module_says_what_it_owns():
 
 @pytest.mark.parametrize("path", sorted((PACKAGE / "sandbox").glob("*.py")), ids=lambda p: p.name)
 def test_sandbox_knows_nothing_above_it(path):
-    """The sandbox runs programs; it knows nothing of tests, rewards, config or the heavy stack."""
+    """The sandbox runs programs; it knows nothing of tests, rewards or the heavy stack (of config, only the section
+    types its factory takes)."""
     names = _imports(path, top_level_only=False)
-    assert all(not n.startswith("azr.") or n.startswith("azr.sandbox") for n in names), names
+    below = ("azr.sandbox", "azr.config", "azr.errors")
+    assert all(not n.startswith("azr.") or n.startswith(below) for n in names), names
     assert not {n.split(".")[0] for n in names} & HEAVY
 
 
@@ -214,3 +216,16 @@ def test_config_is_the_schema_and_its_checks(path):
     `grpo:`) is azr.training's, run in its preflight before any model loads."""
     names = _imports(path, top_level_only=False)
     assert not {n for n in names if n.split(".")[0] in HEAVY}, names
+
+
+def test_callers_are_typed_on_the_execution_provider_not_the_pool():
+    """Outside sandbox/, nothing names `SandboxPool` in an annotation: callers take any `ExecutionProvider`."""
+    named = [
+        f"{_id(path)}:{node.lineno}"
+        for path in MODULES
+        if _unit(path) != "sandbox"
+        for node in ast.walk(ast.parse(path.read_text()))
+        for annotation in [getattr(node, "annotation", None), getattr(node, "returns", None)]
+        if annotation is not None and "SandboxPool" in ast.unparse(annotation)
+    ]
+    assert not named, named

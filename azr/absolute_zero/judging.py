@@ -15,7 +15,7 @@ from azr.absolute_zero.validation import SANDBOX_ERROR, Rules, harness_limits, r
 from azr.config import AbsoluteZeroConfig, SandboxConfig
 from azr.prompts import AnswerFormat, parse_answer
 from azr.rewards import InfraFailures, OutcomeCache, limits_from_config, pool_from_config
-from azr.sandbox import Limits, SandboxPool
+from azr.sandbox import ExecutionProvider, Limits
 
 Verdict = Literal["correct", "wrong", "format", "error"]
 
@@ -36,7 +36,7 @@ class Judge:
 
     def __init__(
         self,
-        pool: SandboxPool,
+        pool: ExecutionProvider,
         limits: Limits,
         rules: Rules,
         induction_shown: int,

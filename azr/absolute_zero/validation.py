@@ -20,7 +20,7 @@ from azr.absolute_zero.triplets import Triplet
 from azr.config import DEFAULT_IMPORTS, AbsoluteZeroConfig, SandboxConfig
 from azr.inputs import load_json
 from azr.rewards import InfraFailures, limits_from_config, pool_from_config
-from azr.sandbox import ExecResult, Limits, SandboxPool
+from azr.sandbox import ExecResult, ExecutionProvider, Limits
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Verdict:
 
 
 def run_payloads(
-    payloads: Sequence[dict[str, Any]], pool: SandboxPool, limits: Limits, health: InfraFailures | None = None
+    payloads: Sequence[dict[str, Any]], pool: ExecutionProvider, limits: Limits, health: InfraFailures | None = None
 ) -> list[dict[str, Any] | str]:
     """The harness's report for each payload, or how the sandbox run ended instead ('timeout', 'memory',
     'error' for the program; SANDBOX_ERROR for the sandbox's own failure). The sandbox's failures are counted in
@@ -149,7 +149,7 @@ def harness_limits(base: Limits, rules: Rules, runs: int = 1) -> Limits:
 class Validator:
     """Validates triplets through `pool` under `rules`."""
 
-    def __init__(self, pool: SandboxPool, limits: Limits, rules: Rules, max_rate: float):
+    def __init__(self, pool: ExecutionProvider, limits: Limits, rules: Rules, max_rate: float):
         self.pool, self.rules = pool, rules
         self.limits = harness_limits(limits, rules, runs=2)
         self.health = InfraFailures(max_rate)

@@ -23,7 +23,7 @@ from azr.config import DataConfig
 from azr.data import Task, decode_case, load_tasks
 from azr.prompts import completion_text, parse_answer
 from azr.rewards import CodeGrader, grade_many, outputs_many
-from azr.sandbox import Limits, SandboxPool
+from azr.sandbox import ExecutionProvider, Limits
 from azr.secrets import redact
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def hardened_cases(
     return out
 
 
-def check_answers(jobs: Sequence[tuple[Task, str]], pool: SandboxPool, limits: Limits) -> list[HardenedVerdict]:
+def check_answers(jobs: Sequence[tuple[Task, str]], pool: ExecutionProvider, limits: Limits) -> list[HardenedVerdict]:
     """Each (hardened cases, code) graded in one batch through `pool`; the first failing case of each answer that
     fails is run once more, in a second batch, for what the answer gives on it."""
     grades = grade_many(list(jobs), pool, limits) if jobs else []

@@ -275,9 +275,10 @@ def _early_returns(tree: ast.Module, lines: list[str]) -> Iterator[tuple[int, st
             bound |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
-def mutants(source: str, limit: int | None = None) -> list[Mutant]:
+def mutants(source: str, limit: int | None = None, given_lines: int = 0) -> list[Mutant]:
     """The tree edits of `source` that still compile and change it, without duplicates. With `limit`, at most that
-    many, drawn in turn from each operator (a fixed order for a given source: the same every run)."""
+    many, drawn in turn from each operator (a fixed order for a given source: the same every run). The first
+    `given_lines` lines are the task's, not the solution's (HumanEval's prompt and its helpers): never edited."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -296,7 +297,7 @@ def mutants(source: str, limit: int | None = None) -> list[Mutant]:
             found.append(Mutant(operator, variant))
 
     for operator, node, new in _edits(tree):
-        if getattr(node, "end_lineno", None) is None:
+        if getattr(node, "end_lineno", None) is None or node.lineno <= given_lines:
             continue
         begin = starts[node.lineno - 1] + node.col_offset
         end = starts[node.end_lineno - 1] + node.end_col_offset
@@ -307,6 +308,8 @@ def mutants(source: str, limit: int | None = None) -> list[Mutant]:
             text = f"({text})" if _needs_parens(raw, begin, end) else text
         keep(operator, (raw[:begin] + text.encode("utf-8") + raw[end:]).decode("utf-8"))
     for index, line in _early_returns(tree, lines):
+        if index < given_lines:
+            continue
         keep("early return", "".join([*lines[:index], line, *lines[index:]]))
     if limit is None or len(found) <= limit:
         return found

@@ -18,7 +18,7 @@ from azr.audit.mutants import mutants as make_mutants
 from azr.audit.probes import empty_value_probe, static_probes
 from azr.data import IOCase, Task, decode_case
 from azr.rewards import grade_many, grade_stream, outputs_many
-from azr.sandbox import Limits, SandboxPool
+from azr.sandbox import ExecutionProvider, Limits
 
 Progress = Callable[[int, int], None]
 
@@ -66,7 +66,7 @@ class TaskAudit:
 
 def audit_tasks(
     tasks: Sequence[Task],
-    pool: SandboxPool,
+    pool: ExecutionProvider,
     limits: Limits,
     max_mutants: int = 30,
     max_generated: int = 30,
@@ -92,7 +92,8 @@ def audit_tasks(
     plans: list[tuple[int, str, str]] = []  # (task index, role "mutant:<op>" or "probe:<name>", program)
     for i in sorted(passing):
         solution = tasks[i].solution or ""
-        plans += [(i, f"mutant:{m.operator}", m.source) for m in make_mutants(solution, max_mutants)]
+        given = given_lines(solution, tasks[i].prompt)
+        plans += [(i, f"mutant:{m.operator}", m.source) for m in make_mutants(solution, max_mutants, given)]
         plans += [(i, f"probe:{name}", code) for name, code in static_probes(tasks[i]).items()]
     total = len(plans)
     grades = []
@@ -145,7 +146,7 @@ def _oracles(
     tasks: Sequence[Task],
     durations: dict[int, float],
     audits: list[TaskAudit],
-    pool: SandboxPool,
+    pool: ExecutionProvider,
     limits: Limits,
     max_generated: int,
 ) -> None:
@@ -207,7 +208,7 @@ def _against_oracle(
     durations: dict[int, float],
     survivors: dict[int, list[str]],
     audits: list[TaskAudit],
-    pool: SandboxPool,
+    pool: ExecutionProvider,
     limits: Limits,
 ) -> None:
     """Survivors graded against their task's oracle cases (equivalent when they pass every one), and the probe that
@@ -261,3 +262,16 @@ def kill_rate(audits: Sequence[TaskAudit]) -> float | None:
     """The file's kill rate: the mean of the tasks' kill rates (each task counts once, whatever its mutant count)."""
     rates = [a.kill_rate for a in audits if a.kill_rate is not None]
     return sum(rates) / len(rates) if rates else None
+
+
+def given_lines(solution: str, prompt: str) -> int:
+    """How many of the reference's first lines the prompt shows verbatim (HumanEval's reference is its prompt,
+    helpers included, then the body): code the task gives is not the solution's, so mutants leave it alone."""
+    lines = solution.splitlines(keepends=True)
+    given, text = 0, ""
+    for line in lines:
+        text += line
+        if text not in prompt and text.rstrip("\n") not in prompt:
+            break
+        given += 1
+    return given if given < len(lines) else 0  # a prompt that shows the whole reference gives nothing away here

@@ -102,11 +102,19 @@ package_option = click.option(
 )
 
 
-def sandbox_config(timeout: float | None, memory_mb: int | None, **fields):
-    """The `sandbox:` defaults training uses (a SandboxConfig), with --timeout / --memory-mb where given."""
-    from azr.config import SandboxConfig, check_packages
+def sandbox_config(
+    timeout: float | None, memory_mb: int | None, config_path: Path | None = None, overrides=(), **fields
+):
+    """The `sandbox:` section training uses (a SandboxConfig): the recipe's (--config, --set) or the defaults, with
+    --timeout / --memory-mb and the other flags given (not None) on top."""
+    from azr.config import SandboxConfig, check_packages, load_config
 
-    cfg = SandboxConfig(**fields)
+    if overrides and config_path is None:
+        raise ConfigError("--set: needs --config")
+    cfg = load_config(config_path, overrides, needs_model=False).sandbox if config_path else SandboxConfig()
+    for name, value in fields.items():
+        if value is not None and value != []:
+            setattr(cfg, name, value)
     check_packages(cfg.packages)  # a user error, named before any task is read or any worker starts
     cfg.timeout_s = timeout or cfg.timeout_s
     cfg.memory_mb = memory_mb or cfg.memory_mb
@@ -114,6 +122,19 @@ def sandbox_config(timeout: float | None, memory_mb: int | None, **fields):
 
 
 MAX_INPUT_BYTES = ("AZR_MAX_INPUT_BYTES", 4 << 20)  # a program or a tests file given on the command line
+
+
+def recipe_options(command):
+    """--config FILE and --set KEY=VALUE: a recipe whose `sandbox:` section the command grades with."""
+    command = click.option(
+        "--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a recipe field (with --config)."
+    )(command)
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="A recipe whose sandbox: section applies (e.g. sandbox.provider: remote).",
+    )(command)
 
 
 def read_text(path: Path | str, flag: str) -> str:

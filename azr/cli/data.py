@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from azr.cli.app import FiniteFloat, azr, package_option, sandbox_config
+from azr.cli.app import FiniteFloat, azr, package_option, recipe_options, sandbox_config
 
 
 @azr.group()
@@ -52,8 +52,20 @@ def data() -> None:
     "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
 )
 @package_option
+@recipe_options
 def data_validate(
-    source, column_map, format_, checker, compare, float_tol, workers, timeout, memory_mb, packages
+    source,
+    column_map,
+    format_,
+    checker,
+    compare,
+    float_tol,
+    workers,
+    timeout,
+    memory_mb,
+    packages,
+    config_path,
+    overrides,
 ) -> int:
     """Run every reference solution in PATH (a task file or 'train' / 'held-out') against its tests, in the
     sandbox with the limits training applies, so what passes here passes there. Exit 1 when a solution fails or
@@ -78,7 +90,7 @@ def data_validate(
     if format_ is not None:
         converter(format_)  # an unknown name is refused before the sandbox starts
     judge = read_checker(checker) if checker is not None else None
-    cfg = sandbox_config(timeout, memory_mb, workers=workers, packages=list(packages))
+    cfg = sandbox_config(timeout, memory_mb, config_path, overrides, workers=workers, packages=list(packages))
     start_pool(cfg)  # the workers start while the tasks are read
     tasks = load_tasks(source, mapping, format_, compare, float_tol, judge, sandbox_oracle(cfg))
     check_task_limits(tasks, cfg.max_task_timeout_s, cfg.max_task_memory_mb, str(source))
@@ -97,11 +109,13 @@ def data_validate(
     for a, b, score in near_duplicates(tasks, solutions=False):
         click.echo(printable(f"WARN near-duplicate prompts: {a.id} ~ {b.id} (similarity {score:.2f})"))
     if not any(t.solution is not None for t in tasks):
+        how = (  # a format takes no column map: say so rather than suggest one
+            f"the rows have none in the columns --format {format_} reads"
+            if format_ is not None
+            else "map one with --column-map solution=COLUMN"
+        )
         click.echo(
-            printable(
-                f"{source}: {len(tasks)} tasks, none with a reference solution: nothing was checked "
-                "(map one with --column-map solution=COLUMN)"
-            ),
+            printable(f"{source}: {len(tasks)} tasks, none with a reference solution: nothing was checked ({how})"),
             err=True,
         )
         return 1
@@ -171,8 +185,22 @@ def _kinds(task) -> str:
     "--memory-mb", type=click.IntRange(min=1), help="MiB per task that sets none [default: sandbox.memory_mb]."
 )
 @package_option
+@recipe_options
 def data_audit(
-    source, format_, column_map, out, harden, threshold, max_mutants, max_inputs, workers, timeout, memory_mb, packages
+    source,
+    format_,
+    column_map,
+    out,
+    harden,
+    threshold,
+    max_mutants,
+    max_inputs,
+    workers,
+    timeout,
+    memory_mb,
+    packages,
+    config_path,
+    overrides,
 ) -> int:
     """How strong PATH's tests are: each reference solution's mutants (one small edit each) and probes that must
     fail are run against the tests in the sandbox. Per task the kill rate (killed / non-equivalent mutants), its
@@ -181,7 +209,7 @@ def data_audit(
     from azr.config import parse_pairs
 
     mapping = dict(parse_pairs(column_map, "--column-map", "FIELD=COLUMN"))
-    cfg = sandbox_config(timeout, memory_mb, workers=workers, packages=list(packages))
+    cfg = sandbox_config(timeout, memory_mb, config_path, overrides, workers=workers, packages=list(packages))
     request = AuditRequest(source, format_, mapping, out, harden, threshold, max_mutants, max_inputs)
     return run_audit(request, cfg, click.echo, progress=sys.stderr.isatty())
 

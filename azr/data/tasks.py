@@ -8,11 +8,13 @@ Owns reading and validating task data (errors name `file:line` and the field); i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import math
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -20,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from azr.data.formats import Oracle, prepared_rows
+from azr.data.formats.common import io_lists, parsed, unfenced
 from azr.data.iotests import (
     COMPARES,
     Compare,
     call_case,
+    check_call,
     check_float_tol,
     decode_case,
     decode_test,
@@ -34,6 +38,7 @@ from azr.data.iotests import (
     shown_test,
     split_asserts,
     stdio_case,
+    uncalled_check,
     with_options,
 )
 from azr.errors import DataError, did_you_mean, show
@@ -74,7 +79,7 @@ class Task:
         shown: list[Any] = []
         for test in self.tests:
             item = shown_test(test)
-            if isinstance(item, dict) and len(item) == 1 and shown and item == shown[-1] and _is_module(item):
+            if isinstance(item, dict) and shown and item == shown[-1] and _is_module(item):
                 continue  # a module's tests after its first: the module is shown once
             shown.append(item)
         row["tests"] = shown
@@ -86,9 +91,15 @@ class Task:
         return bool(self.tests) and is_case(self.tests[0])
 
 
+_INSTANCE_METHOD = re.compile(r"[A-Za-z_]\w*\(\)\.[A-Za-z_]\w*")
 MAX_ROW_CHARS = ("AZR_MAX_TASK_ROW_CHARS", 16 << 20)  # one task row; a whole APPS problem is under 1 MiB
 # Row fields: the Task's, and how the row's stdin/stdout cases are compared (stored in each case).
 FIELDS = (*Task.__dataclass_fields__, "compare", "float_tol")
+
+
+# A test module's object: `{"pytest": SOURCE}` or `{"unittest": SOURCE}`, and `"shared": true` to run it in the
+# solution's own namespace (`iotests.module_tests`).
+MODULE_KEYS = frozenset({"pytest", "unittest", "shared"})
 
 
 def _is_module(item: dict[str, Any]) -> bool:
@@ -269,13 +280,13 @@ def _few(ids: list[str], n: int = 3) -> str:
 
 
 def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where: str) -> dict[str, Any]:
-    out = {k: v for k, v in row.items() if k in FIELDS and k not in column_map}
+    out: dict[str, Any] = {}  # only the mapped columns: a column merely named like a task field is not read
     for task_field, column in column_map.items():
-        if column not in row:
-            raise DataError(
-                f"{where}: column '{column}' (mapped to {task_field}) is missing{did_you_mean(column, row)}"
-            )
-        value = row[column]
+        value = _column(row, column, task_field, where)
+        if task_field == "tests" and isinstance(value, str) and value.lstrip().startswith("{"):
+            value = parsed(value, where, column)  # APPS-style {"inputs", "outputs"} as JSON text (verl's rows)
+        if task_field == "tests" and isinstance(value, dict):
+            value = _io_cases(value, where, column)
         json_list = isinstance(value, str) and value.lstrip().startswith("[")
         if json_list and task_field in ("tests", "tags", "setup"):
             try:
@@ -303,6 +314,35 @@ def _solutions_text(value: str) -> Any:
     return found if isinstance(found, list) and all(isinstance(s, str) for s in found) else value
 
 
+def _column(row: dict[str, Any], column: str, task_field: str, where: str) -> Any:
+    """The row's column `column`, or a nested field by a dotted path (`reward_model.ground_truth`, `prompt.0.content`:
+    keys of objects, indexes of lists) where the row has no column of that whole name."""
+    if column in row:
+        return row[column]
+    value: Any = row
+    for depth, part in enumerate(column.split(".")):
+        if isinstance(value, str) and depth and value.lstrip()[:1] in ("{", "["):
+            with contextlib.suppress(ValueError):
+                value = load_json(value)  # a nested object stored as JSON text
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            hint = did_you_mean(column, row) if depth == 0 else f" (no '{part}' in the field at that depth)"
+            raise DataError(f"{where}: column '{column}' (mapped to {task_field}) is missing{hint}")
+    return value
+
+
+def _io_cases(value: dict[str, Any], where: str, column: str) -> Any:
+    """An `{"inputs", "outputs"}` (or `input`/`output`) object of equally long lists as stdin/stdout cases; any
+    other object as it stands (then refused where the tests are read)."""
+    if not ({"inputs", "outputs"} <= set(value) or {"input", "output"} <= set(value)):
+        return value
+    inputs, outputs = io_lists(value, where, column)
+    return [{"input": i, "output": o} for i, o in zip(inputs, outputs, strict=True)]
+
+
 def task_from_row(
     row: dict[str, Any],
     where: str,
@@ -328,6 +368,8 @@ def task_from_row(
     if "tests" not in row:
         raise DataError(f"{where}: missing field 'tests'")
     entry = row.get("entry_point")
+    if isinstance(entry, str) and _INSTANCE_METHOD.fullmatch(entry):  # LeetCodeDataset's `Solution().method`
+        entry = entry.replace("().", ".")
     if entry is not None and not is_entry_point(entry):
         raise fail("entry_point", "a Python identifier (or Class.method)")
     compare = row.get("compare", compare) or "lines"
@@ -355,6 +397,8 @@ def task_from_row(
     solution = row.get("solution")
     if solution is not None and not isinstance(solution, str):
         raise fail("solution", "a string")
+    if solution is not None and "```" in solution and not _compiles(solution):
+        solution = unfenced(solution)  # a Markdown answer (code-RL sets store references so): its code block
     timeout = row.get("timeout_s")
     number = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
     if timeout is not None and not (number and math.isfinite(timeout) and timeout > 0):
@@ -380,6 +424,14 @@ def task_from_row(
         atol=atol,
         rtol=rtol,
     )
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "solution", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def _source(row: dict[str, Any], name: str, where: str) -> str | None:
@@ -429,9 +481,13 @@ def _tests(
             continue
         tagged = isinstance(test, str) and decode_test(test) is not None
         kinds.add("stdin/stdout" if tagged and is_case(test) else "assert")  # a tagged test counts as its kind
-        if isinstance(test, dict) and len(test) == 1 and next(iter(test)) in ("pytest", "unittest"):
-            style, source = next(iter(test.items()))
-            tests += module_tests(style, source, at)
+        styles = [k for k in test if k in ("pytest", "unittest")] if isinstance(test, dict) else []
+        if len(styles) == 1 and set(test) <= MODULE_KEYS:
+            style, source = styles[0], test[styles[0]]
+            shared = test.get("shared", False)
+            if not isinstance(shared, bool):
+                raise DataError(f"{at}.shared: expected true or false, got {show(shared)}")
+            tests += module_tests(style, source, at, shared=shared)
             continue
         if isinstance(test, dict):
             test = call_case(test, entry, at)
@@ -448,6 +504,10 @@ def _tests(
             compile(test, f"tests[{i}]", "exec")
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: a NUL byte
             raise DataError(f"{at}: not valid Python: {_compile_error(exc)}") from None
+        if uncalled_check(test):  # HumanEval's `def check(candidate)`: called with the entry point, as its harness
+            # does; without one nothing would run, so it is a module of no tests (`no tests ran`), never a pass
+            tests += [f"{test.rstrip()}\n{check_call(entry)}\n"] if entry else module_tests("pytest", test, at)
+            continue
         style = module_style(test)
         tests += module_tests(style, test, at) if style else [test]
     if len(kinds) > 1:

@@ -3,7 +3,7 @@ the output. The shipped set `azr/data/output_prediction.jsonl` comes from the he
 (scripts/output_prediction_set.py), so it measures Absolute Zero mode's deduction on programs it never proposed or
 trained on. A problem asks exactly what a deduction solver is asked in training, and its answer is judged by the
 mode's own judge in the sandbox (the answer's literal against the output, exact types). `output-prediction:FILE`
-scores a triplet file of one's own.
+scores a triplet file of one's own, or CRUXEval's own file (`code`, `input`, `output`, `id`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import SandboxConfig
-from azr.data import Problem, Task
+from azr.data import Problem, Task, json_lines
 from azr.errors import DataError
 from azr.prompts import AnswerFormat
 from azr.rewards import limits_from_config, pool_from_config
@@ -28,11 +28,12 @@ def is_prediction_set(dataset: str) -> bool:
 def load_prediction_problems(dataset: str) -> list[Problem]:
     """Problems from the shipped set, or from the triplet file after `output-prediction:`; every line needs an
     output."""
-    from azr.absolute_zero import read_numbered, solver_messages  # the mode's package only where its set is asked for
+    from azr.absolute_zero import read_numbered, solver_messages, triplet_from_line  # the mode's, where asked for
 
     path_text = dataset.partition(":")[2]
     if path_text:
-        numbered = read_numbered(Path(path_text))
+        rows = json_lines(Path(path_text))
+        numbered = [(n, triplet_from_line(_cruxeval(row), f"{path_text}:{n}")) for n, row in rows]
         label = path_text
     else:
         with resources.as_file(resources.files("azr.data") / "output_prediction.jsonl") as path:
@@ -54,6 +55,17 @@ def load_prediction_problems(dataset: str) -> list[Problem]:
     if not problems:
         raise DataError(f"{label}: no triplets")
     return problems
+
+
+CRUXEVAL_FIELDS = frozenset({"code", "input", "output", "id"})
+
+
+def _cruxeval(row: Any) -> Any:
+    """A CRUXEval row (`code`, `input`, `output`, `id`) as a triplet line; any other row as it stands."""
+    if isinstance(row, dict) and "code" in row and "program" not in row and set(row) <= CRUXEVAL_FIELDS:
+        line = {"program": row["code"], "input": row.get("input"), "output": row.get("output")}
+        return line | ({"origin": str(row["id"])} if row.get("id") is not None else {})
+    return row
 
 
 def grade_predictions(

@@ -55,7 +55,7 @@ from azr.logs import atomic_write_json
 from azr.models import read_adapter_config
 from azr.prompts import AnswerFormat, parse_answer
 from azr.rewards import grade_stream, limits_from_config, pool_from_config, sandbox_oracle, start_pool
-from azr.sandbox import SandboxPool
+from azr.sandbox import ExecutionProvider
 from azr.secrets import public_url
 
 log = logging.getLogger(__name__)
@@ -337,7 +337,7 @@ def graded(
     sandbox: SandboxConfig,
     answer_format: AnswerFormat,
     timings: dict[str, float],
-    pool: SandboxPool | None = None,
+    pool: ExecutionProvider | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Records for (problem, index, text or None, mode, request error) items, in order, each as soon as it is
     graded; programs run in parallel in `pool` (default: the shared pool of `sandbox`). `azr eval` and the held-out

@@ -24,6 +24,7 @@ from azr.rewards.grading import (
     validate_references,
     verdict_check,
 )
+from azr.rewards.harness import harness_preload
 from azr.rewards.health import InfraFailures
 from azr.rewards.oracle import sandbox_oracle
 from azr.rewards.outputs import Output, outputs_many
@@ -43,6 +44,7 @@ __all__ = [
     "grade",
     "grade_many",
     "grade_stream",
+    "harness_preload",
     "limits_from_config",
     "outputs_many",
     "pool_from_config",

@@ -23,7 +23,7 @@ from azr.prompts import Answer, AnswerFormat, completion_text, parse_answer
 from azr.rewards.batches import OutcomeCache
 from azr.rewards.grading import Grade, grade_many, limits_from_config, pool_from_config
 from azr.rewards.health import InfraFailures
-from azr.sandbox import Limits, SandboxPool
+from azr.sandbox import ExecutionProvider, Limits
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class CodeGrader:
 
     def __init__(
         self,
-        pool: SandboxPool,
+        pool: ExecutionProvider,
         limits: Limits,
         answer_format: AnswerFormat = "strict",
         max_infra_failure_rate: float = 0.05,
@@ -282,12 +282,14 @@ def _log(columns: dict[str, Any], outcomes: list[Outcome], grader: CodeGrader) -
     if callable(log_metric) and outcomes:
         for status in ("passed", "timeout", "crashed", "memory", "error", "no_code"):
             log_metric(f"sandbox/{status}", sum(o.status == status for o in outcomes) / len(outcomes))
+        for key, value in grader.pool.metrics().items():  # e.g. a remote provider's retries and lost programs
+            log_metric(f"sandbox/{key}", value)
 
 
 def build_rewards(
     specs: Sequence[RewardSpec],
     sandbox: SandboxConfig,
-    pool: SandboxPool | None = None,
+    pool: ExecutionProvider | None = None,
     answer_format: AnswerFormat = "strict",
 ) -> tuple[list[Callable], list[float], CodeGrader]:
     """Reward callables and weights for TRL (`reward_funcs`, `reward_weights`), and the shared grader."""

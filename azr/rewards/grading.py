@@ -28,7 +28,7 @@ from azr.rewards.harness import build_checker_program, build_program, harness_pr
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
 from azr.rewards.verdicts import CHECKER_PENDING, NO_CHECKER_VERDICT, read_checks, read_verdicts
-from azr.sandbox import Check, ExecResult, ExecutionProvider, Limits, SandboxPool, open_pool, shared_pool
+from azr.sandbox import Check, ExecResult, ExecutionProvider, Limits, SandboxPool, open_pool, open_provider, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
 
@@ -98,14 +98,11 @@ def limits_from_config(cfg: SandboxConfig) -> Limits:
     )
 
 
-def pool_from_config(cfg: SandboxConfig, label: str = "") -> SandboxPool:
-    """The process-wide pool for these sandbox settings, its workers with the harness preloaded (started on first
-    use, or by `start_pool`; closed at exit); `label` names its directory."""
-    memory = worker_memory_mb(cfg)
-    packages = tuple(cfg.packages)
-    return shared_pool(
-        cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, memory, harness_preload(), label, packages
-    )
+def pool_from_config(cfg: SandboxConfig, label: str = "") -> ExecutionProvider:
+    """The process-wide provider for these sandbox settings (`open_provider`: the local pool or sandbox servers),
+    with the harness preloaded (a local pool's workers start on first use, or by `start_pool`; closed at exit);
+    `label` names a local pool's directory."""
+    return open_provider(cfg, harness_preload(), label, worker_memory_mb(cfg))
 
 
 def start_pool(cfg: SandboxConfig) -> None:
@@ -114,7 +111,9 @@ def start_pool(cfg: SandboxConfig) -> None:
 
     def start() -> None:
         with contextlib.suppress(Exception):  # reported by the caller's own pool_from_config, not from this thread
-            pool_from_config(cfg).start()
+            provider = pool_from_config(cfg)
+            if isinstance(provider, SandboxPool):  # a remote provider has nothing to start
+                provider.start()
 
     threading.Thread(target=start, name="azr-sandbox-start", daemon=True).start()
 
@@ -294,7 +293,7 @@ _DOCTOR_MODULE = (
 )
 
 
-def verdict_check(pool: SandboxPool) -> Check:
+def verdict_check(pool: ExecutionProvider) -> Check:
     """Doctor row: none of the known ways to fake a pass gets a test passed, of asserts or of a pytest-style
     module."""
     tasks = [

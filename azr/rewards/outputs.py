@@ -21,7 +21,7 @@ from azr.rewards.plans import TestPlan, ValueCheck
 from azr.rewards.stdio import MIN_OUTPUT_CAP
 from azr.rewards.values import Opaque, decode_value
 from azr.rewards.verdicts import harness_lines
-from azr.sandbox import Limits, SandboxPool
+from azr.sandbox import ExecutionProvider, Limits
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Output:
 
 
 def outputs_many(
-    jobs: Sequence[tuple[Task, str, Sequence[str]]], pool: SandboxPool, limits: Limits
+    jobs: Sequence[tuple[Task, str, Sequence[str]]], pool: ExecutionProvider, limits: Limits
 ) -> list[list[Output]]:
     """For each (task, code, inputs): the outputs of `code` on each input, with the task's setup and limits (a stdin
     task's inputs are stdin texts, any other's are call expressions). All programs go through `pool` at once."""

@@ -133,6 +133,8 @@ class TestPlan:
     prelude: str | None = None  # runs before the solution, in its namespace
     test: str = ""  # a module test: which test of the module (`test_f`, `TestC::test_m`, `Case.test_m`)
     case: int | None = None  # ... and which parametrized case (None: all of them)
+    shared: bool = False  # ... run in the solution's own namespace, as one module with it (BigCodeBench)
+    names: tuple[tuple[str, tuple[str, ...]], ...] = ()  # ... modules it imports from that may be the solution's
 
     def sent(self) -> Any:
         """All the sandbox is told about this test."""
@@ -145,7 +147,10 @@ class TestPlan:
             assert case is not None  # planned as stdio because it decoded
             return [case.input, output_cap(case)]
         if self.kind in ("pytest", "unittest"):
-            return [self.program, self.test, self.case, [c.wrap for c in self.checks]]
+            sent = [self.program, self.test, self.case, [c.wrap for c in self.checks]]
+            options = {"shared": True} if self.shared else {}
+            options |= {"names": [[m, list(symbols)] for m, symbols in self.names]} if self.names else {}
+            return [*sent, options] if options else sent
         return [self.program or self.source, [c.wrap for c in self.checks]]
 
 
@@ -215,7 +220,19 @@ def _plan_module(source: str, body: dict[str, Any]) -> TestPlan:
         module.required.get(name, ()),
         test=name,
         case=case if isinstance(case, int) else None,
+        shared=body.get("shared") is True,
+        names=_module_names(body.get("names")),
     )
+
+
+def _module_names(value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A module test's `names` ([module, [symbols]] pairs, `iotests.imported_names`), the well-formed ones."""
+    found = []
+    for item in value if isinstance(value, list) else ():
+        if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and item[0].isidentifier():
+            symbols = item[1] if isinstance(item[1], list) else []
+            found.append((item[0], tuple(s for s in symbols if isinstance(s, str) and s.isidentifier())))
+    return tuple(found)
 
 
 PLANNERS: dict[str, Callable[[str, dict[str, Any]], TestPlan]] = {

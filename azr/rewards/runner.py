@@ -201,6 +201,7 @@ def _prepare_modules(p, tests):
     if not kinds & {"pytest", "unittest"}:
         return None
     import builtins
+    import importlib.util
     import types
     import unittest
     import unittest.case
@@ -209,6 +210,7 @@ def _prepare_modules(p, tests):
         __import__(name)  # the stand-in's own imports, once before the tests fork (not in every worker)
 
     state = {"codes": {}, "types": types, "builtins": builtins, "saved_builtins": dict(builtins.__dict__)}
+    state["find_spec"] = importlib.util.find_spec
     for t in tests:
         if t[0] in ("pytest", "unittest") and t[1][0] not in state["codes"]:
             state["codes"][t[1][0]] = _compile(p["modules"][t[1][0]], "<test module>", "exec")
@@ -258,12 +260,16 @@ def _module_test(kind, sent, ns, state):
     """One test of a module: the module run in a namespace of its own (seeing the solution's names, with
     `solution` importable as the solution's module), then that test called; ("ok", reported values) when it
     completed, ("skipped", why) when it skipped."""
-    index, name, case, wraps = sent
+    index, name, case, wraps = sent[:4]
+    options = sent[4] if _len(sent) > 4 else {}  # shared namespace, module names (`plans.TestPlan.sent`)
     _restore(state)
     types = state["types"]
     solution = types.ModuleType("solution")
     solution.__dict__.update({k: v for k, v in ns.items() if k not in ("__name__", "__builtins__")})
     _modules["solution"] = solution
+    for alias, names in options.get("names", ()):  # `from leap import f`: the solution, where it is what defines f
+        if alias not in _modules and state["find_spec"](alias) is None and all(n in ns for n in names):
+            _modules[alias] = solution
     pytest = types.ModuleType("pytest")
     pytest.__dict__["__builtins__"] = state["builtins"]
     _exec(state["shim"], pytest.__dict__)
@@ -274,6 +280,8 @@ def _module_test(kind, sent, ns, state):
     skipped = pytest.__dict__.get("Skipped", state["unittest"].SkipTest), state["unittest"].SkipTest
     try:
         _exec(state["codes"][index], g)
+        if options.get("shared") is True:  # one module, as BigCodeBench: the test's names are the solution's too
+            ns.update({k: v for k, v in g.items() if not k.startswith("__")})  # (never the harness's own)
         if kind == "pytest":
             pytest.__dict__["run_test"](g, name, case)
         else:

@@ -6,12 +6,14 @@ process of its own that never loaded the program, and reports what the program p
 it ran out of time. The expected output never enters the sandbox, so printing harness-looking text gains nothing:
 stdout is only ever compared. `lines` ignores trailing whitespace of each line and of the whole (Codeforces'
 default); `tokens` compares whitespace-separated tokens; `float_tol` lets numeric tokens differ by that much,
-absolutely or relatively.
+absolutely or relatively; `decimals` is LiveCodeBench's rule (lines stripped at both ends, and a line that differs as
+text passes when its tokens are equal as decimals: `2.500000` is `2.5`).
 """
 
 from __future__ import annotations
 
 import math
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from azr.data import IOCase
@@ -51,6 +53,8 @@ def ran_cleanly(report: Any) -> str | None:
 
 def compare_output(case: IOCase, actual: str) -> str | None:
     """None when `actual` matches the case's expected output under its comparison, else the first difference."""
+    if case.compare == "decimals" and case.float_tol is None:
+        return _compare_decimals(case.output, actual)
     if case.compare == "lines" and case.float_tol is None:
         want, got = _lines(case.output), _lines(actual)
         for number, (a, b) in enumerate(zip(want, got, strict=False), 1):
@@ -66,6 +70,35 @@ def compare_output(case: IOCase, actual: str) -> str | None:
     if len(want) != len(got):
         return f"wrong answer: expected {len(want)} tokens, got {len(got)}"
     return None
+
+
+def _compare_decimals(expected: str, actual: str) -> str | None:
+    """LiveCodeBench's `grade_stdio`: both texts stripped and split on newlines, each line stripped; as many lines,
+    and each pair equal as text or, token by token, as `Decimal`s (a line with a token that is no decimal fails)."""
+    want = [line.strip() for line in expected.strip().split("\n")]
+    got = [line.strip() for line in actual.strip().split("\n")]
+    if len(want) != len(got):
+        return f"wrong answer: expected {len(want)} lines, got {len(got)}"
+    for number, (a, b) in enumerate(zip(want, got, strict=True), 1):
+        if a == b:
+            continue
+        if not _same_decimals(_decimals(a), _decimals(b)):
+            return f"wrong answer: line {number}: expected {_short(a)}, got {_short(b)}"
+    return None
+
+
+def _same_decimals(a: list[Decimal] | None, b: list[Decimal] | None) -> bool:
+    try:
+        return a is not None and b is not None and a == b
+    except InvalidOperation:  # a signalling NaN refuses comparison: no match
+        return False
+
+
+def _decimals(line: str) -> list[Decimal] | None:
+    try:
+        return [Decimal(token) for token in line.split()]
+    except (InvalidOperation, ValueError):
+        return None
 
 
 def _lines(text: str) -> list[str]:

@@ -17,42 +17,54 @@ read the host's files, reach the network and signal the caller's processes, and 
 session outlives a caller killed with SIGKILL. It is used only when chosen or when
 nothing else works, with a warning.
 
-What callers rely on is the `ExecutionProvider` interface (`azr/sandbox/provider.py`); `SandboxPool` is the
-implementation shipped, and another (a remote HTTP service) is a file away, as that module says.
+What callers rely on is the `ExecutionProvider` interface (`azr/sandbox/provider.py`), opened by `open_provider`
+from the recipe's `sandbox:` section: `SandboxPool` here, or `RemoteProvider` (`remote.py`) on sandbox servers
+(`azr sandbox serve`, `server.py`, or SandboxFusion), whose guarantees are the servers' own.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import inspect
+import os
 import threading
 from collections.abc import Mapping
 
+from azr.config import SandboxConfig
 from azr.sandbox.backends import Backend, SandboxUnavailable, SandboxUnhealthy, build_backend, resolve_backend
 from azr.sandbox.doctor import Check, namespace_hints, run_doctor
 from azr.sandbox.limits import ExecResult, ExecStatus, Limits
 from azr.sandbox.pool import SandboxPool
 from azr.sandbox.provider import ExecutionProvider
+from azr.sandbox.remote import RemoteProvider
+from azr.sandbox.server import LOOPBACK, ServeLimits, serve
 
 __all__ = [
+    "LOOPBACK",
     "Backend",
     "Check",
     "ExecResult",
     "ExecStatus",
     "ExecutionProvider",
     "Limits",
+    "RemoteProvider",
     "SandboxPool",
     "SandboxUnavailable",
     "SandboxUnhealthy",
+    "ServeLimits",
     "build_backend",
     "namespace_hints",
     "open_pool",
+    "open_provider",
     "run_doctor",
     "run_untrusted",
+    "serve",
     "shared_pool",
 ]
 
 _shared: dict[tuple, SandboxPool] = {}
+_shared_remote: dict[tuple, RemoteProvider] = {}
 _shared_lock = threading.Lock()
 
 
@@ -89,7 +101,26 @@ def shared_pool(*settings) -> SandboxPool:
         return pool
 
 
-def run_untrusted(code: str, limits: Limits | None = None, pool: SandboxPool | None = None) -> ExecResult:
+def open_provider(
+    cfg: SandboxConfig, preload: Mapping[str, str] | None = None, label: str = "", memory_mb: int | None = None
+) -> ExecutionProvider:
+    """The process-wide provider for these `sandbox:` settings (closed at exit): the local pool (`shared_pool`) or,
+    with `provider: remote`, the servers of `sandbox.remote`. `preload` names the caller's modules workers import
+    once; `label` names a local pool's directory; `memory_mb` caps each local worker (a memory cgroup, as root)."""
+    if cfg.provider == "remote":
+        # The token's digest too: a changed variable (a rotated token) gets a provider that sends the new one.
+        token = os.environ.get(cfg.remote.token_env or "", "")
+        key = (repr(cfg.remote), hashlib.sha256(token.encode()).hexdigest(), tuple(sorted((preload or {}).items())))
+        with _shared_lock:
+            provider = _shared_remote.get(key)
+            if provider is None or provider._closed:
+                provider = _shared_remote[key] = RemoteProvider(cfg.remote, preload)
+            return provider
+    settings = (cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, memory_mb, preload or {}, label)
+    return shared_pool(*settings, tuple(cfg.packages))
+
+
+def run_untrusted(code: str, limits: Limits | None = None, pool: ExecutionProvider | None = None) -> ExecResult:
     """Run Python source `code` in the sandbox as `__main__`; descriptor 3 is a report channel read back as
     `ExecResult.report`. Never raises for anything the program does."""
     return (pool or shared_pool()).run(code, limits)
@@ -97,5 +128,5 @@ def run_untrusted(code: str, limits: Limits | None = None, pool: SandboxPool | N
 
 @atexit.register
 def _close_shared() -> None:
-    for pool in list(_shared.values()):
-        pool.close()
+    for provider in [*_shared.values(), *_shared_remote.values()]:
+        provider.close()

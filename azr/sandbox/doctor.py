@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from azr.sandbox.limits import ExecResult, Limits
-from azr.sandbox.pool import SandboxPool
+from azr.sandbox.provider import ExecutionProvider
 
 CANARY_ENV = "AZR_DOCTOR_CANARY_KEY"
 
@@ -145,8 +145,9 @@ def _checks(plant: dict[str, str]) -> list[tuple[str, str, Limits, Callable[[Exe
     ]
 
 
-def run_doctor(pool: SandboxPool) -> list[Check]:
-    """Every guarantee of the sandbox, checked live on `pool`; the pool must still serve a program afterwards."""
+def run_doctor(pool: ExecutionProvider) -> list[Check]:
+    """Every guarantee of the sandbox, checked live on `pool` (a local pool, or sandbox servers: the markers and the
+    listener are planted on this machine); the provider must still serve a program afterwards."""
     results = []
     with _planted() as plant:
         for guarantee, code, limits, judge in _checks(plant):
@@ -158,9 +159,10 @@ def run_doctor(pool: SandboxPool) -> list[Check]:
     return results
 
 
-def _package_checks(pool: SandboxPool) -> list[Check]:
+def _package_checks(pool: ExecutionProvider) -> list[Check]:
     """The offered packages import inside; a package of this environment that is not offered does not."""
-    offered = [name for _, name in pool.backend.packages if name.isidentifier()]
+    backend = getattr(pool, "backend", None)  # a remote provider's offer is the server's: only the rest is checked
+    offered = [name for _, name in backend.packages if name.isidentifier()] if backend else []
     hidden = [n for n in ("azr", "click", "yaml") if n not in offered]
     checks = []
     if offered:

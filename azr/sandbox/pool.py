@@ -151,6 +151,13 @@ class SandboxPool:
                 "" if backend.namespaced else " (not possible on the 'process' backend: fork bombs are unbounded)",
             )
 
+    @property
+    def isolation(self) -> str:
+        return "namespaces" if self.backend.namespaced else "none"
+
+    def metrics(self) -> Mapping[str, float]:
+        return {}
+
     def __enter__(self) -> SandboxPool:
         return self
 
@@ -186,7 +193,7 @@ class SandboxPool:
             self._idle.put(worker)
         if reply.get("status") == "error":
             self.stats["errors"] += 1
-        return _result(reply, self.backend.name)
+        return reply_result(reply, self.backend.name)
 
     def map(self, codes: Sequence[str], limits: Limits | Sequence[Limits] | None = None) -> list[ExecResult]:
         """Run programs in parallel over the pool's workers, results in input order. A program the pool could not
@@ -300,7 +307,8 @@ class SandboxPool:
         self._idle.put(None)
 
 
-def _result(reply: dict, backend: str) -> ExecResult:
+def reply_result(reply: dict, backend: str) -> ExecResult:
+    """A worker's reply as an `ExecResult` (the envelope's too: it carries the same reply)."""
     return ExecResult(
         status=_STATUS.get(reply.get("status"), "error"),
         exit_code=reply.get("exit_code"),

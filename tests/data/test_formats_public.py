@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from azr.config import SandboxConfig
-from azr.data import load_tasks
+from azr.data import load_tasks, task_from_row
 from azr.data.formats import read_checker
 from azr.data.iotests import shown_test
 from azr.errors import DataError
@@ -70,6 +70,22 @@ def test_livecodebench_stdin_rows_are_cases(tmp_path):
     assert not grade(task, "print(2 * sum(map(int, input().split())) - 1)").passed
 
 
+def test_livecodebench_stdout_compares_lines_then_decimals_as_its_grader_does(tmp_path):
+    cases = [{"input": "5 2\n", "output": "2.5\n3 1\n", "testtype": "stdin"}]
+    row = {"question_id": "abc2_b", "question_content": "Divide.", "starter_code": "", "metadata": "{}"}
+    path = write_jsonl(tmp_path / "lcb.jsonl", [{**row, "public_test_cases": cases}])
+    (task,) = load_tasks(path, format="livecodebench")
+    tail = 'print("3 1")\n'
+    for first in ("2.500000", " 2.50 ", "25e-1", "2.5"):
+        assert grade(task, f"print({first!r})\n{tail}").passed, first
+    for first in ("2.5000001", "2.5 0", "2,5", "nan", "sNaN"):
+        assert not grade(task, f"print({first!r})\n{tail}").passed, first
+    assert not grade(task, 'print("2.5")\nprint("3 1")\nprint()\nprint("x")').passed  # a line too many
+    own = {"id": "a", "prompt": "p", "tests": [{"input": "5 2\n", "output": "2.5\n3 1\n"}]}
+    (plain,) = load_tasks(write_jsonl(tmp_path / "own.jsonl", [own]))
+    assert not grade(plain, f'print("2.500000")\n{tail}').passed  # the rule is LiveCodeBench's, not every file's
+
+
 class _Boom:
     def __reduce__(self):
         return (os.getcwd, ())
@@ -119,6 +135,52 @@ def test_bigcodebench_unittest_classes_run_and_the_reference_is_prompt_plus_body
     assert not grade(task, "import sys\nsys.exit(0)").passed
 
 
+BCB_PROMPT = (
+    "import os\nfrom pathlib import Path\n\nOUTPUT_DIR = './output'\n\ndef task_func(name):\n    '''Write.'''\n"
+)
+BCB_SHARED_TEST = """import unittest
+import json
+import shutil
+
+class TestCases(unittest.TestCase):
+    def tearDown(self):
+        shutil.rmtree(OUTPUT_DIR, ignore_errors=True)
+
+    def test_written(self):
+        path = task_func("a")
+        self.assertTrue(os.path.exists(path))
+        self.assertEqual(Path(path).parent.name, Path(OUTPUT_DIR).name)
+
+    def test_content(self):
+        self.assertEqual(json.loads(Path(task_func("b")).read_text()), {"name": "b"})
+"""
+# a whole function, as code-RL copies ship the reference: it leans on the prompt's imports and constant, and on the
+# test's `json` (one module in BigCodeBench's harness)
+BCB_WHOLE = (
+    "def task_func(name):\n    os.makedirs(OUTPUT_DIR, exist_ok=True)\n    path = Path(OUTPUT_DIR) / f'{name}.json'\n"
+    "    path.write_text(json.dumps({'name': name}))\n    return str(path)\n"
+)
+
+
+def test_bigcodebench_solution_and_test_run_as_one_module_with_the_prompts_imports(tmp_path):
+    row = {"task_id": "BigCodeBench/2", "complete_prompt": BCB_PROMPT, "instruct_prompt": "Write task_func."}
+    row |= {"code_prompt": BCB_PROMPT, "canonical_solution": BCB_WHOLE, "test": BCB_SHARED_TEST}
+    row |= {"entry_point": "task_func", "libs": "['os', 'pathlib', 'json']"}
+    (task,) = load_tasks(write_jsonl(tmp_path / "bcb.jsonl", [row]), format="bigcodebench")
+    assert task.solution.startswith("import os\nfrom pathlib import Path\n\nOUTPUT_DIR = './output'\n")
+    assert "'''Write.'''" not in task.solution  # the prompt's function itself is the reference's
+    good = grade(task, task.solution)
+    assert good.passed and good.tests_total == 2, good.failures
+    assert not grade(task, BCB_WHOLE.replace("'name': name", "'name': 1")).passed
+    assert not grade(task, "pass").passed
+    assert task_from_row(task.to_json(), "again").tests == task.tests  # the shared flag travels with the task
+    # one module for the task's names, never for the harness's: its report function is no global of the solution
+    hidden = BCB_WHOLE.replace(
+        "    return str(path)", "    assert '__azr_check__' not in globals()\n    return str(path)"
+    )
+    assert grade(task, task.solution.replace(BCB_WHOLE, hidden)).passed
+
+
 def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
     stdin = {"type": "stdin_stdout", "input": "3\n", "output": "9\n"}
     rows = [
@@ -135,7 +197,7 @@ def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
     rows[0]["gold_standard_solution"] = "```python\nprint(int(input()) ** 2)\n```"
     one, two = load_tasks(write_jsonl(tmp_path / "pi.jsonl", rows), format="primeintellect")
     assert one.solution == "print(int(input()) ** 2)\n" and one.stdio
-    assert shown_test(two.tests[0]) == {"args": [3], "output": 9} and two.entry_point == "sq"
+    assert shown_test(two.tests[0]) == {"args": [3], "output": 9, "any_class": True} and two.entry_point == "sq"
     assert grade(one, one.solution).passed and grade(two, two.solution).passed
     assert not grade(two, "def sq(n):\n    return n + n").passed
     bad = write_jsonl(
@@ -143,6 +205,66 @@ def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
     )
     with pytest.raises(DataError, match=rf"^{bad}:1: column 'verification_info': test case types x"):
         load_tasks(bad, format="primeintellect")
+
+
+def test_primeintellect_function_calls_use_the_method_of_the_class_that_defines_it(tmp_path):
+    case = {"type": "function_call", "fn_name": "sq", "input": [3], "output": [9]}
+    row = {"problem_id": "p3", "prompt": "Write sq(n).", "verification_info": {"test_cases": [case]}}
+    method = "class Solution:\n    def sq(self, n):\n        return n * n\n"
+    row["gold_standard_solution"] = f"```python\n{method}```"
+    (task,) = load_tasks(write_jsonl(tmp_path / "pi.jsonl", [row]), format="primeintellect")
+    assert grade(task, task.solution).passed  # the prompt names no class: the program's own class is found
+    assert grade(task, "from collections import Counter\ndef sq(n):\n    return n ** 2\n").passed
+    assert grade(task, f"def sq(n):\n    return 0\n{method}").passed  # the class's method wins, as in its verifier
+    assert not grade(task, "class Helper:\n    def other(self, n):\n        return 9\n").passed
+    assert not grade(task, "class Solution:\n    def sq(self, n):\n        return n + n\n").passed
+    assert not grade(task, "pass").passed
+
+
+LEETCODE_ROW = {  # LeetCodeDataset's published shape
+    "task_id": "add-two-values",
+    "question_id": 9001,
+    "problem_description": "Given a and b, return their sum.",
+    "starter_code": "class Solution:\n    def addTwo(self, a: int, b: int) -> int:\n",
+    "prompt": "from typing import *\nfrom collections import *\n\n",
+    "completion": "class Solution:\n    def addTwo(self, a: int, b: int) -> int:\n        return a + b\n",
+    "entry_point": "Solution().addTwo",
+    "test": "def check(candidate):\n    assert candidate(a=1, b=2) == 3\n    assert candidate(a=-1, b=1) == 0\n",
+    "tags": ["Math"],
+    "difficulty": "Easy",
+}
+
+
+def test_leetcodedataset_rows_load_as_published_by_format_or_column_map(tmp_path):
+    path = write_jsonl(tmp_path / "lc.jsonl", [LEETCODE_ROW])
+    (by_format,) = load_tasks(path, format="humaneval")
+    assert by_format.prompt.startswith("Given a and b, return their sum.") and "def addTwo" in by_format.prompt
+    assert by_format.entry_point == "Solution.addTwo"
+    assert grade(by_format, by_format.solution).passed
+    mapping = {"id": "task_id", "prompt": "problem_description", "solution": "completion", "tests": "test"}
+    mapping |= {"entry_point": "entry_point", "prelude": "prompt"}
+    (by_map,) = load_tasks(path, mapping)
+    assert by_map.entry_point == "Solution.addTwo" and by_map.tags == []  # `tags` is not mapped: not read
+    assert grade(by_map, by_map.solution).passed
+    wrong = LEETCODE_ROW["completion"].replace("a + b", "a - b")
+    for task in (by_format, by_map):
+        assert not grade(task, wrong).passed
+        assert not grade(task, "pass").passed
+
+
+def test_a_humaneval_style_check_is_called_with_the_entry_point_or_runs_nothing(tmp_path):
+    check = "def check(candidate):\n    assert candidate(2) == 4\n"
+    rows = [
+        {"id": "called", "prompt": "Write sq.", "entry_point": "sq", "tests": [check]},
+        {"id": "no-entry", "prompt": "Write sq.", "tests": [check]},
+    ]
+    called, no_entry = load_tasks(write_jsonl(tmp_path / "t.jsonl", rows))
+    assert grade(called, "def sq(x):\n    return x * x\n").passed
+    assert not grade(called, "def sq(x):\n    return x + 3\n").passed
+    assert not grade(called, "pass").passed  # defines nothing: check(sq) fails
+    for program in ("pass", "def sq(x):\n    return x * x\n"):
+        assert grade(no_entry, program).failures == ["test 0: no tests ran"]
+    assert load_tasks(write_jsonl(tmp_path / "again.jsonl", [called.to_json()]))[0].tests == called.tests
 
 
 def test_code_contests_takes_every_test_set_and_a_python3_solution(tmp_path):
@@ -238,6 +360,47 @@ def test_the_recipe_names_every_format_the_loader_has():
     assert list(get_args(DataFormat)) == list(FORMATS)
 
 
+VOLUME = "import math\n\ndef volume(r):\n    '''The volume of a ball of radius r.'''\n"
+HUMANEVAL_PLUS_RELEASE = {  # EvalPlus's own release: no `test`; base and plus inputs, outputs from the reference
+    "task_id": "HumanEval/900",
+    "prompt": VOLUME,
+    "entry_point": "volume",
+    "canonical_solution": "    return 4 / 3 * math.pi * r**3\n",
+    "base_input": [[1.0], [2.5]],
+    "plus_input": [[1e10], [0.0]],
+    "atol": 0,
+    "contract": "\n    assert r >= 0\n",
+}
+
+
+def test_humaneval_plus_release_rows_grade_with_the_reference_as_oracle_and_evalplus_float_rule(tmp_path):
+    path = write_jsonl(tmp_path / "he.jsonl", [HUMANEVAL_PLUS_RELEASE])
+    (task,) = load_tasks(path, format="humaneval+", oracle=sandbox_oracle(SandboxConfig()))
+    assert len(task.tests) == 4 and "def volume(r):" in task.prompt
+    assert grade(task, task.solution).passed
+    # the same value computed in another order: at 4.19e30 off by far more than 1e-6, within rtol 1e-7
+    assert grade(task, "import math\ndef volume(r):\n    return math.pi * r**3 * 4 / 3\n").passed
+    assert not grade(task, "import math\ndef volume(r):\n    return 4 / 3 * 3.14159 * r**3\n").passed
+    assert not grade(task, "import math\ndef volume(r):\n    return 4 / 3 * math.pi * r**2\n").passed
+    assert not grade(task, "pass").passed
+    (unchecked,) = load_tasks(path, format="humaneval+")  # no sandbox to compute outputs: nothing can pass
+    assert not grade(unchecked, unchecked.solution).passed
+
+
+def test_evalplus_tolerance_follows_its_evaluator():
+    from azr.data.formats.evalplus import with_evalplus_tolerance
+    from azr.data.iotests import decode_test
+
+    assert with_evalplus_tolerance("assert f() == 1", 1, 0.0) == "assert f() == 1"  # exact, as EvalPlus
+    assert with_evalplus_tolerance("assert f() == [1, 2.0]", [1, 2.0], 0.0) == "assert f() == [1, 2.0]"
+    assert decode_test(with_evalplus_tolerance("assert f() == [2.0]", [2.0], 0.0))[1] == {
+        "test": "assert f() == [2.0]",
+        "atol": 1e-06,
+        "rtol": 1e-07,
+    }
+    assert decode_test(with_evalplus_tolerance("assert f() == 2", 2, 0.5))[1]["atol"] == 0.5
+
+
 def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
     row = {"task_id": "HumanEval/0", "prompt": "def inc(x):\n    '''x + 1'''\n", "entry_point": "inc"}
     row |= {"canonical_solution": "    return x + 1\n", "test": "def check(candidate):\n    assert candidate(1) == 2\n"}
@@ -301,3 +464,20 @@ def test_a_bad_row_is_refused_before_the_oracle_runs_anything(tmp_path):
     with pytest.raises(DataError, match=rf"^{path}:2: field 'entry_point': expected a Python identifier"):
         load_tasks(path, format="mbpp+", oracle=lambda programs: ran.extend(programs) or [])
     assert ran == []
+
+
+def test_public_sets_checks_each_sets_own_rules(tmp_path, capsys):
+    script = _public_sets()
+    cases = [{"input": "5 2\n", "output": "2.5\n", "testtype": "stdin"}, {"input": "9 4\n", "output": "2.25\n"}]
+    cases[1]["testtype"] = "stdin"
+    lcb = {"question_id": "d1", "question_content": "Divide.", "starter_code": "", "metadata": "{}"}
+    write_jsonl(tmp_path / "livecodebench.jsonl", [{**lcb, "public_test_cases": json.dumps(cases)}])
+    method = "class Solution:\n    def sq(self, n):\n        return n * n\n"
+    case = {"type": "function_call", "fn_name": "sq", "input": [3], "output": [9]}
+    pi = {"problem_id": "p", "prompt": "Write sq.", "verification_info": {"test_cases": [case]}}
+    write_jsonl(tmp_path / "primeintellect.jsonl", [{**pi, "gold_standard_solution": f"```python\n{method}```"}])
+    assert script.main(["--data", str(tmp_path), "--only", "livecodebench,primeintellect"]) == 0
+    out = capsys.readouterr().out
+    assert "livecodebench: decimal outputs with zeros added pass: 1/1 (as its harness: all pass)" in out
+    assert "livecodebench: decimal outputs with a digit changed pass: 0/1 (as its harness: all fail)" in out
+    assert "primeintellect: class-method gold solutions pass: 1/1 (as its harness: all pass)" in out

@@ -168,7 +168,7 @@ def test_native_rows_in_json_and_parquet_may_leave_optional_fields_out(tmp_path)
     columns = {key: [row.get(key) for row in rows] for key in ("id", "prompt", "tests", "tags", "timeout_s")}
     datasets.Dataset.from_dict(columns).to_parquet(str(tmp_path / "t.parquet"))  # missing values stored as null
     for name in ("t.json", "t.parquet"):
-        tasks = load_tasks(tmp_path / name, {"id": "id"})
+        tasks = load_tasks(tmp_path / name)
         assert [(t.tags, t.timeout_s) for t in tasks] == [([], None), (["math"], 2.5)]
 
 

@@ -63,3 +63,14 @@ def test_the_tiny_model_is_evaluated_on_it(cli, tiny_model_dir, write, tmp_path)
     assert code == 0, err
     report = json.loads((out / "report.json").read_text())
     assert report["counts"]["samples"] == 6 and report["counts"]["not_graded"] == 0
+
+
+def test_cruxevals_own_file_loads_as_published(write):
+    rows = [
+        {"code": "def f(text):\n    return text[::-1]", "input": "'abc'", "output": "'cba'", "id": "sample_0"},
+        {"code": "def f(n):\n    return n * 2", "input": "4", "output": "8", "id": "sample_1"},
+    ]
+    path = write("cruxeval.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    problems = load_problems(f"output-prediction:{path}")
+    assert [p.id for p in problems] == ["sample_0/1", "sample_1/2"]
+    assert "return text[::-1]" in problems[0].task.prompt and problems[0].task.tests == ["assert f('abc') == 'cba'"]

@@ -53,6 +53,13 @@ class CountingProvider:
     def preload(self):
         return {}  # this provider preloads nothing: programs carry the harness themselves
 
+    @property
+    def isolation(self):
+        return self.inner.isolation
+
+    def metrics(self):
+        return {"programs": self.programs}
+
     def run(self, code, limits=None):
         self.programs += 1
         return self.inner.run(code, limits)

@@ -363,3 +363,37 @@ def test_objects_compared_inside_a_module_keep_their_own_equality(pool):
     g = grades(pool, [(task([{"pytest": module}]), right), (task([{"pytest": module}]), liar)])
     assert g[0].passed, g[0].failures
     assert g[1].per_test == [True, True, True]  # objects on both sides: their own comparison stands (documented)
+
+
+EXERCISM_TEST = """import unittest
+
+from leap import leap_year
+
+
+class LeapTest(unittest.TestCase):
+    def test_century(self):
+        self.assertIs(leap_year(1900), False)
+
+    def test_four_hundred(self):
+        self.assertIs(leap_year(2000), True)
+"""
+LEAP = "def leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n"
+
+
+def shown_names(source):
+    from azr.data import decode_test
+
+    return decode_test(task([{"pytest": source}]).tests[0])[1]["names"]
+
+
+def test_a_test_module_imports_the_program_under_the_name_it_uses(pool):
+    t = task([{"unittest": EXERCISM_TEST}])
+    pytest_style = "import numpy\nfrom leap import leap_year\n\ndef test_it():\n    assert leap_year(2000)\n"
+    assert shown_names(pytest_style) == [["leap", ["leap_year"]]]  # numpy is installed here: a library
+    p = task([{"pytest": pytest_style.replace("import numpy\n", "")}])
+    good, wrong, nothing, good_p = grade_many(
+        [(t, LEAP), (t, LEAP.replace("!= 0 or", "== 0 or")), (t, "pass"), (p, LEAP)], pool, QUICK
+    )
+    assert good.passed and good.tests_total == 2, good.failures
+    assert not wrong.passed and nothing.failures[0].startswith("test 0: ModuleNotFoundError: No module named 'leap'")
+    assert good_p.passed, good_p.failures

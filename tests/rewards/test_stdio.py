@@ -324,3 +324,19 @@ def test_a_checker_that_runs_out_of_time_grades_timeout_not_crashed(pool):
     g = run(pool, task, "print(input())\n", Limits(wall_s=1.0))
     assert g.status == "timeout" and not g.passed, g
     assert g.failures == ["test 0: time limit exceeded: the checker ran past the time limit"]
+
+
+def test_decimals_compare_as_livecodebench_grades_stdout():
+    def judged(expected, actual):
+        return compare_output(IOCase("", expected, "decimals"), actual)
+
+    assert judged("2.5\n3 1\n", "2.500000\n3 1") is None
+    assert judged("2.5\n", "  2.5  \n\n") is None  # both outputs and each line stripped
+    assert judged("1e3 0.10\n", "1000 0.1\n") is None
+    assert judged("YES\n", "YES\n") is None  # equal as text: no decimals needed
+    assert judged("2.5\n", "2.5000001\n") == "wrong answer: line 1: expected '2.5', got '2.5000001'"
+    assert judged("2.5 1\n", "2.5\n") is not None  # a token fewer
+    assert judged("2.5\n\n1\n", "2.5\n1\n") == "wrong answer: expected 3 lines, got 2"  # inner blank lines count
+    assert judged("yes\n", "YES\n") is not None and judged("nan\n", "nan \n") is None
+    assert judged("1\n", "sNaN\n") is not None and judged("NaN\n", "nan\n") is not None
+    assert compare_output(IOCase("", "2.5\n"), "2.500000\n") is not None  # lines: text only

