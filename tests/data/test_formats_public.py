@@ -476,7 +476,7 @@ def test_public_sets_checks_each_sets_own_rules(tmp_path, capsys):
     case = {"type": "function_call", "fn_name": "sq", "input": [3], "output": [9]}
     pi = {"problem_id": "p", "prompt": "Write sq.", "verification_info": {"test_cases": [case]}}
     write_jsonl(tmp_path / "primeintellect.jsonl", [{**pi, "gold_standard_solution": f"```python\n{method}```"}])
-    assert script.main(["--data", str(tmp_path), "--only", "livecodebench,primeintellect"]) == 0
+    assert script.main(["--data", str(tmp_path), "--only", "livecodebench,primeintellect", "--unpinned"]) == 0
     out = capsys.readouterr().out
     assert "livecodebench: decimal outputs with zeros added pass: 1/1 (as its harness: all pass)" in out
     assert "livecodebench: decimal outputs with a digit changed pass: 0/1 (as its harness: all fail)" in out
