@@ -113,6 +113,8 @@ def tree_env(tree: Path, bytecode: bool) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     if bytecode:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:  # no cache read or written: an empty cache folder of its own, never filled
+        env |= {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": tempfile.mkdtemp(prefix="azr-no-pycache-")}
     return env
 
 
