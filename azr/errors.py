@@ -8,6 +8,7 @@ raises these rather than its own kinds, so the CLI maps outcomes to exit codes i
 from __future__ import annotations
 
 import difflib
+import reprlib
 from collections.abc import Iterable
 
 
@@ -34,6 +35,23 @@ def did_you_mean(key: str, options: Iterable[str]) -> str:
 
 
 def show(value: object) -> str:
-    """A short repr for error messages."""
-    text = repr(value)
+    """A short repr for error messages, whatever the value: bounded in depth and length before it is made (a
+    list nested a million deep, a million items), and an integer too long for Python to print named as such."""
+    try:
+        if isinstance(value, (str, bytes, int)):  # the first characters of repr(value), as ever
+            text = repr(value[:80]) if isinstance(value, (str, bytes)) else repr(value)
+        else:
+            text = _SHORT.repr(value)
+    except (ValueError, RecursionError, MemoryError):  # ValueError: an int past Python's str() digit limit
+        text = f"<{type(value).__name__} too large to show>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _short_repr() -> reprlib.Repr:
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother, short.maxlong = 8, 80, 80, 80
+    short.maxlist = short.maxtuple = short.maxdict = short.maxset = short.maxfrozenset = short.maxdeque = 30
+    return short
+
+
+_SHORT = _short_repr()

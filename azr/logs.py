@@ -1,7 +1,9 @@
 """Files a run writes as it goes: atomic whole-file writes, append-and-flush JSONL (a torn last line dropped on the
 next open), and the generation log (a background thread into size-rotated files that never blocks the trainer).
-Every writer applies `azr.secrets.redact`, writes any Python string as valid UTF-8 (a lone surrogate becomes
-U+FFFD) and only to regular files (docs/limits.md, docs/training.md).
+Every writer of logs and reports applies `azr.secrets.redact`; data a user owns (task files, hardened tests,
+triplets) goes through `write_data_file`, verbatim. Any Python string is written as valid UTF-8 (a lone surrogate
+becomes U+FFFD), only to regular files, a link resolved so that the file it names is replaced and never the link
+(docs/limits.md, docs/training.md).
 """
 
 from __future__ import annotations
@@ -40,19 +42,33 @@ def check_regular_file(path: Path, what: str | None = None) -> Path:
 def atomic_write_text(path: Path, text: str) -> Path:
     """Write `text` to `path` through a temp file in the same directory and an atomic rename; secrets redacted,
     surrogates replaced (`valid_text`). Refused (UserError) where `path` is not a regular file."""
-    path, text = check_regular_file(Path(path)), redact(valid_text(text))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    return _atomic_write(path, redact(valid_text(text)))
+
+
+def write_data_file(path: Path, text: str) -> Path:
+    """`atomic_write_text` for data a user owns (task rows, hardened tests, triplets): verbatim, never redacted (a
+    test holding `Bearer x` or `http://u:p@h` must stay that test), surrogates replaced (`valid_text`)."""
+    return _atomic_write(path, valid_text(text))
+
+
+def _atomic_write(path: Path, text: str) -> Path:
+    """Replace the file `path` names (a link resolved: the link itself is never replaced) atomically; returns the
+    path as given."""
+    check_regular_file(Path(path))
+    target = Path(os.path.realpath(path))
+    check_regular_file(target, str(path))  # /dev/stdout as a pipe resolves to no name: refused, never created
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+    return Path(path)
 
 
 def atomic_write_json(path: Path, obj: object) -> Path:

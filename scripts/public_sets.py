@@ -2,8 +2,9 @@
 the same tasks with solutions swapped between tasks and with one operator mutated; prints a figures table.
 
 On a machine with internet it downloads each source's public file (the URLs are the SOURCES table: files on the
-Hugging Face hub, or GitHub release assets); `--data DIR` uses files already there instead, named
-`<source>.jsonl`, `.json`, `.parquet` or `.jsonl.gz`. Each run validates the first `--limit` rows of a source:
+Hugging Face hub, or GitHub release assets), each checked against its pinned SHA-256 (SHA256); `--data DIR` uses
+files already there instead, named `<source>.jsonl`, `.json`, `.parquet` or `.jsonl.gz`. Each run validates the
+first `--limit` rows of a source:
   - refs: the file's own reference solutions (all should pass: the source's own harness passes them);
   - swapped: each task given the next task's solution (all should fail);
   - mutated: each solution with its first operator that has a counterpart changed (`+` to `-`, `<` to `>=`, ...);
@@ -70,6 +71,10 @@ SOURCES: dict[str, tuple[str, str, str | None]] = {
     ),
     "apps": ("apps", f"{HUB}/codeparrot/apps/resolve/main/test.jsonl", "solutions"),
 }
+# name: the SHA-256 of the file the URL served when its figures were taken. A file that differs is refused (a data set
+# changed under its URL changes every figure); an unpinned source prints its file's hash to pin and is measured only
+# with --unpinned. Hub URLs name a branch (`main`, `refs/convert/parquet`), so the hash is what holds them still.
+SHA256: dict[str, str | None] = {name: None for name in SOURCES}
 SUFFIXES = (".jsonl", ".json", ".parquet", ".jsonl.gz")
 SUMMARY = re.compile(r"(\d+) tasks, (\d+) passed, (\d+) failed, (\d+) without a reference solution")
 SWAPS = {"+": "-", "-": "+", "*": "+", "//": "*", "/": "*", "%": "*", "<": ">=", ">": "<=", "<=": ">", ">=": "<"}
@@ -85,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--package", action="append", default=[], help="offer this installed package to programs (repeatable)"
     )
+    parser.add_argument("--unpinned", action="store_true", help="measure a source whose SHA256 is not pinned yet")
     args = parser.parse_args(argv)
     names = args.only.split(",") if args.only else list(SOURCES)
     unknown = [n for n in names if n not in SOURCES]
@@ -97,9 +103,27 @@ def main(argv: list[str] | None = None) -> int:
             if path is None:
                 print(f"{name}: no file in {args.data}", file=sys.stderr)
                 continue
+            problem = check_pin(name, path, args.unpinned)
+            if problem:
+                print(problem, file=sys.stderr)
+                return 2
             figures.append(_measure(name, path, Path(tmp), args.limit, _options(args)))
     _print_table(figures)
     return 0
+
+
+def check_pin(name: str, path: Path, unpinned: bool) -> str | None:
+    """Why `path` may not stand for source `name` (its SHA-256 is not the pinned one, or none is pinned and
+    `unpinned` is not set); None when it may."""
+    import hashlib
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    pinned = SHA256.get(name)
+    if pinned is not None and digest != pinned:
+        return f"{name}: {path} has SHA-256 {digest}, not the pinned {pinned}: the data set changed under its URL"
+    if pinned is None and not unpinned:
+        return f"{name}: no SHA-256 pinned; {path} has {digest} (pin it in SHA256, or pass --unpinned)"
+    return None
 
 
 def _options(args: argparse.Namespace) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -86,3 +87,13 @@ def test_a_throughput_rate_counts_only_successful_runs_and_failures_never_meet_t
     assert "backend fake" in done.stdout
     assert "NOT MET: runs failed ((b) 1000 of 3000); the rates count only the successful ones" in done.stdout
     assert "met" not in done.stdout.replace("NOT MET", "")
+
+
+def test_the_stdio_grading_arms_run_their_own_trees_azr_and_a_failed_command_stops_it(fake_tree, tmp_path):
+    bench = script("stdio_grading")
+    tasks, samples = bench.write_files(tmp_path)
+    rows = [json.loads(line) for line in tasks.read_text().splitlines()]
+    assert len(rows) == 18 and sum(len(r["tests"]) for r in rows) == bench.TOTAL_CASES
+    argv = bench.commands(tasks, samples, tmp_path / "out", 1)["validate"]
+    with pytest.raises(SystemExit, match=rf"^{fake_tree.resolve()}: azr data validate .* exited 1"):
+        bench.timed(fake_tree.resolve(), argv)  # the fake cli prints and returns nothing: main() is no entry point

@@ -101,3 +101,113 @@ def test_a_task_row_is_a_task_or_one_data_error(row):
     else:
         assert task.id and task.tests
         assert task.timeout_s is None or (math.isfinite(task.timeout_s) and task.timeout_s > 0)
+
+
+# Data sets' own row shapes: a valid row of each format, then columns replaced by fuzzed values (any JSON value, or
+# text that looks like what the column holds: JSON lists, base64 pickles, code, huge numbers, deep nesting).
+_CASES = json.dumps([{"input": "1\n", "output": "1\n", "testtype": "stdin"}])
+FORMAT_ROWS = {
+    "mbpp": {"task_id": 1, "text": "Add.", "code": "def f(a):\n    return a\n", "test_list": ["assert f(1) == 1"]},
+    "humaneval": {
+        "task_id": "HumanEval/0",
+        "prompt": "def f(a):\n",
+        "canonical_solution": "    return a\n",
+        "test": "def check(candidate):\n    assert candidate(1) == 1\n",
+        "entry_point": "f",
+    },
+    "apps": {
+        "problem_id": 1,
+        "question": "Echo.",
+        "solutions": json.dumps(["print(input())"]),
+        "input_output": json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]}),
+    },
+    "livecodebench": {
+        "question_id": "q",
+        "question_content": "Echo.",
+        "starter_code": "",
+        "public_test_cases": _CASES,
+        "private_test_cases": "",
+        "metadata": "{}",
+    },
+    "code_contests": {
+        "name": "c",
+        "description": "Echo.",
+        "public_tests": {"input": ["1\n"], "output": ["1\n"]},
+        "solutions": {"language": [3], "solution": ["print(input())"]},
+    },
+    "primeintellect": {
+        "problem_id": "p",
+        "prompt": "Echo.",
+        "verification_info": json.dumps({"test_cases": [{"type": "stdin_stdout", "input": "1\n", "output": "1\n"}]}),
+        "gold_standard_solution": "```python\nprint(input())\n```",
+    },
+    "kodcode": {
+        "question_id": "k",
+        "question": "Add.",
+        "solution": "def f(a):\n    return a\n",
+        "test": "from solution import f\n\ndef test_f():\n    assert f(1) == 1\n",
+    },
+    "bigcodebench": {
+        "task_id": "BigCodeBench/0",
+        "complete_prompt": "def task_func(a):\n",
+        "canonical_solution": "    return a\n",
+        "test": "import unittest\nclass TestCases(unittest.TestCase):\n"
+        "    def test_a(self):\n        self.assertEqual(task_func(1), 1)\n",
+        "entry_point": "task_func",
+    },
+}
+
+
+def _packed(value) -> str:
+    import base64
+    import pickle
+    import zlib
+
+    return base64.b64encode(zlib.compress(pickle.dumps(value))).decode()
+
+
+HOSTILE_TEXT = st.sampled_from(
+    [
+        "[" * 150 + "]" * 150,
+        "[" + "9" * 5000 + "]",
+        '["a", "b"',
+        "[{}]",
+        '[{"input": 1}]',
+        '[{"input": "1", "output": "1", "testtype": "functional"}]',
+        "{}",
+        "def f(:",
+        "assert " + "+".join(["1"] * 3000) + " == 3000",
+        "0x" + "f" * 5000,
+        _packed([[1, 2]]),
+        _packed("not json"),
+        _packed([{"input": "1\n", "output": "1\n", "testtype": "stdin"}] * 3),
+        "```python\n```",
+        "\x00stdio:{}",
+    ]
+)
+
+
+@st.composite
+def format_rows(draw) -> tuple[str, dict]:
+    name = draw(st.sampled_from(sorted(FORMAT_ROWS)))
+    row = dict(FORMAT_ROWS[name])
+    for key in draw(st.lists(st.sampled_from(sorted(row)) | st.text(max_size=8), min_size=1, max_size=3)):
+        row[key] = draw(VALUES | HOSTILE_TEXT | st.lists(HOSTILE_TEXT | VALUES, max_size=3))
+    return name, row
+
+
+@settings(FUZZ, max_examples=200)
+@given(format_rows())
+def test_a_formats_row_is_a_task_or_one_data_error(case):
+    from azr.data import load_tasks
+
+    name, row = case
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rows.jsonl"
+        path.write_text(json.dumps(row, allow_nan=True) + "\n")
+        try:
+            tasks = load_tasks(path, format=name)
+        except UserError as exc:
+            assert "\n" not in str(exc) and str(exc).startswith(str(path)), str(exc)
+        else:
+            assert len(tasks) == 1 and tasks[0].tests

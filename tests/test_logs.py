@@ -228,3 +228,21 @@ def test_a_link_to_a_regular_file_is_written_and_a_dangling_one_replaced(tmp_pat
     (tmp_path / "link").symlink_to(tmp_path / "real")
     atomic_write_text(tmp_path / "link", "new")
     assert (tmp_path / "link").read_text() == "new"
+
+
+def test_a_link_is_never_replaced_its_target_is(tmp_path):
+    (tmp_path / "real").write_text("old")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    atomic_write_text(tmp_path / "link", "new")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real").read_text() == "new"
+    (tmp_path / "dangling").symlink_to(tmp_path / "absent")
+    atomic_write_text(tmp_path / "dangling", "made")
+    assert (tmp_path / "dangling").is_symlink() and (tmp_path / "absent").read_text() == "made"
+
+
+def test_data_files_are_written_verbatim_and_logs_redacted(tmp_path):
+    from azr.logs import write_data_file
+
+    text = "assert f('Bearer abcdefgh12345') == 'http://user:pw@host/x?key=0123456789'\n"
+    assert write_data_file(tmp_path / "tasks.jsonl", text).read_text() == text
+    assert "<redacted>" in atomic_write_text(tmp_path / "log.txt", text).read_text()

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from azr.data import json_lines
 from azr.errors import DataError, did_you_mean, show
-from azr.logs import atomic_write_text
+from azr.logs import write_data_file
 
 TaskType = Literal["deduction", "abduction", "induction"]
 TASK_TYPES: tuple[TaskType, ...] = ("deduction", "abduction", "induction")
@@ -146,6 +146,7 @@ def read_triplets(path: Path) -> list[Triplet]:
 
 
 def write_triplets(path: Path, triplets: list[Triplet]) -> Path:
-    """The triplets, one JSON line each, written atomically (a crash leaves the old file or the new one)."""
+    """The triplets, one JSON line each, written atomically (a crash leaves the old file or the new one) and
+    verbatim (a snippet that looks like a credential stays as it is)."""
     text = "".join(json.dumps(t.to_line(), ensure_ascii=False) + "\n" for t in triplets)
-    return atomic_write_text(Path(path), text)
+    return write_data_file(Path(path), text)  # data: verbatim, never redacted

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from azr.data import Task, decode_case
+from azr.inputs import MAX_INT_DIGITS
 
 
 @dataclass
@@ -38,7 +39,7 @@ def callables(task: Task) -> set[str]:
     names = {task.entry_point} if task.entry_point else set()
     try:
         tree = ast.parse(task.solution or "")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return names
     return names | {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
@@ -61,7 +62,7 @@ def calls_in_tests(task: Task) -> list[Call]:
 def _calls_in(test: str, names: set[str]) -> Iterator[Call]:
     try:
         tree = ast.parse(test)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return
     aliases = _candidate_aliases(tree, names)
     wrapped = {  # inner call -> the container builtin around it
@@ -86,7 +87,12 @@ def _calls_in(test: str, names: set[str]) -> Iterator[Call]:
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             continue
         if len(kwargs) == len(node.keywords):
-            yield Call(name, args, kwargs, wrapped.get(id(node), ""))
+            call = Call(name, args, kwargs, wrapped.get(id(node), ""))
+            try:
+                call.source()
+            except (ValueError, RecursionError):  # an integer too long to print, a value nested too deep
+                continue
+            yield call
 
 
 _WRAPS = ("list", "tuple", "sorted", "set", "frozenset")
@@ -128,7 +134,7 @@ def compares_values(task: Task) -> bool:
     for test in task.tests:
         try:
             tree = ast.parse(test)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         names_here = names | set(_candidate_aliases(tree, names))
         for node in ast.walk(tree):
@@ -292,6 +298,8 @@ def _stdin_variants(text: str) -> Iterator[str]:
 
 
 def _int_variants(text: str, match: re.Match[str]) -> Iterator[str]:
+    if len(match.group().lstrip("-")) > MAX_INT_DIGITS:  # past what Python converts: a token left as it is
+        return
     value = int(match.group())
     for new in (value + 1, value - 1):
         if value >= 0 > new:

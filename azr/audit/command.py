@@ -39,8 +39,7 @@ def run_audit(req: AuditRequest, cfg: SandboxConfig, echo: Callable[[str], None]
     program runs for unreadable data or a hardened file's path that cannot be written."""
     from azr.rewards import limits_from_config, pool_from_config, sandbox_oracle, start_pool
 
-    if req.harden is not None and req.harden.suffix != ".jsonl":
-        raise DataError(f"--harden {req.harden}: the hardened file is written as JSONL: name it *.jsonl")
+    check_targets(req)
     start_pool(cfg)
     # a format's outputs its file lacks (MBPP+'s plus inputs) come from the reference, run in the sandbox
     tasks = load_tasks(req.source, dict(req.column_map), req.format, oracle=sandbox_oracle(cfg))
@@ -57,6 +56,44 @@ def run_audit(req: AuditRequest, cfg: SandboxConfig, echo: Callable[[str], None]
         _harden(tasks, audits, pool, limits, req, echo, progress)
     echo(summary_line(audits))
     return 1 if any(a.probes_passed for a in audits) else 0
+
+
+def check_targets(req: AuditRequest) -> None:
+    """DataError, before any program runs, for an `--out` folder or a `--harden` file that could not be written
+    after the audit: not a regular file (or folder), in a folder that cannot be made or written, or the task file
+    itself (hardening never overwrites its own input, which is in the data set's format, not azr's)."""
+    from azr.logs import check_regular_file
+
+    if req.out is not None:
+        if req.out.exists() and not req.out.is_dir():
+            raise DataError(f"--out {req.out}: exists and is not a folder")
+        for name in ("audit.jsonl", "audit.html"):
+            _writable(check_regular_file(req.out / name, "--out"), "--out")
+    if req.harden is None:
+        return
+    if req.harden.suffix != ".jsonl":
+        raise DataError(f"--harden {req.harden}: the hardened file is written as JSONL: name it *.jsonl")
+    _writable(check_regular_file(req.harden, "--harden"), "--harden")
+    if _same_file(req.harden, Path(req.source)):
+        raise DataError(f"--harden {req.harden}: is the task file being audited; write the hardened tasks elsewhere")
+    if req.out is not None and _same_file(req.harden, req.out / "audit.jsonl"):
+        raise DataError(f"--harden {req.harden}: is the audit's own --out file; write the hardened tasks elsewhere")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """One file by name (links resolved) or, both existing, by inode (a hard link)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    return a.exists() and b.exists() and os.path.samefile(a, b)
+
+
+def _writable(path: Path, option: str) -> None:
+    """DataError unless `path` can be written: its nearest existing folder is a folder azr may write in."""
+    folder = Path(os.path.realpath(path)).parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise DataError(f"{option} {path}: cannot write in {folder}")
 
 
 def _audit(tasks: list[Task], pool, limits, req: AuditRequest, progress: bool, label: str) -> list[TaskAudit]:
@@ -118,12 +155,12 @@ def _distribution(rates: list[float]) -> str:
 
 def _harden(tasks, audits, pool, limits, req: AuditRequest, echo, progress: bool) -> None:
     from azr.audit.output import summary_line as line
-    from azr.logs import atomic_write_text
+    from azr.logs import write_data_file
 
     new_tasks, added = hardened(tasks, audits, req.threshold)
     rows = "".join(json.dumps(t.to_json(), ensure_ascii=False) + "\n" for t in new_tasks)
     assert req.harden is not None
-    atomic_write_text(req.harden, rows).chmod(0o666 & ~_umask())
+    write_data_file(req.harden, rows).chmod(0o666 & ~_umask())  # the tests verbatim: never redacted
     echo(f"hardened {len(added)} tasks with {sum(added.values())} new tests: wrote {req.harden}")
     again = _audit(new_tasks, pool, limits, req, progress, "re-auditing")
     echo(f"before: {line(audits)}")

@@ -59,7 +59,8 @@ class FiniteFloat(click.ParamType):
 
 def output_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
     """A click callback for an option that names a file azr writes: refused (exit 2) unless it is absent or a regular
-    file; a device (even /dev/stdout), a FIFO or a folder is never written through or replaced."""
+    file (a link is resolved: the file it names is written, the link stays); a device, a FIFO or a folder is never
+    written through or replaced."""
     from azr.logs import check_regular_file
 
     if value is not None:

@@ -28,8 +28,9 @@ def data() -> None:
 @click.option(
     "--checker",
     metavar="FILE",
-    help="A Python file defining check(input, expected, output) -> bool: the special judge of every task's "
-    "stdin/stdout cases that has none of its own (run in the sandbox).",
+    help="A Python file defining check(input, expected, output) -> bool, or a testlib-style program (argv: input, "
+    "output, answer files; exit 0 accepts): the special judge of every task's stdin/stdout cases that has none of "
+    "its own (run in the sandbox).",
 )
 @click.option(
     "--compare",

@@ -16,8 +16,8 @@ from azr.cli.app import azr, output_file
     type=click.Path(path_type=Path, dir_okay=False),
     metavar="FILE",
     callback=output_file,
-    help="Where to write the page [default: RUN_DIR/report.html of the first run]; a regular file (a device such as "
-    "/dev/stdout, a FIFO or a folder is refused).",
+    help="Where to write the page [default: RUN_DIR/report.html of the first run]; a regular file, or a link to one "
+    "(the file it names is written: /dev/stdout redirected to a file); a device, a FIFO or a folder is refused.",
 )
 def report(run_dirs, out) -> int:
     """One self-contained HTML page of a run (finished, unfinished or cut short): recipe, plots over steps, alarms,

@@ -55,8 +55,9 @@ class EvalCommandConfig:
     )
     checker: str | None = field(
         None,
-        "A Python file defining check(input, expected, output) -> bool: the special judge of every task's "
-        "stdin/stdout cases that has none of its own (run in the sandbox).",
+        "A Python file defining check(input, expected, output) -> bool, or a testlib-style program (argv: input, "
+        "output, answer files; exit 0 accepts): the special judge of every task's stdin/stdout cases that has none "
+        "of its own (run in the sandbox).",
     )
     samples: str | None = field(None, "Score the completions in this file instead of generating.")
     ks: str = field("1", "Comma-separated k values for pass@k (-k).")

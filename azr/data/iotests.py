@@ -15,6 +15,7 @@ solution. Nothing here runs code.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import json
 import keyword
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from azr.errors import DataError, show
-from azr.inputs import load_json
+from azr.inputs import env_limit, load_json
 
 Compare = Literal["lines", "tokens", "decimals"]
 COMPARES: tuple[str, ...] = ("lines", "tokens", "decimals")
@@ -70,6 +71,20 @@ def decode_case(test: str) -> IOCase | None:
     """The case a `Task.tests` string holds, or None for an assert test (or anything malformed)."""
     if not test.startswith(_TAG):
         return None
+    # grading reads each case several times (plan, program, verdict): small ones are remembered, large ones (whose
+    # parse is cheap beside their run) are not kept alive by a cache
+    return _decoded(test) if len(test) <= _CACHED_CASE_CHARS else _decode(test)
+
+
+_CACHED_CASE_CHARS = 1 << 16
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _decoded(test: str) -> IOCase | None:
+    return _decode(test)
+
+
+def _decode(test: str) -> IOCase | None:
     try:
         body = load_json(test[len(_TAG) :])
         case = IOCase(
@@ -275,9 +290,13 @@ def module_tests(style: str, source: str, where: str, prelude: str | None = None
         raise DataError(f"{where}: expected the {style} module's source, got {show(source)}")
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError) as exc:
-        raise DataError(f"{where}: the {style} module is not valid Python: {getattr(exc, 'msg', exc)}") from None
-    found = collect_pytest(tree) if style == "pytest" else collect_unittest(tree)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        why = "nested too deeply to parse" if isinstance(exc, (RecursionError, MemoryError)) else exc
+        raise DataError(f"{where}: the {style} module is not valid Python: {getattr(why, 'msg', why)}") from None
+    try:
+        found = collect_pytest(tree) if style == "pytest" else collect_unittest(tree)
+    except TooManyTests as exc:
+        raise DataError(f"{where}: {exc}") from None
     extra: dict[str, Any] = {"prelude": prelude} if prelude is not None else {}
     if shared:
         extra["shared"] = True
@@ -317,16 +336,32 @@ def _installed(name: str) -> bool:
         return False
 
 
+MAX_MODULE_TESTS = ("AZR_MAX_MODULE_TESTS", 10_000)  # each collected test carries its module: bounded before made
+
+
+class TooManyTests(ValueError):
+    """A module whose parametrized tests, counted before any is made, are more than MAX_MODULE_TESTS."""
+
+
 def collect_pytest(tree: ast.Module) -> list[tuple[str, int | None]]:
-    """(name, parametrized case or None) of each test pytest would collect from the module's top level."""
+    """(name, parametrized case or None) of each test pytest would collect from the module's top level; the
+    product of stacked parametrize decorators is counted before a case is made (TooManyTests past
+    MAX_MODULE_TESTS in all)."""
     found: list[tuple[str, int | None]] = []
+    limit = env_limit(*MAX_MODULE_TESTS)
 
     def add(name: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         counts = [_parametrize_count(d) for d in node.decorator_list if _is_parametrize(d)]
         if not counts or None in counts:  # not parametrized, or values not written out: every case at once
             found.append((name, None))
-        else:
-            found.extend((name, k) for k in range(math.prod(c or 0 for c in counts)))
+            return
+        total = math.prod(c or 0 for c in counts)
+        if len(found) + total > limit:
+            raise TooManyTests(
+                f"more than {limit:,} tests in one module ({name}: {' x '.join(map(str, counts))} parametrized "
+                f"cases; {MAX_MODULE_TESTS[0]}=N raises it)"
+            )
+        found.extend((name, k) for k in range(total))
 
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
@@ -387,13 +422,16 @@ def module_style(source: str) -> str | None:
         return None
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     if collect_unittest(tree) or any(
         isinstance(n, ast.ClassDef) and any(ast.unparse(b).endswith("TestCase") for b in n.bases) for n in tree.body
     ):
         return "unittest"
-    return "pytest" if collect_pytest(tree) else None
+    try:
+        return "pytest" if collect_pytest(tree) else None
+    except TooManyTests:
+        return "pytest"  # collected again, and refused with the test's place, by module_tests
 
 
 def uncalled_check(source: str) -> bool:
@@ -440,7 +478,7 @@ def split_asserts(source: str) -> list[str] | str:
     credit per assert); otherwise the whole script as one test."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return [source]  # reported, with its reason, where the test is compiled
     if tree.body and all(isinstance(node, ast.Assert) for node in tree.body):
         return [ast.get_source_segment(source, node) or ast.unparse(node) for node in tree.body]

@@ -29,6 +29,7 @@ from azr.data.iotests import (
     call_case,
     check_call,
     check_float_tol,
+    decode_case,
     decode_test,
     is_case,
     is_entry_point,
@@ -287,17 +288,30 @@ def _apply_column_map(row: dict[str, Any], column_map: Mapping[str, str], where:
         if task_field == "tests" and isinstance(value, dict):
             value = _io_cases(value, where, column)
         json_list = isinstance(value, str) and value.lstrip().startswith("[")
-        if json_list and (task_field in ("tests", "tags", "setup") or value.lstrip().startswith('["')):
+        if json_list and task_field in ("tests", "tags", "setup"):
             try:
                 value = load_json(value)  # APPS stores lists as JSON text
             except json.JSONDecodeError as exc:
                 raise DataError(f"{where}: column '{column}': looks like a JSON list but is not: {exc.msg}") from None
+            except ValueError as exc:  # nested too deep, or an integer too long
+                raise DataError(f"{where}: column '{column}': {exc}") from None
+        elif json_list and task_field == "solution" and value.lstrip().startswith('["'):
+            value = _solutions_text(value)  # APPS's several solutions as JSON text; else code that starts so
         if task_field == "solution" and isinstance(value, list):
             value = value[0] if value else None  # several reference solutions: the first is enough
         if task_field == "id" and isinstance(value, int):
             value = str(value)
         out[task_field] = value
     return out
+
+
+def _solutions_text(value: str) -> Any:
+    """A solution column's text: a JSON list of solutions when it is one (APPS), else the code itself."""
+    try:
+        found = load_json(value)
+    except ValueError:
+        return value
+    return found if isinstance(found, list) and all(isinstance(s, str) for s in found) else value
 
 
 def _column(row: dict[str, Any], column: str, task_field: str, where: str) -> Any:
@@ -378,8 +392,8 @@ def task_from_row(
     if setup is not None:
         try:
             compile(setup, "setup", "exec")
-        except SyntaxError as exc:
-            raise DataError(f"{where}: field 'setup': not valid Python: {exc.msg}") from None
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            raise DataError(f"{where}: field 'setup': not valid Python: {_compile_error(exc)}") from None
     solution = row.get("solution")
     if solution is not None and not isinstance(solution, str):
         raise fail("solution", "a string")
@@ -429,9 +443,17 @@ def _source(row: dict[str, Any], name: str, where: str) -> str | None:
         raise DataError(f"{where}: field '{name}': expected Python source (a string), got {show(value)}")
     try:
         compile(value, name, "exec")
-    except (SyntaxError, ValueError) as exc:
-        raise DataError(f"{where}: field '{name}': not valid Python: {getattr(exc, 'msg', exc)}") from None
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise DataError(f"{where}: field '{name}': not valid Python: {_compile_error(exc)}") from None
     return value
+
+
+def _compile_error(exc: BaseException) -> str:
+    """Why source did not compile, in one line: the parser's message, or that it nests too deep for the compiler
+    (`1+1+...` a hundred thousand long)."""
+    if isinstance(exc, (RecursionError, MemoryError)):
+        return "nested too deeply to compile"
+    return str(getattr(exc, "msg", exc)).splitlines()[0] if str(getattr(exc, "msg", exc)) else type(exc).__name__
 
 
 def _tests(
@@ -457,7 +479,8 @@ def _tests(
                 case = dataclasses.replace(case, checker=checker)
             tests.append(case.encode())
             continue
-        kinds.add("assert")
+        tagged = isinstance(test, str) and decode_test(test) is not None
+        kinds.add("stdin/stdout" if tagged and is_case(test) else "assert")  # a tagged test counts as its kind
         styles = [k for k in test if k in ("pytest", "unittest")] if isinstance(test, dict) else []
         if len(styles) == 1 and set(test) <= MODULE_KEYS:
             style, source = styles[0], test[styles[0]]
@@ -470,15 +493,17 @@ def _tests(
             test = call_case(test, entry, at)
             tests.append(test)
             continue
-        if isinstance(test, str) and decode_test(test) is not None:
-            tests.append(test)  # already a tagged test (a Task's own tests, read back)
+        if tagged:  # already a tagged test (a Task's own tests, read back)
+            if is_case(test) and decode_case(test) is None:
+                raise DataError(f"{at}: a malformed stdin/stdout case (expected input and output strings)")
+            tests.append(test)
             continue
         if not isinstance(test, str) or not test.strip():
             raise DataError(f"{at}: expected an assert snippet or an input/output object, got {show(test)}")
         try:
             compile(test, f"tests[{i}]", "exec")
-        except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte
-            raise DataError(f"{at}: not valid Python: {getattr(exc, 'msg', exc)}") from None
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: a NUL byte
+            raise DataError(f"{at}: not valid Python: {_compile_error(exc)}") from None
         if uncalled_check(test):  # HumanEval's `def check(candidate)`: called with the entry point, as its harness
             # does; without one nothing would run, so it is a module of no tests (`no tests ran`), never a pass
             tests += [f"{test.rstrip()}\n{check_call(entry)}\n"] if entry else module_tests("pytest", test, at)

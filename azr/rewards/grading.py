@@ -27,7 +27,7 @@ from azr.data import Task, decode_case, module_tests
 from azr.rewards.harness import build_checker_program, build_program, harness_preload, preloads_harness
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
-from azr.rewards.verdicts import CHECKER_PENDING, read_checks, read_verdicts
+from azr.rewards.verdicts import CHECKER_PENDING, NO_CHECKER_VERDICT, read_checks, read_verdicts
 from azr.sandbox import Check, ExecResult, ExecutionProvider, Limits, SandboxPool, open_pool, open_provider, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
@@ -165,6 +165,10 @@ def grade_stream(
 
 
 CHECKER_LOST = "the checker did not judge this case"
+CHECKER_OUT_OF = {  # worded so that `_grade` reads the status from them, as from a program's own case
+    "timeout": "time limit exceeded: the checker ran past the time limit",
+    "memory": "MemoryError: the checker ran out of memory",
+}
 
 
 @dataclass
@@ -196,7 +200,11 @@ class _Job:
         return nonce, build_checker_program(checker or "", triples, nonce, self.preloaded), indexes
 
     def apply_checks(self, verdicts: list[str | None], indexes: list[int], nonce: str, result: ExecResult) -> None:
+        """The checker run's verdicts; a case it left unjudged because the run ran out of time or memory says so
+        (the grade is then `timeout` or `memory`, not `crashed`)."""
         for i, why in zip(indexes, read_checks(result.report, nonce, len(indexes)), strict=True):
+            if why == NO_CHECKER_VERDICT and result.status in CHECKER_OUT_OF:
+                why = CHECKER_OUT_OF[result.status]
             verdicts[i] = why
 
     def grade(self, verdicts: list[str | None], result: ExecResult) -> Grade:

@@ -162,11 +162,14 @@ def plan_test(source: str) -> TestPlan:
     """The plan of one `Task.tests` string, by its kind (`PLANNERS`)."""
     found = decode_test(source)
     if found is None:
-        return plan_assert(source)
+        try:
+            return plan_assert(source)
+        except (ValueError, RecursionError, MemoryError):  # a literal too long to print, nesting too deep to walk
+            return TestPlan("statement", source)  # run as written: the sandbox's Python judges it
     kind, body = found
     try:
         plan = PLANNERS[kind](source, body)
-    except (KeyError, TypeError, ValueError, AttributeError, SyntaxError):
+    except (KeyError, TypeError, ValueError, AttributeError, SyntaxError, RecursionError, MemoryError):
         return TestPlan("none", source, prelude=None)  # malformed: nothing can be judged, so never a pass
     prelude = body.get("prelude")
     return dataclasses.replace(plan, prelude=prelude) if isinstance(prelude, str) else plan
@@ -176,7 +179,7 @@ def plan_assert(source: str) -> TestPlan:
     """A value test when every conjunct of a single `assert` is a value check (see the module docstring)."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return TestPlan("statement", source)
     if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert):
         checks = [_value_check(node) for node in _conjuncts(tree.body[0].test)]

@@ -761,7 +761,7 @@ def _run_checker_program(p, code):
 
 def _run_cases(p, flush):
     """A stdin/stdout task: every case in a fresh child, the parent reporting what each printed; never returns."""
-    _guard_harness()
+    files = (_tmpfile(), _tmpfile(), _tmpfile()) if _guard_harness() else None
     try:
         code = _compile(p["code"], "<solution>", "exec")
         setup = _compile(p["setup"], "<setup>", "exec") if p.get("setup") else None
@@ -773,7 +773,7 @@ def _run_cases(p, flush):
     for i, t in _enumerate(p["tests"]):
         data, cap = t[1]
         _flush(flush)
-        line = [_state["nonce"], i, "stdout", _case(code, setup, data, cap, p["case_s"], f"case-{i}")]
+        line = [_state["nonce"], i, "stdout", _case(code, setup, data, cap, p["case_s"], f"case-{i}", files)]
         _write(3, (_dumps(line, ensure_ascii=False) + "\n").encode())  # output decoded with "replace": no surrogates
     _exit(0)
 
@@ -789,10 +789,18 @@ def _tmpfile():
         return fd
 
 
-def _case(code, setup, data, cap, limit_s, folder):
+def _case(code, setup, data, cap, limit_s, folder, files=None):
     """Run one case in a child, in a folder of its own, and report what it printed: {"out", "exit", "signal",
-    "timeout", "cut", "limit_s", "error"} (`error`: the last line the program wrote to stderr, when it failed)."""
-    stdin, stdout, stderr = _tmpfile(), _tmpfile(), _tmpfile()
+    "timeout", "cut", "limit_s", "error"} (`error`: the last line the program wrote to stderr, when it failed).
+    `files`: the stdin, stdout and stderr files of every case, emptied here; only with the subreaper, whose sweep
+    leaves no process of an earlier case that could still hold them (without it, three new files per case)."""
+    if files is None:
+        stdin, stdout, stderr = _tmpfile(), _tmpfile(), _tmpfile()
+    else:
+        stdin, stdout, stderr = files
+        for fd in files:
+            _os.ftruncate(fd, 0)
+            _os.lseek(fd, 0, 0)
     raw = data.encode("utf-8")
     while raw:
         raw = raw[_os.write(stdin, raw) :]
@@ -800,7 +808,8 @@ def _case(code, setup, data, cap, limit_s, folder):
     pid = _fork()
     if pid == 0:
         _child(code, setup, stdin, stdout, folder, stderr)
-    _os.close(stdin)
+    if files is None:
+        _os.close(stdin)
     status, timeout = _wait_for(pid, limit_s)
     with _contextlib.suppress(OSError):  # the case's process group (all there is to find without a subreaper)
         _os.killpg(pid, _signal.SIGKILL)
@@ -812,19 +821,20 @@ def _case(code, setup, data, cap, limit_s, folder):
         if not chunk:
             break
         out += chunk
-    _os.close(stdout)
+    if files is None:
+        _os.close(stdout)
     report = {"out": out[:cap].decode("utf-8", "replace"), "timeout": timeout, "cut": len(out) > cap}
     if not timeout:
         report["exit"] = _os.WEXITSTATUS(status) if _os.WIFEXITED(status) else None
         report["signal"] = _os.WTERMSIG(status) if _os.WIFSIGNALED(status) else None
     report["limit_s"] = limit_s
-    error = _stderr_tail(stderr)
+    error = _stderr_tail(stderr, files is None)
     if error and (timeout or report.get("exit") != 0):
         report["error"] = error
     return report
 
 
-def _stderr_tail(fd, size=4096):
+def _stderr_tail(fd, close, size=4096):
     """A case's stderr: its last `size` bytes copied to the program's own stderr (as if written there), and its
     last non-blank line returned (the exception of a traceback)."""
     end = _os.lseek(fd, 0, 2)
@@ -835,9 +845,11 @@ def _stderr_tail(fd, size=4096):
         if not chunk:
             break
         tail += chunk
-    _os.close(fd)
-    with _contextlib.suppress(OSError):
-        _os.write(2, tail)
+    if close:
+        _os.close(fd)
+    if tail:
+        with _contextlib.suppress(OSError):
+            _os.write(2, tail)
     lines = [line.strip() for line in tail.decode("utf-8", "replace").splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
 
@@ -872,11 +884,16 @@ def _wait_for(pid, limit_s):
 _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 4, 36
 
 
+_LIBC = []  # libc's prctl, loaded once: a CDLL made in every case's child costs it a new ctypes type
+
+
 def _prctl(option, value):
     try:
-        import ctypes
+        if not _LIBC:
+            import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+            _LIBC.append(ctypes.CDLL(None, use_errno=True).prctl)
+        return _LIBC[0](option, value, 0, 0, 0) == 0
     except (ImportError, OSError, AttributeError):
         return False
 
@@ -884,9 +901,10 @@ def _prctl(option, value):
 def _guard_harness():
     """Before any case runs: non-dumpable, so no case (same uid) can open /proc/<this>/fd/3, read or write this
     process's memory, or take its descriptors (pidfd_getfd); and a child subreaper, so every process a case leaves
-    behind, wherever its session or group, is orphaned to this process, which kills it before the next case."""
+    behind, wherever its session or group, is orphaned to this process, which kills it before the next case. Returns
+    whether it is the subreaper."""
     _prctl(_PR_SET_DUMPABLE, 0)
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def _sweep():

@@ -93,6 +93,9 @@ def read_verdicts(
     return verdicts
 
 
+NO_CHECKER_VERDICT = "no verdict from the checker"
+
+
 def read_checks(report: str, nonce: str, count: int) -> list[str | None]:
     """A checker run's verdicts, one per case it was given: None when `check` returned True."""
     seen, load_error = harness_lines(report, nonce, count)
@@ -102,7 +105,7 @@ def read_checks(report: str, nonce: str, count: int) -> list[str | None]:
         if load_error is not None:
             verdicts.append(f"the checker failed to load: {load_error}")
         elif not got or len(got) > 1:
-            verdicts.append("no verdict from the checker" if not got else "more than one checker verdict: forged")
+            verdicts.append(NO_CHECKER_VERDICT if not got else "more than one checker verdict: forged")
         elif got[0][0] == "checked":
             verdicts.append(None if got[0][1] is True else "wrong answer: the checker rejected the output")
         else:

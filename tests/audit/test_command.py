@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+
+import pytest
 
 from azr.data import read_jsonl
 
@@ -82,3 +85,65 @@ def test_an_evalplus_file_is_audited_with_its_plus_inputs_graded(cli, write):
     code, out, _ = cli("data", "audit", path, "--format", "mbpp+", "--workers", "2")
     assert code == 0, out
     assert "kill rate 1.00 over 1 tasks" in out.strip().splitlines()[-1], out
+
+
+CREDENTIAL_LOOKING = (
+    "assert clamp_sum([], 0) == 0  # Authorization: Bearer abcdefgh12345 http://user:pw@host/x?key=0123456789"
+)
+
+
+def test_harden_writes_the_tests_verbatim_even_where_they_look_like_credentials(cli, write, tmp_path):
+    """Redaction is for logs and reports: a hardened task file holds the tests as written, so every reference
+    still passes its own tests."""
+    path = write("t.jsonl", _row("weak", [CREDENTIAL_LOOKING]))
+    out_file = tmp_path / "hard.jsonl"
+    cli("data", "audit", path, "--harden", out_file, "--workers", "2")
+    (task,) = read_jsonl(out_file)
+    assert task.tests[0] == CREDENTIAL_LOOKING and "<redacted>" not in out_file.read_text()
+
+
+def test_harden_onto_its_own_input_is_refused_before_the_audit(cli, write, tmp_path):
+    path = write("t.jsonl", _row("weak", ["assert clamp_sum([], 0) == 0"]))
+    before = path.read_text()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(path)
+    for target in (path, link):
+        code, out, err = cli("data", "audit", path, "--harden", target, "--workers", "2")
+        assert (code, out) == (2, "")
+        assert err.strip().splitlines() == [
+            f"azr: error: --harden {target}: is the task file being audited; write the hardened tasks elsewhere"
+        ]
+    assert path.read_text() == before
+
+
+def test_out_and_harden_targets_are_refused_before_the_audit(cli, write, tmp_path):
+    path = write("t.jsonl", _row("weak", ["assert clamp_sum([], 0) == 0"]))
+    a_file = write("file", "x")
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for args, message in (
+        (["--out", a_file], f"--out {a_file}: exists and is not a folder"),
+        (["--harden", fifo], f"--harden: {fifo} is a FIFO; azr writes only regular files"),
+        (["--harden", a_file / "h.jsonl"], f"--harden: cannot write {a_file / 'h.jsonl'}: Not a directory"),
+    ):
+        code, out, err = cli("data", "audit", path, *args, "--workers", "2")
+        assert (code, out) == (2, ""), err  # no audit ran: nothing printed
+        (line,) = err.strip().splitlines()
+        assert line.startswith(f"azr: error: {message}")
+
+
+HUGE = [
+    {"solution": "def f(x):\n    return 10 ** 5000 + x\n", "tests": ["assert f(1) == f(1)", "assert f(2) > 0"]},
+    {"solution": "s = input()\nprint(len(s))\n", "tests": [{"input": "1" * 100_001 + "\n", "output": "100001\n"}]},
+    {"solution": "def f(x):\n    return x % 7\n", "tests": [f"assert f(0x{'f' * 5000}) == {int('f' * 5000, 16) % 7}"]},
+]
+
+
+@pytest.mark.parametrize("row", HUGE, ids=["returns-a-huge-int", "reads-a-huge-token", "hexadecimal-argument"])
+def test_values_python_cannot_print_are_graded_and_audited_without_a_traceback(cli, write, row):
+    path = write("t.jsonl", json.dumps({"id": "huge", "prompt": "p", **row}) + "\n")
+    code, out, err = cli("data", "validate", path, "--workers", "2")
+    assert code == 0 and "1 passed" in out, out + err
+    code, out, err = cli("data", "audit", path, "--workers", "2")
+    last = out.strip().splitlines()[-1]
+    assert code in (0, 1) and LAST.fullmatch(last.replace("kill rate n/a", "kill rate 0.00")), out + err

@@ -625,6 +625,27 @@ def test_report_out_dev_null_is_refused_and_the_device_stays(tmp_path):
     ]
 
 
+def test_report_out_dev_stdout_writes_the_file_it_names_and_the_link_stays(tmp_path):
+    """`--out /dev/stdout` with stdout redirected to a file: the page lands in that file and /dev/stdout stays a
+    link. In a private mount namespace whose /dev is a fresh tmpfs: were azr to rename over the link, only that
+    namespace's tmpfs would change, never the host's /dev."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) for a private mount namespace")
+    run = _run_folder(tmp_path)
+    page = tmp_path / "page.html"
+    script = (
+        "mount -t tmpfs tmpfs /dev && ln -s /proc/self/fd/1 /dev/stdout || exit 99; "
+        f"{sys.executable} -m azr.cli report {run} --out /dev/stdout > {page}; code=$?; "
+        'test -L /dev/stdout && echo "still a link"; exit $code'
+    )
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    if proc.returncode == 99:
+        pytest.skip(f"no private mount namespace here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "still a link"
+    assert page.read_text().startswith("<!DOCTYPE html>")
+
+
 @pytest.mark.parametrize(
     ("args", "option"),
     [
@@ -676,8 +697,8 @@ def test_validate_refuses_an_unknown_format_or_checker_before_the_sandbox_starts
     path = write("t.jsonl", "{}\n")
     code, _, err = cli("data", "validate", path, "--format", "kodkode")
     assert code == 2 and "format 'kodkode': unknown (did you mean 'kodcode'?)" in err
-    code, _, err = cli("data", "validate", path, "--checker", write("c.py", "def judge(): pass\n"))
-    assert code == 2 and "c.py: checker defines no top-level check(input, expected, output)" in err
+    code, _, err = cli("data", "validate", path, "--checker", write("c.py", "def judge(:\n"))
+    assert code == 2 and "c.py:1: checker is not valid Python" in err
 
 
 def test_eval_format_with_an_unknown_name_says_did_you_mean(cli, write):

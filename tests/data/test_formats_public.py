@@ -341,10 +341,10 @@ def test_a_checker_file_is_read_and_checked_before_anything_runs(tmp_path):
     good = tmp_path / "check.py"
     good.write_text("def check(input, expected, output):\n    return output.split() == expected.split()\n")
     assert "def check" in read_checker(good)
-    (tmp_path / "none.py").write_text("x = 1\n")
+    program = tmp_path / "testlib.py"  # testlib's style, as a row's own checker may be: argv names the files
+    program.write_text("import sys\nsys.exit(open(sys.argv[2]).read().split() != open(sys.argv[3]).read().split())\n")
+    assert read_checker(program).startswith("import sys")
     (tmp_path / "bad.py").write_text("def check(:\n")
-    with pytest.raises(DataError, match=r"none\.py: checker defines no top-level check"):
-        read_checker(tmp_path / "none.py")
     with pytest.raises(DataError, match=r"bad\.py:1: checker is not valid Python"):
         read_checker(tmp_path / "bad.py")
     with pytest.raises(DataError, match=r"missing\.py: checker file not found"):
@@ -438,9 +438,23 @@ def test_public_sets_mutates_one_operator_and_prints_the_figures(tmp_path, capsy
         rows.append({"question_id": f"q{i}", "question": f"Write {name}(x).", "test": test})
         rows[-1]["solution"] = f"def {name}(x):\n    return {body}\n"
     write_jsonl(tmp_path / "kodcode.jsonl", rows)
-    assert script.main(["--data", str(tmp_path), "--only", "kodcode"]) == 0
+    assert script.main(["--data", str(tmp_path), "--only", "kodcode"]) == 2  # no SHA-256 pinned for it
+    assert "kodcode: no SHA-256 pinned;" in capsys.readouterr().err
+    assert script.main(["--data", str(tmp_path), "--only", "kodcode", "--unpinned"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[2].split() == ["kodcode", "kodcode", "3", "3/3", "3/3", "3/3"]
+
+
+def test_public_sets_refuse_a_file_that_is_not_the_pinned_one(tmp_path, monkeypatch):
+    import hashlib
+
+    script = _public_sets()
+    path = tmp_path / "apps.jsonl"
+    path.write_text("{}\n")
+    monkeypatch.setitem(script.SHA256, "apps", hashlib.sha256(b"{}\n").hexdigest())
+    assert script.check_pin("apps", path, unpinned=False) is None
+    path.write_text("{} \n")
+    assert "the data set changed under its URL" in script.check_pin("apps", path, unpinned=True)
 
 
 def test_a_bad_row_is_refused_before_the_oracle_runs_anything(tmp_path):
@@ -462,7 +476,7 @@ def test_public_sets_checks_each_sets_own_rules(tmp_path, capsys):
     case = {"type": "function_call", "fn_name": "sq", "input": [3], "output": [9]}
     pi = {"problem_id": "p", "prompt": "Write sq.", "verification_info": {"test_cases": [case]}}
     write_jsonl(tmp_path / "primeintellect.jsonl", [{**pi, "gold_standard_solution": f"```python\n{method}```"}])
-    assert script.main(["--data", str(tmp_path), "--only", "livecodebench,primeintellect"]) == 0
+    assert script.main(["--data", str(tmp_path), "--only", "livecodebench,primeintellect", "--unpinned"]) == 0
     out = capsys.readouterr().out
     assert "livecodebench: decimal outputs with zeros added pass: 1/1 (as its harness: all pass)" in out
     assert "livecodebench: decimal outputs with a digit changed pass: 0/1 (as its harness: all fail)" in out

@@ -296,6 +296,36 @@ def test_cases_mixed_with_asserts_are_never_judged(pool):
         assert (g.status, g.tests_passed) == ("error", 0)
 
 
+def test_each_case_sees_only_its_own_input_output_and_stderr(pool):
+    """The case files are emptied between cases: a long first output or input, an error written to stderr, or a
+    file left in append mode leave nothing for the next case to read or to be judged by."""
+    task = Task(
+        "echo",
+        "Print the input.",
+        cases(("x" * 5000 + "\n", "x" * 5000 + "\n"), ("y\n", "y\n"), ("fail\n", "z\n"), ("z\n", "z\n")),
+    )
+    code = (
+        "import fcntl, os, sys\n"
+        "fcntl.fcntl(1, fcntl.F_SETFL, os.O_APPEND)\n"
+        "line = sys.stdin.read()\n"
+        "if line == 'fail\\n':\n"
+        "    print('the error line', file=sys.stderr)\n"
+        "    sys.exit(3)\n"
+        "print(line, end='')\n"
+    )
+    g = run(pool, task, code)
+    assert g.tests_passed == 3 and len(g.failures) == 1, g.failures
+    assert "the error line" in g.failures[0]
+
+
+def test_a_checker_that_runs_out_of_time_grades_timeout_not_crashed(pool):
+    slow = "def check(input, expected, output):\n    while True:\n        pass\n"
+    task = Task("slow", "Print the input.", cases(("1\n", "1\n"), checker=slow))
+    g = run(pool, task, "print(input())\n", Limits(wall_s=1.0))
+    assert g.status == "timeout" and not g.passed, g
+    assert g.failures == ["test 0: time limit exceeded: the checker ran past the time limit"]
+
+
 def test_decimals_compare_as_livecodebench_grades_stdout():
     def judged(expected, actual):
         return compare_output(IOCase("", expected, "decimals"), actual)

@@ -9,7 +9,6 @@ outputs (EvalPlus's plus inputs), `oracle_rows` has the caller's sandbox run the
 
 from __future__ import annotations
 
-import ast
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,7 +17,8 @@ from typing import Any
 from azr.data.formats import classic, contests, evalplus, suites
 from azr.data.formats.classic import HUMANEVAL_INSTRUCTION, HUMANEVAL_TIMEOUT_S
 from azr.data.formats.common import Row
-from azr.errors import DataError, did_you_mean
+from azr.errors import DataError, UserError, did_you_mean
+from azr.inputs import env_limit, read_bounded_text, regular_file
 
 log = logging.getLogger(__name__)
 
@@ -141,20 +141,30 @@ __all__ = [
 ]
 
 
+MAX_CHECKER_BYTES = ("AZR_MAX_CHECKER_BYTES", 1 << 20)  # a special judge's source
+
+
 def read_checker(path: str | Path) -> str:
-    """The source of a checker file (`--checker FILE`): Python defining `check(input, expected, output)`; read and
-    compiled here, run only in the sandbox."""
+    """The source of a checker file (`--checker FILE`): Python defining `check(input, expected, output)`, or a
+    testlib-style program (given the input, output and answer files) — the rule a row's own `checker` follows.
+    A regular file only (not /dev/zero, which never ends, nor a FIFO, which may never start), read up to
+    MAX_CHECKER_BYTES and compiled here; run only in the sandbox."""
     path = Path(path)
+    what = f"{path}"
+    regular_file(path, what, DataError)
     try:
-        source = path.read_text(encoding="utf-8")
+        source = read_bounded_text(path, env_limit(*MAX_CHECKER_BYTES), what, f"{MAX_CHECKER_BYTES[0]}=N raises it")
     except FileNotFoundError:
         raise DataError(f"{path}: checker file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: cannot read the checker: {exc}") from None
+    except UserError as exc:
+        raise DataError(str(exc)) from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the checker: {exc.strerror or exc}") from None
     try:
-        tree = ast.parse(source, str(path))
+        compile(source, str(path), "exec")
     except SyntaxError as exc:
         raise DataError(f"{path}:{exc.lineno}: checker is not valid Python: {exc.msg} (column {exc.offset})") from None
-    if not any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body):
-        raise DataError(f"{path}: checker defines no top-level check(input, expected, output)")
+    except (ValueError, RecursionError, MemoryError) as exc:
+        why = "nested too deeply to compile" if not isinstance(exc, ValueError) else str(exc)
+        raise DataError(f"{path}: checker is not valid Python: {why}") from None
     return source

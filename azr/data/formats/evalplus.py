@@ -212,8 +212,11 @@ def oracle_outputs(stdout: str | None, count: int) -> list[Any] | None:
 
 
 def _literal_or_none(text: str) -> Any:
-    """A printed repr as its value; None for an empty line (the reference failed) or what is no literal."""
+    """A printed repr as its value; None for an empty line (the reference failed), what is no literal, or a value
+    Python could not print back (an integer past its digit limit, as a hexadecimal repr can give)."""
     try:
-        return ast.literal_eval(text) if text else None
+        value = ast.literal_eval(text) if text else None
+        repr(value)  # ValueError: an integer too long to print; RecursionError: nested too deep
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
+    return value
