@@ -27,7 +27,7 @@ from azr.rollouts import trainer_sampler
 if TYPE_CHECKING:
     from transformers import Trainer
 
-    from azr.rollouts import TrainerBatches
+    from azr.rollouts import TrainerView
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +123,11 @@ class HeldOutEvaluator:
         )
         return record
 
-    def sampler_for(self, view: TrainerBatches) -> ModelSampler | ServedSampler:
+    def sampler_for(self, view: TrainerView) -> ModelSampler | ServedSampler:
         """How the run generates, for its evaluations, through the rollout seam (`azr.rollouts.trainer_sampler`): the
         vLLM backend the trainer samples GRPO's batches from (adapter, server and colocate modes; one call for all
         of this rank's samples), else the policy's own `generate` (batches seeded as `azr eval` seeds them). Each
-        sample carries the policy version that drew it. `view` is the trainer as `azr.rollouts.TrainerBatches`
+        sample carries the policy version that drew it. `view` is the trainer as an `azr.rollouts.TrainerView`
         shows it."""
         source = trainer_sampler(view, self.cfg.template_kwargs())
         if view.backend is not None:
@@ -212,9 +212,9 @@ def build_heldout(
     return HeldOutEvaluator(problems, chosen, sorted(ev.k), ev.every_steps, cfg, ranks, metrics, rewards, pool, folder)
 
 
-def attach_heldout(trainer: Trainer, evaluator: HeldOutEvaluator | None, view: TrainerBatches) -> None:
-    """Add the held-out evaluation to `trainer`, a GRPO trainer seen through `view` (its
-    `azr.rollouts.TrainerBatches`) for sampling; nothing when `evaluator` is None."""
+def attach_heldout(trainer: Trainer, evaluator: HeldOutEvaluator | None, view: TrainerView) -> None:
+    """Add the held-out evaluation to `trainer`, a GRPO trainer seen through `view` (an
+    `azr.rollouts.TrainerView`) for sampling; nothing when `evaluator` is None."""
     if evaluator is not None:
         from azr.evaluation.callback import HeldOutCallback  # transformers: imported once a trainer exists
 

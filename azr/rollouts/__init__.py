@@ -2,9 +2,10 @@
 round and the sampler protocol outside it; `samplers`: HF generate and the trainer's vLLM backend as samplers), and
 what goes into a generation batch. The group sampler (which prompt groups: data, curriculum, self-play's
 replay and hinted retries), the curriculum, dynamic sampling (which generated groups are trained), self-play rounds
-across processes, and the one adapter to TRL's private batch API (`trl_batch`). The face of the package.
+across processes. The face of the package.
 
-Nothing here computes a reward or an advantage; `azr.training` wires these into `AZRGRPOTrainer`.
+Nothing here computes a reward, imports TRL or calls a trainer's round: `azr.training` runs the rounds and hands
+their scored groups in (`azr.training.trl_private`).
 """
 
 from azr.rollouts.curriculum import Curriculum, TaskStats
@@ -13,6 +14,9 @@ from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.rounds import MainRounds, RoundHooks
 from azr.rollouts.samplers import BackendSampler, GenerateSampler, TrainerSampler, eos_ids, trainer_sampler
 from azr.rollouts.seam import (
+    VERSION,
+    BatchView,
+    Policy,
     Prompt,
     RolloutSource,
     RolloutTiming,
@@ -21,6 +25,7 @@ from azr.rollouts.seam import (
     Sampling,
     ScoredGroup,
     ScoredRound,
+    TrainerView,
 )
 
 # Heavy (torch at import): loaded on first use, so importing this package stays cheap.
@@ -28,19 +33,23 @@ _LAZY = {
     "AsyncRollouts": "azr.rollouts.pipeline",
     "RolloutFilter": "azr.rollouts.dynamic",
     "build_sampling": "azr.rollouts.dynamic",
-    "TrainerBatches": "azr.rollouts.trl_batch",
-    "TrlRounds": "azr.rollouts.trl_round",
+    "group_signal": "azr.rollouts.tensors",
+    "split_groups": "azr.rollouts.tensors",
+    "unsplittable": "azr.rollouts.tensors",
 }
 
 __all__ = [
+    "VERSION",
     "AsyncRollouts",
     "BackendSampler",
+    "BatchView",
     "Curriculum",
     "GenerateSampler",
     "GroupSampler",
     "GroupSource",
     "MainRounds",
     "OneProcess",
+    "Policy",
     "Processes",
     "Prompt",
     "RolloutFilter",
@@ -53,12 +62,14 @@ __all__ = [
     "ScoredGroup",
     "ScoredRound",
     "TaskStats",
-    "TrainerBatches",
     "TrainerSampler",
-    "TrlRounds",
+    "TrainerView",
     "build_sampling",
     "eos_ids",
+    "group_signal",
+    "split_groups",
     "trainer_sampler",
+    "unsplittable",
     "whole_groups",
 ]
 

@@ -3,13 +3,10 @@
 A `ScoredGroup` is one prompt's completions, scored: the token ids and the sampler's log-probabilities of each
 completion, each reward and their weighted total (None where a completion could not be graded), the policy
 `version` that sampled them (the optimizer steps its weights had taken) and when. A `RolloutSource` makes a
-`ScoredRound` of such groups from dataset rows. GRPO's batch composition (dynamic sampling, carry-over, the
-curriculum's statistics, the masking of ungraded rows and the sandbox alarms that count them) works on these groups;
-TRL's round is one source (`azr.rollouts.trl_batch.TrainerBatches`), and asynchronous GRPO's pipeline
-(`azr.rollouts.pipeline`) feeds it completions sampled earlier, tagged with their version. Outside GRPO's round, a
-`Sampler` draws groups of completions for `Prompt`s with given `Sampling` settings (the held-out evaluation, the
-train pass rate, `azr eval` on a local model, the tool loop's local turns); its groups are unscored until their
-consumer grades them (`azr.rollouts.samplers` holds the samplers: HF generate, the trainer's vLLM backend).
+`ScoredRound` of such groups from dataset rows (TRL's round, in `azr.training.trl_private`); GRPO's batch
+composition receives them as data. `TrainerView` / `BatchView` are what samplers and batch composition need of a
+trainer, as protocols (implemented in training/). Outside GRPO's round a `Sampler` draws unscored groups for
+`Prompt`s at given `Sampling` settings (`azr.rollouts.samplers`).
 
 Owns the shapes of the seam only: no generation, no reward, no TRL.
 """
@@ -17,13 +14,19 @@ Owns the shapes of the seam only: no generation, no reward, no TRL.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Union
 
 if TYPE_CHECKING:
     import torch
+    from peft import PeftModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 # A dataset row as the group sampler shapes it (prompt, task_id, tests, ... and the columns rewards read).
 Row = dict[str, object]
+VERSION = "policy_version"  # the row column the asynchronous pipeline's rollout function sets
+Policy = Union["PreTrainedModel", "PeftModel"]  # a causal LM, with or without a peft adapter
+# TRL's importance-sampling correction of vLLM samples: its mode and the ratio's lower and upper bounds.
+Correction = tuple[str, "float | None", "float | None"]
 
 
 @dataclass(frozen=True)
@@ -164,3 +167,58 @@ class RolloutSource(Protocol):
     def group_size(self) -> int: ...
 
     def round(self, rows: list[Row], born: int) -> ScoredRound: ...
+
+
+class TrainerView(Protocol):
+    """What a sampler needs of a GRPO trainer (`azr.training.trl_private.TrainerBatches` implements it): the step
+    being trained, the policy and its tokenizer, and the trainer's own engine (its vLLM backend, or generation at
+    GRPO's settings)."""
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase: ...
+
+    @property
+    def backend(self) -> object | None: ...
+
+    def sample_backend(
+        self, prompt_ids: list[list[int]], n: int, temperature: float, max_tokens: int
+    ) -> tuple[list[list[int]], list[list[float]] | None]: ...
+
+    def generate(
+        self, prompts: list[object], n: int
+    ) -> tuple[list[list[int]], list[list[int]], list[list[float]] | None, list[str]]: ...
+
+
+class BatchView(TrainerView, Protocol):
+    """What batch composition needs of a GRPO trainer beyond its rounds (which arrive as `ScoredRound`s): the group
+    size, padding and device, the policy's log-probabilities now, the weights published to the backend, and the two
+    collectives the filter adds to TRL's own."""
+
+    @property
+    def group_size(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def pad_id(self) -> int: ...
+
+    @property
+    def pad_multiple(self) -> int | None: ...
+
+    @property
+    def correction(self) -> Correction: ...
+
+    def policy_logps(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def global_max(self, value: int) -> int: ...
+
+    def items_in_batch(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def sync_backend(self) -> None: ...

@@ -1,8 +1,8 @@
 """A generation batch as prompt groups: which groups' rewards differ, splitting TRL's per-row tensors into groups,
 and joining groups back into one batch padded as TRL pads it (prompts on the left, completions on the right).
 
-Owns the tensor shapes only; which groups to keep is `azr.rollouts.dynamic`'s decision, and which keys TRL's batch
-holds is `azr.rollouts.trl_batch`'s.
+Owns the tensor layout of a batch (which keys, padded on which side); which groups to keep is
+`azr.rollouts.dynamic`'s decision. tests/training/test_trl_private.py pins that TRL's round returns this layout.
 """
 
 from __future__ import annotations
@@ -16,7 +16,19 @@ import torch
 import torch.nn.functional as F
 
 from azr.rollouts.seam import RolloutTiming, ScoredGroup
-from azr.rollouts.trl_batch import KNOWN, LEFT_PADDED, RIGHT_PADDED
+
+# The per-row keys of a generation batch for text prompts (what TRL 1.16's round returns), by padding side.
+LEFT_PADDED = {"prompt_ids", "prompt_mask"}
+RIGHT_PADDED = {
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+    "importance_sampling_ratio",
+}
+KNOWN = LEFT_PADDED | RIGHT_PADDED | {"advantages", "num_items_in_batch"}
 
 
 def group_signal(rewards: torch.Tensor, weights: torch.Tensor, size: int) -> list[bool]:

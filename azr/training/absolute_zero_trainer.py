@@ -5,7 +5,7 @@ The rollout (`azr.absolute_zero.Rollout`) is TRL's public `rollout_func` hook: T
 slot rows and trains on the prompt and completion ids it returns, merging its other columns into the rows the
 rewards read. It generates through `TrainerGenerator`, which draws groups from the rollout seam's
 `azr.rollouts.TrainerSampler` (the trainer's own tokenisation and generation through `TrainerBatches`, whose use of
-TRL's private methods tests/rollouts pins), so every
+TRL's private methods tests/training/test_trl_private.py pins), so every
 sample, the proposer's learnability samples included, is drawn at the training temperature by the same backend
 (transformers or vLLM) as the rows TRL trains on. Advantages are TRL's own with `baseline: group`; with
 `type_role` they are recomputed from the same rewards, normalised per (task type, role) over the batch.
@@ -22,8 +22,9 @@ from accelerate.utils import gather_object
 from trl.trainer.utils import nanstd
 
 from azr.absolute_zero import Generation
-from azr.rollouts import Prompt, Sampling, ScoredGroup, TrainerBatches, TrainerSampler
+from azr.rollouts import Prompt, Sampling, ScoredGroup, TrainerSampler
 from azr.training.trainer import AZRGRPOTrainer, ScoredBatch
+from azr.training.trl_private import TrainerBatches
 
 
 class TrainerGenerator:
@@ -32,7 +33,7 @@ class TrainerGenerator:
     unless the recipe says temperature 0), one group per conversation, laid out as the rows TRL's rollout function
     returns."""
 
-    def __init__(self, trainer: Any):
+    def __init__(self, trainer: AZRGRPOTrainer):
         self.trainer = trainer
 
     def __call__(self, conversations: list[list[dict[str, str]]], n: int) -> Generation:

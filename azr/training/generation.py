@@ -1,9 +1,10 @@
 """Where azr's own generation backend plugs into TRL's GRPOTrainer (adapter mode's `azr.serving.LoraSync`).
 
-The switch itself touches TRL's private generation attributes, so it is `azr.rollouts.TrainerBatches.use_backend`
-(the TRL adapter); this module decides when it is allowed. The loss applies TRL's importance-sampling correction to
-the logprobs the backend returns; tests/training/test_generation.py exercises that on the tiny model. The trainer is
-built with `use_vllm=False` (TRL would start its own vLLM otherwise) and switched over here.
+The switch itself touches TRL's private generation attributes, so it is
+`azr.training.trl_private.TrainerBatches.use_backend`; this module decides when it is allowed. The loss applies TRL's
+importance-sampling correction to the logprobs the backend returns; tests/training/test_generation.py exercises that on
+the tiny model. The trainer is built with `use_vllm=False` (TRL would start its own vLLM otherwise) and switched over
+here.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from azr.errors import NotAvailableError
-from azr.rollouts import TrainerBatches
+from azr.training.trl_private import TrainerBatches
 
 
 def use_generation_backend(trainer: Any, backend: Any) -> None:

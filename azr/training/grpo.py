@@ -10,9 +10,10 @@ from typing import Any
 
 from azr.data import Task
 from azr.prompts import chat_messages
-from azr.rollouts import MainRounds, TrainerBatches
+from azr.rollouts import MainRounds
 from azr.training.context import RunContext
 from azr.training.ranks import replica_digests
+from azr.training.trl_private import TrainerBatches
 
 
 def grpo_phase(ctx: RunContext):

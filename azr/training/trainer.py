@@ -1,10 +1,10 @@
 """`AZRGRPOTrainer`: TRL's GRPOTrainer with the few changes azr needs, each explained where it is made.
 
-Owns masking completions that could not be graded, timing the reward stage, handing each scored batch to observers
-(the generation log, the scoreboard), calling a self-play round's hooks (`azr.selfplay.Arena`) around generation,
-and handing generation to a `RolloutFilter` (`azr.rollouts`: the group sampler's prompts, dynamic sampling),
-which sees the trainer only through `azr.rollouts.TrainerBatches`. It does not generate, compute advantages or the
-loss differently from TRL, and it knows nothing of config files.
+Owns masking completions that could not be graded, timing the reward stage, handing each scored batch to observers (the
+generation log, the scoreboard), calling a self-play round's hooks (`azr.selfplay.Arena`) around generation, and handing
+generation to a `RolloutFilter` (`azr.rollouts`: the group sampler's prompts, dynamic sampling), which receives each
+round as scored groups (`azr.training.trl_private.fill_batch`). It does not generate, compute advantages or the loss
+differently from TRL, and it knows nothing of config files.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from trl.trainer.utils import RepeatSampler
 from azr.models import keep_vectors_fp32
 from azr.prompts import completion_text, last_user_message
 from azr.rewards import CodeGrader
-from azr.rollouts import RolloutFilter, RoundHooks, TrainerBatches
+from azr.rollouts import RolloutFilter, RoundHooks
 from azr.training.callbacks import SandboxHealth
+from azr.training.trl_private import TrainerBatches, fill_batch
 
 
 @dataclass
@@ -89,12 +90,13 @@ class AZRGRPOTrainer(GRPOTrainer):
       every log.
     - `sampling` (an `azr.rollouts.RolloutFilter`) builds each generation batch in training: which prompt groups
       are generated (the group sampler), and with dynamic sampling which generated groups are trained. It sees the
-      trainer through `azr.rollouts.TrainerBatches` (one `_score_round` per round), and adds its metrics to every log.
+      trainer as an `azr.rollouts.BatchView` and receives its rounds as data
+      (`azr.training.trl_private.fill_batch`), and adds its metrics to every log.
     - `metered`: more parts whose `metrics()` join every log (`data.hardened`'s `HardenedWatch`).
     - `adjust_advantages` lets a subclass replace TRL's group-mean advantages of each round (Absolute Zero's
       per-(type, role) baseline) without overriding a private TRL method itself: the three this class overrides
       (`_generate_and_score_completions`, `_calculate_rewards`, `_get_train_sampler`) are pinned by
-      tests/rollouts/test_trl_batch.py, and every other private access is `azr.rollouts.TrainerBatches`'.
+      tests/training/test_trl_private.py, and every other private access is `azr.training.trl_private`'s.
     """
 
     def __init__(
@@ -133,7 +135,7 @@ class AZRGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         if self.sampling is not None and self.model.training:
-            return self.sampling.fill(TrainerBatches(self), list(inputs))
+            return fill_batch(self.sampling, TrainerBatches(self), list(inputs))
         return self._score_round(list(inputs))[0]
 
     def _score_round(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], torch.Tensor]:

@@ -26,7 +26,8 @@ from azr.evaluation.samplers import Generated, ServedSampler
 from azr.logs import JsonlWriter
 from azr.prompts import reference_answer
 from azr.rewards import build_rewards
-from azr.rollouts import BackendSampler, TrainerBatches
+from azr.rollouts import BackendSampler
+from azr.training.trl_private import TrainerBatches
 
 HELD_OUT = load_tasks("held-out")
 
