@@ -38,7 +38,7 @@ from azr.rollouts.curriculum import Curriculum
 from azr.rollouts.groups import GroupSampler, GroupSource
 from azr.rollouts.pipeline import AsyncRollouts
 from azr.rollouts.processes import OneProcess, Processes
-from azr.rollouts.seam import BatchView, Row, ScoredGroup, ScoredRound
+from azr.rollouts.seam import BatchView, Row, ScoredBatch, ScoredGroup, ScoredRound
 from azr.rollouts.tensors import detached, join_groups, split_groups, unsplittable
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ class RolloutFilter:
         start = sum(sizes[: self.ranks.rank])
         return pipeline.hand(sampled.part(start, start + sizes[self.ranks.rank]))
 
-    def observe(self, batch: Any) -> None:
+    def observe(self, batch: ScoredBatch) -> None:
         """Trainer observer of each `ScoredBatch` (every round's): the curriculum's statistics."""
         if self.groups.curriculum is not None:
             self.groups.curriculum.observe(batch)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Union
 
+from azr.prompts import completion_text, last_user_message
+
 if TYPE_CHECKING:
     import torch
     from peft import PeftModel
@@ -124,6 +126,49 @@ class ScoredRound:
     batch: dict[str, torch.Tensor]
     groups: list[ScoredGroup]
     signals: list[bool]
+
+
+@dataclass
+class ScoredBatch:
+    """What one process scored in one generation round, row by row; `rewards` is (rows, reward functions)."""
+
+    step: int
+    inputs: list[Row]
+    prompts: list[object]
+    completions: list[object]
+    rewards: torch.Tensor
+    reward_names: list[str]
+    details: list[dict[str, object]]
+
+    def records(self) -> list[dict[str, object]]:
+        """One JSON-ready record per completion: prompt, completion, each reward, and the grader's verdict."""
+        out = []
+        for i, (row, prompt, completion) in enumerate(zip(self.inputs, self.prompts, self.completions, strict=True)):
+            rewards = {n: _finite(v) for n, v in zip(self.reward_names, self.rewards[i].tolist(), strict=True)}
+            out.append(
+                {
+                    "step": self.step,
+                    "task_id": row.get("task_id"),
+                    "prompt": str(last_user_message(prompt) or ""),
+                    "completion": completion_text(completion),
+                    "source": row.get("source", "data"),  # data / hint (a hinted retry) / replay (frontier)
+                    "hinted": bool(row.get("hint")),
+                    "opponent_passed": row.get("opponent_passed"),
+                    **({"policy_version": row["policy_version"]} if "policy_version" in row else {}),
+                    "rewards": rewards,
+                    **(self.details[i] if i < len(self.details) else {}),
+                    **({"messages": completion} if _used_tools(completion) else {}),  # calls and results, in order
+                }
+            )
+        return out
+
+
+def _used_tools(completion: object) -> bool:
+    return isinstance(completion, list) and any(isinstance(m, dict) and m.get("role") == "tool" for m in completion)
+
+
+def _finite(value: float) -> float | None:
+    return None if value != value else value  # NaN (not graded) becomes JSON null
 
 
 @dataclass

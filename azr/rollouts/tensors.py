@@ -100,7 +100,9 @@ def _scores(
     return totals, breakdown
 
 
-def join_groups(groups: list[ScoredGroup], pad_id: int, multiple: int | None, device: Any, trim: bool = True) -> dict:
+def join_groups(
+    groups: list[ScoredGroup], pad_id: int, multiple: int | None, device: torch.device, trim: bool = True
+) -> dict[str, torch.Tensor]:
     """One batch of `groups`' rows, padded as TRL pads (prompts on the left, completions on the right); with `trim`,
     columns no row uses are cut (keeping widths a multiple of `multiple`), so the batch is what TRL would have built
     from these rows in one round."""

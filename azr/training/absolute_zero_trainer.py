@@ -17,13 +17,11 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from accelerate.utils import gather_object
-from trl.trainer.utils import nanstd
 
-from azr.absolute_zero import Generation
-from azr.rollouts import Prompt, Sampling, ScoredGroup, TrainerSampler
-from azr.training.trainer import AZRGRPOTrainer, ScoredBatch
+from azr.absolute_zero import Generation, Rollout
+from azr.rollouts import Prompt, Sampling, ScoredBatch, ScoredGroup, TrainerSampler, keyed_advantages, weighted_totals
+from azr.training.trainer import AZRGRPOTrainer
 from azr.training.trl_private import TrainerBatches
 
 
@@ -53,25 +51,11 @@ def rows_of(groups: Sequence[ScoredGroup]) -> Generation:
     )
 
 
-def type_role_advantages(rewards: torch.Tensor, keys: Sequence[str], scale: bool) -> torch.Tensor:
-    """Advantages against the mean of each row's (task type, role) in the batch, divided by that group's std when
-    `scale` (TRL's epsilon and nan-aware std); rows without a reward (NaN) and lone rows get 0."""
-    advantages = torch.zeros_like(rewards)
-    for key in dict.fromkeys(keys):
-        mask = torch.tensor([k == key for k in keys], device=rewards.device)
-        values = rewards[mask]
-        centred = values - torch.nanmean(values)
-        if scale:
-            centred = centred / (nanstd(values) + 1e-4)
-        advantages[mask] = centred
-    return torch.nan_to_num(advantages, nan=0.0)
-
-
 class AbsoluteZeroTrainer(AZRGRPOTrainer):
     """AZRGRPOTrainer whose batches come from `rollout` (an `azr.absolute_zero.Rollout`); `baseline` is 'group'
     (TRL's) or 'type_role'. The rollout's metrics join every log."""
 
-    def __init__(self, *args: Any, rollout: Any, baseline: str = "group", **kwargs: Any):
+    def __init__(self, *args: Any, rollout: Rollout, baseline: str = "group", **kwargs: Any):
         with warnings.catch_warnings():  # TRL flags rollout_func as experimental; azr pins the contract it uses
             warnings.filterwarnings("ignore", message=".*rollout_func.*")
             super().__init__(*args, rollout_func=rollout, mask_reward=None, **kwargs)
@@ -82,10 +66,8 @@ class AbsoluteZeroTrainer(AZRGRPOTrainer):
         if self.baseline == "type_role" and self.model.training and rewards is not None:
             # TRL merged the rollout's columns into these rows; the keys of every process's rows, in rank order
             keys = gather_object([f"{row['az_type']}/{row['az_role']}" for row in rows])
-            weights = self.reward_weights.to(rewards.device)
-            total = (rewards * weights).nansum(dim=1)
-            total[torch.isnan(rewards).all(dim=1)] = torch.nan
-            advantages = type_role_advantages(total, keys, self.scale_rewards != "none")
+            total = weighted_totals(rewards, self.reward_weights)
+            advantages = keyed_advantages(total, keys, self.scale_rewards != "none")
             start = self.accelerator.process_index * len(rows)
             output["advantages"] = advantages[start : start + len(rows)].to(output["advantages"].device)
             TrainerBatches(self).replace_logged_advantages(advantages.tolist())  # TRL logged the group ones

@@ -9,13 +9,16 @@ here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from azr.errors import NotAvailableError
-from azr.training.trl_private import TrainerBatches
+from azr.training.trl_private import GenerationBackend, TrainerBatches
+
+if TYPE_CHECKING:
+    from azr.training.trainer import AZRGRPOTrainer
 
 
-def use_generation_backend(trainer: Any, backend: Any) -> None:
+def use_generation_backend(trainer: AZRGRPOTrainer, backend: GenerationBackend) -> None:
     """Make `trainer` (a GRPOTrainer) generate through `backend` (`sync_weights`, `generate`) like TRL's vLLM."""
     deepspeed = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
     if trainer.is_fsdp_enabled or (deepspeed is not None and deepspeed.zero_stage == 3):

@@ -50,7 +50,7 @@ def grpo_phase(ctx: RunContext):
     try:
         trainer = AZRGRPOTrainer(
             model=ctx.model,
-            reward_funcs=ctx.rewards.trained_funcs,
+            reward_funcs=list(ctx.rewards.trained.funcs) if ctx.rewards.trained is not None else [],
             args=ctx.args.grpo,
             train_dataset=grpo_dataset(ctx.tasks),
             processing_class=ctx.tokenizer,
@@ -116,7 +116,7 @@ def heldout_evaluator(ctx: RunContext):
         max_completion_length=ctx.args.max_completion_length,
         ranks=ctx.ranks,
         metrics=ctx.metrics,
-        rewards=(rewards.funcs, rewards.weights, rewards.grader),
+        rubric=rewards.rubric,
         pool=rewards.grader.pool,
         folder=ctx.out / "heldout" if ctx.ranks.main else None,
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,50 +19,10 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from azr.models import keep_vectors_fp32
-from azr.prompts import completion_text, last_user_message
 from azr.rewards import CodeGrader
-from azr.rollouts import RolloutFilter, RoundHooks
+from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch
 from azr.training.callbacks import SandboxHealth
 from azr.training.trl_private import TrainerBatches, fill_batch
-
-
-@dataclass
-class ScoredBatch:
-    """What one process scored in one generation round, row by row; `rewards` is (rows, reward functions)."""
-
-    step: int
-    inputs: list[dict[str, Any]]
-    prompts: list[Any]
-    completions: list[Any]
-    rewards: torch.Tensor
-    reward_names: list[str]
-    details: list[dict[str, Any]]
-
-    def records(self) -> list[dict[str, Any]]:
-        """One JSON-ready record per completion: prompt, completion, each reward, and the grader's verdict."""
-        out = []
-        for i, (row, prompt, completion) in enumerate(zip(self.inputs, self.prompts, self.completions, strict=True)):
-            rewards = {n: _finite(v) for n, v in zip(self.reward_names, self.rewards[i].tolist(), strict=True)}
-            out.append(
-                {
-                    "step": self.step,
-                    "task_id": row.get("task_id"),
-                    "prompt": str(last_user_message(prompt) or ""),
-                    "completion": completion_text(completion),
-                    "source": row.get("source", "data"),  # data / hint (a hinted retry) / replay (frontier)
-                    "hinted": bool(row.get("hint")),
-                    "opponent_passed": row.get("opponent_passed"),
-                    **({"policy_version": row["policy_version"]} if "policy_version" in row else {}),
-                    "rewards": rewards,
-                    **(self.details[i] if i < len(self.details) else {}),
-                    **({"messages": completion} if _used_tools(completion) else {}),  # calls and results, in order
-                }
-            )
-        return out
-
-
-def _used_tools(completion: Any) -> bool:
-    return isinstance(completion, list) and any(isinstance(m, dict) and m.get("role") == "tool" for m in completion)
 
 
 class AZRGRPOTrainer(GRPOTrainer):
@@ -219,7 +178,3 @@ def _p95(values: list[int]) -> float:
     """The 95th percentile (nearest rank) of `values`."""
     ordered = sorted(values)
     return float(ordered[max(0, -(-95 * len(ordered) // 100) - 1)])
-
-
-def _finite(value: float) -> float | None:
-    return None if value != value else value  # NaN (not graded) becomes JSON null

@@ -11,9 +11,9 @@ vLLM backend's attributes and `_logs`; `AZRGRPOTrainer` overrides three hooks (`
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -30,6 +30,18 @@ from azr.rollouts import (
 
 if TYPE_CHECKING:
     from azr.training.trainer import AZRGRPOTrainer
+
+# TRL's `rollout_func(prompts, trainer)`: prompt and completion ids, sampler log-probs and extra columns per row.
+RolloutFunc = Callable[[list[object], object], dict[str, list[object]]]
+
+
+class GenerationBackend(Protocol):
+    """What TRL 1.16's `_generate_single_turn` calls on its vLLM backend (`vllm_generation`): TRL's own in server
+    and colocate modes, azr's `LoraSync` in adapter mode."""
+
+    def sync_weights(self) -> None: ...
+
+    def generate(self, prompts: list[list[int]], images: object, num_generations: int) -> tuple: ...
 
 
 class TrainerBatches:
@@ -131,7 +143,7 @@ class TrainerBatches:
             return trainer.vllm_generation
         return None
 
-    def use_backend(self, backend: Any) -> None:
+    def use_backend(self, backend: GenerationBackend) -> None:
         """Make the trainer generate through `backend` (`sync_weights`, `generate`) as it does through TRL's vLLM:
         TRL 1.16's `_generate_single_turn` calls `backend.sync_weights()` whenever the step differs from
         `_last_loaded_step`, then `backend.generate(prompts=token ids, images=, num_generations=, profiler=)`."""
@@ -170,7 +182,7 @@ class TrainerBatches:
         prompt_ids, _, _ = self.trainer._tokenize_prompts(prompts)
         return [list(p) for p in prompt_ids]
 
-    def use_rollouts(self, rollout_func: Any) -> None:
+    def use_rollouts(self, rollout_func: RolloutFunc) -> None:
         """Make TRL's round take its completions from `rollout_func(prompts, trainer)` (TRL's public but experimental
         `rollout_func`, set after construction: asynchronous GRPO's pipeline needs the trainer to exist first)."""
         self.trainer.rollout_func = rollout_func
@@ -205,7 +217,7 @@ class TrainerBatches:
 
 
 @contextmanager
-def _request_settings(backend: Any, temperature: float, max_tokens: int) -> Iterator[None]:
+def _request_settings(backend: GenerationBackend, temperature: float, max_tokens: int) -> Iterator[None]:
     """The backend's request settings set to `temperature` and `max_tokens` for the time of one call: `LoraSync`'s
     request fields (a dict), or TRL's `VLLMGeneration` attributes (server and colocate modes)."""
     if isinstance(getattr(backend, "sampling", None), dict):
