@@ -28,7 +28,7 @@ def model_dir(tmp_path) -> Path:
 def nothing_slow(monkeypatch):
     """Fail the test if `azr train` gets as far as the sandbox, the tokenizer or the model."""
     import azr.models
-    import azr.training.rubrics
+    import azr.training.context
 
     def reached(what):
         def fail(*args, **kwargs):
@@ -36,7 +36,7 @@ def nothing_slow(monkeypatch):
 
         return fail
 
-    monkeypatch.setattr(azr.training.rubrics, "build_rubric", reached("the sandbox"))
+    monkeypatch.setattr(azr.training.context, "run_rewards", reached("the sandbox"))
     monkeypatch.setattr(azr.models, "load_tokenizer", reached("the tokenizer"))
     monkeypatch.setattr(azr.models, "build_model_and_tokenizer", reached("the model"))
 
