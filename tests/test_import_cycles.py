@@ -39,7 +39,7 @@ def test_a_cycle_is_found():
 
 def test_type_checking_imports_are_edges():
     graph, executed = import_graph(), import_graph(type_checking=False)
-    assert "azr.rollouts" in graph["azr.evaluation.callback"]  # TrainerBatches, for the annotation only
+    assert "azr.rollouts" in graph["azr.evaluation.callback"]  # TrainerView, for the annotation only
     assert "azr.rollouts" not in executed["azr.evaluation.callback"]
 
 

@@ -1,11 +1,7 @@
-"""Rewards: TRL reward functions over code completions, one REWARDS table, and `instantiate` (a spec to its function;
-`azr.rewards.rubric` builds the set).
-
-Every reward is a callable `(prompts, completions, **columns) -> list[float | None]` following TRL 1.16: dataset columns
-arrive as lists with one entry per completion. Rewards never raise into TRL: a wrong answer scores low, an
-infrastructure failure (the sandbox itself failed) scores None and is counted, and any unexpected error scores None with
-its reason logged. Rewards that need test results share one `CodeGrader`, which runs each batch in parallel through the
-sandbox pool once and caches the outcomes for the other rewards of the same batch.
+"""Rewards: TRL reward functions `(prompts, completions, **columns) -> list[float | None]` over code completions, the
+REWARDS table, and `instantiate` (a recipe's spec to its function; `azr.rewards.rubric` builds the set). A reward
+never raises into TRL: a wrong answer scores low, an infrastructure failure or an unexpected error scores None
+(counted, or logged). Rewards that need test results share one `CodeGrader`, which grades each batch once.
 """
 
 from __future__ import annotations

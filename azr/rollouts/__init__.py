@@ -1,8 +1,6 @@
-"""Rollouts: the rollout seam (`seam`: scored groups tagged with the policy version, the source protocol of GRPO's
-round and the sampler protocol outside it; `samplers`: HF generate and the trainer's vLLM backend as samplers), and
-what goes into a generation batch. The group sampler (which prompt groups: data, curriculum, self-play's
-replay and hinted retries), the curriculum, dynamic sampling (which generated groups are trained), self-play rounds
-across processes. The face of the package.
+"""Rollouts: the rollout seam (`seam`: scored groups, the protocols of a trainer's round and of samplers), the samplers,
+and what goes into a generation batch: the group sampler, the curriculum, dynamic sampling, self-play rounds across
+processes, the asynchronous pipeline, advantages as functions of scores. The face of the package.
 
 Nothing here computes a reward, imports TRL or calls a trainer's round: `azr.training` runs the rounds and hands
 their scored groups in (`azr.training.trl_private`).

@@ -1,13 +1,7 @@
-"""The rollout seam: what every sampler hands the consumers of its samples, as typed data.
-
-A `ScoredGroup` is one prompt's completions, scored: the token ids and the sampler's log-probabilities of each
-completion, each reward and their weighted total (None where a completion could not be graded), the policy
-`version` that sampled them (the optimizer steps its weights had taken) and when. A `RolloutSource` makes a
-`ScoredRound` of such groups from dataset rows (TRL's round, in `azr.training.trl_private`); GRPO's batch
-composition receives them as data. `TrainerView` / `BatchView` are what samplers and batch composition need of a
-trainer, as protocols (implemented in training/). Outside GRPO's round a `Sampler` draws unscored groups for
-`Prompt`s at given `Sampling` settings (`azr.rollouts.samplers`).
-
+"""The rollout seam, as typed data: a `ScoredGroup` (one prompt's completions with token ids, sampler log-probs,
+rewards, the policy `version` that sampled them), a `ScoredRound` of them from a `RolloutSource`, a `ScoredBatch`
+(what one process scored in a round, for observers), a `Sampler` outside GRPO's round, and `TrainerView` /
+`BatchView`, what samplers and batch composition need of a trainer (implemented in `azr.training.trl_private`).
 Owns the shapes of the seam only: no generation, no reward, no TRL.
 """
 

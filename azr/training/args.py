@@ -1,11 +1,7 @@
-"""The trainer arguments a run trains with: `TrainerArgs` (the `trl.GRPOConfig` and `trl.SFTConfig` and the token
-budgets they were built with), built by `build_trainer_args` from a recipe whose rules `azr.config` has checked
-(`azr.config.check_recipe`) through `azr.training.trainer_args`. A run builds them once, in its context, after its
-vLLM server has started (TRL's server mode needs the server's address); the preflight builds them with the server's
-fields left empty.
-
-The reward weights TRL gets are those of the rubric GRPO trains with (`azr.training.rubrics`, checked here without
-starting a sandbox).
+"""The trainer arguments a run trains with: `TrainerArgs` (TRL's GRPOConfig and SFTConfig and their token budgets),
+built by `build_trainer_args` from a checked recipe through `azr.training.trainer_args`, once per run after its vLLM
+server has started (the preflight builds them with the server's fields empty). TRL's reward weights are those of
+the rubric GRPO trains with (`azr.training.rubrics`, checked here without starting a sandbox).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Where azr's own generation backend plugs into TRL's GRPOTrainer (adapter mode's `azr.serving.LoraSync`).
-
-The switch itself touches TRL's private generation attributes, so it is
-`azr.training.trl_private.TrainerBatches.use_backend`; this module decides when it is allowed. The loss applies TRL's
-importance-sampling correction to the logprobs the backend returns; tests/training/test_generation.py exercises that on
-the tiny model. The trainer is built with `use_vllm=False` (TRL would start its own vLLM otherwise) and switched over
-here.
+"""Where azr's own generation backend (adapter mode's `azr.serving.LoraSync`) plugs into TRL's GRPOTrainer: this
+module decides when it is allowed; the switch of TRL's private attributes is `azr.training.trl_private`'s. The
+trainer is built with `use_vllm=False` (TRL would start its own vLLM otherwise) and switched over here;
+tests/training/test_generation.py exercises it, TRL's importance-sampling correction included, on the tiny model.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""`AZRGRPOTrainer`: TRL's GRPOTrainer with the few changes azr needs, each explained where it is made.
-
-Owns masking completions that could not be graded, timing the reward stage, handing each scored batch to observers (the
-generation log, the scoreboard), calling a self-play round's hooks (`azr.selfplay.Arena`) around generation, and handing
-generation to a `RolloutFilter` (`azr.rollouts`: the group sampler's prompts, dynamic sampling), which receives each
-round as scored groups (`azr.training.trl_private.fill_batch`). It does not generate, compute advantages or the loss
-differently from TRL, and it knows nothing of config files.
+"""`AZRGRPOTrainer`: TRL's GRPOTrainer with the few changes azr needs, each explained where it is made: ungraded
+completions masked, the reward stage timed, scored batches handed to observers, a self-play round's hooks around
+generation, and generation batches composed by a `RolloutFilter` (`azr.rollouts`), whose rounds it runs
+(`azr.training.trl_private.fill_batch`). It computes advantages and the loss as TRL does and knows no config file.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The one place where azr meets TRL's private trainer API (TRL 1.16). `TrainerBatches` is the narrow view of a
-GRPOTrainer that batch composition, the samplers, Absolute Zero and the held-out evaluation are typed on (the
-protocols `azr.rollouts.BatchView` / `TrainerView`); `TrlRounds` turns the trainer's round into scored groups; and
-`fill_batch` drives a `RolloutFilter`'s plan with those rounds. tests/training/test_trl_private.py pins it.
-
-Private TRL used here only: `_get_per_token_logps_and_entropies`, `_tokenize_prompts`, `_generate_single_turn`, the
-vLLM backend's attributes and `_logs`; `AZRGRPOTrainer` overrides three hooks (`_generate_and_score_completions`,
-`_calculate_rewards`, `_get_train_sampler`) and wraps the first as `_score_round`, called from here alone.
+"""The one place where azr meets TRL's private trainer API (TRL 1.16), pinned by tests/training/test_trl_private.py:
+`TrainerBatches`, the view of a GRPOTrainer that batch composition, the samplers, Absolute Zero and the held-out
+evaluation are typed on (`azr.rollouts.BatchView` / `TrainerView`); `TrlRounds`, the trainer's round as scored
+groups; `fill_batch`, which runs the rounds a `RolloutFilter`'s plan asks for. `AZRGRPOTrainer` overrides three
+private hooks (`_generate_and_score_completions`, `_calculate_rewards`, `_get_train_sampler`); the rest is here.
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 
@@ -29,10 +26,16 @@ from azr.rollouts import (
 )
 
 if TYPE_CHECKING:
-    from azr.training.trainer import AZRGRPOTrainer
+    from trl import GRPOTrainer
 
 # TRL's `rollout_func(prompts, trainer)`: prompt and completion ids, sampler log-probs and extra columns per row.
 RolloutFunc = Callable[[list[object], object], dict[str, list[object]]]
+
+
+class ScoresRounds(Protocol):
+    """`AZRGRPOTrainer`'s one addition this module calls: TRL's round wrapped (`_score_round`)."""
+
+    def _score_round(self, rows: list[Row]) -> tuple[dict[str, Any], torch.Tensor]: ...
 
 
 class GenerationBackend(Protocol):
@@ -49,7 +52,7 @@ class TrainerBatches:
     scored round of generation, the group size, the step being trained, reward weights, padding, the policy's
     log-probabilities, and the two collectives the filter adds to TRL's own."""
 
-    def __init__(self, trainer: AZRGRPOTrainer):
+    def __init__(self, trainer: GRPOTrainer):
         self.trainer = trainer
 
     # -------------------------------------------------------------------------------------------- the batch
@@ -90,7 +93,7 @@ class TrainerBatches:
     def score_round(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], torch.Tensor]:
         """TRL's generation and scoring of `rows`: its output dict (keys in KNOWN for text prompts), and the rewards
         of every process's rows in rank order (rows, reward functions; NaN where not graded)."""
-        return self.trainer._score_round(rows)
+        return cast(ScoresRounds, self.trainer)._score_round(rows)
 
     def policy_logps(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Per-token log-probabilities of `batch`'s completions under the policy now, without gradients: what TRL
