@@ -55,6 +55,7 @@ class PathRecorder:
 
     def __init__(self) -> None:
         self.chains: Counter[tuple[str, ...]] = Counter()
+        self.example: dict[tuple[str, ...], str] = {}  # chain -> the first call that made it (caller -> callee)
         self._packages: dict[str, str | None] = {}  # filename -> package, cached: the hook runs on every call
 
     def _package(self, filename: str) -> str | None:
@@ -80,7 +81,14 @@ class PathRecorder:
             if name is not None and (not chain or chain[-1] != name):
                 chain.append(name)
             walk = walk.f_back
-        self.chains[tuple(reversed(chain))] += 1
+        key = tuple(reversed(chain))
+        self.chains[key] += 1
+        if key not in self.example:
+            self.example[key] = f"{_where(caller)} -> {_where(frame)}"
+
+
+def _where(frame: FrameType) -> str:
+    return f"{frame.f_code.co_filename[len(ROOT) :]}:{frame.f_code.co_qualname}"
 
 
 def reentries(chain: tuple[str, ...]) -> list[str]:
@@ -132,7 +140,8 @@ def main() -> None:
         "reentered": dict(per_package.most_common()),
     }
     if opts.json:
-        print(json.dumps(figures | ({"looping": [" > ".join(c) for c in sorted(looping)]} if opts.chains else {})))
+        shown = {" > ".join(c): recorder.example[c] for c in sorted(looping)}
+        print(json.dumps(figures | ({"looping": shown} if opts.chains else {})))
         return
     print(f"package chains on the path of one `azr train`: {figures['chains']}")
     print(f"chains that re-enter a package: {figures['reentering_chains']}")
@@ -140,7 +149,7 @@ def main() -> None:
     print("re-entered:", ", ".join(f"{k} {v}" for k, v in per_package.most_common()) or "none")
     if opts.chains:
         for chain in sorted(looping):
-            print("  " + " > ".join(chain))
+            print("  " + " > ".join(chain) + "    (first: " + recorder.example[chain] + ")")
 
 
 if __name__ == "__main__":
