@@ -1,11 +1,8 @@
 """The run context of `azr train`: what every phase of one run shares, built once, in the order each part needs the ones
-before it. The sidecar checked and entered; the ranks joined; the run folder (its `.azr-run` marker written first), its
-state and the resume point; the tasks; the rubrics (`azr.training.rubrics`: the recipe's, and GRPO's with self-play
-blended in once); the sandbox checked on reference solutions; the tokenizer; the vLLM server started; the trainer
-arguments built once, after the server's address is known; the policy loaded; the logs opened.
-
-Owns the order of that set-up and the callbacks every phase's trainer gets (`RunContext.callbacks`, the one place a new
-callback is attached). It runs no phase; `azr.training.run` runs them, each from its own module.
+before it: the sidecar, the ranks, the run folder (its `.azr-run` marker first), its state and resume point, the tasks,
+the rubrics (`azr.training.rubrics`), the sandbox checked on reference solutions, the tokenizer, the vLLM server, the
+trainer arguments (after the server's address is known), the policy, the logs. Owns that order and the callbacks every
+phase's trainer gets (`RunContext.callbacks`); it runs no phase (`azr.training.run` does).
 """
 
 from __future__ import annotations
@@ -29,11 +26,10 @@ from azr.serving import Sidecar
 from azr.training.args import TrainerArgs, build_trainer_args
 from azr.training.ranks import Ranks, sandbox_share, start_ranks
 from azr.training.rubrics import RunRewards, run_rewards
+from azr.training.state import Resume, RunState, prune_logs, resolve_resume
 
 if TYPE_CHECKING:
     from transformers import Trainer
-
-from azr.training.state import Resume, RunState, prune_logs, resolve_resume
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +141,7 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
         tasks = audited_tasks(tasks, cfg, out if ranks.main else None)
     pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
     rewards = run_rewards(cfg, sandbox, pool)
-    check_sandbox(tasks, rewards.rubric.grader)
+    check_sandbox(tasks, rewards.grader)
     if cfg.sft.enabled and cfg.sft.rollouts and not state.done("sft"):
         from azr.tools import load_rollouts
 
