@@ -257,3 +257,18 @@ def test_the_trl_exceptions_are_still_needed():
         or not any(n == "trl" or n.startswith("trl.") for n in _imports(PACKAGE / name, top_level_only=False))
     ]
     assert not stale, stale
+
+
+def test_no_parameter_is_typed_trainer_any():
+    """A trainer is passed as its class or as a protocol of what is used of it (`azr.rollouts.BatchView`), never as
+    `Any`: rollouts and environments get data from training, not a trainer to call back."""
+    untyped = [
+        f"{_id(path)}:{node.lineno} {node.arg}"
+        for path in MODULES
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.arg)
+        and "trainer" in node.arg
+        and (node.annotation is None or ast.unparse(node.annotation) in ("Any", "typing.Any"))
+        and node.arg != "self"
+    ]
+    assert not untyped, untyped

@@ -58,8 +58,14 @@ class AbsoluteZeroTrainer(AZRGRPOTrainer):
     def __init__(self, *args: Any, rollout: Rollout, baseline: str = "group", **kwargs: Any):
         with warnings.catch_warnings():  # TRL flags rollout_func as experimental; azr pins the contract it uses
             warnings.filterwarnings("ignore", message=".*rollout_func.*")
-            super().__init__(*args, rollout_func=rollout, mask_reward=None, **kwargs)
+            super().__init__(*args, rollout_func=self._rollout_rows, mask_reward=None, **kwargs)
         self.rollout, self.baseline = rollout, baseline
+
+    def _rollout_rows(self, prompts: list[object], trainer: object) -> dict[str, Any]:
+        """TRL's `rollout_func` (called with this trainer): the rollout's rows for `prompts`, each group as large as
+        TRL's training or evaluation groups, drawn through the rollout's generator for this trainer."""
+        group = self.num_generations if self.model.training else self.num_generations_eval
+        return self.rollout.run(prompts, self.rollout.generator(self), group)
 
     def adjust_advantages(self, output: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         rewards = self.round_rewards  # this round's, every process's rows in rank order

@@ -6,7 +6,7 @@ saved with its model card. `finish_grpo` is shared with Absolute Zero's GRPO pha
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.data import Task
 from azr.prompts import chat_messages
@@ -14,6 +14,13 @@ from azr.rollouts import MainRounds
 from azr.training.context import RunContext
 from azr.training.ranks import replica_digests
 from azr.training.trl_private import TrainerBatches
+
+if TYPE_CHECKING:
+    from trl import GRPOTrainer
+
+    from azr.rollouts import AsyncRollouts
+    from azr.serving import LoraSync
+    from azr.training.trainer import AZRGRPOTrainer
 
 
 def grpo_phase(ctx: RunContext):
@@ -88,7 +95,7 @@ def grpo_phase(ctx: RunContext):
     return finish_grpo(ctx, trainer, started)
 
 
-def asynchronous(trainer, backend, max_staleness: int):
+def asynchronous(trainer: AZRGRPOTrainer, backend: LoraSync, max_staleness: int) -> AsyncRollouts:
     """Asynchronous GRPO over adapter mode's `backend` (`azr.serving.LoraSync`): it serves each policy version under
     its own name, and TRL's round takes the completions the pipeline sampled ahead through its `rollout_func`."""
     from azr.rollouts import AsyncRollouts
@@ -122,7 +129,7 @@ def heldout_evaluator(ctx: RunContext):
     )
 
 
-def finish_grpo(ctx: RunContext, trainer, started: float):
+def finish_grpo(ctx: RunContext, trainer: GRPOTrainer, started: float):
     """Save the trained policy to `final/` with its model card and record the phase; returns the model."""
     final = ctx.out / "final"
     trainer.save_model(str(final))  # on every rank: a sharded model is gathered to the main one, which writes
