@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from azr.rollouts.advantages import weighted_totals
 from azr.rollouts.seam import RolloutTiming, ScoredGroup
 
 # The per-row keys of a generation batch for text prompts (what TRL 1.16's round returns), by padding side.
@@ -35,11 +36,11 @@ def group_signal(rewards: torch.Tensor, weights: torch.Tensor, size: int) -> lis
     """For each run of `size` rows: whether its rewards differ. `rewards` is (rows, reward functions), NaN where a
     reward does not apply; a row NaN throughout was not graded and never counts, so a group needs two graded rows
     whose weighted rewards are not all equal (a standard deviation not close to 0, as TRL's frac_reward_zero_std)."""
-    total = (rewards.float() * weights.to(rewards.device).float()).nansum(dim=1)
-    graded = ~torch.isnan(rewards).all(dim=1)
+    total = weighted_totals(rewards, weights)
     out = []
     for start in range(0, rewards.shape[0] - size + 1, size):
-        values = total[start : start + size][graded[start : start + size]]
+        values = total[start : start + size]
+        values = values[~torch.isnan(values)]
         out.append(values.numel() >= 2 and not torch.isclose(values.std(), torch.zeros(())).item())
     return out
 
@@ -92,9 +93,7 @@ def _scores(
     rewards: torch.Tensor, weights: torch.Tensor, names: Sequence[str]
 ) -> tuple[list[float | None], dict[str, list[float | None]]]:
     """The weighted total of each row (None where no reward applies: not graded) and each function's rewards."""
-    graded = ~torch.isnan(rewards).all(dim=1)
-    total = (rewards.float() * weights.to(rewards.device).float()).nansum(dim=1)
-    totals = [float(t) if g else None for t, g in zip(total.tolist(), graded.tolist(), strict=True)]
+    totals = [None if t != t else float(t) for t in weighted_totals(rewards, weights).tolist()]
     columns = rewards.float().t().tolist()
     breakdown = {n: [None if v != v else v for v in col] for n, col in zip(names, columns, strict=False)}
     return totals, breakdown
