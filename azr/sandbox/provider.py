@@ -35,6 +35,11 @@ class ExecutionProvider(Protocol):
         ...
 
     @property
+    def size(self) -> int:
+        """How many programs it runs at once (a pool's workers, a remote provider's concurrent requests)."""
+        ...
+
+    @property
     def isolation(self) -> str:
         """What keeps programs apart from the host: "namespaces", "none", or a remote server's own word."""
         ...

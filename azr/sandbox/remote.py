@@ -71,6 +71,7 @@ class RemoteProvider:
         self._lock = threading.Lock()
         self._stats: Counter[str] = Counter()
         self._dispatch = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="azr-remote")
+        self.size = cfg.concurrency
         self._wanted_preload = dict(preload or {})
         self._preload: dict[str, str] | None = None
         self._isolation = "sandboxfusion" if cfg.api == "sandboxfusion" else ""

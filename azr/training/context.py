@@ -262,8 +262,9 @@ def check_sandbox(tasks: list[Task], grader: CodeGrader, sample: int = 8) -> Non
         raise SandboxUnhealthy(f"the sandbox failed on {len(errors)} of {len(checked)} reference runs: {errors[0]}")
     passed = sum(g.passed for _, g in checked)
     log.info(
-        "sandbox: %s; isolation %s; %d/%d reference solutions pass",
+        "sandbox: %s, %d workers; isolation %s; %d/%d reference solutions pass",
         checked[0][1].backend if checked else "no reference run",
+        grader.pool.size,
         grader.pool.isolation,
         passed,
         len(checked),

@@ -54,6 +54,10 @@ class CountingProvider:
         return {}  # this provider preloads nothing: programs carry the harness themselves
 
     @property
+    def size(self):
+        return self.inner.size
+
+    @property
     def isolation(self):
         return self.inner.isolation
 

@@ -173,7 +173,7 @@ def test_two_processes_write_one_set_of_outputs_and_keep_equal_weights(tiny_mode
     for step in (1, 2):
         assert Counter(r["task_id"] for r in generations if r["step"] == step) == {t: 2 for t in _task_ids(out)}
     assert "ranks: 2 processes, 2 on this machine" in log
-    assert log.count("sandbox: bwrap backend, 1 workers") == 1  # each rank's share; the other rank logs warnings only
+    assert log.count("sandbox: bwrap, 1 workers") == 1  # each rank's share; the other rank logs warnings only
     assert (out / "final" / "adapter_model.safetensors").is_file()
     assert (out / "checkpoints" / "checkpoint-2" / "rng_state_1.pth").is_file()  # each rank's RNG, for a resume
     print(f"two-process run: {seconds:.1f} s")
