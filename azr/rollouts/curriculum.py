@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from azr.config import CurriculumConfig
-from azr.rollouts.seam import ScoredBatch
 
 
 @dataclass
@@ -48,7 +47,7 @@ class Curriculum:
         self.stats: dict[str, TaskStats] = {str(t): TaskStats() for t in task_ids}
 
     # ------------------------------------------------------------------------------------------------- counting
-    def observe(self, batch: ScoredBatch) -> None:
+    def observe(self, batch: Any) -> None:
         """Trainer observer of each `ScoredBatch`: the grader's verdict per row (rows it could not grade, and batches
         without verdicts, count nothing)."""
         if len(batch.details) != len(batch.inputs):

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from azr.rollouts.seam import VERSION, Row, ScoredGroup
+from azr.rollouts.seam import Row, ScoredGroup
+from azr.rollouts.trl_round import VERSION
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from azr.rollouts.pipeline import AsyncRollouts, outside_band
-from azr.rollouts.seam import VERSION, ScoredGroup
+from azr.rollouts.seam import ScoredGroup
+from azr.rollouts.trl_round import VERSION
 
 G = 2
 
