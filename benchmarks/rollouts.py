@@ -79,7 +79,7 @@ def _trainer(arm: str, cfg: AzrConfig, policy: str, pool, max_steps: int, callba
     """azr's GRPO trainer for one arm, from the policy on disk: (trainer, sampling, rewards, tasks, tokenizer)."""
     from transformers import PrinterCallback, set_seed
 
-    from azr.rewards import build_rewards
+    from azr.rewards import build_rubric
     from azr.rollouts import build_sampling
     from azr.training import AZRGRPOTrainer, grpo_args, grpo_dataset, grpo_rows, on_gpu
 
@@ -88,7 +88,8 @@ def _trainer(arm: str, cfg: AzrConfig, policy: str, pool, max_steps: int, callba
     model, tokenizer = load_policy(cfg, policy)
     tasks = training_tasks(cfg, tokenizer)
     # A fresh grader per run: its cache must not carry the previous run's completions.
-    funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)
+    rubric = build_rubric(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)
+    funcs, weights, grader = list(rubric.funcs), list(rubric.weights), rubric.grader
     sampling = build_sampling(cfg, grpo_rows(tasks))
     trainer = AZRGRPOTrainer(
         model=model,
@@ -102,7 +103,7 @@ def _trainer(arm: str, cfg: AzrConfig, policy: str, pool, max_steps: int, callba
         sampling=sampling,
     )
     trainer.remove_callback(PrinterCallback)
-    return trainer, sampling, (funcs, weights, grader), tasks, tokenizer
+    return trainer, sampling, rubric, tasks, tokenizer
 
 
 def _burn_in(cfg: AzrConfig, policy: str, pool, steps: int, out: Path) -> tuple[str, float]:
@@ -122,9 +123,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: i
     from azr.evaluation import Sampling, generate_completions, score_completions
 
     # The time budget ends every arm, never the recipe's step count.
-    trainer, sampling, (funcs, weights, grader), tasks, tokenizer = _trainer(
-        arm, cfg, policy, pool, 1_000_000, [_budget(seconds)], out
-    )
+    trainer, sampling, rubric, tasks, tokenizer = _trainer(arm, cfg, policy, pool, 1_000_000, [_budget(seconds)], out)
     started = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - started
@@ -137,7 +136,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, seconds: float, samples: i
     )
     started = time.perf_counter()
     completions = generate_completions(trainer.model, tokenizer, tasks, measure, cfg.template_kwargs())
-    scored = score_completions(funcs, weights, grader, tasks, completions)
+    scored = score_completions(rubric, tasks, completions)
     return {
         "arm": arm,
         "steps": trainer.state.global_step,
@@ -221,7 +220,7 @@ def main() -> None:
         sys.exit(f"rollouts: --arms must name plain and dynamic, from {', '.join(ARMS)}")
 
     from azr.models import quiet_third_party
-    from azr.rewards import build_rewards, pool_from_config
+    from azr.rewards import build_rubric, pool_from_config
     from azr.training import check_sandbox
 
     quiet_third_party()
@@ -233,7 +232,7 @@ def main() -> None:
     try:
         warm: dict[str, Any] = {"policy": args.model, "seconds": None, "examples": None}
         pool = pool_from_config(cfg.sandbox)
-        grader = build_rewards(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)[2]
+        grader = build_rubric(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format).grader
         if args.model:
             policy = str(Path(args.model).resolve())
         else:

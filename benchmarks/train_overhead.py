@@ -55,9 +55,9 @@ def _with_steps(cfg: AzrConfig, steps: int) -> AzrConfig:
 
 
 def _grader(cfg: AzrConfig, pool):
-    from azr.rewards import build_rewards
+    from azr.rewards import build_rubric
 
-    return build_rewards(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)[2]
+    return build_rubric(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format).grader
 
 
 def _length_reward(completions, **columns) -> list[float]:
@@ -99,7 +99,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     from transformers import PrinterCallback, set_seed
     from trl import GRPOTrainer
 
-    from azr.rewards import build_rewards
+    from azr.rewards import build_rubric
     from azr.training import grpo_args, grpo_dataset, on_gpu
 
     set_seed(cfg.seed)
@@ -108,7 +108,8 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
     with ExitStack() as stack:
         if arm == "azr":
             # A fresh grader per run: its cache must not carry the previous run's (identical, seeded) completions.
-            funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)
+            rubric = build_rubric(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)
+            funcs, weights, grader = list(rubric.funcs), list(rubric.weights), rubric.grader
             callbacks, observers = [], []
             if not trainer_only:  # what `azr train` writes beside the trainer: metrics.jsonl and the generation log
                 from azr.logs import GenerationLog, JsonlWriter

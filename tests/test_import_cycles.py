@@ -26,7 +26,7 @@ def import_graph(type_checking: bool = True) -> dict[str, set[str]]:
 def test_the_graph_sees_lazy_imports():
     graph = import_graph()
     assert "azr.training" in graph and "azr.rollouts.dynamic" in graph
-    assert "azr.rollouts.trl_batch" in graph["azr.rollouts.tensors"]  # a module-level import
+    assert "azr.rollouts.seam" in graph["azr.rollouts.tensors"]  # a module-level import
     assert "azr.training.trainer" not in graph["azr.training"]  # the face's lazy table is strings: not an edge
     # an import inside a function is an edge
     assert any("azr.evaluation" in targets for name, targets in graph.items() if name.startswith("azr.training."))
@@ -39,7 +39,7 @@ def test_a_cycle_is_found():
 
 def test_type_checking_imports_are_edges():
     graph, executed = import_graph(), import_graph(type_checking=False)
-    assert "azr.rollouts" in graph["azr.evaluation.callback"]  # TrainerBatches, for the annotation only
+    assert "azr.rollouts" in graph["azr.evaluation.callback"]  # TrainerView, for the annotation only
     assert "azr.rollouts" not in executed["azr.evaluation.callback"]
 
 

@@ -229,3 +229,46 @@ def test_callers_are_typed_on_the_execution_provider_not_the_pool():
         if annotation is not None and "SandboxPool" in ast.unparse(annotation)
     ]
     assert not named, named
+
+
+# TRL is known to training/ alone. These modules outside it still import trl, each for a piece of TRL that is not
+# its trainer (the vLLM server azr launches is TRL's): the list may only shrink.
+TRL_OUTSIDE_TRAINING = {
+    "models/tiny.py",  # TRL's chat template for the tiny model
+    "serving/auth.py",  # TRL's vLLM client, given the server's token
+    "serving/lora_sync.py",  # TRL's reading of a vLLM completions reply
+    "serving/modes.py",  # TRL's vLLM server flags (`trl vllm-serve` is the server launched)
+}
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if _unit(p) != "training"], ids=_id)
+def test_no_trl_import_outside_training(path):
+    """rollouts/ and every environment hand training/ data; only training/ knows TRL's trainer and private API."""
+    uses = {n for n in _imports(path, top_level_only=False) if n == "trl" or n.startswith("trl.")}
+    assert not uses or _id(path) in TRL_OUTSIDE_TRAINING, uses
+
+
+def test_the_trl_exceptions_are_still_needed():
+    """An entry whose module no longer imports trl (or is gone) is taken off the list."""
+    stale = [
+        name
+        for name in TRL_OUTSIDE_TRAINING
+        if not (PACKAGE / name).exists()
+        or not any(n == "trl" or n.startswith("trl.") for n in _imports(PACKAGE / name, top_level_only=False))
+    ]
+    assert not stale, stale
+
+
+def test_no_parameter_is_typed_trainer_any():
+    """A trainer is passed as its class or as a protocol of what is used of it (`azr.rollouts.BatchView`), never as
+    `Any`: rollouts and environments get data from training, not a trainer to call back."""
+    untyped = [
+        f"{_id(path)}:{node.lineno} {node.arg}"
+        for path in MODULES
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.arg)
+        and "trainer" in node.arg
+        and (node.annotation is None or ast.unparse(node.annotation) in ("Any", "typing.Any"))
+        and node.arg != "self"
+    ]
+    assert not untyped, untyped

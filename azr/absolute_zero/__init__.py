@@ -17,7 +17,15 @@ from azr.absolute_zero.prompts import (
     solver_messages,
     warm_start_pairs,
 )
-from azr.absolute_zero.rewards import ProposeReward, RewardValues, SolveReward, build_az_rewards, learnability
+from azr.absolute_zero.rewards import (
+    ROLE_WEIGHTS,
+    ProposeReward,
+    RewardValues,
+    SolveReward,
+    build_az_rewards,
+    build_az_rubric,
+    learnability,
+)
 from azr.absolute_zero.rollout import SLOT_MARK, Generation, Rollout, read_slots, slot_rows
 from azr.absolute_zero.seeds import fill_buffers, task_candidates, valid_seeds, zero_candidates
 from azr.absolute_zero.triplets import (
@@ -41,6 +49,7 @@ from azr.absolute_zero.validation import (
 
 __all__ = [
     "REASONS",
+    "ROLE_WEIGHTS",
     "SANDBOX_ERROR",
     "SLOT_MARK",
     "TASK_TYPES",
@@ -60,6 +69,7 @@ __all__ = [
     "Validator",
     "Verdict",
     "build_az_rewards",
+    "build_az_rubric",
     "build_judge",
     "build_validator",
     "check_file",

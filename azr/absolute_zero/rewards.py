@@ -17,6 +17,7 @@ from azr.absolute_zero.triplets import triplet_from_line
 from azr.absolute_zero.validation import SANDBOX_ERROR
 from azr.config import AbsoluteZeroConfig
 from azr.prompts import completion_text
+from azr.rewards import Rubric
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,15 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+ROLE_WEIGHTS = (1.0, 1.0)  # propose, solve: each role's reward counts once
+
+
 def build_az_rewards(judge: Judge, cfg: AbsoluteZeroConfig) -> list[_RoleReward]:
-    """The mode's reward functions for TRL, in order (propose, solve), each with weight 1."""
+    """The mode's reward functions for TRL, in order (propose, solve), weighted by `ROLE_WEIGHTS`."""
     values = RewardValues.from_config(cfg)
     return [ProposeReward(judge, values), SolveReward(judge, values)]
+
+
+def build_az_rubric(judge: Judge, cfg: AbsoluteZeroConfig) -> Rubric:
+    """The mode's rubric: its two role rewards around `judge`, weighted by `ROLE_WEIGHTS`."""
+    return Rubric(tuple(build_az_rewards(judge, cfg)), ROLE_WEIGHTS)

@@ -93,25 +93,22 @@ class _Proposal:
 
 
 class Rollout:
-    """TRL's `rollout_func(prompts, trainer)`: `generator(trainer)` returns the `Generate` that draws completions
-    at the training temperature. Owns the buffers and its random generator (both saved with checkpoints)."""
+    """The rows of TRL's `rollout_func` for a batch of slot prompts (`run`), drawn through a `Generate` at the training
+    temperature; `generator(trainer)` makes one for the trainer that asks. Owns the buffers and its random generator
+    (both saved with checkpoints); it never reads the trainer itself."""
 
     def __init__(
         self,
         cfg: AbsoluteZeroConfig,
         buffers: Buffers,
         validator: Validator,
-        generator: Callable[[Any], Generate],
+        generator: Callable[[object], Generate],
         seed: int,
     ):
         self.cfg, self.buffers, self.validator, self.generator = cfg, buffers, validator, generator
         self.rules = rules_text(cfg.allowed_imports, cfg.max_output_chars)
         self.rng = random.Random(seed)
         self.stats: dict[str, list[float]] = defaultdict(list)
-
-    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        group = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
-        return self.run(prompts, self.generator(trainer), group)
 
     def run(self, prompts: Sequence[Any], generate: Generate, group: int) -> dict[str, Any]:
         """The rows of one generation batch of slot `prompts` (groups of `group`), in TRL's rollout format."""

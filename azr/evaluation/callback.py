@@ -15,7 +15,7 @@ from transformers import Trainer, TrainerCallback
 from azr.evaluation.samplers import ItemSampler
 
 if TYPE_CHECKING:
-    from azr.rollouts import TrainerBatches
+    from azr.rollouts import TrainerView
 
 
 class Evaluation(Protocol):
@@ -27,16 +27,16 @@ class Evaluation(Protocol):
 
     def evaluate(self, sampler: ItemSampler, step: int) -> dict[str, Any] | None: ...
 
-    def sampler_for(self, view: TrainerBatches) -> ItemSampler: ...
+    def sampler_for(self, view: TrainerView) -> ItemSampler: ...
 
     def logger_keys(self, record: dict[str, Any]) -> dict[str, float]: ...
 
 
 class HeldOutCallback(TrainerCallback):
     """Runs `evaluator` on the policy of `trainer` (sampled as the trainer samples, vLLM or `generate`, through
-    `view`: the trainer's `azr.rollouts.TrainerBatches`)."""
+    `view`: the trainer as an `azr.rollouts.TrainerView`)."""
 
-    def __init__(self, evaluator: Evaluation, trainer: Trainer, view: TrainerBatches):
+    def __init__(self, evaluator: Evaluation, trainer: Trainer, view: TrainerView):
         self.evaluator, self.trainer, self.view = evaluator, trainer, view
 
     def on_train_begin(self, args, state, control, **kwargs):

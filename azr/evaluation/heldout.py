@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,13 +20,13 @@ from azr.evaluation.report import build_report
 from azr.evaluation.run import graded
 from azr.evaluation.samplers import Generated, ItemSampler, ModelSampler, ServedSampler
 from azr.logs import JsonlWriter, atomic_write_text, read_jsonl_records
-from azr.rewards import sandbox_oracle
+from azr.rewards import Rubric, sandbox_oracle
 from azr.rollouts import trainer_sampler
 
 if TYPE_CHECKING:
     from transformers import Trainer
 
-    from azr.rollouts import TrainerBatches
+    from azr.rollouts import TrainerView
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ class HeldOutEvaluator:
     cfg: AzrConfig
     ranks: Ranks
     metrics: JsonlWriter | None  # the run's metrics.jsonl; None on every rank but the main one
-    rewards: tuple[Sequence[Callable], Sequence[float], Any]  # the run's reward functions, weights and CodeGrader
+    rubric: Rubric  # the run's recipe rubric, built to score
     pool: Any = None  # the run's sandbox pool on this rank; None: the shared pool of cfg.sandbox
     folder: Path | None = None  # where each evaluation's samples go (heldout/step-N.jsonl); None: not kept
     done: set[int] = field(default_factory=set)  # steps already evaluated (read back on resume)
@@ -123,11 +122,11 @@ class HeldOutEvaluator:
         )
         return record
 
-    def sampler_for(self, view: TrainerBatches) -> ModelSampler | ServedSampler:
+    def sampler_for(self, view: TrainerView) -> ModelSampler | ServedSampler:
         """How the run generates, for its evaluations, through the rollout seam (`azr.rollouts.trainer_sampler`): the
         vLLM backend the trainer samples GRPO's batches from (adapter, server and colocate modes; one call for all
         of this rank's samples), else the policy's own `generate` (batches seeded as `azr eval` seeds them). Each
-        sample carries the policy version that drew it. `view` is the trainer as `azr.rollouts.TrainerBatches`
+        sample carries the policy version that drew it. `view` is the trainer as an `azr.rollouts.TrainerView`
         shows it."""
         source = trainer_sampler(view, self.cfg.template_kwargs())
         if view.backend is not None:
@@ -143,8 +142,7 @@ class HeldOutEvaluator:
         """(mean weighted reward, completions graded) of this rank's samples under the run's rewards."""
         if not problems:
             return 0.0, 0
-        funcs, weights, grader = self.rewards
-        scored = score_completions(funcs, weights, grader, [p.task for p in problems], texts)
+        scored = score_completions(self.rubric, [p.task for p in problems], texts)
         return scored["reward"] or 0.0, scored["graded"]
 
     def _record(self, step: int, records: list, totals: list, timings: dict, wall_s: float) -> dict[str, Any]:
@@ -186,7 +184,7 @@ def build_heldout(
     max_completion_length: int,
     ranks: Ranks,
     metrics: JsonlWriter | None,
-    rewards: tuple[Sequence[Callable], Sequence[float], Any],
+    rubric: Rubric,
     pool: Any = None,
     folder: Path | None = None,
 ) -> HeldOutEvaluator | None:
@@ -209,12 +207,12 @@ def build_heldout(
     log.info(
         "held-out eval: %d tasks from %s x %d samples every %d steps", len(problems), source, ev.samples, ev.every_steps
     )
-    return HeldOutEvaluator(problems, chosen, sorted(ev.k), ev.every_steps, cfg, ranks, metrics, rewards, pool, folder)
+    return HeldOutEvaluator(problems, chosen, sorted(ev.k), ev.every_steps, cfg, ranks, metrics, rubric, pool, folder)
 
 
-def attach_heldout(trainer: Trainer, evaluator: HeldOutEvaluator | None, view: TrainerBatches) -> None:
-    """Add the held-out evaluation to `trainer`, a GRPO trainer seen through `view` (its
-    `azr.rollouts.TrainerBatches`) for sampling; nothing when `evaluator` is None."""
+def attach_heldout(trainer: Trainer, evaluator: HeldOutEvaluator | None, view: TrainerView) -> None:
+    """Add the held-out evaluation to `trainer`, a GRPO trainer seen through `view` (an
+    `azr.rollouts.TrainerView`) for sampling; nothing when `evaluator` is None."""
     if evaluator is not None:
         from azr.evaluation.callback import HeldOutCallback  # transformers: imported once a trainer exists
 

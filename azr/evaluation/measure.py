@@ -7,12 +7,12 @@ Samples whose code could not be graded (sandbox infrastructure errors) are left 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from azr.data import Task
 from azr.prompts import chat_messages
-from azr.rewards import CodeGrader
+from azr.rewards import Rubric
 from azr.rollouts import GenerateSampler, Prompt, Sampler, Sampling, ScoredGroup
 
 __all__ = ["Sampling", "generate_completions", "sampled_groups", "score_completions"]
@@ -30,10 +30,12 @@ def sampled_groups(sampler: Sampler, tasks: Sequence[Task], sampling: Sampling) 
     return sampler.sample([Prompt(t.id, chat_messages(t.prompt)) for t in tasks], sampling)
 
 
-def score_completions(
-    funcs: Sequence[Callable], weights: Sequence[float], grader: CodeGrader, tasks: Sequence[Task], completions: list
-) -> dict[str, Any]:
-    """Pass rate and weighted mean reward over completions grouped `len(completions) // len(tasks)` per task."""
+def score_completions(rubric: Rubric, tasks: Sequence[Task], completions: list) -> dict[str, Any]:
+    """Pass rate and weighted mean reward under `rubric` (built to score) over completions grouped
+    `len(completions) // len(tasks)` per task."""
+    funcs, weights, grader = rubric.funcs, rubric.weights, rubric.grader
+    if grader is None:
+        raise ValueError("score_completions: the rubric was only checked; build it with a sandbox to score")
     n = len(completions) // max(len(tasks), 1)
     columns: dict[str, Any] = {
         "tests": [t.tests for t in tasks for _ in range(n)],

@@ -7,8 +7,6 @@ from azr.rewards.functions import (
     REWARDS,
     CodeGrader,
     SelfPlayReward,
-    build_rewards,
-    check_rewards,
     selfplay_score,
 )
 from azr.rewards.grading import (
@@ -28,6 +26,7 @@ from azr.rewards.harness import harness_preload
 from azr.rewards.health import InfraFailures
 from azr.rewards.oracle import sandbox_oracle
 from azr.rewards.outputs import Output, outputs_many
+from azr.rewards.rubric import Rubric, build_rubric, trained_rubric
 from azr.rewards.stdio import compare_output
 
 __all__ = [
@@ -37,9 +36,9 @@ __all__ = [
     "InfraFailures",
     "OutcomeCache",
     "Output",
+    "Rubric",
     "SelfPlayReward",
-    "build_rewards",
-    "check_rewards",
+    "build_rubric",
     "compare_output",
     "grade",
     "grade_many",
@@ -53,6 +52,7 @@ __all__ = [
     "selfplay_score",
     "start_pool",
     "task_limits",
+    "trained_rubric",
     "validate_references",
     "verdict_check",
 ]

@@ -1,10 +1,7 @@
-"""Rewards: TRL reward functions over code completions, one REWARDS table, and `build_rewards`.
-
-Every reward is a callable `(prompts, completions, **columns) -> list[float | None]` following TRL 1.16: dataset
-columns arrive as lists with one entry per completion. Rewards never raise into TRL: a wrong answer scores low, an
-infrastructure failure (the sandbox itself failed) scores None and is counted, and any unexpected error scores
-None with its reason logged. Rewards that need test results share one `CodeGrader`, which runs each batch in
-parallel through the sandbox pool once and caches the outcomes for the other rewards of the same batch.
+"""Rewards: TRL reward functions `(prompts, completions, **columns) -> list[float | None]` over code completions, the
+REWARDS table, and `instantiate` (a recipe's spec to its function; `azr.rewards.rubric` builds the set). A reward
+never raises into TRL: a wrong answer scores low, an infrastructure failure or an unexpected error scores None
+(counted, or logged). Rewards that need test results share one `CodeGrader`, which grades each batch once.
 """
 
 from __future__ import annotations
@@ -16,12 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from azr.config import RewardSpec, SandboxConfig
+from azr.config import RewardSpec
 from azr.data import Task
 from azr.errors import ConfigError
 from azr.prompts import Answer, AnswerFormat, completion_text, parse_answer
 from azr.rewards.batches import OutcomeCache
-from azr.rewards.grading import Grade, grade_many, limits_from_config, pool_from_config
+from azr.rewards.grading import Grade, grade_many
 from azr.rewards.health import InfraFailures
 from azr.sandbox import ExecutionProvider, Limits
 
@@ -286,27 +283,8 @@ def _log(columns: dict[str, Any], outcomes: list[Outcome], grader: CodeGrader) -
             log_metric(f"sandbox/{key}", value)
 
 
-def build_rewards(
-    specs: Sequence[RewardSpec],
-    sandbox: SandboxConfig,
-    pool: ExecutionProvider | None = None,
-    answer_format: AnswerFormat = "strict",
-) -> tuple[list[Callable], list[float], CodeGrader]:
-    """Reward callables and weights for TRL (`reward_funcs`, `reward_weights`), and the shared grader."""
-    grader = CodeGrader(
-        pool or pool_from_config(sandbox), limits_from_config(sandbox), answer_format, sandbox.max_infra_failure_rate
-    )
-    funcs = [_instantiate(spec, grader, f"rewards[{i}]") for i, spec in enumerate(specs)]
-    return funcs, [float(spec.weight) for spec in specs], grader
-
-
-def check_rewards(specs: Sequence[RewardSpec]) -> list[Callable]:
-    """The reward functions `build_rewards` would return, built without a grader (no sandbox starts): every name
-    resolved and every params checked, as one-line ConfigErrors. Not for scoring."""
-    return [_instantiate(spec, None, f"rewards[{i}]") for i, spec in enumerate(specs)]
-
-
-def _instantiate(spec: RewardSpec, grader: CodeGrader | None, where: str) -> Callable:
+def instantiate(spec: RewardSpec, grader: CodeGrader | None, where: str) -> Callable:
+    """The reward function `spec` names, with its params (and `grader` when it grades code); ConfigError at `where`."""
     target = REWARDS.get(spec.name) or _import(spec.name, where)
     params = dict(spec.params)
     if isinstance(target, type) and issubclass(target, Reward) and target.needs_grader:

@@ -1,10 +1,9 @@
-"""Rollouts: the rollout seam (`seam`: scored groups tagged with the policy version, the source protocol of GRPO's
-round and the sampler protocol outside it; `samplers`: HF generate and the trainer's vLLM backend as samplers), and
-what goes into a generation batch. The group sampler (which prompt groups: data, curriculum, self-play's
-replay and hinted retries), the curriculum, dynamic sampling (which generated groups are trained), self-play rounds
-across processes, and the one adapter to TRL's private batch API (`trl_batch`). The face of the package.
+"""Rollouts: the rollout seam (`seam`: scored groups, the protocols of a trainer's round and of samplers), the samplers,
+and what goes into a generation batch: the group sampler, the curriculum, dynamic sampling, self-play rounds across
+processes, the asynchronous pipeline, advantages as functions of scores. The face of the package.
 
-Nothing here computes a reward or an advantage; `azr.training` wires these into `AZRGRPOTrainer`.
+Nothing here computes a reward, imports TRL or calls a trainer's round: `azr.training` runs the rounds and hands
+their scored groups in (`azr.training.trl_private`).
 """
 
 from azr.rollouts.curriculum import Curriculum, TaskStats
@@ -13,14 +12,19 @@ from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.rounds import MainRounds, RoundHooks
 from azr.rollouts.samplers import BackendSampler, GenerateSampler, TrainerSampler, eos_ids, trainer_sampler
 from azr.rollouts.seam import (
+    VERSION,
+    BatchView,
+    Policy,
     Prompt,
     RolloutSource,
     RolloutTiming,
     Row,
     Sampler,
     Sampling,
+    ScoredBatch,
     ScoredGroup,
     ScoredRound,
+    TrainerView,
 )
 
 # Heavy (torch at import): loaded on first use, so importing this package stays cheap.
@@ -28,19 +32,26 @@ _LAZY = {
     "AsyncRollouts": "azr.rollouts.pipeline",
     "RolloutFilter": "azr.rollouts.dynamic",
     "build_sampling": "azr.rollouts.dynamic",
-    "TrainerBatches": "azr.rollouts.trl_batch",
-    "TrlRounds": "azr.rollouts.trl_round",
+    "group_advantages": "azr.rollouts.advantages",
+    "keyed_advantages": "azr.rollouts.advantages",
+    "weighted_totals": "azr.rollouts.advantages",
+    "group_signal": "azr.rollouts.tensors",
+    "split_groups": "azr.rollouts.tensors",
+    "unsplittable": "azr.rollouts.tensors",
 }
 
 __all__ = [
+    "VERSION",
     "AsyncRollouts",
     "BackendSampler",
+    "BatchView",
     "Curriculum",
     "GenerateSampler",
     "GroupSampler",
     "GroupSource",
     "MainRounds",
     "OneProcess",
+    "Policy",
     "Processes",
     "Prompt",
     "RolloutFilter",
@@ -50,15 +61,21 @@ __all__ = [
     "Row",
     "Sampler",
     "Sampling",
+    "ScoredBatch",
     "ScoredGroup",
     "ScoredRound",
     "TaskStats",
-    "TrainerBatches",
     "TrainerSampler",
-    "TrlRounds",
+    "TrainerView",
     "build_sampling",
     "eos_ids",
+    "group_advantages",
+    "group_signal",
+    "keyed_advantages",
+    "split_groups",
     "trainer_sampler",
+    "unsplittable",
+    "weighted_totals",
     "whole_groups",
 ]
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from azr.config import CurriculumConfig
+from azr.rollouts.seam import ScoredBatch
 
 
 @dataclass
@@ -47,7 +48,7 @@ class Curriculum:
         self.stats: dict[str, TaskStats] = {str(t): TaskStats() for t in task_ids}
 
     # ------------------------------------------------------------------------------------------------- counting
-    def observe(self, batch: Any) -> None:
+    def observe(self, batch: ScoredBatch) -> None:
         """Trainer observer of each `ScoredBatch`: the grader's verdict per row (rows it could not grade, and batches
         without verdicts, count nothing)."""
         if len(batch.details) != len(batch.inputs):

@@ -1,23 +1,23 @@
 """Dynamic sampling (DAPO) of TRL's generation batches: every generated group that can teach is trained.
 
-`RolloutFilter.fill` builds one generation batch, the one TRL's `_prepare_inputs` then shuffles and splits into
-`steps_per_generation` slices. It asks the group sampler for prompt groups, has TRL generate and score them (one
-round, through `azr.rollouts.trl_batch.TrainerBatches`, the filter's only view of the trainer), keeps the groups
-whose rewards differ, and repeats with `ceil(sampling.oversample x missing)` new groups, at most
-`sampling.max_attempts` rounds, until the batch is full.
-Kept groups beyond a full batch wait for the next batches (`sampling.carry_over`); after the last round a batch still
-short is topped up with groups that showed no difference. So a batch always has the rows TRL expects, and
-`steps_per_generation`, gradient accumulation and `num_items_in_batch` (recounted over the rows trained) agree with
-it. With `sampling.dynamic` off it runs one round and only counts. With `sampling.max_staleness` each round trains
-the rows the asynchronous pipeline sampled ahead (`azr.rollouts.pipeline`), its own rows queued in their place;
-with several processes the pipeline runs on the main one, which hands each process its slice. Rounds arrive as
-scored groups (`azr.rollouts.seam`, through `azr.rollouts.trl_round`).
+`RolloutFilter.plan` builds one generation batch, the one TRL's `_prepare_inputs` then shuffles and splits into
+`steps_per_generation` slices. It asks the group sampler for prompt groups, yields them as a round for the trainer to
+generate and score, is sent the round back as scored groups (it never calls the trainer's round; it sees the trainer
+otherwise as a `BatchView`), keeps the groups whose rewards differ, and repeats with `ceil(sampling.oversample x
+missing)` new groups, at most `sampling.max_attempts` rounds, until the batch is full. Kept groups beyond a full batch
+wait for the next batches (`sampling.carry_over`); after the last round a batch still short is topped up with groups
+that showed no difference. So a batch always has the rows TRL expects, and `steps_per_generation`, gradient accumulation
+and `num_items_in_batch` (recounted over the rows trained) agree with it. With `sampling.dynamic` off it runs one round
+and only counts. With `sampling.max_staleness` each round trains the rows the asynchronous pipeline sampled ahead
+(`azr.rollouts.pipeline`), its own rows queued in their place; with several processes the pipeline runs on the main one,
+which hands each process its slice. Rounds arrive as scored groups (`azr.rollouts.seam`;
+`azr.training.trl_private.fill_batch` runs the rounds).
 
-Owns the keep decision, the carry-over pool, joining rounds' tensors and the `sampling/*` metrics. It never changes
-a reward or an advantage: a kept group's advantages are those TRL computed in its own round (with the default
-per-group scaling they depend on the group alone). A carried group's completions come from the policy before the
-last update: its `old_per_token_logps` are taken when it is generated, so the clipped ratio corrects for the lag.
-Text prompts only: a multimodal batch has tensors that are not per row, and is refused.
+Owns the keep decision, the carry-over pool, joining rounds' tensors and the `sampling/*` metrics. It never changes a
+reward or an advantage: a kept group's advantages are those TRL computed in its own round (with the default per-group
+scaling they depend on the group alone). A carried group's completions come from the policy before the last update: its
+`old_per_token_logps` are taken when it is generated, so the clipped ratio corrects for the lag. Text prompts only: a
+multimodal batch has tensors that are not per row, and is refused.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +38,8 @@ from azr.rollouts.curriculum import Curriculum
 from azr.rollouts.groups import GroupSampler, GroupSource
 from azr.rollouts.pipeline import AsyncRollouts
 from azr.rollouts.processes import OneProcess, Processes
-from azr.rollouts.seam import ScoredGroup
+from azr.rollouts.seam import BatchView, Row, ScoredBatch, ScoredGroup, ScoredRound
 from azr.rollouts.tensors import detached, join_groups, split_groups, unsplittable
-from azr.rollouts.trl_batch import TrainerBatches
-from azr.rollouts.trl_round import TrlRounds
 
 log = logging.getLogger(__name__)
 STATE_FILE = "sampling_state.json"  # beside each checkpoint's trainer_state.json
@@ -94,17 +92,18 @@ class RolloutFilter:
         if checkpoint is not None:
             self._resume(Path(checkpoint))
 
-    def fill(self, trl: TrainerBatches, rows: list[dict[str, Any]]) -> dict[str, Any]:
-        """The generation batch for the dataloader's `rows`: TRL's output dict over the same number of rows."""
+    def plan(self, trl: BatchView, rows: list[Row]) -> Generator[list[Row], ScoredRound, dict[str, Any]]:
+        """The generation batch for the dataloader's `rows` (TRL's output dict over the same number of rows), as a
+        plan: it yields the rows of each round to generate and score, is sent each round's `ScoredRound` back,
+        and returns the batch."""
         size, step = trl.group_size, trl.step
         self.batches += 1
-        source = TrlRounds(trl)
         if not self.cfg.dynamic:
             rows = self._compose(rows, size, step)
             if self.pipeline is not None:
                 trl.sync_backend()  # the weights trained now are served (version step - 1) before anything queues
                 rows = self._swap(rows, step - 1)
-            scored = source.round(rows, self.batches)
+            scored = yield rows
             if self.pipeline is not None:
                 self.pipeline.observe(scored.groups, step - 1, trl.correction)
             signal = scored.signals  # every process's groups: every process counts the same
@@ -127,7 +126,7 @@ class RolloutFilter:
             if self.pipeline is not None:  # this round's groups are queued; a round's sampled ahead is scored now
                 batch = self._swap(batch, step - 1)
                 n = len(batch) // size
-            scored = source.round(batch, self.batches)
+            scored = yield batch
             if unsplittable(scored.batch):
                 split_groups(scored.batch, batch, [], self.batches)  # raises, naming the keys
             for group in scored.groups:
@@ -201,7 +200,7 @@ class RolloutFilter:
         start = sum(sizes[: self.ranks.rank])
         return pipeline.hand(sampled.part(start, start + sizes[self.ranks.rank]))
 
-    def observe(self, batch: Any) -> None:
+    def observe(self, batch: ScoredBatch) -> None:
         """Trainer observer of each `ScoredBatch` (every round's): the curriculum's statistics."""
         if self.groups.curriculum is not None:
             self.groups.curriculum.observe(batch)
@@ -219,7 +218,7 @@ class RolloutFilter:
         return young
 
     def _add_old_logps(
-        self, trl: TrainerBatches, trained: list[ScoredGroup], surplus: list[ScoredGroup], device: Any
+        self, trl: BatchView, trained: list[ScoredGroup], surplus: list[ScoredGroup], device: torch.device
     ) -> None:
         """Carried groups need the log-probs of the policy that generated them; so do the fresh groups trained beside
         one (TRL's loss takes old log-probs for the whole batch or for none). TRL has taken them already when its

@@ -26,8 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from azr.rollouts.seam import Row, ScoredGroup
-from azr.rollouts.trl_round import VERSION
+from azr.rollouts.seam import VERSION, Row, ScoredGroup
 
 log = logging.getLogger(__name__)
 

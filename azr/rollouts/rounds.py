@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from azr.rollouts.processes import Processes
+from azr.rollouts.seam import ScoredBatch
 
 
 class RoundHooks(Protocol):
@@ -20,9 +21,17 @@ class RoundHooks(Protocol):
 
     def finish(self, rows: list[dict[str, Any]]) -> None: ...
 
-    def observe(self, batch: Any) -> None: ...
+    def observe(self, batch: ScoredBatch) -> None: ...
 
     def metrics(self) -> dict[str, float]: ...
+
+
+class Arena(RoundHooks, Protocol):
+    """Self-play's arena (`azr.selfplay.Arena`) as the rounds across processes use it: the hooks, and its files."""
+
+    def save(self, folder: Path) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class MainRounds:
@@ -33,7 +42,7 @@ class MainRounds:
     whatever the number of processes. Which groups a round holds (hinted retries and frontier replay among them)
     the group sampler has decided before, also on the main process (`azr.rollouts.groups`)."""
 
-    def __init__(self, arena: Any, ranks: Processes):
+    def __init__(self, arena: Arena | None, ranks: Processes):
         self.arena, self.ranks = arena, ranks
         self._rows: list[dict[str, Any]] = []  # the whole batch, on the main process, from start to finish
         self._sizes: list[int] = []  # rows of each rank in this batch
@@ -57,7 +66,7 @@ class MainRounds:
         for row, passed in zip(rows, self.ranks.on_main(column, "self-play round")[start:end], strict=True):
             row["opponent_passed"] = passed
 
-    def observe(self, batch: Any) -> None:
+    def observe(self, batch: ScoredBatch) -> None:
         """Called on the main process only, with every process's scored rows (AZRGRPOTrainer's observers)."""
         self.arena.observe(batch)
 

@@ -1,7 +1,7 @@
 """The samplers outside GRPO's round, as sources of the rollout seam (`azr.rollouts.seam.Sampler`): `GenerateSampler`
 draws from a model in memory with its own `generate` (the train pass rate, `azr eval` on a local model, the held-out
 evaluation when the trainer generates that way, the tool loop's local turns); `BackendSampler` draws from the vLLM
-backend a trainer generates GRPO's batches through (adapter, server and colocate modes), via `TrainerBatches`, at
+backend a trainer generates GRPO's batches through (adapter, server and colocate modes), via a `TrainerView`, at
 the caller's settings; `TrainerSampler` draws with the trainer's own generation at GRPO's settings (Absolute Zero's
 proposer and solver). `trainer_sampler` picks the one that samples as a trainer does, for an evaluation.
 
@@ -13,17 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
-from azr.rollouts.seam import Prompt, RolloutTiming, Sampler, Sampling, ScoredGroup
+from azr.rollouts.seam import Policy, Prompt, RolloutTiming, Sampler, Sampling, ScoredGroup, TrainerView
 
 if TYPE_CHECKING:
-    from peft import PeftModel
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-    from azr.rollouts.trl_batch import TrainerBatches
-
-Policy = Union["PreTrainedModel", "PeftModel"]  # a causal LM, with or without a peft adapter
+    from transformers import PreTrainedTokenizerBase
 
 
 class GenerateSampler:
@@ -105,11 +100,11 @@ class GenerateSampler:
 
 
 class BackendSampler:
-    """The vLLM backend a trainer generates through (`TrainerBatches.sample_backend`: the current weights, synced
+    """The vLLM backend a trainer generates through (`TrainerView.sample_backend`: the current weights, synced
     once per step, sampled at these settings' temperature and token budget, GRPO's own settings untouched). All
     prompts in one call: each backend gathers every rank's prompts, so every rank calls it together."""
 
-    def __init__(self, view: TrainerBatches, template_kwargs: dict):
+    def __init__(self, view: TrainerView, template_kwargs: dict):
         self.view, self.template_kwargs = view, template_kwargs
 
     def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]:
@@ -142,12 +137,12 @@ class BackendSampler:
 
 
 class TrainerSampler:
-    """GRPO's own generation outside its round (`TrainerBatches.generate`: TRL's tokenisation and generation at the
+    """GRPO's own generation outside its round (`TrainerView.generate`: TRL's tokenisation and generation at the
     `grpo:` sampling settings, vLLM or `generate`, as the round samples): what Absolute Zero's proposer and solver
     draw from. Of `sampling` only `n` applies: the decoding settings are the trainer's, so what is drawn is what
     GRPO trains on."""
 
-    def __init__(self, view: TrainerBatches):
+    def __init__(self, view: TrainerView):
         self.view = view
 
     def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]:
@@ -169,7 +164,7 @@ class TrainerSampler:
         return groups
 
 
-def trainer_sampler(view: TrainerBatches, template_kwargs: dict) -> Sampler:
+def trainer_sampler(view: TrainerView, template_kwargs: dict) -> Sampler:
     """What samples as the trainer behind `view` samples GRPO's batches: its vLLM backend (adapter, server and
     colocate modes), else the policy's own `generate`, each group tagged with the optimizer steps taken."""
     if view.backend is not None:

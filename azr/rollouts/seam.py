@@ -1,29 +1,28 @@
-"""The rollout seam: what every sampler hands the consumers of its samples, as typed data.
-
-A `ScoredGroup` is one prompt's completions, scored: the token ids and the sampler's log-probabilities of each
-completion, each reward and their weighted total (None where a completion could not be graded), the policy
-`version` that sampled them (the optimizer steps its weights had taken) and when. A `RolloutSource` makes a
-`ScoredRound` of such groups from dataset rows. GRPO's batch composition (dynamic sampling, carry-over, the
-curriculum's statistics, the masking of ungraded rows and the sandbox alarms that count them) works on these groups;
-TRL's round is one source (`azr.rollouts.trl_batch.TrainerBatches`), and asynchronous GRPO's pipeline
-(`azr.rollouts.pipeline`) feeds it completions sampled earlier, tagged with their version. Outside GRPO's round, a
-`Sampler` draws groups of completions for `Prompt`s with given `Sampling` settings (the held-out evaluation, the
-train pass rate, `azr eval` on a local model, the tool loop's local turns); its groups are unscored until their
-consumer grades them (`azr.rollouts.samplers` holds the samplers: HF generate, the trainer's vLLM backend).
-
+"""The rollout seam, as typed data: a `ScoredGroup` (one prompt's completions with token ids, sampler log-probs,
+rewards, the policy `version` that sampled them), a `ScoredRound` of them from a `RolloutSource`, a `ScoredBatch`
+(what one process scored in a round, for observers), a `Sampler` outside GRPO's round, and `TrainerView` /
+`BatchView`, what samplers and batch composition need of a trainer (implemented in `azr.training.trl_private`).
 Owns the shapes of the seam only: no generation, no reward, no TRL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Union
+
+from azr.prompts import completion_text, last_user_message
 
 if TYPE_CHECKING:
     import torch
+    from peft import PeftModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 # A dataset row as the group sampler shapes it (prompt, task_id, tests, ... and the columns rewards read).
 Row = dict[str, object]
+VERSION = "policy_version"  # the row column the asynchronous pipeline's rollout function sets
+Policy = Union["PreTrainedModel", "PeftModel"]  # a causal LM, with or without a peft adapter
+# TRL's importance-sampling correction of vLLM samples: its mode and the ratio's lower and upper bounds.
+Correction = tuple[str, "float | None", "float | None"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +123,49 @@ class ScoredRound:
 
 
 @dataclass
+class ScoredBatch:
+    """What one process scored in one generation round, row by row; `rewards` is (rows, reward functions)."""
+
+    step: int
+    inputs: list[Row]
+    prompts: list[object]
+    completions: list[object]
+    rewards: torch.Tensor
+    reward_names: list[str]
+    details: list[dict[str, object]]
+
+    def records(self) -> list[dict[str, object]]:
+        """One JSON-ready record per completion: prompt, completion, each reward, and the grader's verdict."""
+        out = []
+        for i, (row, prompt, completion) in enumerate(zip(self.inputs, self.prompts, self.completions, strict=True)):
+            rewards = {n: _finite(v) for n, v in zip(self.reward_names, self.rewards[i].tolist(), strict=True)}
+            out.append(
+                {
+                    "step": self.step,
+                    "task_id": row.get("task_id"),
+                    "prompt": str(last_user_message(prompt) or ""),
+                    "completion": completion_text(completion),
+                    "source": row.get("source", "data"),  # data / hint (a hinted retry) / replay (frontier)
+                    "hinted": bool(row.get("hint")),
+                    "opponent_passed": row.get("opponent_passed"),
+                    **({"policy_version": row["policy_version"]} if "policy_version" in row else {}),
+                    "rewards": rewards,
+                    **(self.details[i] if i < len(self.details) else {}),
+                    **({"messages": completion} if _used_tools(completion) else {}),  # calls and results, in order
+                }
+            )
+        return out
+
+
+def _used_tools(completion: object) -> bool:
+    return isinstance(completion, list) and any(isinstance(m, dict) and m.get("role") == "tool" for m in completion)
+
+
+def _finite(value: float) -> float | None:
+    return None if value != value else value  # NaN (not graded) becomes JSON null
+
+
+@dataclass
 class Sampling:
     """How a `Sampler` samples: `n` completions per prompt, the token budget and the decoding settings."""
 
@@ -164,3 +206,58 @@ class RolloutSource(Protocol):
     def group_size(self) -> int: ...
 
     def round(self, rows: list[Row], born: int) -> ScoredRound: ...
+
+
+class TrainerView(Protocol):
+    """What a sampler needs of a GRPO trainer (`azr.training.trl_private.TrainerBatches` implements it): the step
+    being trained, the policy and its tokenizer, and the trainer's own engine (its vLLM backend, or generation at
+    GRPO's settings)."""
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase: ...
+
+    @property
+    def backend(self) -> object | None: ...
+
+    def sample_backend(
+        self, prompt_ids: list[list[int]], n: int, temperature: float, max_tokens: int
+    ) -> tuple[list[list[int]], list[list[float]] | None]: ...
+
+    def generate(
+        self, prompts: list[object], n: int
+    ) -> tuple[list[list[int]], list[list[int]], list[list[float]] | None, list[str]]: ...
+
+
+class BatchView(TrainerView, Protocol):
+    """What batch composition needs of a GRPO trainer beyond its rounds (which arrive as `ScoredRound`s): the group
+    size, padding and device, the policy's log-probabilities now, the weights published to the backend, and the two
+    collectives the filter adds to TRL's own."""
+
+    @property
+    def group_size(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def pad_id(self) -> int: ...
+
+    @property
+    def pad_multiple(self) -> int | None: ...
+
+    @property
+    def correction(self) -> Correction: ...
+
+    def policy_logps(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def global_max(self, value: int) -> int: ...
+
+    def items_in_batch(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def sync_backend(self) -> None: ...

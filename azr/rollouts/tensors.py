@@ -1,8 +1,8 @@
 """A generation batch as prompt groups: which groups' rewards differ, splitting TRL's per-row tensors into groups,
 and joining groups back into one batch padded as TRL pads it (prompts on the left, completions on the right).
 
-Owns the tensor shapes only; which groups to keep is `azr.rollouts.dynamic`'s decision, and which keys TRL's batch
-holds is `azr.rollouts.trl_batch`'s.
+Owns the tensor layout of a batch (which keys, padded on which side); which groups to keep is
+`azr.rollouts.dynamic`'s decision. tests/training/test_trl_private.py pins that TRL's round returns this layout.
 """
 
 from __future__ import annotations
@@ -15,19 +15,32 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from azr.rollouts.advantages import weighted_totals
 from azr.rollouts.seam import RolloutTiming, ScoredGroup
-from azr.rollouts.trl_batch import KNOWN, LEFT_PADDED, RIGHT_PADDED
+
+# The per-row keys of a generation batch for text prompts (what TRL 1.16's round returns), by padding side.
+LEFT_PADDED = {"prompt_ids", "prompt_mask"}
+RIGHT_PADDED = {
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+    "importance_sampling_ratio",
+}
+KNOWN = LEFT_PADDED | RIGHT_PADDED | {"advantages", "num_items_in_batch"}
 
 
 def group_signal(rewards: torch.Tensor, weights: torch.Tensor, size: int) -> list[bool]:
     """For each run of `size` rows: whether its rewards differ. `rewards` is (rows, reward functions), NaN where a
     reward does not apply; a row NaN throughout was not graded and never counts, so a group needs two graded rows
     whose weighted rewards are not all equal (a standard deviation not close to 0, as TRL's frac_reward_zero_std)."""
-    total = (rewards.float() * weights.to(rewards.device).float()).nansum(dim=1)
-    graded = ~torch.isnan(rewards).all(dim=1)
+    total = weighted_totals(rewards, weights)
     out = []
     for start in range(0, rewards.shape[0] - size + 1, size):
-        values = total[start : start + size][graded[start : start + size]]
+        values = total[start : start + size]
+        values = values[~torch.isnan(values)]
         out.append(values.numel() >= 2 and not torch.isclose(values.std(), torch.zeros(())).item())
     return out
 
@@ -80,15 +93,15 @@ def _scores(
     rewards: torch.Tensor, weights: torch.Tensor, names: Sequence[str]
 ) -> tuple[list[float | None], dict[str, list[float | None]]]:
     """The weighted total of each row (None where no reward applies: not graded) and each function's rewards."""
-    graded = ~torch.isnan(rewards).all(dim=1)
-    total = (rewards.float() * weights.to(rewards.device).float()).nansum(dim=1)
-    totals = [float(t) if g else None for t, g in zip(total.tolist(), graded.tolist(), strict=True)]
+    totals = [None if t != t else float(t) for t in weighted_totals(rewards, weights).tolist()]
     columns = rewards.float().t().tolist()
     breakdown = {n: [None if v != v else v for v in col] for n, col in zip(names, columns, strict=False)}
     return totals, breakdown
 
 
-def join_groups(groups: list[ScoredGroup], pad_id: int, multiple: int | None, device: Any, trim: bool = True) -> dict:
+def join_groups(
+    groups: list[ScoredGroup], pad_id: int, multiple: int | None, device: torch.device, trim: bool = True
+) -> dict[str, torch.Tensor]:
     """One batch of `groups`' rows, padded as TRL pads (prompts on the left, completions on the right); with `trim`,
     columns no row uses are cut (keeping widths a multiple of `multiple`), so the batch is what TRL would have built
     from these rows in one round."""

@@ -3,7 +3,7 @@ The face of the self-play package.
 """
 
 from azr.selfplay.arena import Arena
-from azr.selfplay.opponent import SelfPlayManager, blend_rewards, opponent_messages, opponent_params
+from azr.selfplay.opponent import SelfPlayManager, opponent_messages, opponent_params
 from azr.selfplay.scoreboard import Frontier, Scoreboard
 from azr.selfplay.teacher import TeacherAssistant, sanitise_hint, teacher_params
 
@@ -13,7 +13,6 @@ __all__ = [
     "Scoreboard",
     "SelfPlayManager",
     "TeacherAssistant",
-    "blend_rewards",
     "opponent_messages",
     "opponent_params",
     "sanitise_hint",

@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
@@ -24,7 +24,7 @@ from azr.data import Task
 from azr.logs import JsonlWriter
 from azr.prompts import chat_messages, last_user_message
 from azr.remote import ChatClient, Reply, Usage, build_client
-from azr.rewards import CodeGrader, SelfPlayReward
+from azr.rewards import CodeGrader
 
 log = logging.getLogger(__name__)
 # Markers of a prompt already rendered by a chat template (ChatML, Llama 3, Mistral, Gemma, Phi): such a string sent
@@ -97,21 +97,6 @@ def blend(base: float, selfplay: float | None, weight: float) -> float:
     """`(1 - w)·base + w·selfplay`; with no self-play score (opponent unavailable) `(1 - w)·base`, which is what
     TRL's nan-sum of the weighted rewards gives, the same for the whole group of that prompt."""
     return (1 - weight) * base + (weight * selfplay if selfplay is not None else 0.0)
-
-
-def blend_rewards(
-    funcs: Sequence[Callable], weights: Sequence[float], grader: CodeGrader | None, weight: float
-) -> tuple[list[Callable], list[float]]:
-    """Reward functions and weights for TRL giving `blend`: the base weights scaled by (1 - w), and the `selfplay`
-    reward at weight w (the one already in `funcs`, with its own tie values, or a default one added)."""
-    funcs, scaled = list(funcs), [(1 - weight) * w for w in weights]
-    found = [i for i, f in enumerate(funcs) if isinstance(f, SelfPlayReward)]
-    if found:
-        scaled[found[0]] = weight
-    else:
-        funcs.append(SelfPlayReward(grader))
-        scaled.append(weight)
-    return funcs, scaled
 
 
 class SelfPlayManager:

@@ -22,7 +22,7 @@ from azr.config import AzrConfig
 from azr.data import Task, check_task_limits, load_tasks
 from azr.logs import JsonlWriter, read_jsonl_records
 from azr.prompts import chat_messages
-from azr.rewards import build_rewards
+from azr.rewards import Rubric, build_rubric
 from azr.secrets import public_url
 from azr.tools.loop import Episode, EpisodeLimits, run_episode
 from azr.tools.policy import EndpointPolicy, LocalPolicy, Sampling
@@ -45,14 +45,16 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
     )
     failed = 0
     if todo:
-        funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
+        rubric = build_rubric(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
+        grader = rubric.grader
+        assert grader is not None  # built over cfg.sandbox
         with ExitStack() as stack:
             policy = build_policy(cfg, kind, stack)
             toolbox = build_toolbox(cfg, grader.pool, policy.control_tokens)
             existed = out.exists()
             writer = stack.enter_context(JsonlWriter(out))
             try:
-                collector = _Collector(cfg, settings, policy, toolbox, (funcs, weights, grader), writer)
+                collector = _Collector(cfg, settings, policy, toolbox, rubric, writer)
                 failed = asyncio.run(collector.run(todo))
             finally:  # a run that wrote nothing leaves no empty file behind to be mistaken for a result
                 if not existed and out.exists() and out.stat().st_size == 0:
@@ -149,9 +151,10 @@ def episode_seed(seed: int, task_id: str, sample: int) -> int:
 class _Collector:
     """Runs the episodes, grades each answer and writes its record, with a progress bar."""
 
-    def __init__(self, cfg: AzrConfig, settings: dict, policy: Any, toolbox: Toolbox, rewards: tuple, writer):
+    def __init__(self, cfg: AzrConfig, settings: dict, policy: Any, toolbox: Toolbox, rubric: Rubric, writer):
         self.cfg, self.settings, self.policy, self.toolbox, self.writer = cfg, settings, policy, toolbox, writer
-        self.funcs, self.weights, self.grader = rewards
+        assert rubric.grader is not None  # built to score
+        self.rubric, self.grader = rubric, rubric.grader
         g = cfg.gen
         self.limits = EpisodeLimits(g.max_turns, g.max_tool_calls, g.max_tokens, g.max_new_tokens)
         self.failed = 0
@@ -191,10 +194,10 @@ class _Collector:
         }
         outcome = self.grader.outcomes([episode.answer], columns)[0]
         details = outcome.details()
-        rewards = {f.__name__: f(prompts=[None], completions=[episode.answer], **columns)[0] for f in self.funcs}
-        total = None
-        if all(v is not None for v in rewards.values()):
-            total = round(sum(w * v for w, v in zip(self.weights, rewards.values(), strict=True)), 6)
+        values = [f(prompts=[None], completions=[episode.answer], **columns)[0] for f in self.rubric.funcs]
+        rewards = dict(zip(self.rubric.names, values, strict=True))
+        total = self.rubric.total(values)
+        total = None if total is None else round(total, 6)
         grade = {"status": details["status"], "passed": details["status"] == "passed", **details}
         return {k: v for k, v in grade.items() if k != "per_test"}, {**rewards, "total": total}
 

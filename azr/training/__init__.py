@@ -16,7 +16,6 @@ from azr.training.trainer_args import check_grpo_inputs, grpo_args, sft_args
 # Heavy (torch, transformers, trl at import): loaded on first use, so importing this package stays cheap.
 _LAZY = {
     "AZRGRPOTrainer": "azr.training.trainer",
-    "ScoredBatch": "azr.training.trainer",
     "MetricsCallback": "azr.training.callbacks",
     "find_near_misses": "azr.training.sft",
     "run_sft": "azr.training.sft",
@@ -29,7 +28,6 @@ __all__ = [
     "Ranks",
     "RunContext",
     "RunState",
-    "ScoredBatch",
     "TrainerArgs",
     "build_trainer_args",
     "check_grpo_inputs",

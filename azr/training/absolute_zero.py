@@ -21,7 +21,8 @@ from typing import Any
 from azr.absolute_zero import (
     Buffers,
     Rollout,
-    build_az_rewards,
+    Validator,
+    build_az_rubric,
     build_judge,
     build_validator,
     fill_buffers,
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 FOLDER = "absolute_zero"
 
 
-def seeds_once(cfg: AzrConfig, out: Path, tasks: list[Task], validator: Any) -> list[Any]:
+def seeds_once(cfg: AzrConfig, out: Path, tasks: list[Task], validator: Validator) -> list[Any]:
     """The valid seed triplets, validated on the first call and read from `absolute_zero/seeds.jsonl` after."""
     path = out / FOLDER / "seeds.jsonl"
     if path.exists():
@@ -129,13 +130,13 @@ def absolute_zero_phase(ctx: RunContext):
         fill_buffers(buffers, seeds_once(cfg, out, ctx.tasks, validator), random.Random(cfg.seed))
     log.info("absolute_zero: buffers %s", ", ".join(f"{k} {n}" for k, n in buffers.sizes().items()))
     judge = build_judge(cfg.sandbox, az, cfg.answer_format)
-    funcs = build_az_rewards(judge, az)
+    funcs = list(build_az_rubric(judge, az).funcs)
     generations = ctx.generations
     observers = [lambda batch: generations.put(az_records(batch, funcs))] if generations is not None else []
     trainer = AbsoluteZeroTrainer(
         model=ctx.model,
         reward_funcs=funcs,
-        args=ctx.args.grpo,  # reward_weights 1 for each of funcs (RunRewards.trained_weights)
+        args=ctx.args.grpo,  # its reward_weights are the rubric's (RunRewards.trained_weights)
         train_dataset=Dataset.from_list(slot_rows(az.types, groups)),
         processing_class=ctx.tokenizer,
         peft_config=ctx.grpo_peft_config(),

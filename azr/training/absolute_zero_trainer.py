@@ -5,7 +5,7 @@ The rollout (`azr.absolute_zero.Rollout`) is TRL's public `rollout_func` hook: T
 slot rows and trains on the prompt and completion ids it returns, merging its other columns into the rows the
 rewards read. It generates through `TrainerGenerator`, which draws groups from the rollout seam's
 `azr.rollouts.TrainerSampler` (the trainer's own tokenisation and generation through `TrainerBatches`, whose use of
-TRL's private methods tests/rollouts pins), so every
+TRL's private methods tests/training/test_trl_private.py pins), so every
 sample, the proposer's learnability samples included, is drawn at the training temperature by the same backend
 (transformers or vLLM) as the rows TRL trains on. Advantages are TRL's own with `baseline: group`; with
 `type_role` they are recomputed from the same rewards, normalised per (task type, role) over the batch.
@@ -17,13 +17,12 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from accelerate.utils import gather_object
-from trl.trainer.utils import nanstd
 
-from azr.absolute_zero import Generation
-from azr.rollouts import Prompt, Sampling, ScoredGroup, TrainerBatches, TrainerSampler
-from azr.training.trainer import AZRGRPOTrainer, ScoredBatch
+from azr.absolute_zero import Generation, Rollout
+from azr.rollouts import Prompt, Sampling, ScoredBatch, ScoredGroup, TrainerSampler, keyed_advantages, weighted_totals
+from azr.training.trainer import AZRGRPOTrainer
+from azr.training.trl_private import TrainerBatches
 
 
 class TrainerGenerator:
@@ -32,7 +31,7 @@ class TrainerGenerator:
     unless the recipe says temperature 0), one group per conversation, laid out as the rows TRL's rollout function
     returns."""
 
-    def __init__(self, trainer: Any):
+    def __init__(self, trainer: AZRGRPOTrainer):
         self.trainer = trainer
 
     def __call__(self, conversations: list[list[dict[str, str]]], n: int) -> Generation:
@@ -52,39 +51,29 @@ def rows_of(groups: Sequence[ScoredGroup]) -> Generation:
     )
 
 
-def type_role_advantages(rewards: torch.Tensor, keys: Sequence[str], scale: bool) -> torch.Tensor:
-    """Advantages against the mean of each row's (task type, role) in the batch, divided by that group's std when
-    `scale` (TRL's epsilon and nan-aware std); rows without a reward (NaN) and lone rows get 0."""
-    advantages = torch.zeros_like(rewards)
-    for key in dict.fromkeys(keys):
-        mask = torch.tensor([k == key for k in keys], device=rewards.device)
-        values = rewards[mask]
-        centred = values - torch.nanmean(values)
-        if scale:
-            centred = centred / (nanstd(values) + 1e-4)
-        advantages[mask] = centred
-    return torch.nan_to_num(advantages, nan=0.0)
-
-
 class AbsoluteZeroTrainer(AZRGRPOTrainer):
     """AZRGRPOTrainer whose batches come from `rollout` (an `azr.absolute_zero.Rollout`); `baseline` is 'group'
     (TRL's) or 'type_role'. The rollout's metrics join every log."""
 
-    def __init__(self, *args: Any, rollout: Any, baseline: str = "group", **kwargs: Any):
+    def __init__(self, *args: Any, rollout: Rollout, baseline: str = "group", **kwargs: Any):
         with warnings.catch_warnings():  # TRL flags rollout_func as experimental; azr pins the contract it uses
             warnings.filterwarnings("ignore", message=".*rollout_func.*")
-            super().__init__(*args, rollout_func=rollout, mask_reward=None, **kwargs)
+            super().__init__(*args, rollout_func=self._rollout_rows, mask_reward=None, **kwargs)
         self.rollout, self.baseline = rollout, baseline
+
+    def _rollout_rows(self, prompts: list[object], trainer: object) -> dict[str, Any]:
+        """TRL's `rollout_func` (called with this trainer): the rollout's rows for `prompts`, each group as large as
+        TRL's training or evaluation groups, drawn through the rollout's generator for this trainer."""
+        group = self.num_generations if self.model.training else self.num_generations_eval
+        return self.rollout.run(prompts, self.rollout.generator(self), group)
 
     def adjust_advantages(self, output: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         rewards = self.round_rewards  # this round's, every process's rows in rank order
         if self.baseline == "type_role" and self.model.training and rewards is not None:
             # TRL merged the rollout's columns into these rows; the keys of every process's rows, in rank order
             keys = gather_object([f"{row['az_type']}/{row['az_role']}" for row in rows])
-            weights = self.reward_weights.to(rewards.device)
-            total = (rewards * weights).nansum(dim=1)
-            total[torch.isnan(rewards).all(dim=1)] = torch.nan
-            advantages = type_role_advantages(total, keys, self.scale_rewards != "none")
+            total = weighted_totals(rewards, self.reward_weights)
+            advantages = keyed_advantages(total, keys, self.scale_rewards != "none")
             start = self.accelerator.process_index * len(rows)
             output["advantages"] = advantages[start : start + len(rows)].to(output["advantages"].device)
             TrainerBatches(self).replace_logged_advantages(advantages.tolist())  # TRL logged the group ones

@@ -1,21 +1,20 @@
-"""The trainer arguments a run trains with: `TrainerArgs` (the `trl.GRPOConfig` and `trl.SFTConfig` and the token
-budgets they were built with), built by `build_trainer_args` from a recipe whose rules `azr.config` has checked
-(`azr.config.check_recipe`) through `azr.training.trainer_args`. A run builds them once, in its context, after its
-vLLM server has started (TRL's server mode needs the server's address); the preflight builds them with the server's
-fields left empty.
-
-The reward weights TRL gets are the recipe's, blended with self-play's when it is on (`reward_weights`, which checks
-every reward name and its params without starting a sandbox); in Absolute Zero mode, 1 for each of its own two.
+"""The trainer arguments a run trains with: `TrainerArgs` (TRL's GRPOConfig and SFTConfig and their token budgets),
+built by `build_trainer_args` from a checked recipe through `azr.training.trainer_args`, once per run after its vLLM
+server has started (the preflight builds them with the server's fields empty). TRL's reward weights are those of
+the rubric GRPO trains with (`azr.training.rubrics`, checked here without starting a sandbox).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.config import AzrConfig, check_groups, sequence_lengths
 from azr.training.trainer_args import check_grpo_inputs, grpo_args, sft_args
+
+if TYPE_CHECKING:
+    from trl import GRPOConfig, SFTConfig
 
 
 @dataclass
@@ -23,8 +22,8 @@ class TrainerArgs:
     """What one run trains with: `grpo` (trl.GRPOConfig), `sft` (trl.SFTConfig, None without a warm start) and the
     token budgets they were built with."""
 
-    grpo: Any
-    sft: Any | None
+    grpo: GRPOConfig
+    sft: SFTConfig | None
     max_completion_length: int
     max_seq_length: int
 
@@ -50,7 +49,7 @@ def build_trainer_args(
     return trainer_args(cfg, grpo, sft)
 
 
-def trainer_args(cfg: AzrConfig, grpo: Any, sft: Any | None) -> TrainerArgs:
+def trainer_args(cfg: AzrConfig, grpo: GRPOConfig, sft: SFTConfig | None) -> TrainerArgs:
     lengths = sequence_lengths(cfg)
     return TrainerArgs(grpo, sft, lengths["max_completion_length"], lengths["max_seq_length"])
 
@@ -71,18 +70,8 @@ def on_gpu() -> bool:
 
 
 def reward_weights(cfg: AzrConfig) -> list[float]:
-    """One weight per reward function TRL gets: the recipe's, blended with self-play's when it is on; in Absolute
-    Zero mode, 1 for each of its own two (propose, solve). Checks every reward name and its params without starting
-    a sandbox."""
-    from azr.rewards import check_rewards
+    """One weight per reward function TRL gets (the trained rubric's). Checks every reward name and its params
+    without starting a sandbox."""
+    from azr.training.rubrics import run_rewards
 
-    if cfg.mode == "absolute_zero":
-        return [1.0, 1.0]
-
-    funcs = check_rewards(cfg.rewards)
-    weights = [float(spec.weight) for spec in cfg.rewards]
-    if cfg.self_play.enabled:
-        from azr.selfplay import blend_rewards
-
-        funcs, weights = blend_rewards(funcs, weights, None, cfg.self_play.weight)
-    return weights
+    return run_rewards(cfg).trained_weights

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -125,13 +125,19 @@ class ConsoleCallback(TrainerCallback):
             self.progress.update(self._task, completed=state.global_step)
 
 
+class Saved(Protocol):
+    """Run state kept beside each checkpoint (the self-play rounds, the rollout filter, Absolute Zero's buffers)."""
+
+    def save(self, folder: Path) -> None: ...
+
+
 class SaveBesideCheckpoints(TrainerCallback):
     """Calls `target.save(folder)` after the trainer saves each checkpoint folder, for run state the HF Trainer does
     not keep (the self-play scoreboard, waiting hints); a resume reads it back from the checkpoint it continues. On
     the main process only, as the trainer's own state; `every_rank` for a target that keeps a part per process (as
     the trainer's RNG states), which then decides what each process writes."""
 
-    def __init__(self, target: Any, every_rank: bool = False):
+    def __init__(self, target: Saved, every_rank: bool = False):
         self.target, self.every_rank = target, every_rank
 
     def on_save(self, args, state, control, **kwargs):
@@ -200,13 +206,13 @@ def summary_table(summary: dict[str, Any]) -> Table:
     return table
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def _fmt(value: object, digits: int = 3) -> str:
     if not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{value:.{digits}f}"
 
 
-def _duration(seconds: Any) -> str:
+def _duration(seconds: object) -> str:
     if not isinstance(seconds, (int, float)):
         return "-"
     return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"

@@ -1,64 +1,37 @@
-"""The run context of `azr train`: what every phase of one run shares, built once, in the order each part needs the
-ones before it. The sidecar checked and entered; the ranks joined; the run folder (its `.azr-run` marker written
-first), its state and the resume point;
-the tasks; the reward functions and their weights (one call, self-play blended in once); the sandbox checked on
-reference solutions; the tokenizer; the vLLM server started; the trainer arguments built once, after the server's
-address is known; the policy loaded; the logs opened.
-
-Owns the order of that set-up and the callbacks every phase's trainer gets (`RunContext.callbacks`, the one place a
-new callback is attached). It runs no phase; `azr.training.run` runs them, each from its own module.
+"""The run context of `azr train`: what every phase of one run shares, built once, in the order each part needs the ones
+before it: the sidecar, the ranks, the run folder (its `.azr-run` marker first), its state and resume point, the tasks,
+the rubrics (`azr.training.rubrics`), the sandbox checked on reference solutions, the tokenizer, the vLLM server, the
+trainer arguments (after the server's address is known), the policy, the logs. Owns that order and the callbacks every
+phase's trainer gets (`RunContext.callbacks`); it runs no phase (`azr.training.run` does).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr import __version__
 from azr.alarms import AlarmWatch
-from azr.config import RUN_MARKER, AzrConfig, SandboxConfig, check_output_dir, save_config, sequence_lengths
+from azr.config import RUN_MARKER, AzrConfig, check_output_dir, save_config, sequence_lengths
 from azr.data import Task, load_tasks, select_tasks
 from azr.errors import ConfigError
 from azr.logs import GenerationLog, JsonlWriter, atomic_write_text, read_jsonl_records
 from azr.prompts import reference_answer
-from azr.rewards import CodeGrader, build_rewards, pool_from_config, sandbox_oracle, validate_references
+from azr.rewards import CodeGrader, pool_from_config, sandbox_oracle, validate_references
 from azr.sandbox import SandboxUnhealthy
 from azr.serving import Sidecar
 from azr.training.args import TrainerArgs, build_trainer_args
 from azr.training.ranks import Ranks, sandbox_share, start_ranks
+from azr.training.rubrics import RunRewards, run_rewards
 from azr.training.state import Resume, RunState, prune_logs, resolve_resume
 
+if TYPE_CHECKING:
+    from transformers import Trainer
+
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunRewards:
-    """The run's rewards, from one `build_rewards` call. `funcs`/`weights` are the recipe's (what the pass rate
-    before and after GRPO measures); `trained_funcs`/`trained_weights` are what GRPO trains with: the recipe's,
-    blended with self-play's reward when `self_play.enabled` (here, once). In Absolute Zero mode the trained rewards
-    are its own two (propose, solve, weight 1 each), built by its phase around its judge: `trained_funcs` is empty."""
-
-    funcs: list[Callable]
-    weights: list[float]
-    grader: CodeGrader
-    trained_funcs: list[Callable]
-    trained_weights: list[float]
-
-
-def build_run_rewards(cfg: AzrConfig, sandbox: SandboxConfig, pool: Any = None) -> RunRewards:
-    funcs, weights, grader = build_rewards(cfg.rewards, sandbox, pool, answer_format=cfg.answer_format)
-    trained_funcs, trained_weights = list(funcs), list(weights)
-    if cfg.mode == "absolute_zero":
-        trained_funcs, trained_weights = [], [1.0, 1.0]
-    elif cfg.self_play.enabled:
-        from azr.selfplay import blend_rewards
-
-        trained_funcs, trained_weights = blend_rewards(funcs, weights, grader, cfg.self_play.weight)
-    return RunRewards(list(funcs), list(weights), grader, trained_funcs, trained_weights)
 
 
 @dataclass
@@ -120,7 +93,7 @@ class RunContext:
         carried = self.cfg.sft.enabled and not self.cfg.sft.full_weights
         return None if carried else build_peft_config(self.cfg.model.adapter, self.model)
 
-    def bind(self, trainer: Any) -> None:
+    def bind(self, trainer: Trainer) -> None:
         """After the trainer is built: its own console printer removed (the console callback replaces it), and the
         metrics callback told whose reward-stage time to read."""
         from transformers import PrinterCallback
@@ -167,14 +140,14 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
     if cfg.data.audit:
         tasks = audited_tasks(tasks, cfg, out if ranks.main else None)
     pool = pool_from_config(sandbox, label=f"rank{ranks.rank}") if ranks.world > 1 else None
-    rewards = build_run_rewards(cfg, sandbox, pool)
+    rewards = run_rewards(cfg, sandbox, pool)
     check_sandbox(tasks, rewards.grader)
     if cfg.sft.enabled and cfg.sft.rollouts and not state.done("sft"):
         from azr.tools import load_rollouts
 
         load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter)  # a bad file is refused before the model loads
-    shown = zip(rewards.funcs, rewards.weights, strict=True)
-    log.info("rewards: %s", ", ".join(f"{w:g} x {f.__name__}" for f, w in shown))
+    shown = zip(rewards.rubric.names, rewards.rubric.weights, strict=True)
+    log.info("rewards: %s", ", ".join(f"{w:g} x {name}" for name, w in shown))
 
     from azr.models import build_model_and_tokenizer, count_parameters, load_tokenizer, quiet_third_party
 

@@ -1,20 +1,21 @@
-"""Where azr's own generation backend plugs into TRL's GRPOTrainer (adapter mode's `azr.serving.LoraSync`).
-
-The switch itself touches TRL's private generation attributes, so it is `azr.rollouts.TrainerBatches.use_backend`
-(the TRL adapter); this module decides when it is allowed. The loss applies TRL's importance-sampling correction to
-the logprobs the backend returns; tests/training/test_generation.py exercises that on the tiny model. The trainer is
-built with `use_vllm=False` (TRL would start its own vLLM otherwise) and switched over here.
+"""Where azr's own generation backend (adapter mode's `azr.serving.LoraSync`) plugs into TRL's GRPOTrainer: this
+module decides when it is allowed; the switch of TRL's private attributes is `azr.training.trl_private`'s. The
+trainer is built with `use_vllm=False` (TRL would start its own vLLM otherwise) and switched over here;
+tests/training/test_generation.py exercises it, TRL's importance-sampling correction included, on the tiny model.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from azr.errors import NotAvailableError
-from azr.rollouts import TrainerBatches
+from azr.training.trl_private import GenerationBackend, TrainerBatches
+
+if TYPE_CHECKING:
+    from azr.training.trainer import AZRGRPOTrainer
 
 
-def use_generation_backend(trainer: Any, backend: Any) -> None:
+def use_generation_backend(trainer: AZRGRPOTrainer, backend: GenerationBackend) -> None:
     """Make `trainer` (a GRPOTrainer) generate through `backend` (`sync_weights`, `generate`) like TRL's vLLM."""
     deepspeed = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
     if trainer.is_fsdp_enabled or (deepspeed is not None and deepspeed.zero_stage == 3):

@@ -6,13 +6,21 @@ saved with its model card. `finish_grpo` is shared with Absolute Zero's GRPO pha
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.data import Task
 from azr.prompts import chat_messages
-from azr.rollouts import MainRounds, TrainerBatches
+from azr.rollouts import MainRounds
 from azr.training.context import RunContext
 from azr.training.ranks import replica_digests
+from azr.training.trl_private import TrainerBatches
+
+if TYPE_CHECKING:
+    from trl import GRPOTrainer
+
+    from azr.rollouts import AsyncRollouts
+    from azr.serving import LoraSync
+    from azr.training.trainer import AZRGRPOTrainer
 
 
 def grpo_phase(ctx: RunContext):
@@ -49,7 +57,7 @@ def grpo_phase(ctx: RunContext):
     try:
         trainer = AZRGRPOTrainer(
             model=ctx.model,
-            reward_funcs=ctx.rewards.trained_funcs,
+            reward_funcs=list(ctx.rewards.trained.funcs) if ctx.rewards.trained is not None else [],
             args=ctx.args.grpo,
             train_dataset=grpo_dataset(ctx.tasks),
             processing_class=ctx.tokenizer,
@@ -87,7 +95,7 @@ def grpo_phase(ctx: RunContext):
     return finish_grpo(ctx, trainer, started)
 
 
-def asynchronous(trainer, backend, max_staleness: int):
+def asynchronous(trainer: AZRGRPOTrainer, backend: LoraSync, max_staleness: int) -> AsyncRollouts:
     """Asynchronous GRPO over adapter mode's `backend` (`azr.serving.LoraSync`): it serves each policy version under
     its own name, and TRL's round takes the completions the pipeline sampled ahead through its `rollout_func`."""
     from azr.rollouts import AsyncRollouts
@@ -115,13 +123,13 @@ def heldout_evaluator(ctx: RunContext):
         max_completion_length=ctx.args.max_completion_length,
         ranks=ctx.ranks,
         metrics=ctx.metrics,
-        rewards=(rewards.funcs, rewards.weights, rewards.grader),
+        rubric=rewards.rubric,
         pool=rewards.grader.pool,
         folder=ctx.out / "heldout" if ctx.ranks.main else None,
     )
 
 
-def finish_grpo(ctx: RunContext, trainer, started: float):
+def finish_grpo(ctx: RunContext, trainer: GRPOTrainer, started: float):
     """Save the trained policy to `final/` with its model card and record the phase; returns the model."""
     final = ctx.out / "final"
     trainer.save_model(str(final))  # on every rank: a sharded model is gathered to the main one, which writes

@@ -6,15 +6,15 @@ Built with huggingface_hub's ModelCard so the metadata block is what the Hub exp
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from azr import __version__
 from azr.config import AdapterConfig, AzrConfig
 from azr.inputs import load_json
 from azr.logs import atomic_write_text
+from azr.training.state import RunState
 
 
-def write_model_card(folder: Path, cfg: AzrConfig, policy_dir: str, state: Any) -> Path:
+def write_model_card(folder: Path, cfg: AzrConfig, policy_dir: str, state: RunState) -> Path:
     from huggingface_hub import ModelCard, ModelCardData
 
     adapter = cfg.model.adapter

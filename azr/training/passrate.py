@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.config import AzrConfig
+from azr.data import Task
 from azr.logs import JsonlWriter
+from azr.rewards import Rubric
 from azr.training.args import TrainerArgs
 from azr.training.ranks import Ranks
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +37,14 @@ def grpo_sampling(grpo) -> dict[str, Any]:
     }
 
 
-def pass_rate_measurer(cfg: AzrConfig, args: TrainerArgs, funcs, weights, grader, tokenizer, tasks, ranks: Ranks):
+def pass_rate_measurer(
+    cfg: AzrConfig,
+    args: TrainerArgs,
+    rubric: Rubric,
+    tokenizer: PreTrainedTokenizerBase,
+    tasks: list[Task],
+    ranks: Ranks,
+):
     """`measure(model, phase, metrics)`: the pass rate and mean reward of `logging.pass_rate_samples` completions per
     task, sampled as GRPO samples; logged to `metrics` (None on every rank but the main one) and returned."""
     from azr.evaluation import Sampling, generate_completions, score_completions
@@ -51,7 +63,7 @@ def pass_rate_measurer(cfg: AzrConfig, args: TrainerArgs, funcs, weights, grader
         mine, real = ranks.split(tasks)
         completions = generate_completions(model, tokenizer, mine, sampling, template)
         completions = [c for part in ranks.gather(completions[: real * sampling.n]) for c in part]
-        result = score_completions(funcs, weights, grader, tasks, completions) if ranks.main else None
+        result = score_completions(rubric, tasks, completions) if ranks.main else None
         result = ranks.broadcast(result)
         result["seconds"] = round(time.monotonic() - started, 1)
         if metrics is not None:

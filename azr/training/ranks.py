@@ -17,9 +17,13 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from azr.config import SandboxConfig
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import Trainer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -161,7 +165,7 @@ def sandbox_share(cfg: SandboxConfig, ranks: Ranks) -> SandboxConfig:
     return dataclasses.replace(cfg, workers=max(1, machine // ranks.local_world))
 
 
-def replica_digests(trainer: Any, ranks: Ranks) -> list[str] | None:
+def replica_digests(trainer: Trainer, ranks: Ranks) -> list[str] | None:
     """Every rank's SHA-256 of its trainable weights, in rank order, when each rank holds a whole replica (DDP,
     ZeRO-1/2); None when there is one process or the weights are sharded (FSDP, ZeRO-3: each rank has a part). Data
     parallel ranks must agree after every step; a difference is logged as an error (a desynchronised run)."""
@@ -175,7 +179,7 @@ def replica_digests(trainer: Any, ranks: Ranks) -> list[str] | None:
     return digests
 
 
-def weights_digest(model: Any) -> str:
+def weights_digest(model: torch.nn.Module) -> str:
     """SHA-256 over the names, shapes, dtypes and bytes of a model's trainable parameters, in name order."""
     import hashlib
 

@@ -51,9 +51,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             ctx.policy_dir = str(warm)
         sampled = ctx.tasks[: cfg.logging.pass_rate_tasks]
         rewards = ctx.rewards
-        measure = pass_rate_measurer(
-            cfg, ctx.args, rewards.funcs, rewards.weights, rewards.grader, ctx.tokenizer, sampled, ranks
-        )
+        measure = pass_rate_measurer(cfg, ctx.args, rewards.rubric, ctx.tokenizer, sampled, ranks)
         if not state.done("eval_before") and sampled:
             state.finish("eval_before", measure(ctx.model, "eval_before", ctx.metrics))
         if not state.done("grpo"):

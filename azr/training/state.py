@@ -44,13 +44,13 @@ class RunState:
             raise ConfigError(f"{path}: not a run state file azr wrote; choose another output_dir") from None
         return cls(path, dict(phases), writes)
 
-    def done(self, phase: Any) -> bool:
+    def done(self, phase: str) -> bool:
         return phase in self.phases
 
     def info(self, phase: str) -> Any:
         return self.phases.get(phase)
 
-    def finish(self, phase: str, info: Any) -> None:
+    def finish(self, phase: str, info: object) -> None:
         self.phases[phase] = info
         self._write()
 

@@ -1,17 +1,13 @@
-"""`AZRGRPOTrainer`: TRL's GRPOTrainer with the few changes azr needs, each explained where it is made.
-
-Owns masking completions that could not be graded, timing the reward stage, handing each scored batch to observers
-(the generation log, the scoreboard), calling a self-play round's hooks (`azr.selfplay.Arena`) around generation,
-and handing generation to a `RolloutFilter` (`azr.rollouts`: the group sampler's prompts, dynamic sampling),
-which sees the trainer only through `azr.rollouts.TrainerBatches`. It does not generate, compute advantages or the
-loss differently from TRL, and it knows nothing of config files.
+"""`AZRGRPOTrainer`: TRL's GRPOTrainer with the few changes azr needs, each explained where it is made: ungraded
+completions masked, the reward stage timed, scored batches handed to observers, a self-play round's hooks around
+generation, and generation batches composed by a `RolloutFilter` (`azr.rollouts`), whose rounds it runs
+(`azr.training.trl_private.fill_batch`). It computes advantages and the loss as TRL does and knows no config file.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,49 +16,10 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from azr.models import keep_vectors_fp32
-from azr.prompts import completion_text, last_user_message
 from azr.rewards import CodeGrader
-from azr.rollouts import RolloutFilter, RoundHooks, TrainerBatches
+from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch
 from azr.training.callbacks import SandboxHealth
-
-
-@dataclass
-class ScoredBatch:
-    """What one process scored in one generation round, row by row; `rewards` is (rows, reward functions)."""
-
-    step: int
-    inputs: list[dict[str, Any]]
-    prompts: list[Any]
-    completions: list[Any]
-    rewards: torch.Tensor
-    reward_names: list[str]
-    details: list[dict[str, Any]]
-
-    def records(self) -> list[dict[str, Any]]:
-        """One JSON-ready record per completion: prompt, completion, each reward, and the grader's verdict."""
-        out = []
-        for i, (row, prompt, completion) in enumerate(zip(self.inputs, self.prompts, self.completions, strict=True)):
-            rewards = {n: _finite(v) for n, v in zip(self.reward_names, self.rewards[i].tolist(), strict=True)}
-            out.append(
-                {
-                    "step": self.step,
-                    "task_id": row.get("task_id"),
-                    "prompt": str(last_user_message(prompt) or ""),
-                    "completion": completion_text(completion),
-                    "source": row.get("source", "data"),  # data / hint (a hinted retry) / replay (frontier)
-                    "hinted": bool(row.get("hint")),
-                    "opponent_passed": row.get("opponent_passed"),
-                    **({"policy_version": row["policy_version"]} if "policy_version" in row else {}),
-                    "rewards": rewards,
-                    **(self.details[i] if i < len(self.details) else {}),
-                    **({"messages": completion} if _used_tools(completion) else {}),  # calls and results, in order
-                }
-            )
-        return out
-
-
-def _used_tools(completion: Any) -> bool:
-    return isinstance(completion, list) and any(isinstance(m, dict) and m.get("role") == "tool" for m in completion)
+from azr.training.trl_private import TrainerBatches, fill_batch
 
 
 class AZRGRPOTrainer(GRPOTrainer):
@@ -89,12 +46,13 @@ class AZRGRPOTrainer(GRPOTrainer):
       every log.
     - `sampling` (an `azr.rollouts.RolloutFilter`) builds each generation batch in training: which prompt groups
       are generated (the group sampler), and with dynamic sampling which generated groups are trained. It sees the
-      trainer through `azr.rollouts.TrainerBatches` (one `_score_round` per round), and adds its metrics to every log.
+      trainer as an `azr.rollouts.BatchView` and receives its rounds as data
+      (`azr.training.trl_private.fill_batch`), and adds its metrics to every log.
     - `metered`: more parts whose `metrics()` join every log (`data.hardened`'s `HardenedWatch`).
     - `adjust_advantages` lets a subclass replace TRL's group-mean advantages of each round (Absolute Zero's
       per-(type, role) baseline) without overriding a private TRL method itself: the three this class overrides
       (`_generate_and_score_completions`, `_calculate_rewards`, `_get_train_sampler`) are pinned by
-      tests/rollouts/test_trl_batch.py, and every other private access is `azr.rollouts.TrainerBatches`'.
+      tests/training/test_trl_private.py, and every other private access is `azr.training.trl_private`'s.
     """
 
     def __init__(
@@ -133,7 +91,7 @@ class AZRGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         if self.sampling is not None and self.model.training:
-            return self.sampling.fill(TrainerBatches(self), list(inputs))
+            return fill_batch(self.sampling, TrainerBatches(self), list(inputs))
         return self._score_round(list(inputs))[0]
 
     def _score_round(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], torch.Tensor]:
@@ -217,7 +175,3 @@ def _p95(values: list[int]) -> float:
     """The 95th percentile (nearest rank) of `values`."""
     ordered = sorted(values)
     return float(ordered[max(0, -(-95 * len(ordered) // 100) - 1)])
-
-
-def _finite(value: float) -> float | None:
-    return None if value != value else value  # NaN (not graded) becomes JSON null

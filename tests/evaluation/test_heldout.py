@@ -25,8 +25,9 @@ from azr.evaluation.measure import Sampling
 from azr.evaluation.samplers import Generated, ServedSampler
 from azr.logs import JsonlWriter
 from azr.prompts import reference_answer
-from azr.rewards import build_rewards
-from azr.rollouts import BackendSampler, TrainerBatches
+from azr.rewards import build_rubric
+from azr.rollouts import BackendSampler
+from azr.training.trl_private import TrainerBatches
 
 HELD_OUT = load_tasks("held-out")
 
@@ -85,14 +86,13 @@ def cfg():
 
 @pytest.fixture(scope="module")
 def rewards(cfg):
-    funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox)
-    return funcs, weights, grader
+    return build_rubric(cfg.rewards, cfg.sandbox)
 
 
 def _evaluator(cfg, rewards, ranks, metrics=None, folder=None) -> HeldOutEvaluator:
     sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": None, "repetition_penalty": 1.0}
     evaluator = build_heldout(
-        cfg, sampling=sampling, max_completion_length=64, ranks=ranks, metrics=metrics, rewards=rewards, folder=folder
+        cfg, sampling=sampling, max_completion_length=64, ranks=ranks, metrics=metrics, rubric=rewards, folder=folder
     )
     assert evaluator is not None
     return evaluator
@@ -100,7 +100,7 @@ def _evaluator(cfg, rewards, ranks, metrics=None, folder=None) -> HeldOutEvaluat
 
 def test_off_by_default_and_the_sampling_is_grpos_unless_the_section_says(cfg, rewards):
     assert build_heldout(load_config(None, ["model.name_or_path=tiny"]), sampling={}, max_completion_length=8,
-                         ranks=FakeRanks(0, 1, {}), metrics=None, rewards=rewards) is None  # fmt: skip
+                         ranks=FakeRanks(0, 1, {}), metrics=None, rubric=rewards) is None  # fmt: skip
     evaluator = _evaluator(cfg, rewards, FakeRanks(0, 1, {}))
     assert evaluator.sampling.n == 2 and evaluator.sampling.temperature == 1.0
     assert evaluator.sampling.max_new_tokens == 64 and evaluator.sampling.seed == cfg.seed

@@ -16,7 +16,8 @@ import pytest
 
 from azr.config import RewardSpec, SandboxConfig
 from azr.errors import ConfigError
-from azr.rewards.functions import REWARDS, build_rewards
+from azr.rewards import build_rubric
+from azr.rewards.functions import REWARDS
 from azr.sandbox import ExecResult, SandboxUnhealthy, open_pool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,10 +49,11 @@ def pool():
 
 
 def rewards(pool, specs=None, answer_format="strict", **sandbox):
-    """build_rewards over the shared pool; the sandbox defaults to a 2 s limit."""
+    """The rubric's functions, weights and grader over the shared pool; the sandbox defaults to a 2 s limit."""
     cfg = SandboxConfig(**{"backend": "bwrap", "timeout_s": 2.0, **sandbox})
     specs = specs if specs is not None else [RewardSpec("tests", 1.0)]
-    return build_rewards(specs, cfg, pool=pool, answer_format=answer_format)
+    rubric = build_rubric(specs, cfg, pool=pool, answer_format=answer_format)
+    return list(rubric.funcs), list(rubric.weights), rubric.grader
 
 
 def call(func, completions, tests=TESTS, **columns):
@@ -137,7 +139,7 @@ def test_task_memory_column_is_honoured(pool):
     assert grader.last_details[1]["status"] == "memory"
 
 
-# --- shaping terms, through build_rewards weights --------------------------------------------------------------
+# --- shaping terms, through the rubric's weights ---------------------------------------------------------------
 
 
 def test_format_term_moves_the_weighted_sum(pool):

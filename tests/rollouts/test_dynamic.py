@@ -17,8 +17,8 @@ import torch
 
 from azr.config import SamplingConfig
 from azr.rollouts.dynamic import RolloutFilter
-from azr.rollouts.tensors import group_signal, join_groups, split_groups
-from azr.rollouts.trl_batch import KNOWN, TrainerBatches
+from azr.rollouts.tensors import KNOWN, group_signal, join_groups, split_groups
+from azr.training.trl_private import TrainerBatches, fill_batch
 
 NAN = math.nan
 G = 4  # completions per prompt in the scripted rounds
@@ -98,7 +98,7 @@ class ScriptedRounds:
 
 
 def _fill(sampler: RolloutFilter, trainer: ScriptedRounds, groups: int = 2) -> dict:
-    batch = sampler.fill(TrainerBatches(trainer), [{"task_id": "x", "prompt": "x"}] * (groups * G))
+    batch = fill_batch(sampler, TrainerBatches(trainer), [{"task_id": "x", "prompt": "x"}] * (groups * G))
     trainer.version += 1  # the update this batch trains
     trainer.state.global_step += 1
     return batch

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from azr.rollouts.pipeline import AsyncRollouts, outside_band
-from azr.rollouts.seam import ScoredGroup
-from azr.rollouts.trl_round import VERSION
+from azr.rollouts.seam import VERSION, ScoredGroup
 
 G = 2
 

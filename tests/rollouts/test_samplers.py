@@ -20,12 +20,12 @@ from azr.rollouts import (
     GenerateSampler,
     Prompt,
     Sampling,
-    TrainerBatches,
     TrainerSampler,
     eos_ids,
     trainer_sampler,
 )
 from azr.tools import parse_turn
+from azr.training.trl_private import TrainerBatches
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

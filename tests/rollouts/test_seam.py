@@ -8,9 +8,8 @@ from types import SimpleNamespace
 
 import torch
 
-from azr.rollouts.seam import ScoredGroup
-from azr.rollouts.trl_batch import TrainerBatches
-from azr.rollouts.trl_round import VERSION, TrlRounds
+from azr.rollouts.seam import VERSION, ScoredGroup
+from azr.training.trl_private import TrainerBatches, TrlRounds
 
 NAN = math.nan
 

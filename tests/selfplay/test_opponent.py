@@ -24,9 +24,10 @@ from azr.config import AzrConfig, ModelConfig, SelfPlayConfig, ThinkingConfig
 from azr.data.tasks import Task
 from azr.prompts import ANSWER_PREFIX, SYSTEM_PROMPT, chat_messages, parse_answer
 from azr.remote.clients import ChatClient
+from azr.rewards import Rubric
 from azr.rewards import functions as rewards
 from azr.rewards.functions import SelfPlayReward, selfplay_score
-from azr.selfplay.opponent import SelfPlayManager, blend, blend_rewards, opponent_column
+from azr.selfplay.opponent import SelfPlayManager, blend, opponent_column
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-fake-selfplay-KEY-0123456789abcdef"
@@ -218,7 +219,8 @@ def test_tie_rules_and_the_blend_through_reward_weights(grader):
     assert selfplay_score(True, None) is None and selfplay_score(None, True) is None
 
     tests, fmt = rewards.TestsReward(grader), lambda completions, **_: [0.0 for _ in completions]
-    funcs, weights = blend_rewards([tests, fmt], [1.0, 0.1], grader, 0.3)
+    blended = Rubric((tests, fmt), (1.0, 0.1), grader).blended(0.3)
+    funcs, weights = blended.funcs, blended.weights
     assert isinstance(funcs[2], SelfPlayReward) and weights == pytest.approx([0.7, 0.07, 0.3])
     batch = rows(TASKS[:3], group=1)
     completions = [answer(0, right=True), answer(1, right=False), answer(2, right=True)]
@@ -227,7 +229,8 @@ def test_tie_rules_and_the_blend_through_reward_weights(grader):
     rows_of_scores = zip(*per_func, strict=True)
     total = [sum(w * s for w, s in zip(weights, r, strict=True) if s is not None) for r in rows_of_scores]  # nansum
     assert total == pytest.approx([blend(1.0, 0.5, 0.3), blend(0.0, 0.0, 0.3), blend(1.0, None, 0.3)])
-    assert blend_rewards(funcs, [1.0, 0.1, 1.0], grader, 0.2)[1] == pytest.approx([0.8, 0.08, 0.2])  # kept, reweighted
+    again = Rubric(funcs, (1.0, 0.1, 1.0), grader).blended(0.2)
+    assert again.weights == pytest.approx([0.8, 0.08, 0.2]) and len(again.funcs) == 3  # kept, reweighted
 
 
 def test_hint_rows_get_no_opponent_request_and_no_self_play_part(stub, grader):

@@ -309,14 +309,3 @@ def test_the_trainer_generator_samples_through_trl_at_the_training_temperature(t
     assert len({tuple(ids) for ids in drawn.prompt_ids}) == 1 and drawn.logprobs is None
     assert all(isinstance(t, int) for ids in drawn.completion_ids for t in ids)
     assert len({tuple(ids) for ids in drawn.completion_ids}) > 1  # sampled, not greedy
-
-
-def test_the_per_type_and_role_baseline_by_hand():
-    from azr.training.absolute_zero_trainer import type_role_advantages
-
-    rewards = torch.tensor([1.0, -1.0, float("nan"), 0.5, 0.5, 2.0])
-    keys = ["d/solve", "d/solve", "d/solve", "d/propose", "a/propose", "d/propose"]
-    got = type_role_advantages(rewards, keys, scale=False).tolist()
-    assert got == pytest.approx([1.0, -1.0, 0.0, -0.75, 0.0, 0.75])
-    scaled = type_role_advantages(rewards, keys, scale=True).tolist()
-    assert scaled[:2] == pytest.approx([1 / (math.sqrt(2) + 1e-4), -1 / (math.sqrt(2) + 1e-4)])

@@ -18,8 +18,8 @@ from azr.config.recipe import check_task_files
 from azr.errors import ConfigError
 from azr.logs import JsonlWriter, read_jsonl_records
 from azr.prompts import reference_answer
+from azr.rollouts import ScoredBatch
 from azr.training.state import RunState, write_summary
-from azr.training.trainer import ScoredBatch
 
 REFERENCE = "def f(x):\n    return x * 2\n"
 HACK = "def f(x):\n    return 0\n"  # passes `assert f(0) == 0`, fails `assert f(3) == 6`

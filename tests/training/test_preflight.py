@@ -36,7 +36,7 @@ def nothing_slow(monkeypatch):
 
         return fail
 
-    monkeypatch.setattr(azr.training.context, "build_rewards", reached("the sandbox"))
+    monkeypatch.setattr(azr.training.context, "run_rewards", reached("the sandbox"))
     monkeypatch.setattr(azr.models, "load_tokenizer", reached("the tokenizer"))
     monkeypatch.setattr(azr.models, "build_model_and_tokenizer", reached("the model"))
 

@@ -215,14 +215,15 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
 
     from azr.models.adapters import build_peft_config
     from azr.models.loading import build_model_and_tokenizer
-    from azr.rewards.functions import build_rewards
+    from azr.rewards import build_rubric
     from azr.training.args import build_trainer_args
     from azr.training.trainer import AZRGRPOTrainer
 
     grpo = {"max_steps": 1, "save_strategy": "no", "gradient_checkpointing_kwargs": {"use_reentrant": True}}
     cfg = load_config(_recipe(tmp_path / "r.yaml", tiny_model_dir, tmp_path / "run", grpo=grpo))
     assert cfg.model.gradient_checkpointing  # the default
-    funcs, weights, grader = build_rewards(cfg.rewards, cfg.sandbox)
+    rubric = build_rubric(cfg.rewards, cfg.sandbox)
+    funcs, weights, grader = list(rubric.funcs), list(rubric.weights), rubric.grader
     model, tokenizer = build_model_and_tokenizer(cfg.model)
     trainer = AZRGRPOTrainer(
         model=model,

@@ -1,40 +1,50 @@
-"""The one place where azr meets TRL's private trainer API (TRL 1.16): the keys of the generation batch TRL's
-`_generate_and_score_completions` returns and how each is padded, and `TrainerBatches`, the narrow view of a
-GRPOTrainer that the rollout filter, Absolute Zero's generator and trainer, adapter mode's generation backend and
-the held-out evaluation use instead of the trainer itself.
-
-Every call of a private TRL method, and every read or write of a private TRL attribute, goes through here:
-`_get_per_token_logps_and_entropies`, `_tokenize_prompts`, `_generate_single_turn`; the generation backend
-(`vllm_generation`, `use_vllm`, `vllm_mode`, `_last_loaded_step`, and the request settings an evaluation sets on it
-for one call: `temperature`, `max_completion_length`), the rollout function asynchronous GRPO sets
-(`rollout_func`) and the importance-sampling settings it reports (`vllm_importance_sampling_mode` / `_clip_min` /
-`_clip_max`); the logged advantages (`_logs`). The round
-itself is `AZRGRPOTrainer._score_round`, azr's own wrapper of `_generate_and_score_completions`, one of the three
-hooks `AZRGRPOTrainer` overrides (with `_calculate_rewards` and `_get_train_sampler`).
-tests/rollouts/test_trl_batch.py pins that contract against the installed TRL. It owns no decision about which
-groups are trained, nor any reward.
+"""The one place where azr meets TRL's private trainer API (TRL 1.16), pinned by tests/training/test_trl_private.py:
+`TrainerBatches`, the view of a GRPOTrainer that batch composition, the samplers, Absolute Zero and the held-out
+evaluation are typed on (`azr.rollouts.BatchView` / `TrainerView`); `TrlRounds`, the trainer's round as scored
+groups; `fill_batch`, which runs the rounds a `RolloutFilter`'s plan asks for. `AZRGRPOTrainer` overrides three
+private hooks (`_generate_and_score_completions`, `_calculate_rewards`, `_get_train_sampler`); the rest is here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 
-# What TRL 1.16's `_generate_and_score_completions` returns for text prompts, by how it pads each key.
-LEFT_PADDED = {"prompt_ids", "prompt_mask"}
-RIGHT_PADDED = {
-    "completion_ids",
-    "completion_mask",
-    "tool_mask",
-    "old_per_token_logps",
-    "ref_per_token_logps",
-    "sampling_per_token_logps",
-    "importance_sampling_ratio",
-}
-KNOWN = LEFT_PADDED | RIGHT_PADDED | {"advantages", "num_items_in_batch"}
+from azr.rollouts import (
+    VERSION,
+    RolloutFilter,
+    RolloutTiming,
+    Row,
+    ScoredRound,
+    group_signal,
+    split_groups,
+    unsplittable,
+)
+
+if TYPE_CHECKING:
+    from trl import GRPOTrainer
+
+# TRL's `rollout_func(prompts, trainer)`: prompt and completion ids, sampler log-probs and extra columns per row.
+RolloutFunc = Callable[[list[object], object], dict[str, list[object]]]
+
+
+class ScoresRounds(Protocol):
+    """`AZRGRPOTrainer`'s one addition this module calls: TRL's round wrapped (`_score_round`)."""
+
+    def _score_round(self, rows: list[Row]) -> tuple[dict[str, Any], torch.Tensor]: ...
+
+
+class GenerationBackend(Protocol):
+    """What TRL 1.16's `_generate_single_turn` calls on its vLLM backend (`vllm_generation`): TRL's own in server
+    and colocate modes, azr's `LoraSync` in adapter mode."""
+
+    def sync_weights(self) -> None: ...
+
+    def generate(self, prompts: list[list[int]], images: object, num_generations: int) -> tuple: ...
 
 
 class TrainerBatches:
@@ -42,7 +52,7 @@ class TrainerBatches:
     scored round of generation, the group size, the step being trained, reward weights, padding, the policy's
     log-probabilities, and the two collectives the filter adds to TRL's own."""
 
-    def __init__(self, trainer: Any):
+    def __init__(self, trainer: GRPOTrainer):
         self.trainer = trainer
 
     # -------------------------------------------------------------------------------------------- the batch
@@ -83,7 +93,7 @@ class TrainerBatches:
     def score_round(self, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], torch.Tensor]:
         """TRL's generation and scoring of `rows`: its output dict (keys in KNOWN for text prompts), and the rewards
         of every process's rows in rank order (rows, reward functions; NaN where not graded)."""
-        return self.trainer._score_round(rows)
+        return cast(ScoresRounds, self.trainer)._score_round(rows)
 
     def policy_logps(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Per-token log-probabilities of `batch`'s completions under the policy now, without gradients: what TRL
@@ -136,7 +146,7 @@ class TrainerBatches:
             return trainer.vllm_generation
         return None
 
-    def use_backend(self, backend: Any) -> None:
+    def use_backend(self, backend: GenerationBackend) -> None:
         """Make the trainer generate through `backend` (`sync_weights`, `generate`) as it does through TRL's vLLM:
         TRL 1.16's `_generate_single_turn` calls `backend.sync_weights()` whenever the step differs from
         `_last_loaded_step`, then `backend.generate(prompts=token ids, images=, num_generations=, profiler=)`."""
@@ -175,7 +185,7 @@ class TrainerBatches:
         prompt_ids, _, _ = self.trainer._tokenize_prompts(prompts)
         return [list(p) for p in prompt_ids]
 
-    def use_rollouts(self, rollout_func: Any) -> None:
+    def use_rollouts(self, rollout_func: RolloutFunc) -> None:
         """Make TRL's round take its completions from `rollout_func(prompts, trainer)` (TRL's public but experimental
         `rollout_func`, set after construction: asynchronous GRPO's pipeline needs the trainer to exist first)."""
         self.trainer.rollout_func = rollout_func
@@ -210,7 +220,7 @@ class TrainerBatches:
 
 
 @contextmanager
-def _request_settings(backend: Any, temperature: float, max_tokens: int) -> Iterator[None]:
+def _request_settings(backend: GenerationBackend, temperature: float, max_tokens: int) -> Iterator[None]:
     """The backend's request settings set to `temperature` and `max_tokens` for the time of one call: `LoraSync`'s
     request fields (a dict), or TRL's `VLLMGeneration` attributes (server and colocate modes)."""
     if isinstance(getattr(backend, "sampling", None), dict):
@@ -231,3 +241,55 @@ def _request_settings(backend: Any, temperature: float, max_tokens: int) -> Iter
     finally:
         for name, value in previous.items():
             setattr(backend, name, value)
+
+
+class TrlRounds:
+    """A `RolloutSource` over an `AZRGRPOTrainer`'s own round: generation, rewards, advantages and old log-probs of
+    `rows`, handed back as scored groups tagged with the policy version that sampled them (the column
+    `policy_version` when the asynchronous pipeline sampled them ahead, else the weights being trained)."""
+
+    def __init__(self, trl: TrainerBatches):
+        self.trl = trl
+
+    @property
+    def group_size(self) -> int:
+        return self.trl.group_size
+
+    def round(self, rows: list[Row], born: int) -> ScoredRound:
+        """This process's `rows` generated and scored in one round (a collective: every process calls it)."""
+        trl, size = self.trl, self.trl.group_size
+        started, clock = time.time(), time.perf_counter()
+        output, rewards = trl.score_round(rows)
+        timing = RolloutTiming(started, time.perf_counter() - clock)
+        # The whole round's rewards (every process's, in rank order) are whole groups even when a process's rows are
+        # not: every process counts the same.
+        signals = group_signal(rewards, trl.reward_weights, size) if len(rewards) % size == 0 else []
+        if len(rows) % size or unsplittable(output):  # a group split over processes; an image batch
+            return ScoredRound(output, [], signals)
+        mine = rewards[trl.rank * len(rows) : (trl.rank + 1) * len(rows)]
+        now = trl.step - 1  # a round samples from the weights it trains unless the rows say otherwise
+        versions = [int(rows[i].get(VERSION, now)) for i in range(0, len(rows), size)]  # type: ignore[call-overload]
+        groups = split_groups(
+            output,
+            rows,
+            group_signal(mine, trl.reward_weights, size),
+            born,
+            rewards=mine,
+            weights=trl.reward_weights,
+            names=trl.reward_names,
+            versions=versions,
+            timing=timing,
+        )
+        return ScoredRound(output, groups, signals)
+
+
+def fill_batch(sampling: RolloutFilter, trl: TrainerBatches, rows: list[Row]) -> dict[str, Any]:
+    """The generation batch `sampling` composes for the dataloader's `rows`: each round its plan asks for is run by
+    the trainer here and its scored groups sent back, so batch composition never calls into the trainer."""
+    source, plan = TrlRounds(trl), sampling.plan(trl, rows)
+    try:
+        request = next(plan)  # carried groups may fill the batch without a round
+        while True:
+            request = plan.send(source.round(request, sampling.batches))
+    except StopIteration as done:
+        return done.value

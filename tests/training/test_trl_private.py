@@ -1,8 +1,8 @@
 """The contract between batch composition and the installed TRL, pinned without a model: the private methods
-`azr.rollouts.trl_batch` calls (and the ones `AZRGRPOTrainer` overrides) exist with the parameters it passes, and
-every tensor key TRL's `_generate_and_score_completions` may put in its output is one the adapter classifies (text
-prompts) or one that marks a multimodal batch, which dynamic sampling refuses. The same contract is exercised on
-the tiny model in tests/rollouts/test_dynamic.py and tests/training/test_absolute_zero_trainer.py.
+`azr.training.trl_private` calls (and the ones `AZRGRPOTrainer` overrides) exist with the parameters it passes, and
+every tensor key TRL's `_generate_and_score_completions` may put in its output is one `azr.rollouts.tensors`' batch
+layout classifies (text prompts) or one that marks a multimodal batch, which dynamic sampling refuses. The same contract
+is exercised on the tiny model in tests/rollouts/test_dynamic.py and tests/training/test_absolute_zero_trainer.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 trl = pytest.importorskip("trl")
 
-from azr.rollouts.trl_batch import KNOWN, LEFT_PADDED, RIGHT_PADDED  # noqa: E402
+from azr.rollouts.tensors import KNOWN, LEFT_PADDED, RIGHT_PADDED  # noqa: E402
 
 # The keys TRL adds only for image prompts: not per-row-splittable, refused by `split_groups`.
 MULTIMODAL = {
@@ -141,7 +141,7 @@ class _Trainer:
 
 
 def test_the_view_switches_generation_to_a_backend_and_syncs_it_once_per_step():
-    from azr.rollouts import TrainerBatches
+    from azr.training.trl_private import TrainerBatches
 
     trainer, backend = _Trainer(), _Backend()
     view = TrainerBatches(trainer)
@@ -157,7 +157,7 @@ def test_the_view_switches_generation_to_a_backend_and_syncs_it_once_per_step():
 
 
 def test_replacing_logged_advantages_keeps_earlier_batches():
-    from azr.rollouts import TrainerBatches
+    from azr.training.trl_private import TrainerBatches
 
     trainer = _Trainer()
     TrainerBatches(trainer).replace_logged_advantages([1.0, -1.0])

@@ -1,0 +1,98 @@
+"""`Rubric`: a run's reward setup as one object, built once and checked when built — the reward functions, their
+weights, the answer parser every reward reads completions with, and the grader behind them. GRPO, the pass rate,
+the held-out evaluation and `azr gen` all score through one. `build_rubric` makes the recipe's; `trained_rubric`
+what GRPO trains with (self-play's reward blended in once). Absolute Zero's two role rewards are its own rubric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from azr.config import AzrConfig, RewardSpec, SandboxConfig
+from azr.errors import ConfigError
+from azr.prompts import Answer, AnswerFormat, parse_answer
+from azr.rewards.functions import CodeGrader, SelfPlayReward, instantiate
+from azr.rewards.grading import limits_from_config, pool_from_config
+from azr.sandbox import ExecutionProvider
+
+RewardFunc = Callable[..., list]  # TRL's contract: (prompts, completions, **columns) -> one value (or None) per row
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """Reward functions and one weight each, the answer format they parse completions with, and the `grader` the
+    graded ones share (None when the rubric was only checked, not built to score). Raises ValueError when built
+    with weights that do not match the functions, a weight that is not a finite number, or two functions of one
+    name (TRL logs each reward by its name)."""
+
+    funcs: tuple[RewardFunc, ...]
+    weights: tuple[float, ...]
+    grader: CodeGrader | None = None
+    answer_format: AnswerFormat = "strict"
+
+    def __post_init__(self) -> None:
+        if len(self.funcs) != len(self.weights):
+            raise ValueError(f"Rubric: {len(self.funcs)} reward functions but {len(self.weights)} weights")
+        for name, weight in zip(self.names, self.weights, strict=True):
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
+                raise ValueError(f"Rubric: the weight of {name} is {weight!r}, not a finite number")
+        twice = sorted({n for n in self.names if self.names.count(n) > 1})
+        if twice:
+            raise ValueError(f"Rubric: reward functions named twice: {twice}")
+
+    @property
+    def names(self) -> list[str]:
+        return [getattr(f, "__name__", type(f).__name__) for f in self.funcs]
+
+    def parse(self, text: str) -> Answer:
+        """The answer in a completion, as every reward of this rubric reads it."""
+        return parse_answer(text, self.answer_format)
+
+    def total(self, values: Sequence[float | None]) -> float | None:
+        """The weighted sum of one completion's rewards; None when any is None (not graded)."""
+        if any(v is None for v in values):
+            return None
+        return sum(w * v for w, v in zip(self.weights, values, strict=True))  # type: ignore[operator]
+
+    def blended(self, weight: float) -> Rubric:
+        """Self-play's blend: every weight scaled by (1 - `weight`) and the `selfplay` reward at `weight` (the one
+        already among the functions, with its own tie values, or a default one added)."""
+        funcs, scaled = list(self.funcs), [(1 - weight) * w for w in self.weights]
+        found = [i for i, f in enumerate(funcs) if isinstance(f, SelfPlayReward)]
+        if found:
+            scaled[found[0]] = weight
+        else:
+            funcs.append(SelfPlayReward(self.grader))
+            scaled.append(weight)
+        return replace(self, funcs=tuple(funcs), weights=tuple(scaled))
+
+
+def build_rubric(
+    specs: Sequence[RewardSpec],
+    sandbox: SandboxConfig | None = None,
+    pool: ExecutionProvider | None = None,
+    answer_format: AnswerFormat = "strict",
+) -> Rubric:
+    """The recipe's rubric. With `sandbox`, built to score: one `CodeGrader` over `pool` (default: the shared pool
+    of `sandbox`) shared by the graded rewards. Without, only checked: every name resolved and its params bound,
+    no sandbox started. Raises ConfigError naming `rewards[i]` at fault."""
+    grader = None
+    if sandbox is not None:
+        grader = CodeGrader(
+            pool or pool_from_config(sandbox),
+            limits_from_config(sandbox),
+            answer_format,
+            sandbox.max_infra_failure_rate,
+        )
+    funcs = [instantiate(spec, grader, f"rewards[{i}]") for i, spec in enumerate(specs)]
+    try:
+        return Rubric(tuple(funcs), tuple(float(spec.weight) for spec in specs), grader, answer_format)
+    except ValueError as exc:
+        raise ConfigError(f"rewards: {exc}") from None
+
+
+def trained_rubric(cfg: AzrConfig, rubric: Rubric) -> Rubric:
+    """What GRPO trains with from the recipe's `rubric`: blended with self-play's reward when `self_play.enabled`."""
+    return rubric.blended(cfg.self_play.weight) if cfg.self_play.enabled else rubric

@@ -1,0 +1,70 @@
+"""The `Rubric`: checked when built, the self-play blend, the weighted total, and the recipe's rubric built without a
+sandbox (names and params checked, no grader)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from azr.config import RewardSpec, load_config
+from azr.errors import ConfigError
+from azr.rewards import Rubric, SelfPlayReward, build_rubric, trained_rubric
+
+
+def code_reward(completions, **_):
+    return [1.0 for _ in completions]
+
+
+def format_reward(completions, **_):
+    return [0.5 for _ in completions]
+
+
+def test_a_rubric_is_checked_when_built():
+    with pytest.raises(ValueError, match="2 reward functions but 1 weights"):
+        Rubric((code_reward, format_reward), (1.0,))
+    with pytest.raises(ValueError, match="weight of format_reward is nan"):
+        Rubric((code_reward, format_reward), (1.0, math.nan))
+    with pytest.raises(ValueError, match="weight of code_reward is 'high'"):
+        Rubric((code_reward,), ("high",))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"named twice: \['code_reward'\]"):
+        Rubric((code_reward, code_reward), (1.0, 1.0))
+
+
+def test_the_total_is_weighted_and_none_when_a_reward_is_not_graded():
+    rubric = Rubric((code_reward, format_reward), (1.0, 0.2))
+    assert rubric.names == ["code_reward", "format_reward"]
+    assert rubric.total([1.0, 0.5]) == pytest.approx(1.1)
+    assert rubric.total([None, 0.5]) is None
+
+
+def test_the_self_play_blend_scales_the_rest_and_adds_its_reward_once():
+    rubric = Rubric((code_reward, format_reward), (1.0, 0.1)).blended(0.3)
+    assert isinstance(rubric.funcs[2], SelfPlayReward) and rubric.weights == pytest.approx((0.7, 0.07, 0.3))
+    again = rubric.blended(0.5)  # the self-play reward already there keeps its place
+    assert len(again.funcs) == 3 and again.weights[2] == 0.5
+
+
+def test_the_recipes_rubric_is_checked_without_a_sandbox():
+    rubric = build_rubric([RewardSpec("tests", 1.0), RewardSpec("format", 0.1)], answer_format="relaxed")
+    assert rubric.grader is None and rubric.weights == (1.0, 0.1) and rubric.answer_format == "relaxed"
+    assert rubric.parse("```python\nx = 1\n```").code.strip() == "x = 1"
+    with pytest.raises(ConfigError, match=r"rewards\[0\]\.name: unknown reward 'nope'"):
+        build_rubric([RewardSpec("nope", 1.0)])
+
+
+def test_grpo_trains_with_the_blended_rubric_when_self_play_is_on():
+    cfg = load_config(
+        None,
+        [
+            "model.name_or_path=tiny",
+            "self_play.enabled=true",
+            "self_play.weight=0.25",
+            "self_play.base_url=http://127.0.0.1:9",
+            "self_play.model=m",
+        ],
+    )
+    rubric = build_rubric(cfg.rewards, answer_format=cfg.answer_format)
+    assert trained_rubric(cfg, rubric).weights == pytest.approx((*(0.75 * w for w in rubric.weights), 0.25))
+    off = load_config(None, ["model.name_or_path=tiny"])
+    assert trained_rubric(off, rubric) is rubric
