@@ -73,6 +73,15 @@ class Task:
     checker: str | None = None
     atol: float | None = None
     rtol: float | None = None
+    public_tests: int | None = None  # the leading `tests` shown as feedback (None: the format's or recipe's rule)
+
+    def split_tests(self, default: int = 1) -> tuple[list[str], list[str]]:
+        """(public, hidden): the first `public_tests` tests (`default` where the task declares none) are shown to
+        the policy as execution feedback; the rest are hidden and score it. `hidden` is empty when the task has no
+        test left over (such a task cannot train or evaluate with feedback)."""
+        count = self.public_tests if self.public_tests is not None else default
+        count = max(0, min(count, len(self.tests)))
+        return list(self.tests[:count]), list(self.tests[count:])
 
     def to_json(self) -> dict[str, Any]:
         row = {k: v for k, v in asdict(self).items() if v is not None and v != []}
@@ -406,6 +415,9 @@ def task_from_row(
     memory = row.get("memory_mb")
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0):
         raise fail("memory_mb", "a positive integer (MiB)")
+    public = row.get("public_tests")
+    if public is not None and (isinstance(public, bool) or not isinstance(public, int) or public < 0):
+        raise fail("public_tests", "a non-negative integer (how many of the leading tests are public)")
     tags = row.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
         raise fail("tags", "a list of strings")
@@ -423,6 +435,7 @@ def task_from_row(
         checker=sources["checker"],
         atol=atol,
         rtol=rtol,
+        public_tests=public,
     )
 
 
