@@ -7,6 +7,7 @@ their scored groups in (`azr.training.trl_private`).
 """
 
 from azr.rollouts.curriculum import Curriculum, TaskStats
+from azr.rollouts.feedback import Check, Episode, FeedbackTokens, PublicCheck, TurnSampler, run_episodes
 from azr.rollouts.groups import GroupSampler, GroupSource, whole_groups
 from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.rounds import MainRounds, RoundHooks
@@ -45,7 +46,10 @@ __all__ = [
     "AsyncRollouts",
     "BackendSampler",
     "BatchView",
+    "Check",
     "Curriculum",
+    "Episode",
+    "FeedbackTokens",
     "GenerateSampler",
     "GroupSampler",
     "GroupSource",
@@ -54,6 +58,7 @@ __all__ = [
     "Policy",
     "Processes",
     "Prompt",
+    "PublicCheck",
     "RolloutFilter",
     "RolloutSource",
     "RolloutTiming",
@@ -67,11 +72,13 @@ __all__ = [
     "TaskStats",
     "TrainerSampler",
     "TrainerView",
+    "TurnSampler",
     "build_sampling",
     "eos_ids",
     "group_advantages",
     "group_signal",
     "keyed_advantages",
+    "run_episodes",
     "split_groups",
     "trainer_sampler",
     "unsplittable",

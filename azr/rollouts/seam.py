@@ -152,6 +152,7 @@ class ScoredBatch:
                     "rewards": rewards,
                     **(self.details[i] if i < len(self.details) else {}),
                     **({"messages": completion} if _used_tools(completion) else {}),  # calls and results, in order
+                    **({"turns": row["feedback_episode"]} if "feedback_episode" in row else {}),  # answers, feedback
                 }
             )
         return out

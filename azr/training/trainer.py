@@ -19,6 +19,7 @@ from azr.models import keep_vectors_fp32
 from azr.rewards import CodeGrader
 from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch
 from azr.training.callbacks import SandboxHealth
+from azr.training.feedback import final_answers
 from azr.training.trl_private import TrainerBatches, fill_batch
 
 
@@ -74,6 +75,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         self.sampling = sampling
         self.metered = list(metered)
         self.round_rewards: torch.Tensor | None = None  # the last round's rewards, every process's rows
+        self.round_rows: list[dict[str, Any]] = []  # the rows of the round being generated
         self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
         self.generation_seconds = 0.0  # the rest of TRL's generation and scoring, likewise (rewards excluded)
@@ -101,6 +103,7 @@ class AZRGRPOTrainer(GRPOTrainer):
             # Before generating, so that the opponent answers while the policy generates and its own code is graded.
             rows = self.rounds.start(rows, self.state.global_step + 1)
         started, rewards_before = time.perf_counter(), self.reward_seconds
+        self.round_rows = rows  # an episode's rollout function reads its rows' columns (TRL hands it the prompts)
         output = super()._generate_and_score_completions(rows)
         self.generation_seconds += time.perf_counter() - started - (self.reward_seconds - rewards_before)
         self.adjust_advantages(output, rows)
@@ -114,6 +117,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         if self.rounds is not None:
             self.rounds.finish(inputs)  # waits for the opponent; TRL reads the reward columns from these rows next
         started = time.perf_counter()
+        completions = final_answers(inputs, completions)  # a feedback episode is scored on its last answer
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self._mask_col is not None:
             rewards[torch.isnan(rewards[:, self._mask_col])] = torch.nan

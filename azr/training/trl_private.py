@@ -136,6 +136,14 @@ class TrainerBatches:
         texts = trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
         return [list(p) for p in prompt_ids], [list(c) for c in completion_ids], logprobs, list(texts)
 
+    def generate_ids(self, prompt_ids: list[list[int]], n: int) -> tuple[list[list[int]], list[list[float]] | None]:
+        """One completion per row of token-id contexts `prompt_ids` (each context `n` times in a row) through the
+        trainer's own generation (HF generate, or its vLLM backend) at GRPO's settings, as TRL's tool loop continues
+        a conversation from its ids: the completion ids and their sampler log-probabilities (None from `generate`)."""
+        completion_ids, logprobs = self.trainer._generate_single_turn(prompt_ids, None, {}, n)
+        ids = [list(c) for c in completion_ids]
+        return ids, None if logprobs is None else [list(lp) for lp in logprobs]
+
     # ------------------------------------------------------------------------- the generation backend (vLLM)
     @property
     def backend(self) -> Any | None:

@@ -1,0 +1,165 @@
+"""GRPO's execution-feedback episodes (`rollouts.env: feedback`) on the real sandbox and the tiny model's tokenizer:
+the ids of each turn stay in the next turn's context exactly as sampled, the feedback's tokens are the environment's
+(masked), an episode stops once its public tests pass, a wrong repair stays wrong, and no feedback turn ever shows a
+hidden test. The sampler here is scripted (it answers what a test needs); the slow test at the end trains two steps
+on the tiny model through TRL's own generation and round.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from azr.data import load_tasks
+from azr.prompts import chat_messages, reference_answer
+from azr.rollouts import run_episodes
+from azr.training.feedback import FeedbackRollout, PublicTests, final_answers
+
+TASK = next(t for t in load_tasks("train") if t.id == "str-alternating-caps")
+PUBLIC, HIDDEN = TASK.split_tests(1)
+WRONG = reference_answer(TASK.solution.replace("upper = not upper", "upper = upper"), TASK.entry_point)
+ALSO_WRONG = reference_answer(TASK.solution.replace('"".join(out)', '"".join(out).lower()'), TASK.entry_point)
+RIGHT = reference_answer(TASK.solution, TASK.entry_point)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+class Scripted:
+    """A `TurnSampler` that answers the k-th turn of every episode with `answers[k]`'s ids (closed by the end-of-turn
+    token) and records every context it was asked to continue."""
+
+    def __init__(self, tokenizer, answers: list[str]):
+        self.ids = [tokenizer(a)["input_ids"] + [tokenizer.eos_token_id] for a in answers]
+        self.turn, self.contexts, self.sampled = 0, [], []
+
+    def sample(self, contexts, n):
+        self.contexts.append([list(c) for c in contexts])
+        ids = [list(self.ids[self.turn]) for _ in contexts]
+        self.sampled.append(ids)
+        self.turn += 1
+        return ids, [[-0.5] * len(i) for i in ids]
+
+
+def _row():
+    return {"task_id": TASK.id, "tests": HIDDEN, "public_tests": PUBLIC, "setup": "", "timeout_s": None}
+
+
+def _episodes(tokenizer, grader, answers, n=2, max_turns=2, stop_on_pass=True):
+    from azr.rollouts import FeedbackTokens
+
+    prompt = tokenizer.apply_chat_template(chat_messages(TASK.prompt), add_generation_prompt=True, tokenize=True)
+    prompt = list(prompt["input_ids"] if isinstance(prompt, dict) else prompt)
+    sampler = Scripted(tokenizer, answers)
+    check = PublicTests([_row()] * n, grader, max_failures=2, max_chars=300)
+    episodes = run_episodes(
+        [prompt] * n,
+        n,
+        sampler,
+        lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
+        check,
+        FeedbackTokens(tokenizer),
+        max_turns,
+        stop_on_pass,
+    )
+    return prompt, sampler, episodes
+
+
+def test_turn_two_continues_from_the_ids_turn_one_sampled_and_the_feedback_is_masked(tokenizer, grader):
+    prompt, sampler, episodes = _episodes(tokenizer, grader, [WRONG, RIGHT])
+    assert len(sampler.contexts) == 2  # turn 1 for the group, turn 2 for both (both failed their public test)
+    first = sampler.sampled[0][0]
+    for episode, context in zip(episodes, sampler.contexts[1], strict=True):
+        # the second turn's context: the prompt, then turn 1's ids exactly as sampled, then the feedback's ids
+        assert context[: len(prompt)] == prompt
+        assert context[len(prompt) : len(prompt) + len(first)] == first
+        feedback = context[len(prompt) + len(first) :]
+        assert episode.completion_ids == context[len(prompt) :] + sampler.sampled[1][0]
+        assert episode.env_mask == [1] * len(first) + [0] * len(feedback) + [1] * len(sampler.sampled[1][0])
+        assert episode.logprobs == [-0.5] * len(first) + [0.0] * len(feedback) + [-0.5] * len(sampler.sampled[1][0])
+        assert episode.feedback_tokens == len(feedback) > 0
+        text = tokenizer.decode(feedback)
+        assert text.startswith("\n<|im_start|>user\n") and text.endswith("<|im_end|>\n<|im_start|>assistant\n")
+        assert PUBLIC[0][:40] in text  # the failing public test is shown
+        assert episode.turns == 2 and [c.passed for c in episode.checks] == [False, True]
+    # what TRL would decode and score: the final answer, not the transcript
+    rows = [{"feedback_answer": e.answer} for e in episodes]
+    assert final_answers(rows, ["transcript"] * 2) == [[{"role": "assistant", "content": RIGHT}]] * 2
+
+
+def test_an_episode_stops_once_its_public_tests_pass(tokenizer, grader):
+    _, sampler, episodes = _episodes(tokenizer, grader, [RIGHT, WRONG], max_turns=3)
+    assert len(sampler.contexts) == 1
+    assert all(e.turns == 1 and e.feedback_tokens == 0 and set(e.env_mask) == {1} for e in episodes)
+    _, sampler, episodes = _episodes(tokenizer, grader, [RIGHT, RIGHT], max_turns=2, stop_on_pass=False)
+    assert len(sampler.contexts) == 2 and all(e.turns == 2 for e in episodes)
+
+
+def test_a_wrong_repair_stays_wrong_on_the_hidden_tests(tokenizer, grader):
+    from azr.rewards.functions import TestsReward
+
+    _, _, episodes = _episodes(tokenizer, grader, [WRONG, ALSO_WRONG], max_turns=2)
+    assert [c.passed for c in episodes[0].checks] == [False, False]
+    rows = [_row() | {"feedback_answer": e.answer} for e in episodes]
+    columns = {k: [r[k] for r in rows] for k in rows[0]}
+    scores = TestsReward(grader, partial_credit=False)(completions=final_answers(rows, [None, None]), **columns)
+    assert scores == [0.0, 0.0]
+    fixed = [r | {"feedback_answer": RIGHT} for r in rows]
+    assert TestsReward(grader, partial_credit=False)(completions=final_answers(fixed, [None, None]), **columns) == [
+        1.0,
+        1.0,
+    ]
+
+
+def test_no_feedback_turn_shows_a_hidden_test(tokenizer, grader):
+    """Every feedback turn of episodes that fail everything (each answer wrong on every test) is scanned for each
+    hidden test's text and for its expected value."""
+    broken = reference_answer(f"def {TASK.entry_point}(s):\n    return None\n", TASK.entry_point)
+    _, _, episodes = _episodes(tokenizer, grader, [broken, broken, broken], n=2, max_turns=3)
+    shown = [c.feedback for e in episodes for c in e.checks[:-1]]
+    assert len(shown) == 4 and all(shown)
+    for text in shown:
+        for test in HIDDEN:
+            assert test not in text
+            expected = test.rsplit("==", 1)[-1].strip()
+            assert expected not in text, (expected, text)
+
+
+def test_the_rollout_reports_turns_repairs_and_public_overfit(grader):
+    """The observer's per-turn figures from scored rows: one episode repaired at turn 2, one passing its public test
+    but failing hidden ones (an alarm record), one right at once."""
+    from azr.rollouts import ScoredBatch
+
+    class Writer:
+        def __init__(self):
+            self.records = []
+
+        def write(self, record):
+            self.records.append(record)
+
+    import torch
+
+    writer = Writer()
+    rollout = FeedbackRollout(grader, max_turns=2, max_failures=2, max_chars=300, metrics=writer)
+    turns = [
+        [
+            {"answer": WRONG, "public_passed": False, "feedback": "x", "feedback_tokens": 9},
+            {"answer": RIGHT, "public_passed": True, "feedback": ""},
+        ],
+        [{"answer": WRONG, "public_passed": True, "feedback": "", "feedback_tokens": 0}],
+        [{"answer": RIGHT, "public_passed": True, "feedback": "", "feedback_tokens": 0}],
+    ]
+    rows = [_row() | {"feedback_episode": t} for t in turns]
+    details = [{"status": "passed"}, {"status": "failed", "tests_passed": 1, "tests_total": 4}, {"status": "passed"}]
+    rollout.observe(ScoredBatch(3, rows, [None] * 3, [None] * 3, torch.zeros(3, 1), ["tests"], details))
+    metrics = rollout.metrics()
+    assert metrics["feedback/turns"] == pytest.approx(4 / 3, abs=1e-3)
+    assert metrics["feedback/pass_turn1"] == pytest.approx(1 / 3, abs=1e-3)
+    assert metrics["feedback/pass_turn2"] == pytest.approx(2 / 3, abs=1e-3)
+    assert metrics["feedback/repaired_turn2"] == pytest.approx(1 / 2, abs=1e-3)
+    assert metrics["feedback/feedback_tokens"] == pytest.approx(3.0, abs=1e-3)
+    assert metrics["alarms/public_overfit"] == 1.0
+    assert [r["rule"] for r in writer.records] == ["public_overfit"] and writer.records[0]["step"] == 3
