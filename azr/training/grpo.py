@@ -145,11 +145,15 @@ def finish_grpo(ctx: RunContext, trainer: GRPOTrainer, started: float):
     return trainer.model
 
 
-def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:
+def grpo_rows(tasks: list[Task], public: int | None = None) -> list[dict[str, Any]]:
     """Conversational prompts plus the columns the rewards read. Hinted retries and replayed tasks enter the batch
-    as rows with these same keys (`hint` holds the teacher's hint; `source` says where a row came from)."""
-    return [
-        {
+    as rows with these same keys (`hint` holds the teacher's hint; `source` says where a row came from). With
+    `public` (execution feedback: the default count of public tests, `Task.split_tests`), `public_tests` holds the
+    tests the feedback shows and `tests` only the hidden ones the rewards score; tasks with no hidden test are left
+    out (nothing could score their final answer unseen)."""
+    rows = []
+    for t in tasks:
+        row = {
             "prompt": chat_messages(t.prompt),
             "task_id": t.id,
             "tests": t.tests,
@@ -159,11 +163,16 @@ def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:
             "hint": "",
             "source": "data",
         }
-        for t in tasks
-    ]
+        if public is not None:
+            shown, hidden = t.split_tests(public)
+            if not hidden:
+                continue
+            row |= {"tests": hidden, "public_tests": shown}
+        rows.append(row)
+    return rows
 
 
-def grpo_dataset(tasks: list[Task]):
+def grpo_dataset(tasks: list[Task], public: int | None = None):
     from datasets import Dataset
 
-    return Dataset.from_list(grpo_rows(tasks))
+    return Dataset.from_list(grpo_rows(tasks, public))

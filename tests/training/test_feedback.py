@@ -163,3 +163,89 @@ def test_the_rollout_reports_turns_repairs_and_public_overfit(grader):
     assert metrics["feedback/feedback_tokens"] == pytest.approx(3.0, abs=1e-3)
     assert metrics["alarms/public_overfit"] == 1.0
     assert [r["rule"] for r in writer.records] == ["public_overfit"] and writer.records[0]["step"] == 3
+
+
+@pytest.mark.slow(minutes=2)  # two GRPO steps of the tiny model, three turns per episode
+@pytest.mark.timeout(600)
+def test_grpo_trains_feedback_episodes_through_trls_round(tiny_model_dir, grader, tmp_path):
+    """Two GRPO steps on the tiny model with TRL's own generation (HF generate): every later turn continues from
+    the ids of the turns before it as they were sampled, TRL's batch masks exactly the feedback tokens out of the
+    loss (its tool mask is our env mask), and the rewards score each episode's final answer on the hidden tests."""
+    from trl import GRPOConfig
+
+    from azr.config import ModelConfig
+    from azr.models.loading import build_model_and_tokenizer
+    from azr.rewards.functions import TestsReward
+    from azr.training import grpo_dataset
+    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl_private import TrainerBatches
+
+    model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
+    rollout = FeedbackRollout(grader, max_turns=3, max_failures=2, max_chars=120)
+    scored: list[list] = []
+
+    def tests(completions, **columns):
+        scored.append([c[0]["content"] for c in completions])
+        return TestsReward(grader)(completions=completions, **columns)
+
+    tests.__name__ = "tests_reward"
+    trainer = AZRGRPOTrainer(
+        model=model,
+        reward_funcs=[tests],
+        args=GRPOConfig(
+            output_dir=str(tmp_path / "checkpoints"),
+            use_cpu=True,
+            bf16=False,
+            num_generations=2,
+            per_device_train_batch_size=4,
+            max_completion_length=16,
+            max_steps=2,
+            logging_steps=1,
+            learning_rate=1e-3,
+            report_to="none",
+            disable_tqdm=True,
+            save_strategy="no",
+        ),
+        train_dataset=grpo_dataset(load_tasks("train")[:4], public=1),
+        processing_class=tokenizer,
+        rollout_func=rollout,
+        grader=grader,
+    )
+    calls: list[tuple[list[list[int]], list[list[int]]]] = []
+    generate = TrainerBatches.generate_ids
+
+    def recorded(self, prompt_ids, n):
+        ids, logprobs = generate(self, prompt_ids, n)
+        calls.append(([list(p) for p in prompt_ids], ids))
+        return ids, logprobs
+
+    batches = []
+    prepare = AZRGRPOTrainer._generate_and_score_completions
+
+    def kept(self, inputs):
+        batch = prepare(self, inputs)
+        batches.append((batch, [e.env_mask for e in rollout.last], list(rollout.last)))
+        return batch
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TrainerBatches, "generate_ids", recorded)
+        patch.setattr(AZRGRPOTrainer, "_generate_and_score_completions", kept)
+        trainer.train()
+    # a random policy fails its public test: every episode takes all three turns
+    assert len(calls) == 2 * 3
+    for round_ in range(2):
+        first, second, third = calls[3 * round_ : 3 * round_ + 3]
+        for i, context in enumerate(second[0]):
+            prompt = first[0][i]
+            assert context[: len(prompt) + len(first[1][i])] == prompt + first[1][i]
+        for i, context in enumerate(third[0]):
+            assert context[: len(second[0][i]) + len(second[1][i])] == second[0][i] + second[1][i]
+    for batch, masks, episodes in batches:
+        for row, (mask, episode) in enumerate(zip(masks, episodes, strict=True)):
+            width = len(mask)
+            assert batch["tool_mask"][row, :width].tolist() == mask
+            assert batch["completion_ids"][row, :width].tolist() == episode.completion_ids
+            assert 0 in mask and episode.turns == 3
+    # each scored completion is an episode's last answer, not its transcript
+    assert [len(s) for s in scored] == [4, 4]
+    assert scored[-1] == [e.answer for e in batches[-1][2]]
