@@ -9,6 +9,7 @@ trl at module level.
 from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
 from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help, parse_ks
+from azr.config.feedback import FeedbackConfig, RolloutsConfig
 from azr.config.heldout import HeldOutConfig
 from azr.config.load import (
     MANAGED_TRAINER_FIELDS,
@@ -63,6 +64,7 @@ __all__ = [
     "DataConfig",
     "EndpointConfig",
     "EvalCommandConfig",
+    "FeedbackConfig",
     "GenConfig",
     "HeldOutConfig",
     "LoggingConfig",
@@ -70,6 +72,7 @@ __all__ = [
     "PythonToolConfig",
     "RemoteSandboxConfig",
     "RewardSpec",
+    "RolloutsConfig",
     "SamplingConfig",
     "SandboxConfig",
     "SelfPlayConfig",

@@ -40,6 +40,14 @@ class HeldOutConfig:
     max_new_tokens: int | None = field(
         None, "Most new tokens per completion; null for GRPO's grpo.max_completion_length.", gt=0, le=1 << 20
     )
+    turns: int = field(
+        1,
+        "Attempts per sample: above 1, a sample whose program fails a public test gets the failures as feedback "
+        "(feedback: section) and tries again, and pass@1 on the hidden tests is reported after each turn (eval/turn_N "
+        "keys). 1 is the plain single attempt on all tests.",
+        ge=1,
+        le=32,
+    )
     stop_on_alarm: bool = field(
         False,
         "Stop the run cleanly (final model saved) when a reward-hacking alarm fires, e.g. the training reward rising "

@@ -90,13 +90,30 @@ def check_task_files(cfg: AzrConfig) -> None:
         raise ConfigError("data.min_kill_rate: needs data.audit (an audit.jsonl from `azr data audit TRAIN --out DIR`)")
     if data.audit is not None and not Path(data.audit).is_file():
         raise ConfigError(f"data.audit: {data.audit}: file not found (`azr data audit TRAIN --out DIR` writes one)")
-    train = load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol)
+    split = {"public_tests": data.public_tests}
+    train = load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol, **split)
     check_task_limits(train, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(data.train))
+    if cfg.rollouts.env == "feedback":
+        check_hidden_tests(train, "rollouts.env", str(data.train), data.public_tests)
     if data.hardened is not None:
         check_hardened(cfg, train)
     for held_out in {data.eval, cfg.eval.tasks} - {None}:  # eval.tasks: the held-out evaluation during GRPO
-        tasks = load_tasks(held_out, data.eval_column_map, data.eval_format, data.compare, data.float_tol)
+        tasks = load_tasks(held_out, data.eval_column_map, data.eval_format, data.compare, data.float_tol, **split)
         check_task_limits(tasks, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(held_out))
+        if cfg.eval.turns > 1 and cfg.eval.every_steps and held_out == (cfg.eval.tasks or data.eval):
+            check_hidden_tests(tasks, "eval.turns", str(held_out), data.public_tests)
+
+
+def check_hidden_tests(tasks: Sequence[Task], name: str, label: str, public: int | None) -> None:
+    """Execution feedback scores on hidden tests: a task file where no task has one left over after its public
+    tests cannot train or evaluate with feedback (tasks without any are skipped and counted where they run)."""
+    if any(task.split_tests()[1] for task in tasks):
+        return
+    how = f"data.public_tests={public}" if public is not None else "its format's split (data.public_tests sets one)"
+    raise ConfigError(
+        f"{name}: no task of {label} has a hidden test left after its public ones ({how}); feedback needs hidden "
+        "tests to score"
+    )
 
 
 def check_hardened(cfg: AzrConfig, train: Sequence[Task]) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from azr.config.absolute_zero import AbsoluteZeroConfig
+from azr.config.feedback import FeedbackConfig, RolloutsConfig
 from azr.config.heldout import HeldOutConfig
 from azr.config.model import ModelConfig
 from azr.config.sampling import CurriculumConfig, SamplingConfig
@@ -70,6 +71,14 @@ class DataConfig:
         None, "Use at most this many training tasks (after shuffling); null for all.", gt=0, le=10_000_000
     )
     shuffle: bool = field(True, "Shuffle the training tasks with the run's seed.")
+    public_tests: int | None = field(
+        None,
+        "How many of each task's leading tests are public (shown as execution feedback; the rest are hidden and "
+        "score), for the training and evaluation tasks alike, over what the data set's format or the task's own "
+        "public_tests says; null keeps those (a task that says nothing: 1).",
+        ge=0,
+        le=1_000_000,
+    )
     max_solution_tokens: int | None = field(
         None,
         "Keep only training tasks whose reference answer fits in this many policy tokens (before max_tasks); "
@@ -336,6 +345,10 @@ class AzrConfig:
     sampling: SamplingConfig = field(factory=SamplingConfig, help="Which generated groups train: dynamic sampling.")
     curriculum: CurriculumConfig = field(
         factory=CurriculumConfig, help="Which tasks enter a batch: per-task statistics, frontier replay."
+    )
+    rollouts: RolloutsConfig = field(factory=RolloutsConfig, help="The environment GRPO's episodes run in.")
+    feedback: FeedbackConfig = field(
+        factory=FeedbackConfig, help="Execution feedback: rollouts.env 'feedback' and `azr eval --turns`."
     )
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
     vllm: VllmConfig = field(factory=VllmConfig, help="Generation through vLLM (GRPO, `azr eval --vllm`).")

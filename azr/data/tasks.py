@@ -138,6 +138,7 @@ def load_tasks(
     float_tol: float | None = None,
     checker: str | None = None,
     oracle: Oracle | None = None,
+    public_tests: int | None = None,
 ) -> list[Task]:
     """Load tasks from a shipped split name ('train', 'held-out') or a .jsonl / .json / .parquet file.
 
@@ -145,7 +146,23 @@ def load_tasks(
     (`azr.data.formats`, e.g. mbpp+, livecodebench, kodcode). `compare` and `float_tol` are the file's default for how
     stdin/stdout cases are compared (a row's own fields win), `checker` the file's special judge (source of
     `check(input, expected, output)`; a row's own wins). `oracle` runs programs in the sandbox, for a format whose
-    file lacks outputs that its reference solutions give (`azr.data.formats.oracle_rows`)."""
+    file lacks outputs that its reference solutions give (`azr.data.formats.oracle_rows`). `public_tests` (the
+    recipe's data.public_tests) sets every task's count of public tests, over the format's and the row's own."""
+    tasks = _load_tasks(source, column_map, format, compare, float_tol, checker, oracle)
+    if public_tests is not None:
+        tasks = [dataclasses.replace(task, public_tests=public_tests) for task in tasks]
+    return tasks
+
+
+def _load_tasks(
+    source: str | Path,
+    column_map: Mapping[str, str] | None,
+    format: str | None,
+    compare: Compare | None,
+    float_tol: float | None,
+    checker: str | None,
+    oracle: Oracle | None,
+) -> list[Task]:
     if format is not None and column_map:
         raise DataError(f"format '{format}' and a column map given together: use one or the other")
     if str(source) in SPLITS:

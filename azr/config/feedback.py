@@ -1,0 +1,70 @@
+"""The recipe's episode settings: which environment an episode runs in (`rollouts.env`) and the execution-feedback
+environment's own settings (`feedback:`), with their checks at load.
+
+Only the recipe's side: rendering the feedback is `azr.rewards.feedback`'s, running the episodes `azr.rollouts`'.
+Which tests a task shows (public) and which score it (hidden) is `azr.data.Task.split_tests`'s rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from azr.config.schema import field
+from azr.errors import ConfigError
+
+
+@dataclass
+class RolloutsConfig:
+    env: Literal["single", "feedback"] = field(
+        "single",
+        "The environment of a GRPO episode: 'single' (one attempt, scored on all the task's tests) or 'feedback' "
+        "(the policy sees how its program did on the task's public tests and tries again, up to feedback.max_turns "
+        "attempts; the final program is scored on the hidden tests only, which are never shown).",
+    )
+
+
+@dataclass
+class FeedbackConfig:
+    max_turns: int = field(
+        2,
+        "Attempts per episode in the feedback environment; 1 is one attempt scored on the hidden tests.",
+        ge=1,
+        le=32,
+    )
+    max_failures: int = field(
+        2, "Failing public tests shown in one feedback message (the first ones, in the task's order).", ge=1, le=64
+    )
+    max_chars: int = field(
+        300,
+        "Each shown field (a test's input, expected output, the program's output, its error) is cut to this many "
+        "characters.",
+        ge=16,
+        le=100_000,
+    )
+    stop_on_pass: bool = field(
+        True, "End an episode as soon as its program passes every public test (no further attempt)."
+    )
+    turn_penalty: float = field(
+        0.0, "Subtracted from an episode's reward for each attempt after the first (0: none).", ge=0, le=10
+    )
+    improvement_bonus: float = field(
+        0.0,
+        "Shaping: added to an episode's reward times the rise in the public-test pass fraction from its first "
+        "attempt to its last (0: none).",
+        ge=0,
+        le=10,
+    )
+
+
+def check_feedback(rollouts: RolloutsConfig, feedback: FeedbackConfig, mode: str, tools: bool) -> None:
+    """Refuse, naming the field, an episode set-up no run could carry out (`mode` is the recipe's mode, `tools`
+    whether GRPO runs with tools)."""
+    if rollouts.env != "feedback":
+        return
+    if mode == "absolute_zero":
+        raise ConfigError(
+            "rollouts.env: 'feedback' runs in mode 'grpo' only (Absolute Zero's proposed tasks have no public tests)"
+        )
+    if tools:
+        raise ConfigError("rollouts.env: 'feedback' is not with tools.enabled (one environment per run)")
