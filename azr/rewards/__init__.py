@@ -4,6 +4,9 @@ functions and their REWARDS table. The face of the rewards package; it imports n
 
 from azr.rewards.batches import OutcomeCache
 from azr.rewards.functions import (
+    EPISODE_TURNS,
+    PUBLIC_FIRST,
+    PUBLIC_LAST,
     REWARDS,
     CodeGrader,
     SelfPlayReward,
@@ -30,6 +33,9 @@ from azr.rewards.rubric import Rubric, build_rubric, trained_rubric
 from azr.rewards.stdio import compare_output
 
 __all__ = [
+    "EPISODE_TURNS",
+    "PUBLIC_FIRST",
+    "PUBLIC_LAST",
     "REWARDS",
     "CodeGrader",
     "Grade",

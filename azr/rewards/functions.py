@@ -264,8 +264,32 @@ class SelfPlayReward(Reward):
         return [selfplay_score(p, o, **self.values) for p, o in zip(mine, opponent, strict=True)]
 
 
+# The columns a feedback episode adds to its row (`azr.training.feedback`), which EpisodeReward reads.
+EPISODE_TURNS, PUBLIC_FIRST, PUBLIC_LAST = "feedback_turns", "feedback_public_first", "feedback_public_last"
+
+
+class EpisodeReward(Reward):
+    """Execution feedback's shaping: -`turn_penalty` per answer after the first, plus `improvement_bonus` times the
+    rise of the public-test pass fraction from the first answer to the last (rLLM's). 0.0 on a row that is not a
+    feedback episode. The hidden tests are the `tests` reward's, on the final answer."""
+
+    name = "episode"
+
+    def __init__(self, turn_penalty: float = 0.0, improvement_bonus: float = 0.0):
+        self.turn_penalty, self.improvement_bonus = turn_penalty, improvement_bonus
+
+    def score(self, completions, columns):
+        turns, first, last = (columns.get(k) for k in (EPISODE_TURNS, PUBLIC_FIRST, PUBLIC_LAST))
+        if turns is None or first is None or last is None:
+            return [0.0] * len(completions)
+        return [
+            -self.turn_penalty * (t - 1) + self.improvement_bonus * max(0.0, b - a)
+            for t, a, b in zip(turns, first, last, strict=True)
+        ]
+
+
 REWARDS: dict[str, type[Reward]] = {
-    r.name: r for r in (TestsReward, FormatReward, LengthReward, TimeoutReward, SelfPlayReward)
+    r.name: r for r in (TestsReward, FormatReward, LengthReward, TimeoutReward, SelfPlayReward, EpisodeReward)
 }
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from azr.config import AzrConfig, RewardSpec, SandboxConfig
 from azr.errors import ConfigError
 from azr.prompts import Answer, AnswerFormat, parse_answer
-from azr.rewards.functions import CodeGrader, SelfPlayReward, instantiate
+from azr.rewards.functions import CodeGrader, EpisodeReward, SelfPlayReward, instantiate
 from azr.rewards.grading import limits_from_config, pool_from_config
 from azr.sandbox import ExecutionProvider
 
@@ -94,5 +94,12 @@ def build_rubric(
 
 
 def trained_rubric(cfg: AzrConfig, rubric: Rubric) -> Rubric:
-    """What GRPO trains with from the recipe's `rubric`: blended with self-play's reward when `self_play.enabled`."""
-    return rubric.blended(cfg.self_play.weight) if cfg.self_play.enabled else rubric
+    """What GRPO trains with from the recipe's `rubric`: blended with self-play's reward when `self_play.enabled`;
+    with execution feedback's shaping (`feedback.turn_penalty`, `feedback.improvement_bonus`) as one more reward of
+    weight 1 when either is set and the recipe does not list `episode` itself."""
+    trained = rubric.blended(cfg.self_play.weight) if cfg.self_play.enabled else rubric
+    shaping = cfg.feedback.turn_penalty or cfg.feedback.improvement_bonus
+    if cfg.rollouts.env == "feedback" and shaping and "episode_reward" not in trained.names:
+        episode = EpisodeReward(cfg.feedback.turn_penalty, cfg.feedback.improvement_bonus)
+        trained = replace(trained, funcs=(*trained.funcs, episode), weights=(*trained.weights, 1.0))
+    return trained

@@ -11,7 +11,16 @@ from azr.rollouts.feedback import Check, Episode, FeedbackTokens, PublicCheck, T
 from azr.rollouts.groups import GroupSampler, GroupSource, whole_groups
 from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.rounds import MainRounds, RoundHooks
-from azr.rollouts.samplers import BackendSampler, GenerateSampler, TrainerSampler, eos_ids, trainer_sampler
+from azr.rollouts.samplers import (
+    BackendSampler,
+    GenerateSampler,
+    GenerateTurns,
+    TrainerSampler,
+    eos_ids,
+    restore_rng,
+    save_rng,
+    trainer_sampler,
+)
 from azr.rollouts.seam import (
     VERSION,
     BatchView,
@@ -51,6 +60,7 @@ __all__ = [
     "Episode",
     "FeedbackTokens",
     "GenerateSampler",
+    "GenerateTurns",
     "GroupSampler",
     "GroupSource",
     "MainRounds",
@@ -78,7 +88,9 @@ __all__ = [
     "group_advantages",
     "group_signal",
     "keyed_advantages",
+    "restore_rng",
     "run_episodes",
+    "save_rng",
     "split_groups",
     "trainer_sampler",
     "unsplittable",

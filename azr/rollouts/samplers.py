@@ -99,6 +99,47 @@ class GenerateSampler:
         ]
 
 
+class GenerateTurns:
+    """`azr.rollouts.TurnSampler` over a causal LM's own `generate` on token-id contexts (left-padded,
+    `sampling.batch_size` rows per call, at `sampling`'s settings): the turns of feedback episodes when measuring a
+    model outside GRPO's round. The caller seeds torch; no log-probabilities (`generate` gives none)."""
+
+    def __init__(self, model: Policy, tokenizer: PreTrainedTokenizerBase, sampling: Sampling):
+        self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
+        self.eos = eos_ids(model, tokenizer)
+
+    def sample(self, contexts: list[list[int]], n: int) -> tuple[list[list[int]], None]:
+        import torch
+
+        model, sampling, pad = self.model, self.sampling, self.tokenizer.pad_token_id or 0
+        out: list[list[int]] = []
+        was_training = model.training
+        model.eval()
+        try:
+            for start in range(0, len(contexts), sampling.batch_size):
+                part = contexts[start : start + sampling.batch_size]
+                width = max(len(c) for c in part)
+                ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in part], device=model.device)
+                mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in part], device=model.device)
+                with torch.no_grad():
+                    new = model.generate(
+                        input_ids=ids,
+                        attention_mask=mask,
+                        max_new_tokens=sampling.max_new_tokens,
+                        do_sample=sampling.temperature > 0,
+                        temperature=sampling.temperature or None,
+                        top_p=sampling.top_p,
+                        top_k=sampling.top_k,
+                        min_p=sampling.min_p,
+                        repetition_penalty=sampling.repetition_penalty,
+                        pad_token_id=pad,
+                    )[:, width:]
+                out += [_through_eos(row, self.eos) for row in new.tolist()]
+        finally:
+            model.train(was_training)
+        return out, None
+
+
 class BackendSampler:
     """The vLLM backend a trainer generates through (`TrainerView.sample_backend`: the current weights, synced
     once per step, sampled at these settings' temperature and token budget, GRPO's own settings untouched). All

@@ -189,6 +189,11 @@ def summary_table(summary: dict[str, Any]) -> Table:
     before, after = summary.get("eval_before") or {}, summary.get("eval_after") or {}
     table.add_row("pass rate (train tasks, sampled)", _fmt(before.get("pass_rate")), _fmt(after.get("pass_rate")))
     table.add_row("mean reward (train tasks, sampled)", _fmt(before.get("reward")), _fmt(after.get("reward")))
+    for key in sorted(k for k in before if k.startswith(("pass_rate_turn", "repaired_turn"))):  # feedback episodes
+        what = (
+            f"pass rate after turn {key[14:]}" if key.startswith("pass_") else f"turn-1 failures repaired by {key[9:]}"
+        )
+        table.add_row(f"{what} (train tasks, sampled)", _fmt(before.get(key)), _fmt(after.get(key)))
     first, last = summary.get("first_log") or {}, summary.get("last_log") or {}
     table.add_row("GRPO batch pass rate (first/last log)", _fmt(first.get("pass_rate")), _fmt(last.get("pass_rate")))
     table.add_row("GRPO batch reward (first/last log)", _fmt(first.get("reward")), _fmt(last.get("reward")))

@@ -132,7 +132,15 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
     data = cfg.data
     oracle = sandbox_oracle(sandbox)  # a format's outputs its file lacks (MBPP+'s plus inputs), run in the sandbox
     tasks = select_tasks(
-        load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol, oracle=oracle),
+        load_tasks(
+            data.train,
+            data.column_map,
+            data.format,
+            data.compare,
+            data.float_tol,
+            oracle=oracle,
+            public_tests=data.public_tests,
+        ),
         shuffle=cfg.data.shuffle,
         seed=cfg.seed,
         max_tasks=None,

@@ -7,6 +7,7 @@ episode's reward (the final answer on the hidden tests) is the rubric's, read by
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -15,23 +16,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from azr.alarms import Alarm
+from azr.config import FeedbackConfig
 from azr.data import Task
-from azr.prompts import Answer, parse_answer
-from azr.rewards import CodeGrader, Grade, grade_many
+from azr.prompts import Answer, chat_messages, parse_answer
+from azr.rewards import EPISODE_TURNS, PUBLIC_FIRST, PUBLIC_LAST, CodeGrader, Grade, grade_many
 from azr.rollouts import Check, Episode, FeedbackTokens, ScoredBatch, run_episodes
 from azr.training.trl_private import TrainerBatches
 
 log = logging.getLogger(__name__)
 PUBLIC_OVERFIT = "public_overfit"
 # The columns an episode adds to its row (TRL merges a rollout's extra fields into the rows the rewards read).
-ANSWER, TURNS, PUBLIC_FIRST, PUBLIC_LAST, PUBLIC_PASSED, EPISODE = (
-    "feedback_answer",
-    "feedback_turns",
-    "feedback_public_first",
-    "feedback_public_last",
-    "feedback_public_passed",
-    "feedback_episode",
-)
+ANSWER, PUBLIC_PASSED, EPISODE = "feedback_answer", "feedback_public_passed", "feedback_episode"
 
 
 class TrainerTurns:
@@ -98,15 +93,12 @@ class FeedbackRollout:
     def __init__(
         self,
         grader: CodeGrader,
-        max_turns: int,
-        max_failures: int,
-        max_chars: int,
-        stop_on_pass: bool = True,
+        feedback: FeedbackConfig,
         template_kwargs: dict[str, Any] | None = None,
         metrics: Any = None,
     ):
-        self.grader, self.max_turns, self.stop_on_pass = grader, max_turns, stop_on_pass
-        self.max_failures, self.max_chars = max_failures, max_chars
+        self.grader, self.max_turns, self.stop_on_pass = grader, feedback.max_turns, feedback.stop_on_pass
+        self.max_failures, self.max_chars = feedback.max_failures, feedback.max_chars
         self.template_kwargs = dict(template_kwargs or {})
         self.metrics_writer = metrics
         self.stats: dict[str, list[float]] = defaultdict(list)
@@ -141,7 +133,7 @@ class FeedbackRollout:
             "logprobs": None if any(lp is None for lp in logprobs) else logprobs,
             "env_mask": [e.env_mask for e in episodes],
             ANSWER: [e.answer for e in episodes],
-            TURNS: [e.turns for e in episodes],
+            EPISODE_TURNS: [e.turns for e in episodes],
             PUBLIC_FIRST: [e.checks[0].fraction for e in episodes],
             PUBLIC_LAST: [e.checks[-1].fraction for e in episodes],
             PUBLIC_PASSED: [e.checks[-1].passed for e in episodes],
@@ -256,3 +248,114 @@ def render(task: Task, answer: Answer, grade: Grade | None, max_failures: int, m
 
 
 _FAILURE = re.compile(r"test (\d+): (.*)", re.DOTALL)
+
+
+def measure_episodes(
+    model: Any,
+    tokenizer: Any,
+    tasks: Sequence[Task],
+    sampling: Any,
+    rubric: Any,
+    feedback: FeedbackConfig,
+    template_kwargs: dict[str, Any],
+) -> dict[str, Any]:
+    """`sampling.n` feedback episodes per task from `model`'s own `generate` (seeded by `sampling.seed`, the torch
+    generators restored after): the pass rate on the hidden tests of the program standing after each turn
+    (`pass_rate_turn{k}`), the share of turn-1 failures passing after turn k (`repaired_turn{k}`), mean turns, and
+    `pass_rate` / `reward` (the rubric's) of the final answers, as GRPO scores them."""
+    import torch
+
+    from azr.evaluation import score_completions
+    from azr.rollouts import GenerateTurns, restore_rng, save_rng
+
+    grader = rubric.grader
+    split = [(t, *t.split_tests()) for t in tasks]
+    kept = [(t, shown, hidden) for t, shown, hidden in split if hidden]
+    n = sampling.n
+    rows = [
+        {
+            "task_id": t.id,
+            "public_tests": shown,
+            "setup": t.setup or "",
+            "timeout_s": t.timeout_s,
+            "memory_mb": t.memory_mb,
+        }
+        for t, shown, _ in kept
+        for _ in range(n)
+    ]
+    prompts = [
+        list(
+            tokenizer.apply_chat_template(
+                chat_messages(t.prompt), add_generation_prompt=True, tokenize=True, return_dict=False, **template_kwargs
+            )
+        )
+        for t, _, _ in kept
+        for _ in range(n)
+    ]
+    state = save_rng(torch)
+    torch.manual_seed(sampling.seed)
+    try:
+        episodes = run_episodes(
+            prompts,
+            n,
+            GenerateTurns(model, tokenizer, sampling),
+            lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
+            PublicTests(rows, grader, feedback.max_failures, feedback.max_chars),
+            FeedbackTokens(tokenizer, **template_kwargs),
+            feedback.max_turns,
+            feedback.stop_on_pass,
+        )
+    finally:
+        restore_rng(torch, state)
+    hidden = [dataclasses.replace(t, tests=h) for t, _, h in kept]
+    result = score_completions(rubric, hidden, [e.answer for e in episodes])
+    passed: list[list[bool | None]] = [[] for _ in episodes]
+    for k in range(feedback.max_turns):
+        texts = [e.texts[min(k, e.turns - 1)] for e in episodes]
+        statuses = _statuses(grader, hidden, texts, n)
+        for i, status in enumerate(statuses):
+            passed[i].append(None if status == "error" else status == "passed")
+    for k in range(feedback.max_turns):
+        graded = [p[k] for p in passed if p[k] is not None]
+        result[f"pass_rate_turn{k + 1}"] = sum(graded) / len(graded) if graded else None
+        if k:
+            failed = [p[k] for p in passed if p[0] is False and p[k] is not None]
+            result[f"repaired_turn{k + 1}"] = sum(failed) / len(failed) if failed else None
+    result["turns"] = sum(e.turns for e in episodes) / len(episodes) if episodes else None
+    return result
+
+
+def _statuses(grader: CodeGrader, tasks: Sequence[Task], texts: list[str], n: int) -> list[str]:
+    """Each text's grade status on its task's tests (tasks `n` texts each, in order)."""
+    columns = {
+        "tests": [t.tests for t in tasks for _ in range(n)],
+        "setup": [t.setup for t in tasks for _ in range(n)],
+        "task_id": [t.id for t in tasks for _ in range(n)],
+        "timeout_s": [t.timeout_s for t in tasks for _ in range(n)],
+        "memory_mb": [t.memory_mb for t in tasks for _ in range(n)],
+    }
+    return [o.status for o in grader.outcomes(texts, columns)]
+
+
+def repair_transcripts(
+    tasks: Sequence[Task], near_misses: dict[str, list[str]], grader: CodeGrader, feedback: FeedbackConfig
+) -> list[tuple[Task, str, str]]:
+    """(task, near miss, feedback) for every near miss that fails its task's public tests, the feedback rendered as
+    an episode renders it: the SFT warm start's repair transcripts. Near misses that pass the public tests (and fail
+    only hidden ones) get no feedback in an episode, so none here either."""
+    from azr.prompts import reference_answer
+
+    jobs = [(t, miss) for t in tasks for miss in near_misses.get(t.id, []) if t.solution and t.split_tests()[1]]
+    rows = [
+        {
+            "task_id": t.id,
+            "public_tests": t.split_tests()[0],
+            "setup": t.setup or "",
+            "timeout_s": t.timeout_s,
+            "memory_mb": t.memory_mb,
+        }
+        for t, _ in jobs
+    ]
+    check = PublicTests(rows, grader, feedback.max_failures, feedback.max_chars)
+    checks = check(list(range(len(jobs))), [reference_answer(miss, t.entry_point) for t, miss in jobs])
+    return [(t, miss, c.feedback) for (t, miss), c in zip(jobs, checks, strict=True) if not c.passed]

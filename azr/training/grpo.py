@@ -37,7 +37,7 @@ def grpo_phase(ctx: RunContext):
     started = time.monotonic()
     # The same observers on every rank (the trainer gathers each batch for them), called on the main one only.
     observers = [lambda batch: generations.put(batch.records())] if cfg.logging.generations else []
-    rows, arena, sources = grpo_rows(ctx.tasks), None, []
+    rows, arena, sources = grpo_rows(ctx.tasks, 1 if cfg.rollouts.env == "feedback" else None), None, []
     checkpoint = ctx.checkpoint("grpo")
     if cfg.self_play.enabled:
         from azr.selfplay import Arena
@@ -53,13 +53,21 @@ def grpo_phase(ctx: RunContext):
     if hardened is not None:
         observers.append(hardened.observe)
     saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])
+    metered: list[Any] = [hardened] if hardened is not None else []
+    episodes = None
+    if cfg.rollouts.env == "feedback":  # each row an episode: answer, public tests' feedback, answer again
+        from azr.training.feedback import FeedbackRollout
+
+        episodes = FeedbackRollout(grader, cfg.feedback, cfg.template_kwargs(), ctx.metrics if ctx.ranks.main else None)
+        observers.append(episodes.observe)
+        metered.append(episodes)
     pipeline = None
     try:
         trainer = AZRGRPOTrainer(
             model=ctx.model,
             reward_funcs=list(ctx.rewards.trained.funcs) if ctx.rewards.trained is not None else [],
             args=ctx.args.grpo,
-            train_dataset=grpo_dataset(ctx.tasks),
+            train_dataset=grpo_dataset(ctx.tasks, public=1 if episodes is not None else None),
             processing_class=ctx.tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
             peft_config=ctx.grpo_peft_config(),
@@ -72,7 +80,8 @@ def grpo_phase(ctx: RunContext):
             observers=observers,
             rounds=arena,
             sampling=sampling,
-            metered=[hardened] if hardened is not None else [],
+            metered=metered,
+            rollout_func=episodes,
         )
         ctx.bind(trainer)
         # eval.every_steps: the held-out pass rate as it trains

@@ -59,12 +59,26 @@ def pass_rate_measurer(
 
     def measure(model, phase: str, metrics: JsonlWriter | None) -> dict[str, Any]:
         started = time.monotonic()
+        if cfg.rollouts.env == "feedback":  # episodes as GRPO plays them: the pass rate after each turn
+            return finish(feedback_rate(model), phase, metrics, started)
         # Each rank samples its share of the tasks; the main process grades them all and tells the others.
         mine, real = ranks.split(tasks)
         completions = generate_completions(model, tokenizer, mine, sampling, template)
         completions = [c for part in ranks.gather(completions[: real * sampling.n]) for c in part]
         result = score_completions(rubric, tasks, completions) if ranks.main else None
-        result = ranks.broadcast(result)
+        return finish(ranks.broadcast(result), phase, metrics, started)
+
+    def feedback_rate(model) -> dict[str, Any]:
+        """Feedback episodes are measured on the main process alone (their turns depend on the sandbox's verdicts
+        between samples); the others wait for its figures."""
+        from azr.training.feedback import measure_episodes
+
+        result = None
+        if ranks.main:
+            result = measure_episodes(model, tokenizer, tasks, sampling, rubric, cfg.feedback, template)
+        return ranks.broadcast(result)
+
+    def finish(result: dict[str, Any], phase: str, metrics: JsonlWriter | None, started: float) -> dict[str, Any]:
         result["seconds"] = round(time.monotonic() - started, 1)
         if metrics is not None:
             metrics.write({"phase": phase, "step": 0, "time": round(time.time(), 3), "tasks": len(tasks), **result})
@@ -76,6 +90,13 @@ def pass_rate_measurer(
             result["graded"],
             len(tasks),
         )
+        turns = sorted(k for k in result if k.startswith(("pass_rate_turn", "repaired_turn")))
+        if turns:
+            log.info("%s: %s", phase, ", ".join(f"{k} {_fmt(result[k])}" for k in turns))
         return result
 
     return measure
+
+
+def _fmt(value: object) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)

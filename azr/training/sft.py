@@ -32,14 +32,30 @@ NEAR_MISS_WALL_S = 2.0  # per variant; reference solutions take milliseconds, so
 
 
 def sft_dataset(
-    tasks: list[Task], tokenizer, template_kwargs: dict[str, Any], near_misses: dict[str, list[str]] | None = None
+    tasks: list[Task],
+    tokenizer,
+    template_kwargs: dict[str, Any],
+    near_misses: dict[str, list[str]] | None = None,
+    repairs: list[tuple[Task, str, str]] = (),
 ):
     """Prompt-completion rows as plain text: the prompt through the chat template with GRPO's own switches (so the
     warm start conditions on the exact tokens the policy will later see), the answer closed by the EOS token. Each
-    task's near misses (solutions that fail its tests) follow its reference answer as rows of their own."""
+    task's near misses (solutions that fail its tests) follow its reference answer as rows of their own. Each of
+    `repairs` (task, near miss, the feedback on it) is a repair transcript: the near miss answered, its feedback as
+    the next user turn, and the reference answer as the completion trained."""
     from datasets import Dataset
 
     rows = []
+    for task, miss, feedback in repairs:
+        messages = [
+            *chat_messages(task.prompt),
+            {"role": "assistant", "content": reference_answer(miss, task.entry_point)},
+            {"role": "user", "content": feedback},
+        ]
+        prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
+        rows.append(
+            {"prompt": prompt, "completion": reference_answer(task.solution, task.entry_point) + tokenizer.eos_token}
+        )
     for task in tasks:
         if not task.solution:
             continue
@@ -143,7 +159,13 @@ def sft_phase(ctx: RunContext) -> None:
 
         dataset = rollout_dataset(load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter))
     else:
-        dataset = sft_dataset(ctx.tasks, ctx.tokenizer, cfg.template_kwargs(), near_misses)
+        repairs = []
+        if cfg.rollouts.env == "feedback" and near_misses:  # what a failed answer's feedback looks like, and the fix
+            from azr.training.feedback import repair_transcripts
+
+            repairs = repair_transcripts(ctx.tasks, near_misses, ctx.rewards.grader, cfg.feedback)
+            log.info("sft: %d repair transcripts (a near miss, its public tests' feedback, the fix)", len(repairs))
+        dataset = sft_dataset(ctx.tasks, ctx.tokenizer, cfg.template_kwargs(), near_misses, repairs)
     # sft.full_weights: all weights train here, and GRPO's adapter starts fresh on them
     peft_config = None if cfg.sft.full_weights else build_peft_config(cfg.model.adapter, ctx.model)
     run_sft(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from azr.config import FeedbackConfig
 from azr.data import load_tasks
 from azr.prompts import chat_messages, reference_answer
 from azr.rollouts import run_episodes
@@ -143,7 +144,7 @@ def test_the_rollout_reports_turns_repairs_and_public_overfit(grader):
     import torch
 
     writer = Writer()
-    rollout = FeedbackRollout(grader, max_turns=2, max_failures=2, max_chars=300, metrics=writer)
+    rollout = FeedbackRollout(grader, FeedbackConfig(max_turns=2), metrics=writer)
     turns = [
         [
             {"answer": WRONG, "public_passed": False, "feedback": "x", "feedback_tokens": 9},
@@ -181,7 +182,7 @@ def test_grpo_trains_feedback_episodes_through_trls_round(tiny_model_dir, grader
     from azr.training.trl_private import TrainerBatches
 
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
-    rollout = FeedbackRollout(grader, max_turns=3, max_failures=2, max_chars=120)
+    rollout = FeedbackRollout(grader, FeedbackConfig(max_turns=3, max_chars=120))
     scored: list[list] = []
 
     def tests(completions, **columns):
