@@ -48,7 +48,8 @@ class Episode:
     """One episode of a task: `prompt` (the first messages) and `prompt_ids` (their tokens; empty for an endpoint
     policy), the `turns`, who spoke (`role`: the adapter or model that plays the policy, e.g. Absolute Zero's
     `propose` / `solve`), the policy `version` (optimizer steps taken by the weights that sampled it), its place in
-    its group (`sample`), how it ended and what it scored. `state` is the environment's own per-episode state."""
+    its group (`sample`), how it ended and what it scored. `state` is the environment's own per-episode state; `task`
+    the task it was started from (its scorer reads the tests there)."""
 
     task_id: str
     prompt: list[Message]
@@ -63,6 +64,7 @@ class Episode:
     reward: float | None = None  # the rubric's weighted total
     info: dict[str, object] = field(default_factory=dict)  # the environment's verdicts on the whole episode
     state: dict[str, object] = field(default_factory=dict)
+    task: object = None  # the task it was started from (what `Environment.start` was given)
 
     # ------------------------------------------------------------------------------------------- turns
     @property

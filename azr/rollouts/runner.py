@@ -41,7 +41,7 @@ def start_groups(
         ids = chat.prompt_ids(first, env.tools) if chat is not None else []
         groups.append(
             [
-                Episode(task.id, [dict(m) for m in first], list(ids), role=role, version=version, sample=k)
+                Episode(task.id, [dict(m) for m in first], list(ids), role=role, version=version, sample=k, task=task)
                 for k in range(n)
             ]
         )
@@ -130,7 +130,9 @@ def _take_turn(env: Environment, episode: Episode, out: Continuation, chat: Chat
         episode.finish_reason = "error"
         return
     observation = env.respond(episode, out.text)
-    if episode.done:  # the environment named its own reason
+    if episode.done:  # the environment named its own reason; what it answered is kept for the record, without ids
+        if observation:
+            episode.turns.append(Turn(ENV, list(observation)))
         return
     if observation is None:
         episode.finish_reason = "done"
@@ -179,6 +181,8 @@ async def run_text(
         # In a worker thread: an environment's tools may block (a web fetch), and endpoint episodes overlap.
         observation = await asyncio.to_thread(env.respond, episode, reply.text)
         if episode.done:
+            if observation:
+                episode.turns.append(Turn(ENV, list(observation)))
             return episode
         if observation is None:
             episode.finish_reason = "done"

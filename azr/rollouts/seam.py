@@ -282,6 +282,11 @@ class TrainerView(Protocol):
         self, prompts: list[object], n: int
     ) -> tuple[list[list[int]], list[list[int]], list[list[float]] | None, list[str]]: ...
 
+    def generate_ids(self, prompt_ids: list[list[int]], n: int) -> tuple[list[list[int]], list[list[float]] | None]:
+        """Continuations of token ids through the trainer's own generation at GRPO's settings (`n`: each prompt is
+        repeated `n` times in a row, which a vLLM backend samples as one request)."""
+        ...
+
 
 class BatchView(TrainerView, Protocol):
     """What batch composition needs of a GRPO trainer beyond its rounds (which arrive as `ScoredRound`s): the group

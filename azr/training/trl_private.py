@@ -136,6 +136,13 @@ class TrainerBatches:
         texts = trainer.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
         return [list(p) for p in prompt_ids], [list(c) for c in completion_ids], logprobs, list(texts)
 
+    def generate_ids(self, prompt_ids: list[list[int]], n: int) -> tuple[list[list[int]], list[list[float]] | None]:
+        """One completion per row of `prompt_ids` (token ids, each prompt `n` times in a row) through the trainer's
+        own generation at GRPO's sampling settings, as its round generates: completion ids and the sampler's
+        per-token log-probabilities (None when the policy's `generate` sampled)."""
+        completion_ids, logprobs = self.trainer._generate_single_turn(prompt_ids, None, {}, n)
+        return [list(c) for c in completion_ids], logprobs
+
     # ------------------------------------------------------------------------- the generation backend (vLLM)
     @property
     def backend(self) -> Any | None:
