@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from azr.rollouts import AsyncRollouts
     from azr.serving import LoraSync
+    from azr.training.episodes import EpisodeRollouts
     from azr.training.trainer import AZRGRPOTrainer
 
 
@@ -86,6 +87,8 @@ def grpo_phase(ctx: RunContext):
             if cfg.sampling.max_staleness:  # asynchronous GRPO: the server samples ahead, one LoRA per version
                 pipeline = asynchronous(trainer, backend, cfg.sampling.max_staleness)
                 sampling.pipeline = pipeline
+        if pipeline is None:  # each round's rows are played as episodes of the run's environment
+            TrainerBatches(trainer).use_rollouts(episode_rollouts(ctx, trainer))
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         if pipeline is not None:
@@ -108,6 +111,15 @@ def asynchronous(trainer: AZRGRPOTrainer, backend: LoraSync, max_staleness: int)
     pipeline = AsyncRollouts(backend, view.tokenize, max_staleness, view.group_size, every)
     view.use_rollouts(pipeline)
     return pipeline
+
+
+def episode_rollouts(ctx: RunContext, trainer: AZRGRPOTrainer) -> EpisodeRollouts:
+    """TRL's `rollout_func` for `trainer`: every row one episode of the code task (one turn, scored by TRL's reward
+    functions, the run's rubric)."""
+    from azr.envs import CodeEnvironment
+    from azr.training.episodes import EpisodeRollouts
+
+    return EpisodeRollouts(CodeEnvironment(), TrainerBatches(trainer), {t.id: t for t in ctx.tasks})
 
 
 def heldout_evaluator(ctx: RunContext):

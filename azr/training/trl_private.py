@@ -187,6 +187,17 @@ class TrainerBatches:
             logprobs = [[lp[0] if isinstance(lp, list | tuple) else lp for lp in row] for row in logprobs]
         return [list(c) for c in completion_ids], logprobs
 
+    @property
+    def round_rows(self) -> list[dict[str, Any]]:
+        """The rows of the round being generated (`AZRGRPOTrainer` keeps them: TRL's `rollout_func` gets only the
+        prompts)."""
+        return list(getattr(self.trainer, "round_rows", None) or [])
+
+    @property
+    def template_kwargs(self) -> dict[str, Any]:
+        """The chat template arguments TRL renders prompts with (`chat_template_kwargs`)."""
+        return dict(getattr(self.trainer, "chat_template_kwargs", None) or {})
+
     def tokenize(self, prompts: list[Any]) -> list[list[int]]:
         """The prompts' token ids as TRL's round makes them (its chat template and tokenizer settings)."""
         prompt_ids, _, _ = self.trainer._tokenize_prompts(prompts)
