@@ -10,7 +10,7 @@ import json
 
 from azr.data import load_tasks
 from azr.prompts import last_user_message, reference_answer
-from azr.tools import Turn, parse_lenient
+from azr.rollouts import Reply
 
 
 class ReferencePolicy:
@@ -20,7 +20,7 @@ class ReferencePolicy:
         self.tasks = {t.prompt: t for t in load_tasks(split)}
         self.probe, self.answer = probe, answer
 
-    async def turn(self, messages, tools, max_new_tokens, seed):
+    async def reply(self, messages, tools, max_new_tokens, seed):
         task = self.tasks[last_user_message(messages)]
         if not any(m["role"] == "tool" for m in messages):
             code = self.probe or f"{task.solution}\n\nprint({task.tests[0].removeprefix('assert ').split(' == ')[0]})"
@@ -28,4 +28,5 @@ class ReferencePolicy:
             text = ("" if self.probe else "Let me run it first.\n") + f"<tool_call>\n{call}\n</tool_call>"
         else:
             text = self.answer or reference_answer(task.solution, task.entry_point)
-        return Turn(parse_lenient(text, prefix="<think>\n\n</think>\n\n"), "stop", 50, 40)
+        # An empty reasoning block, as the API of a non-thinking model reports it; the environment reads the calls.
+        return Reply({"role": "assistant", "content": text, "reasoning_content": ""}, "stop", 50, 40)

@@ -2,7 +2,8 @@
 
 `ALLOWED` is the table of edges between packages (a package may always import its own modules). Read it as
 "these are the packages this one may use": sandbox <- rewards <- training <- cli; rollouts <- training / evaluation /
-tools (the rollout seam and its samplers); remote <-
+tools / envs (the rollout seam, episodes and their runner, the samplers); tools <- envs (the environments and `azr
+gen`) <- training / evaluation / cli; remote <-
 selfplay / evaluation / tools; models <- training / evaluation / tools; tools <- training; rewards <- absolute_zero <-
 training / evaluation / cli. Nothing imports cli. `config`'s section types are the bottom layer: every package but
 `data` (which config reads) and `sandbox` (which knows nothing above it) may take a typed section, so no function
@@ -47,17 +48,31 @@ ALLOWED: dict[str, set[str]] = {
     "remote": {"config"},
     "serving": {"config"},
     "rollouts": {"config"},
-    "evaluation": {"absolute_zero", "config", "data", "models", "remote", "rewards", "rollouts", "sandbox", "serving"},
+    "evaluation": {
+        "absolute_zero",
+        "config",
+        "data",
+        "envs",
+        "models",
+        "remote",
+        "rewards",
+        "rollouts",
+        "sandbox",
+        "serving",
+    },
     "selfplay": {"data", "remote", "rewards"},
     "absolute_zero": {"config", "data", "rewards", "sandbox"},
     "report": set(),  # reads run folders; imports no training code
     "audit": {"config", "data", "report", "rewards", "sandbox"},
     "tools": {"config", "data", "models", "remote", "rewards", "rollouts", "sandbox", "serving"},
+    # the environments the episode runner plays (code task, tool loop) and `azr gen`'s collection over them
+    "envs": {"config", "data", "models", "remote", "rewards", "rollouts", "sandbox", "serving", "tools"},
     "training": {
         "absolute_zero",
         "audit",
         "config",
         "data",
+        "envs",
         "evaluation",
         "models",
         "rewards",
@@ -72,6 +87,7 @@ ALLOWED: dict[str, set[str]] = {
         "audit",
         "config",
         "data",
+        "envs",
         "evaluation",
         "models",
         "remote",
@@ -106,6 +122,7 @@ LIGHT = {
     "remote",
     "serving",
     "tools",
+    "envs",
     "cli",
     "absolute_zero",
     "report",

@@ -27,6 +27,6 @@ def gen(config_path, overrides, out, resume, vllm) -> int:
     require_config(config_path)
     cfg = load_config(config_path, overrides)
     setup_logging(cfg.logging.level)
-    from azr.tools import run_gen
+    from azr.envs import run_gen
 
     return run_gen(cfg, out, resume=resume, vllm=vllm)

@@ -1,31 +1,36 @@
-"""Rollouts: the rollout seam (`seam`: scored groups, the protocols of a trainer's round and of samplers), the samplers,
-and what goes into a generation batch: the group sampler, the curriculum, dynamic sampling, self-play rounds across
+"""Rollouts: episodes (`episodes`: an episode's turns with token ids and masks; `environment`: the protocol every
+environment implements; `runner`: the one loop that plays them; `chat`: the chat template as episode ids), the rollout
+seam (`seam`: scored groups, the protocols of a trainer's round and of samplers), the samplers, and what goes into a
+generation batch: the group sampler, the curriculum, dynamic sampling, self-play rounds across
 processes, the asynchronous pipeline, advantages as functions of scores. The face of the package.
 
 Nothing here computes a reward, imports TRL or calls a trainer's round: `azr.training` runs the rounds and hands
 their scored groups in (`azr.training.trl_private`).
 """
 
+from azr.rollouts.chat import ChatTokens
 from azr.rollouts.curriculum import Curriculum, TaskStats
-from azr.rollouts.feedback import Check, Episode, FeedbackTokens, PublicCheck, TurnSampler, run_episodes
+from azr.rollouts.environment import Environment, HasId
+from azr.rollouts.episodes import ENV, POLICY, Episode, Message, Turn, rollout_columns
 from azr.rollouts.groups import GroupSampler, GroupSource, whole_groups
 from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.rounds import MainRounds, RoundHooks
+from azr.rollouts.runner import Limits, play, run_groups, run_text, start_groups
 from azr.rollouts.samplers import (
     BackendSampler,
     GenerateSampler,
-    GenerateTurns,
     TrainerSampler,
+    continuation,
     eos_ids,
-    restore_rng,
-    save_rng,
     trainer_sampler,
 )
 from azr.rollouts.seam import (
     VERSION,
     BatchView,
+    Continuation,
     Policy,
     Prompt,
+    Reply,
     RolloutSource,
     RolloutTiming,
     Row,
@@ -34,6 +39,8 @@ from azr.rollouts.seam import (
     ScoredBatch,
     ScoredGroup,
     ScoredRound,
+    TextPolicy,
+    TokenSampler,
     TrainerView,
 )
 
@@ -51,24 +58,29 @@ _LAZY = {
 }
 
 __all__ = [
+    "ENV",
+    "POLICY",
     "VERSION",
     "AsyncRollouts",
     "BackendSampler",
     "BatchView",
-    "Check",
+    "ChatTokens",
+    "Continuation",
     "Curriculum",
+    "Environment",
     "Episode",
-    "FeedbackTokens",
     "GenerateSampler",
-    "GenerateTurns",
     "GroupSampler",
     "GroupSource",
+    "HasId",
+    "Limits",
     "MainRounds",
+    "Message",
     "OneProcess",
     "Policy",
     "Processes",
     "Prompt",
-    "PublicCheck",
+    "Reply",
     "RolloutFilter",
     "RolloutSource",
     "RolloutTiming",
@@ -80,18 +92,23 @@ __all__ = [
     "ScoredGroup",
     "ScoredRound",
     "TaskStats",
+    "TextPolicy",
+    "TokenSampler",
     "TrainerSampler",
     "TrainerView",
-    "TurnSampler",
+    "Turn",
     "build_sampling",
+    "continuation",
     "eos_ids",
     "group_advantages",
     "group_signal",
     "keyed_advantages",
-    "restore_rng",
-    "run_episodes",
-    "save_rng",
+    "play",
+    "rollout_columns",
+    "run_groups",
+    "run_text",
     "split_groups",
+    "start_groups",
     "trainer_sampler",
     "unsplittable",
     "weighted_totals",

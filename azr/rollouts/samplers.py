@@ -15,7 +15,16 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from azr.rollouts.seam import Policy, Prompt, RolloutTiming, Sampler, Sampling, ScoredGroup, TrainerView
+from azr.rollouts.seam import (
+    Continuation,
+    Policy,
+    Prompt,
+    RolloutTiming,
+    Sampler,
+    Sampling,
+    ScoredGroup,
+    TrainerView,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -42,29 +51,48 @@ class GenerateSampler:
         )
 
     def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]:
+        tokenizer, n = self.tokenizer, sampling.n
+        prompt_ids = [list(tokenizer(self.prompt_text(p), add_special_tokens=False)["input_ids"]) for p in prompts]
+        started, clock = time.time(), time.perf_counter()
+        outs = self.complete([ids for ids in prompt_ids for _ in range(n)], sampling)
+        timing = RolloutTiming(started, time.perf_counter() - clock)
+        version, pad = self.version(), tokenizer.pad_token_id or 0
+        return [
+            ScoredGroup.sampled(
+                p.task_id,
+                prompt_ids[i],
+                [o.ids for o in outs[i * n : (i + 1) * n]],
+                [o.text for o in outs[i * n : (i + 1) * n]],
+                version=version,
+                pad_id=pad,
+                timing=timing,
+            )
+            for i, p in enumerate(prompts)
+        ]
+
+    def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
+        """One continuation of each context (a `TokenSampler`): `sampling.batch_size` rows per `generate` call,
+        left-padded, drawn from `sampling.seed`."""
         import torch
 
-        model, tokenizer, n = self.model, self.tokenizer, sampling.n
-        texts = [self.prompt_text(p) for p in prompts for _ in range(n)]
+        model, tokenizer = self.model, self.tokenizer
         eos = eos_ids(model, tokenizer)
-        rows: list[tuple[list[int], list[int], str]] = []  # prompt ids, completion ids (through the first eos), text
-        started, clock = time.time(), time.perf_counter()
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        outs: list[Continuation] = []
         was_training = model.training
         model.eval()
         generator_state = save_rng(torch)
         torch.manual_seed(sampling.seed)  # the same samples for the same weights, whatever ran before
         try:
-            for start in range(0, len(texts), sampling.batch_size):
-                batch = tokenizer(
-                    texts[start : start + sampling.batch_size],
-                    return_tensors="pt",
-                    padding=True,
-                    padding_side="left",
-                    add_special_tokens=False,
-                ).to(model.device)
+            for start in range(0, len(contexts), sampling.batch_size):
+                rows = contexts[start : start + sampling.batch_size]
+                width = max(len(r) for r in rows)
+                ids = torch.tensor([[pad] * (width - len(r)) + list(r) for r in rows], dtype=torch.long)
+                mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)
                 with torch.no_grad():
-                    ids = model.generate(
-                        **batch,
+                    generated = model.generate(
+                        input_ids=ids.to(model.device),
+                        attention_mask=mask.to(model.device),
                         max_new_tokens=sampling.max_new_tokens,
                         do_sample=sampling.temperature > 0,
                         temperature=sampling.temperature or None,
@@ -74,70 +102,12 @@ class GenerateSampler:
                         repetition_penalty=sampling.repetition_penalty,
                         pad_token_id=tokenizer.pad_token_id,
                     )
-                new = ids[:, batch["input_ids"].shape[1] :]
-                decoded = tokenizer.batch_decode(new, skip_special_tokens=True)
-                for prompt, mask, completion, text in zip(
-                    batch["input_ids"], batch["attention_mask"], new.tolist(), decoded, strict=True
-                ):
-                    rows.append((prompt[mask.bool()].tolist(), _through_eos(completion, eos), text))
+                for row in generated[:, width:].tolist():
+                    outs.append(continuation(tokenizer, _through_eos(row, eos), eos))
         finally:
             restore_rng(torch, generator_state)
             model.train(was_training)
-        timing = RolloutTiming(started, time.perf_counter() - clock)
-        version, pad = self.version(), tokenizer.pad_token_id or 0
-        return [
-            ScoredGroup.sampled(
-                p.task_id,
-                rows[i * n][0] if n else [],
-                [c for _, c, _ in rows[i * n : (i + 1) * n]],
-                [t for _, _, t in rows[i * n : (i + 1) * n]],
-                version=version,
-                pad_id=pad,
-                timing=timing,
-            )
-            for i, p in enumerate(prompts)
-        ]
-
-
-class GenerateTurns:
-    """`azr.rollouts.TurnSampler` over a causal LM's own `generate` on token-id contexts (left-padded,
-    `sampling.batch_size` rows per call, at `sampling`'s settings): the turns of feedback episodes when measuring a
-    model outside GRPO's round. The caller seeds torch; no log-probabilities (`generate` gives none)."""
-
-    def __init__(self, model: Policy, tokenizer: PreTrainedTokenizerBase, sampling: Sampling):
-        self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
-        self.eos = eos_ids(model, tokenizer)
-
-    def sample(self, contexts: list[list[int]], n: int) -> tuple[list[list[int]], None]:
-        import torch
-
-        model, sampling, pad = self.model, self.sampling, self.tokenizer.pad_token_id or 0
-        out: list[list[int]] = []
-        was_training = model.training
-        model.eval()
-        try:
-            for start in range(0, len(contexts), sampling.batch_size):
-                part = contexts[start : start + sampling.batch_size]
-                width = max(len(c) for c in part)
-                ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in part], device=model.device)
-                mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in part], device=model.device)
-                with torch.no_grad():
-                    new = model.generate(
-                        input_ids=ids,
-                        attention_mask=mask,
-                        max_new_tokens=sampling.max_new_tokens,
-                        do_sample=sampling.temperature > 0,
-                        temperature=sampling.temperature or None,
-                        top_p=sampling.top_p,
-                        top_k=sampling.top_k,
-                        min_p=sampling.min_p,
-                        repetition_penalty=sampling.repetition_penalty,
-                        pad_token_id=pad,
-                    )[:, width:]
-                out += [_through_eos(row, self.eos) for row in new.tolist()]
-        finally:
-            model.train(was_training)
-        return out, None
+        return outs
 
 
 class BackendSampler:
@@ -176,6 +146,19 @@ class BackendSampler:
             )
         return groups
 
+    def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
+        """One continuation of each context (a `TokenSampler`) from the backend's current weights, at `sampling`'s
+        temperature and token budget, with the backend's log-probabilities."""
+        view = self.view
+        completion_ids, logprobs = view.sample_backend(
+            [list(c) for c in contexts], 1, sampling.temperature, sampling.max_new_tokens
+        )
+        eos = eos_ids(view.policy, view.tokenizer)
+        return [
+            continuation(view.tokenizer, list(ids), eos, list(logprobs[i]) if logprobs is not None else None)
+            for i, ids in enumerate(completion_ids)
+        ]
+
 
 class TrainerSampler:
     """GRPO's own generation outside its round (`TrainerView.generate`: TRL's tokenisation and generation at the
@@ -204,6 +187,26 @@ class TrainerSampler:
             groups.append(group)
         return groups
 
+    def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
+        """One continuation of each context (a `TokenSampler`) through the trainer's own generation: the ids are
+        passed as they are (never rendered again), identical contexts in a row go to a vLLM backend as one request.
+        Of `sampling` nothing applies: the decoding settings and the token budget are GRPO's."""
+        view = self.view
+        completion_ids, logprobs = view.generate_ids([list(c) for c in contexts], _run_length(contexts))
+        eos = eos_ids(view.policy, view.tokenizer)
+        return [
+            continuation(view.tokenizer, list(ids), eos, list(logprobs[i]) if logprobs is not None else None)
+            for i, ids in enumerate(completion_ids)
+        ]
+
+
+def _run_length(contexts: list[list[int]]) -> int:
+    """The longest k such that `contexts` is runs of k identical contexts (a group's rows, TRL's layout), else 1."""
+    for k in range(len(contexts), 1, -1):
+        if len(contexts) % k == 0 and all(contexts[i] == contexts[i - i % k] for i in range(len(contexts))):
+            return k
+    return 1
+
 
 def trainer_sampler(view: TrainerView, template_kwargs: dict) -> Sampler:
     """What samples as the trainer behind `view` samples GRPO's batches: its vLLM backend (adapter, server and
@@ -211,6 +214,17 @@ def trainer_sampler(view: TrainerView, template_kwargs: dict) -> Sampler:
     if view.backend is not None:
         return BackendSampler(view, template_kwargs)
     return GenerateSampler(view.policy, view.tokenizer, template_kwargs, version=lambda: view.step - 1)
+
+
+def continuation(
+    tokenizer: PreTrainedTokenizerBase, ids: list[int], eos: set[int], logprobs: list[float] | None = None
+) -> Continuation:
+    """A sampled continuation from its ids (through the first end-of-sequence token, if it came): its texts and why
+    it stopped."""
+    stop = bool(ids) and ids[-1] in eos
+    raw = tokenizer.decode(ids[:-1] if stop else ids, skip_special_tokens=False)
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    return Continuation(list(ids), text, "stop" if stop else "length", logprobs, raw)
 
 
 def save_rng(torch: ModuleType) -> tuple:

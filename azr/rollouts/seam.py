@@ -199,6 +199,55 @@ class Sampler(Protocol):
     def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]: ...
 
 
+@dataclass(frozen=True)
+class Continuation:
+    """One sampled continuation of a context of token ids: the ids (through the end-of-sequence token when it came),
+    the sampler's log-probability of each (None where it gives none), the text decoded without special tokens (as
+    TRL decodes for its rewards), `raw` with them kept and the final end-of-sequence token dropped (what a tool-call
+    parser reads), and why it stopped: `stop` (the policy ended its turn) or `length` (the token budget ran out)."""
+
+    ids: list[int]
+    text: str
+    finish_reason: str
+    logprobs: list[float] | None = None
+    raw: str = ""
+
+
+class TokenSampler(Protocol):
+    """What continues token ids: one `Continuation` per context, in order, at `sampling`'s settings (`n` does not
+    apply: a group is its context repeated). HF `generate` and vLLM's completions endpoint with prompt token ids both
+    can, so an episode's earlier turns are never re-tokenized from text."""
+
+    def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]: ...
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An endpoint policy's turn (messages in, a message out, no token ids): the assistant `message` (content, and
+    tool calls where the API returned them), why it stopped (`stop` / `length` / `error`), the usage it reported, and
+    the error when the request failed."""
+
+    message: dict[str, object]
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        content = self.message.get("content")
+        return content if isinstance(content, str) else ""
+
+
+class TextPolicy(Protocol):
+    """A policy that answers a conversation with one message (an OpenAI-compatible endpoint): what runs an
+    environment when no token ids are at hand."""
+
+    async def reply(
+        self, messages: list[dict[str, object]], tools: list[dict] | None, max_new_tokens: int, seed: int
+    ) -> Reply: ...
+
+
 class RolloutSource(Protocol):
     """What produces scored groups from dataset rows, `group_size` completions per prompt (TRL's round, with or
     without completions sampled ahead by the asynchronous pipeline)."""
@@ -233,6 +282,11 @@ class TrainerView(Protocol):
     def generate(
         self, prompts: list[object], n: int
     ) -> tuple[list[list[int]], list[list[int]], list[list[float]] | None, list[str]]: ...
+
+    def generate_ids(self, prompt_ids: list[list[int]], n: int) -> tuple[list[list[int]], list[list[float]] | None]:
+        """Continuations of token ids through the trainer's own generation at GRPO's settings (`n`: each prompt is
+        repeated `n` times in a row, which a vLLM backend samples as one request)."""
+        ...
 
 
 class BatchView(TrainerView, Protocol):

@@ -1,13 +1,11 @@
-"""Tools: python_run, web_search and web_fetch (behind an address guard), parsing tool calls, the tool loop over a
-local model or an endpoint, `azr gen` and its rollouts file. The face of the tools package; it imports no torch,
-transformers or trl (the local policy loads them when it is built).
+"""Tools: python_run, web_search and web_fetch (behind an address guard), parsing tool calls, an endpoint as a
+tool-using policy, and the rollouts file `azr gen` writes (the tool loop is an environment: `azr.envs.tools`; `azr
+gen` is `azr.envs.gen`). The face of the tools package; it imports no torch, transformers or trl.
 """
 
-from azr.tools.gen import build_policy, episode_seed, gen_settings, gen_tasks, run_gen, vllm_tool_args
 from azr.tools.guard import AddressGuard, Refused, Target, Unresolvable, refusal, system_resolver
-from azr.tools.loop import Episode, EpisodeLimits, assistant_message, run_episode
-from azr.tools.parsing import ParsedTurn, ToolCall, parse_lenient, parse_turn
-from azr.tools.policy import EndpointPolicy, LocalPolicy, Sampling, Turn, wire_messages
+from azr.tools.parsing import ParsedTurn, ToolCall, assistant_message, call_from_wire, parse_lenient, parse_turn
+from azr.tools.policy import EndpointPolicy, Sampling, wire_messages
 from azr.tools.result import ToolResult, cap, neutralise
 from azr.tools.rollouts import SCHEMA, load_rollouts, needs_redo, resume_state, summary
 from azr.tools.toolbox import SCHEMAS, SPECS, Toolbox, ToolEvent, build_toolbox, secrets_from_env
@@ -18,9 +16,6 @@ __all__ = [
     "SPECS",
     "AddressGuard",
     "EndpointPolicy",
-    "Episode",
-    "EpisodeLimits",
-    "LocalPolicy",
     "ParsedTurn",
     "Refused",
     "Sampling",
@@ -29,15 +24,11 @@ __all__ = [
     "ToolEvent",
     "ToolResult",
     "Toolbox",
-    "Turn",
     "Unresolvable",
     "assistant_message",
-    "build_policy",
     "build_toolbox",
+    "call_from_wire",
     "cap",
-    "episode_seed",
-    "gen_settings",
-    "gen_tasks",
     "load_rollouts",
     "needs_redo",
     "neutralise",
@@ -45,11 +36,8 @@ __all__ = [
     "parse_turn",
     "refusal",
     "resume_state",
-    "run_episode",
-    "run_gen",
     "secrets_from_env",
     "summary",
     "system_resolver",
-    "vllm_tool_args",
     "wire_messages",
 ]

@@ -4,8 +4,10 @@ Where the tokenizer carries a response template (transformers' `parse_response`,
 turn; where it has none, or its parse fails on malformed output, a lenient parser reads Hermes-style
 `<tool_call>{"name": ..., "arguments": ...}</tool_call>` blocks: several per turn, arguments as an object or as a
 JSON string, `parameters` accepted for `arguments`, blocks inside `<think>` ignored. A call that cannot be read
-(bad JSON, no name, never closed) becomes a `ToolCall` with an `error`, which the loop answers with an error tool
-message instead of running it. Nothing here raises on model output.
+(bad JSON, no name, never closed) becomes a `ToolCall` with an `error`, which the tool environment answers with an
+error tool message instead of running it. An API's native tool calls are read into the same `ToolCall`s
+(`call_from_wire`), and a parsed turn is written back as an assistant message (`assistant_message`). Nothing here
+raises on model output.
 """
 
 from __future__ import annotations
@@ -147,3 +149,42 @@ def _clean(content: str) -> str:
     for marker in ("<|im_end|>", "<|endoftext|>"):
         content = content.replace(marker, "")
     return content.strip()
+
+
+def assistant_message(parsed: ParsedTurn) -> dict[str, Any]:
+    """The turn as an assistant message: content, reasoning (`reasoning_content`, where the turn had a reasoning
+    block), and tool calls with their arguments as objects (the raw text where they could not be read)."""
+    message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+    if parsed.reasoning is not None:
+        message["reasoning_content"] = parsed.reasoning
+    if parsed.tool_calls:
+        message["tool_calls"] = [call.message_entry() for call in parsed.tool_calls]
+    return message
+
+
+def call_from_wire(raw: Any) -> ToolCall:
+    """A native tool call as an OpenAI-compatible API returns it (arguments as a JSON string); one it cannot read
+    becomes a call with an error, as the text parser's do."""
+    function = raw.get("function") if isinstance(raw, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+        return ToolCall("", json.dumps(raw, ensure_ascii=False, default=str), "the tool call has no function name")
+    call_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else None
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = load_json(arguments) if arguments.strip() else {}
+        except ValueError as exc:
+            call = ToolCall(function["name"], function["arguments"], f"the arguments are not valid JSON: {exc}")
+            return _with_id(call, call_id)
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        call = ToolCall(function["name"], json.dumps(arguments), "the arguments must be a JSON object")
+        return _with_id(call, call_id)
+    return _with_id(ToolCall(function["name"], arguments), call_id)
+
+
+def _with_id(call: ToolCall, call_id: str | None) -> ToolCall:
+    if call_id:
+        call.id = call_id
+    return call

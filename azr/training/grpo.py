@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from azr.rollouts import AsyncRollouts
     from azr.serving import LoraSync
+    from azr.training.episodes import EpisodeRollouts
     from azr.training.trainer import AZRGRPOTrainer
 
 
@@ -37,7 +38,7 @@ def grpo_phase(ctx: RunContext):
     started = time.monotonic()
     # The same observers on every rank (the trainer gathers each batch for them), called on the main one only.
     observers = [lambda batch: generations.put(batch.records())] if cfg.logging.generations else []
-    rows, arena, sources = grpo_rows(ctx.tasks, 1 if cfg.rollouts.env == "feedback" else None), None, []
+    rows, arena, sources = grpo_rows(ctx.tasks, hidden_only=cfg.rollouts.env == "feedback"), None, []
     checkpoint = ctx.checkpoint("grpo")
     if cfg.self_play.enabled:
         from azr.selfplay import Arena
@@ -58,7 +59,8 @@ def grpo_phase(ctx: RunContext):
     if cfg.rollouts.env == "feedback":  # each row an episode: answer, public tests' feedback, answer again
         from azr.training.feedback import FeedbackRollout
 
-        episodes = FeedbackRollout(grader, cfg.feedback, cfg.template_kwargs(), ctx.metrics if ctx.ranks.main else None)
+        tasks = {t.id: t for t in ctx.tasks}
+        episodes = FeedbackRollout(grader, cfg.feedback, tasks, ctx.metrics if ctx.ranks.main else None)
         observers.append(episodes.observe)
         metered.append(episodes)
     pipeline = None
@@ -67,7 +69,7 @@ def grpo_phase(ctx: RunContext):
             model=ctx.model,
             reward_funcs=list(ctx.rewards.trained.funcs) if ctx.rewards.trained is not None else [],
             args=ctx.args.grpo,
-            train_dataset=grpo_dataset(ctx.tasks, public=1 if episodes is not None else None),
+            train_dataset=grpo_dataset(ctx.tasks, hidden_only=episodes is not None),
             processing_class=ctx.tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
             peft_config=ctx.grpo_peft_config(),
@@ -81,7 +83,6 @@ def grpo_phase(ctx: RunContext):
             rounds=arena,
             sampling=sampling,
             metered=metered,
-            rollout_func=episodes,
         )
         ctx.bind(trainer)
         # eval.every_steps: the held-out pass rate as it trains
@@ -95,6 +96,8 @@ def grpo_phase(ctx: RunContext):
             if cfg.sampling.max_staleness:  # asynchronous GRPO: the server samples ahead, one LoRA per version
                 pipeline = asynchronous(trainer, backend, cfg.sampling.max_staleness)
                 sampling.pipeline = pipeline
+        if pipeline is None:  # each round's rows are played as episodes of the run's environment
+            TrainerBatches(trainer).use_rollouts(episodes or episode_rollouts(ctx, trainer))
         trainer.train(resume_from_checkpoint=checkpoint)
     finally:
         if pipeline is not None:
@@ -117,6 +120,15 @@ def asynchronous(trainer: AZRGRPOTrainer, backend: LoraSync, max_staleness: int)
     pipeline = AsyncRollouts(backend, view.tokenize, max_staleness, view.group_size, every)
     view.use_rollouts(pipeline)
     return pipeline
+
+
+def episode_rollouts(ctx: RunContext, trainer: AZRGRPOTrainer) -> EpisodeRollouts:
+    """TRL's `rollout_func` for `trainer`: every row one episode of the code task (one turn, scored by TRL's reward
+    functions, the run's rubric)."""
+    from azr.envs import CodeEnvironment
+    from azr.training.episodes import EpisodeRollouts
+
+    return EpisodeRollouts(CodeEnvironment(), TrainerBatches(trainer), {t.id: t for t in ctx.tasks})
 
 
 def heldout_evaluator(ctx: RunContext):
@@ -154,12 +166,12 @@ def finish_grpo(ctx: RunContext, trainer: GRPOTrainer, started: float):
     return trainer.model
 
 
-def grpo_rows(tasks: list[Task], public: int | None = None) -> list[dict[str, Any]]:
+def grpo_rows(tasks: list[Task], hidden_only: bool = False) -> list[dict[str, Any]]:
     """Conversational prompts plus the columns the rewards read. Hinted retries and replayed tasks enter the batch
     as rows with these same keys (`hint` holds the teacher's hint; `source` says where a row came from). With
-    `public` (execution feedback: the default count of public tests, `Task.split_tests`), `public_tests` holds the
-    tests the feedback shows and `tests` only the hidden ones the rewards score; tasks with no hidden test are left
-    out (nothing could score their final answer unseen)."""
+    `hidden_only` (execution feedback), `tests` holds only the hidden tests the rewards score (`Task.split_tests`:
+    the environment shows the public ones); tasks with no hidden test are left out (nothing could score their final
+    answer unseen)."""
     rows = []
     for t in tasks:
         row = {
@@ -172,16 +184,16 @@ def grpo_rows(tasks: list[Task], public: int | None = None) -> list[dict[str, An
             "hint": "",
             "source": "data",
         }
-        if public is not None:
-            shown, hidden = t.split_tests(public)
+        if hidden_only:
+            hidden = t.split_tests()[1]
             if not hidden:
                 continue
-            row |= {"tests": hidden, "public_tests": shown}
+            row["tests"] = hidden
         rows.append(row)
     return rows
 
 
-def grpo_dataset(tasks: list[Task], public: int | None = None):
+def grpo_dataset(tasks: list[Task], hidden_only: bool = False):
     from datasets import Dataset
 
-    return Dataset.from_list(grpo_rows(tasks, public))
+    return Dataset.from_list(grpo_rows(tasks, hidden_only))

@@ -75,7 +75,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         self.sampling = sampling
         self.metered = list(metered)
         self.round_rewards: torch.Tensor | None = None  # the last round's rewards, every process's rows
-        self.round_rows: list[dict[str, Any]] = []  # the rows of the round being generated
+        self.round_rows: list[dict[str, Any]] = []  # this process's rows of the round being generated
         self.observers = list(observers) + ([rounds.observe] if rounds is not None else [])
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
         self.generation_seconds = 0.0  # the rest of TRL's generation and scoring, likewise (rewards excluded)
@@ -102,8 +102,8 @@ class AZRGRPOTrainer(GRPOTrainer):
         if self.rounds is not None and self.model.training:
             # Before generating, so that the opponent answers while the policy generates and its own code is graded.
             rows = self.rounds.start(rows, self.state.global_step + 1)
+        self.round_rows = rows  # what an episode `rollout_func` starts its episodes from (TRL passes it the prompts)
         started, rewards_before = time.perf_counter(), self.reward_seconds
-        self.round_rows = rows  # an episode's rollout function reads its rows' columns (TRL hands it the prompts)
         output = super()._generate_and_score_completions(rows)
         self.generation_seconds += time.perf_counter() - started - (self.reward_seconds - rewards_before)
         self.adjust_advantages(output, rows)

@@ -137,12 +137,11 @@ class TrainerBatches:
         return [list(p) for p in prompt_ids], [list(c) for c in completion_ids], logprobs, list(texts)
 
     def generate_ids(self, prompt_ids: list[list[int]], n: int) -> tuple[list[list[int]], list[list[float]] | None]:
-        """One completion per row of token-id contexts `prompt_ids` (each context `n` times in a row) through the
-        trainer's own generation (HF generate, or its vLLM backend) at GRPO's settings, as TRL's tool loop continues
-        a conversation from its ids: the completion ids and their sampler log-probabilities (None from `generate`)."""
+        """One completion per row of `prompt_ids` (token ids, each prompt `n` times in a row) through the trainer's
+        own generation at GRPO's sampling settings, as its round generates: completion ids and the sampler's
+        per-token log-probabilities (None when the policy's `generate` sampled)."""
         completion_ids, logprobs = self.trainer._generate_single_turn(prompt_ids, None, {}, n)
-        ids = [list(c) for c in completion_ids]
-        return ids, None if logprobs is None else [list(lp) for lp in logprobs]
+        return [list(c) for c in completion_ids], logprobs
 
     # ------------------------------------------------------------------------- the generation backend (vLLM)
     @property
@@ -187,6 +186,17 @@ class TrainerBatches:
         if logprobs is not None:
             logprobs = [[lp[0] if isinstance(lp, list | tuple) else lp for lp in row] for row in logprobs]
         return [list(c) for c in completion_ids], logprobs
+
+    @property
+    def round_rows(self) -> list[dict[str, Any]]:
+        """The rows of the round being generated (`AZRGRPOTrainer` keeps them: TRL's `rollout_func` gets only the
+        prompts)."""
+        return list(getattr(self.trainer, "round_rows", None) or [])
+
+    @property
+    def template_kwargs(self) -> dict[str, Any]:
+        """The chat template arguments TRL renders prompts with (`chat_template_kwargs`)."""
+        return dict(getattr(self.trainer, "chat_template_kwargs", None) or {})
 
     def tokenize(self, prompts: list[Any]) -> list[list[int]]:
         """The prompts' token ids as TRL's round makes them (its chat template and tokenizer settings)."""

@@ -24,7 +24,6 @@ from azr.rollouts import (
     eos_ids,
     trainer_sampler,
 )
-from azr.tools import parse_turn
 from azr.training.trl_private import TrainerBatches
 
 torch = pytest.importorskip("torch")
@@ -132,22 +131,21 @@ def test_the_evaluations_samples_carry_the_version_of_the_groups_they_come_from(
     assert [g.version for g in out] == [6] * 4 and len({g.text for g in out}) == 4
 
 
-def test_the_tool_loops_local_turn_is_one_group_of_the_generate_sampler(tiny):
-    from azr.tools import LocalPolicy
-    from azr.tools import Sampling as TurnSampling
-
+def test_a_continuation_of_ids_is_what_sample_draws_from_the_rendered_prompt(tiny):
+    """`complete` (the episode runner's token-level sampling) continues the given ids exactly as `sample` continues
+    the prompt it renders: the same ids, texts and stop reasons from the same seed."""
     model, tokenizer = tiny
-    policy = LocalPolicy(model, tokenizer, TurnSampling(temperature=1.0), {}, "tiny")
-    messages = chat_messages(TASKS[0].prompt)
-    turn = policy._turn(messages, [], max_new_tokens=7, seed=5)
-    (group,) = policy.sampler.sample([Prompt("turn", messages)], policy._settings(7, seed=5))
-    (ids,) = group.completion_ids
-    assert turn.completion_tokens == len(ids) and turn.prompt_tokens == len(group.prompt_ids)
-    stop = ids[-1] in eos_ids(model, tokenizer)
-    assert turn.finish_reason == ("stop" if stop else "length")
-    text = tokenizer.decode(ids[:-1] if stop else ids, skip_special_tokens=False)
-    prompt = policy.sampler.prompt_text(Prompt("turn", messages))
-    assert repr(turn.parsed) == repr(parse_turn(text, tokenizer, prompt, []))  # the turn is the group's tokens
+    sampler = GenerateSampler(model, tokenizer, {})
+    settings = Sampling(n=2, max_new_tokens=7, seed=5, batch_size=4)
+    groups = sampler.sample(_prompts(), settings)
+    outs = sampler.complete([g.prompt_ids for g in groups for _ in range(2)], settings)
+    assert [o.ids for o in outs] == [ids for g in groups for ids in g.completion_ids]
+    assert [o.text for o in outs] == [t for g in groups for t in g.texts]
+    eos = eos_ids(model, tokenizer)
+    for out in outs:
+        stop = out.ids[-1] in eos
+        assert out.finish_reason == ("stop" if stop else "length")
+        assert out.raw == tokenizer.decode(out.ids[:-1] if stop else out.ids, skip_special_tokens=False)
 
 
 def test_grpos_own_generation_yields_groups_with_the_trainers_ids_logprobs_and_version(tiny):

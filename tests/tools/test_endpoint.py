@@ -12,8 +12,9 @@ import pytest
 from conftest import VLLM_CPU_ARGS, VLLM_CPU_ENV, require_vllm_python
 
 from azr.config import load_config
+from azr.envs import run_gen, vllm_tool_args
 from azr.remote import ChatClient
-from azr.tools import SCHEMAS, run_gen, vllm_tool_args
+from azr.tools import SCHEMAS
 
 
 @pytest.fixture(scope="module")
@@ -68,19 +69,23 @@ def test_an_endpoint_episode_runs_the_calls_and_sends_the_results_back(tool_serv
     import asyncio
 
     from azr.config import SandboxConfig, ToolsConfig
+    from azr.envs import TaskPrompt, ToolEnvironment, events_of
     from azr.prompts import chat_messages
-    from azr.tools import EndpointPolicy, EpisodeLimits, Sampling, Toolbox, run_episode
+    from azr.rollouts import Limits, run_text
+    from azr.rollouts import Sampling as Budget
+    from azr.tools import EndpointPolicy, Sampling, Toolbox
 
     c = ChatClient(tool_server.base_url, tool_server.model_name, timeout_s=120, max_retries=0, extra_body=FORCE_CALL)
     toolbox = Toolbox(ToolsConfig(names=["python_run"]), SandboxConfig(workers=1, backend="bwrap"))
     policy = EndpointPolicy(c, Sampling(temperature=0), "tiny")
-    episode = asyncio.run(run_episode(policy, toolbox, chat_messages("What is 6 * 7?"), EpisodeLimits(max_turns=2), 1))
+    env, task = ToolEnvironment(toolbox, None, 2, 8), TaskPrompt("q", chat_messages("What is 6 * 7?"))
+    episode = asyncio.run(run_text(env, task, policy, Budget(max_new_tokens=1024, seed=1), Limits(max_turns=2)))
     assert [m["role"] for m in episode.messages] == ["system", "user", "assistant", "tool", "assistant", "tool"]
     call, result = episode.messages[2]["tool_calls"][0], episode.messages[3]
     assert call["function"]["arguments"] == {"code": "print(6 * 7)"}  # an object in the record
     assert result == {"role": "tool", "tool_call_id": call["id"], "name": "python_run", "content": "42"}
-    assert episode.finish_reason == "max_turns" and [e.status for e in episode.events] == ["ok", "ok"]
-    assert episode.prompt_tokens > 0 and episode.completion_tokens > 0
+    assert episode.finish_reason == "max_turns" and [e.status for e in events_of(episode)] == ["ok", "ok"]
+    assert episode.usage()["prompt_tokens"] > 0 and episode.usage()["completion_tokens"] > 0
 
 
 @pytest.mark.slow  # starts a vLLM server

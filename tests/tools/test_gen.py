@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from scripted_policy import ReferencePolicy
 
-import azr.tools.gen as gen_module
+import azr.envs.gen as gen_module
 from azr.config import load_config
-from azr.tools import SCHEMA, run_gen
+from azr.envs import run_gen
+from azr.tools import SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-gen-test-4242424242-SECRET"

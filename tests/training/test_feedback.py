@@ -11,12 +11,13 @@ import pytest
 
 from azr.config import FeedbackConfig
 from azr.data import load_tasks
-from azr.prompts import chat_messages, reference_answer
-from azr.rollouts import run_episodes
-from azr.training.feedback import FeedbackRollout, PublicTests, final_answers
+from azr.envs import FeedbackEnvironment, TaskPrompt
+from azr.prompts import reference_answer
+from azr.rollouts import ChatTokens, Continuation, Limits, Sampling, play, start_groups
+from azr.training.feedback import FeedbackRollout, final_answers, public_checks, transcript
 
 TASK = next(t for t in load_tasks("train") if t.id == "str-alternating-caps")
-PUBLIC, HIDDEN = TASK.split_tests(1)
+PUBLIC, HIDDEN = TASK.split_tests()
 WRONG = reference_answer(TASK.solution.replace("upper = not upper", "upper = upper"), TASK.entry_point)
 ALSO_WRONG = reference_answer(TASK.solution.replace('"".join(out)', '"".join(out).lower()'), TASK.entry_point)
 RIGHT = reference_answer(TASK.solution, TASK.entry_point)
@@ -30,43 +31,35 @@ def tokenizer(tiny_model_dir):
 
 
 class Scripted:
-    """A `TurnSampler` that answers the k-th turn of every episode with `answers[k]`'s ids (closed by the end-of-turn
-    token) and records every context it was asked to continue."""
+    """A `TokenSampler` that answers the k-th turn of every episode with `answers[k]`'s ids (closed by the
+    end-of-turn token) and records every context it was asked to continue."""
 
     def __init__(self, tokenizer, answers: list[str]):
+        self.tokenizer = tokenizer
         self.ids = [tokenizer(a)["input_ids"] + [tokenizer.eos_token_id] for a in answers]
         self.turn, self.contexts, self.sampled = 0, [], []
 
-    def sample(self, contexts, n):
+    def complete(self, contexts, sampling):
         self.contexts.append([list(c) for c in contexts])
         ids = [list(self.ids[self.turn]) for _ in contexts]
         self.sampled.append(ids)
         self.turn += 1
-        return ids, [[-0.5] * len(i) for i in ids]
+        text = self.tokenizer.decode(ids[0], skip_special_tokens=True)
+        return [Continuation(i, text, "stop", [-0.5] * len(i)) for i in ids]
 
 
 def _row():
-    return {"task_id": TASK.id, "tests": HIDDEN, "public_tests": PUBLIC, "setup": "", "timeout_s": None}
+    """A feedback run's GRPO row: its `tests` are the hidden ones."""
+    return {"task_id": TASK.id, "tests": HIDDEN, "setup": "", "timeout_s": None}
 
 
 def _episodes(tokenizer, grader, answers, n=2, max_turns=2, stop_on_pass=True):
-    from azr.rollouts import FeedbackTokens
-
-    prompt = tokenizer.apply_chat_template(chat_messages(TASK.prompt), add_generation_prompt=True, tokenize=True)
-    prompt = list(prompt["input_ids"] if isinstance(prompt, dict) else prompt)
+    env = FeedbackEnvironment(grader, FeedbackConfig(max_turns=max_turns, stop_on_pass=stop_on_pass))
+    chat = ChatTokens(tokenizer)
+    (episodes,) = start_groups(env, [TaskPrompt.of(TASK)], chat, n)
     sampler = Scripted(tokenizer, answers)
-    check = PublicTests([_row()] * n, grader, max_failures=2, max_chars=300)
-    episodes = run_episodes(
-        [prompt] * n,
-        n,
-        sampler,
-        lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
-        check,
-        FeedbackTokens(tokenizer),
-        max_turns,
-        stop_on_pass,
-    )
-    return prompt, sampler, episodes
+    play(env, episodes, sampler, chat, Sampling(n=1), Limits(max_turns=max_turns))
+    return episodes[0].prompt_ids, sampler, episodes
 
 
 def test_turn_two_continues_from_the_ids_turn_one_sampled_and_the_feedback_is_masked(tokenizer, grader):
@@ -81,11 +74,12 @@ def test_turn_two_continues_from_the_ids_turn_one_sampled_and_the_feedback_is_ma
         assert episode.completion_ids == context[len(prompt) :] + sampler.sampled[1][0]
         assert episode.env_mask == [1] * len(first) + [0] * len(feedback) + [1] * len(sampler.sampled[1][0])
         assert episode.logprobs == [-0.5] * len(first) + [0.0] * len(feedback) + [-0.5] * len(sampler.sampled[1][0])
-        assert episode.feedback_tokens == len(feedback) > 0
+        assert episode.env_tokens == len(feedback) > 0
         text = tokenizer.decode(feedback)
         assert text.startswith("\n<|im_start|>user\n") and text.endswith("<|im_end|>\n<|im_start|>assistant\n")
-        assert PUBLIC[0][:40] in text  # the failing public test is shown
-        assert episode.turns == 2 and [c.passed for c in episode.checks] == [False, True]
+        assert PUBLIC[0] in text  # the failing public test is shown
+        assert [c["passed"] for c in public_checks(episode)] == [False, True]
+        assert episode.finish_reason == "done" and len(episode.policy_turns) == 2
     # what TRL would decode and score: the final answer, not the transcript
     rows = [{"feedback_answer": e.answer} for e in episodes]
     assert final_answers(rows, ["transcript"] * 2) == [[{"role": "assistant", "content": RIGHT}]] * 2
@@ -94,25 +88,25 @@ def test_turn_two_continues_from_the_ids_turn_one_sampled_and_the_feedback_is_ma
 def test_an_episode_stops_once_its_public_tests_pass(tokenizer, grader):
     _, sampler, episodes = _episodes(tokenizer, grader, [RIGHT, WRONG], max_turns=3)
     assert len(sampler.contexts) == 1
-    assert all(e.turns == 1 and e.feedback_tokens == 0 and set(e.env_mask) == {1} for e in episodes)
+    assert all(len(e.policy_turns) == 1 and e.env_tokens == 0 and set(e.env_mask) == {1} for e in episodes)
     _, sampler, episodes = _episodes(tokenizer, grader, [RIGHT, RIGHT], max_turns=2, stop_on_pass=False)
-    assert len(sampler.contexts) == 2 and all(e.turns == 2 for e in episodes)
+    assert len(sampler.contexts) == 2 and all(len(e.policy_turns) == 2 for e in episodes)
 
 
 def test_a_wrong_repair_stays_wrong_on_the_hidden_tests(tokenizer, grader):
+    from azr.rewards import Rubric
     from azr.rewards.functions import TestsReward
 
     _, _, episodes = _episodes(tokenizer, grader, [WRONG, ALSO_WRONG], max_turns=2)
-    assert [c.passed for c in episodes[0].checks] == [False, False]
-    rows = [_row() | {"feedback_answer": e.answer} for e in episodes]
-    columns = {k: [r[k] for r in rows] for k in rows[0]}
-    scores = TestsReward(grader, partial_credit=False)(completions=final_answers(rows, [None, None]), **columns)
-    assert scores == [0.0, 0.0]
-    fixed = [r | {"feedback_answer": RIGHT} for r in rows]
-    assert TestsReward(grader, partial_credit=False)(completions=final_answers(fixed, [None, None]), **columns) == [
-        1.0,
-        1.0,
-    ]
+    assert [c["passed"] for c in public_checks(episodes[0])] == [False, False]
+    rubric = Rubric((TestsReward(grader, partial_credit=False),), (1.0,), grader)
+    env = FeedbackEnvironment(grader, FeedbackConfig(), rubric)
+    env.score(episodes)
+    assert [e.reward for e in episodes] == [0.0, 0.0]
+    assert all(e.info["grade"]["tests_total"] == len(HIDDEN) for e in episodes)  # scored on the hidden tests only
+    _, _, repaired = _episodes(tokenizer, grader, [WRONG, RIGHT], max_turns=2)
+    env.score(repaired)
+    assert [e.reward for e in repaired] == [1.0, 1.0]
 
 
 def test_no_feedback_turn_shows_a_hidden_test(tokenizer, grader):
@@ -120,8 +114,10 @@ def test_no_feedback_turn_shows_a_hidden_test(tokenizer, grader):
     hidden test's text and for its expected value."""
     broken = reference_answer(f"def {TASK.entry_point}(s):\n    return None\n", TASK.entry_point)
     _, _, episodes = _episodes(tokenizer, grader, [broken, broken, broken], n=2, max_turns=3)
-    shown = [c.feedback for e in episodes for c in e.checks[:-1]]
-    assert len(shown) == 4 and all(shown)
+    shown = [t["feedback"] for e in episodes for t in transcript(e) if t["feedback"]]
+    assert len(shown) == 4
+    shown += [tokenizer.decode(t.ids) for e in episodes for t in e.turns if t.kind == "env" and t.ids]
+    assert len(shown) == 8
     for text in shown:
         for test in HIDDEN:
             assert test not in text
@@ -144,7 +140,7 @@ def test_the_rollout_reports_turns_repairs_and_public_overfit(grader):
     import torch
 
     writer = Writer()
-    rollout = FeedbackRollout(grader, FeedbackConfig(max_turns=2), metrics=writer)
+    rollout = FeedbackRollout(grader, FeedbackConfig(max_turns=2), {}, metrics=writer)
     turns = [
         [
             {"answer": WRONG, "public_passed": False, "feedback": "x", "feedback_tokens": 9},
@@ -182,7 +178,8 @@ def test_grpo_trains_feedback_episodes_through_trls_round(tiny_model_dir, grader
     from azr.training.trl_private import TrainerBatches
 
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
-    rollout = FeedbackRollout(grader, FeedbackConfig(max_turns=3, max_chars=120))
+    tasks = load_tasks("train")[:4]
+    rollout = FeedbackRollout(grader, FeedbackConfig(max_turns=3, max_chars=120), {t.id: t for t in tasks})
     scored: list[list] = []
 
     def tests(completions, **columns):
@@ -207,7 +204,7 @@ def test_grpo_trains_feedback_episodes_through_trls_round(tiny_model_dir, grader
             disable_tqdm=True,
             save_strategy="no",
         ),
-        train_dataset=grpo_dataset(load_tasks("train")[:4], public=1),
+        train_dataset=grpo_dataset(tasks, hidden_only=True),
         processing_class=tokenizer,
         rollout_func=rollout,
         grader=grader,
@@ -246,7 +243,7 @@ def test_grpo_trains_feedback_episodes_through_trls_round(tiny_model_dir, grader
             width = len(mask)
             assert batch["tool_mask"][row, :width].tolist() == mask
             assert batch["completion_ids"][row, :width].tolist() == episode.completion_ids
-            assert 0 in mask and episode.turns == 3
+            assert 0 in mask and len(episode.policy_turns) == 3
     # each scored completion is an episode's last answer, not its transcript
     assert [len(s) for s in scored] == [4, 4]
     assert scored[-1] == [e.answer for e in batches[-1][2]]

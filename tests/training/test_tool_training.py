@@ -9,9 +9,10 @@ import re
 import pytest
 from scripted_policy import ReferencePolicy
 
-import azr.tools.gen as gen_module
+import azr.envs.gen as gen_module
 from azr.config import load_config
-from azr.tools import load_rollouts, run_gen
+from azr.envs import run_gen
+from azr.tools import load_rollouts
 
 
 @pytest.fixture(scope="module")

@@ -112,6 +112,8 @@ def test_the_rollout_function_and_the_correction_asynchronous_grpo_relies_on():
     assert "self.rollout_func(prompts, self)" in generate
     assert 'output["prompt_ids"], output["completion_ids"], output["logprobs"]' in generate
     assert "self.state.global_step != self._last_loaded_step" in generate
+    # an episode's environment tokens: `env_mask` (1 = the model's token) becomes TRL's tool mask, out of the loss
+    assert 'tool_mask = extra_fields.pop("env_mask", None)' in generate
     scored = inspect.getsource(trl.GRPOTrainer._generate_and_score_completions)
     assert "inp[key] = values[i]" in scored  # extra fields become row columns (our policy_version)
     assert "old_per_token_logps - sampling_per_token_logps" in scored

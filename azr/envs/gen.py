@@ -1,9 +1,11 @@
 """`azr gen`: tool-using episodes over a task set, each final answer graded, one JSON line per episode.
 
 The linear recipe: tasks, settings and resume state (all checked before the model loads), rewards and sandbox, the
-policy (local model, endpoint, or a vLLM server started here with tool calling on), the toolbox; then the episodes,
-`gen.concurrency` at a time, each graded with the training answer format and rewards as it finishes and appended to
-the file (flushed line by line, so a kill loses at most the episodes in flight). `--resume` skips the (task, sample)
+policy (local model, endpoint, or a vLLM server started here with tool calling on), the toolbox and the tool
+environment over them; then the episodes, played by the episode runner (a local model continues each episode's token
+ids, one episode at a time; an endpoint answers messages, `gen.concurrency` at a time), each scored through the run's
+rubric as it finishes and appended to the file (flushed line by line, so a kill loses at most the episodes in
+flight). `--resume` skips the (task, sample)
 pairs already in the file and redoes those the policy or the sandbox failed. Ends with a summary table; exit 1 when
 some episodes failed for the policy's or the sandbox's sake (run again with --resume).
 """
@@ -12,22 +14,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import zlib
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.config import AzrConfig
 from azr.data import Task, check_task_limits, load_tasks
+from azr.envs.task import TaskPrompt
+from azr.envs.tools import ToolEnvironment, events_of
 from azr.logs import JsonlWriter, read_jsonl_records
-from azr.prompts import chat_messages
-from azr.rewards import Rubric, build_rubric
+from azr.rewards import build_rubric
+from azr.rollouts import ChatTokens, Episode, GenerateSampler, Limits, TextPolicy, play, run_text, start_groups
+from azr.rollouts import Sampling as RolloutSampling
 from azr.secrets import public_url
-from azr.tools.loop import Episode, EpisodeLimits, run_episode
-from azr.tools.policy import EndpointPolicy, LocalPolicy, Sampling
-from azr.tools.rollouts import SCHEMA, resume_state, summary
-from azr.tools.toolbox import Toolbox, build_toolbox
+from azr.tools import SCHEMA, EndpointPolicy, Sampling, build_toolbox, parse_turn, resume_state, summary
+
+if TYPE_CHECKING:
+    from azr.rollouts import Policy
 
 log = logging.getLogger(__name__)
 VLLM_TOOL_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
@@ -51,15 +58,18 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
         with ExitStack() as stack:
             policy = build_policy(cfg, kind, stack)
             toolbox = build_toolbox(cfg, grader.pool, policy.control_tokens)
+            g = cfg.gen
+            parse = policy.parser(toolbox.schemas()) if isinstance(policy, LocalModel) else parse_turn
+            env = ToolEnvironment(toolbox, rubric, g.max_turns, g.max_tool_calls, parse)
             existed = out.exists()
             writer = stack.enter_context(JsonlWriter(out))
             try:
-                collector = _Collector(cfg, settings, policy, toolbox, rubric, writer)
+                collector = _Collector(cfg, settings, policy, env, writer)
                 failed = asyncio.run(collector.run(todo))
             finally:  # a run that wrote nothing leaves no empty file behind to be mistaken for a result
                 if not existed and out.exists() and out.stat().st_size == 0:
                     out.unlink()
-    from azr.tools.console import show_summary
+    from azr.envs.console import show_summary
 
     show_summary(summary(read_jsonl_records(out)) if out.exists() else summary([]), out, cfg.logging.console)
     if failed:
@@ -97,7 +107,47 @@ def gen_settings(cfg: AzrConfig, kind: str) -> dict[str, Any]:
     return {"model": model, "sampling": sampling}
 
 
-def build_policy(cfg: AzrConfig, kind: str, stack: ExitStack) -> Any:
+@dataclass
+class LocalModel:
+    """A transformers model played at the token level: its generate sampler, its chat template as episode ids, and
+    its context window. One episode generates at a time (`lock`)."""
+
+    sampler: GenerateSampler
+    chat: ChatTokens
+    max_context: int | None
+    name: str
+    kind: str = "local"
+
+    def __post_init__(self) -> None:
+        self.lock = threading.Lock()
+
+    @property
+    def control_tokens(self) -> list[str]:
+        return list(self.sampler.tokenizer.all_special_tokens)
+
+    def parser(self, schemas: list[dict]):
+        """How a turn of this model is read: its tokenizer's response template, the generation prompt as prefix."""
+        tokenizer, prefix = self.sampler.tokenizer, self.chat.render([{"role": "user", "content": "."}], schemas)
+        return lambda text: parse_turn(text, tokenizer, prefix, schemas)
+
+    def sampling(self, gen_temperature: float, top_p: float, max_new_tokens: int, seed: int) -> RolloutSampling:
+        """A turn's sampling: the episode's temperature and top_p, no top-k cut, the model's own min_p and
+        repetition penalty, turn k drawn from `seed + k`."""
+        config = getattr(self.sampler.model, "generation_config", None)
+        return RolloutSampling(
+            n=1,
+            max_new_tokens=max_new_tokens,
+            temperature=gen_temperature,
+            top_p=top_p,
+            top_k=0,
+            min_p=getattr(config, "min_p", None),
+            repetition_penalty=getattr(config, "repetition_penalty", None) or 1.0,
+            batch_size=1,
+            seed=seed,
+        )
+
+
+def build_policy(cfg: AzrConfig, kind: str, stack: ExitStack) -> LocalModel | TextPolicy:
     gen, sampling = cfg.gen, Sampling(cfg.gen.temperature, cfg.gen.top_p)
     if kind == "endpoint":
         from azr.remote import ChatClient
@@ -114,7 +164,7 @@ def build_policy(cfg: AzrConfig, kind: str, stack: ExitStack) -> Any:
             endpoint.base_url, endpoint.model, concurrency=gen.concurrency, timeout_s=cfg.vllm.request_timeout_s
         )
         return EndpointPolicy(client, sampling, cfg.model.name_or_path)
-    return _local_policy(cfg, sampling)
+    return _local_model(cfg)
 
 
 def vllm_tool_args(extra_args: list[str]) -> list[str]:
@@ -128,7 +178,7 @@ def vllm_tool_args(extra_args: list[str]) -> list[str]:
     return args
 
 
-def _local_policy(cfg: AzrConfig, sampling: Sampling) -> LocalPolicy:
+def _local_model(cfg: AzrConfig) -> LocalModel:
     from azr.models import build_model_and_tokenizer, quiet_third_party, read_adapter_config
 
     quiet_third_party()
@@ -140,7 +190,15 @@ def _local_policy(cfg: AzrConfig, sampling: Sampling) -> LocalPolicy:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, adapter)
-    return LocalPolicy(model, tokenizer, sampling, cfg.template_kwargs(), cfg.model.name_or_path)
+    model.eval()
+    return local_model(model, tokenizer, cfg.template_kwargs(), cfg.model.name_or_path)
+
+
+def local_model(model: Policy, tokenizer: Any, template_kwargs: dict, name: str) -> LocalModel:
+    window = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
+    return LocalModel(
+        GenerateSampler(model, tokenizer, template_kwargs), ChatTokens(tokenizer, template_kwargs), window, name
+    )
 
 
 def episode_seed(seed: int, task_id: str, sample: int) -> int:
@@ -149,18 +207,16 @@ def episode_seed(seed: int, task_id: str, sample: int) -> int:
 
 
 class _Collector:
-    """Runs the episodes, grades each answer and writes its record, with a progress bar."""
+    """Runs the episodes, scores each through the environment's rubric and writes its record, with a progress bar."""
 
-    def __init__(self, cfg: AzrConfig, settings: dict, policy: Any, toolbox: Toolbox, rubric: Rubric, writer):
-        self.cfg, self.settings, self.policy, self.toolbox, self.writer = cfg, settings, policy, toolbox, writer
-        assert rubric.grader is not None  # built to score
-        self.rubric, self.grader = rubric, rubric.grader
+    def __init__(self, cfg: AzrConfig, settings: dict, policy: LocalModel | TextPolicy, env: ToolEnvironment, writer):
+        self.cfg, self.settings, self.policy, self.env, self.writer = cfg, settings, policy, env, writer
         g = cfg.gen
-        self.limits = EpisodeLimits(g.max_turns, g.max_tool_calls, g.max_tokens, g.max_new_tokens)
+        self.limits = Limits(g.max_turns, g.max_tokens)
         self.failed = 0
 
     async def run(self, todo: list[tuple[Task, int]]) -> int:
-        from azr.tools.console import progress
+        from azr.envs.console import progress
 
         semaphore, grading = asyncio.Semaphore(self.cfg.gen.concurrency), asyncio.Lock()
         with progress(len(todo), self.cfg.logging.console) as advance:
@@ -169,41 +225,40 @@ class _Collector:
                 async with semaphore:
                     started = time.monotonic()
                     seed = episode_seed(self.cfg.seed, task.id, sample)
-                    episode = await run_episode(
-                        self.policy, self.toolbox, chat_messages(task.prompt), self.limits, seed
-                    )
+                    episode = await self._play(TaskPrompt.of(task), sample, seed)
                     async with grading:  # the grader's batch cache and details belong to one batch at a time
-                        grade, rewards = await asyncio.to_thread(self._grade, task, episode)
-                record = self._record(task, sample, seed, episode, grade, rewards, time.monotonic() - started)
-                self.writer.write(record)
+                        await asyncio.to_thread(self.env.score, [episode])
+                grade = episode.info["grade"]
+                assert isinstance(grade, dict)
+                self.writer.write(self._record(task, sample, seed, episode, time.monotonic() - started))
                 self.failed += episode.finish_reason == "error" or grade.get("status") == "error"
                 advance(bool(grade.get("passed")))
 
             await asyncio.gather(*(one(t, s) for t, s in todo))
         return self.failed
 
-    def _grade(self, task: Task, episode: Episode) -> tuple[dict[str, Any], dict[str, float | None]]:
-        if episode.finish_reason == "error":
-            return {"status": "not_graded", "passed": False, "reason": "the episode failed"}, {}
-        columns = {
-            "tests": [task.tests],
-            "setup": [task.setup],
-            "task_id": [task.id],
-            "timeout_s": [task.timeout_s],
-            "memory_mb": [task.memory_mb],
-        }
-        outcome = self.grader.outcomes([episode.answer], columns)[0]
-        details = outcome.details()
-        values = [f(prompts=[None], completions=[episode.answer], **columns)[0] for f in self.rubric.funcs]
-        rewards = dict(zip(self.rubric.names, values, strict=True))
-        total = self.rubric.total(values)
-        total = None if total is None else round(total, 6)
-        grade = {"status": details["status"], "passed": details["status"] == "passed", **details}
-        return {k: v for k, v in grade.items() if k != "per_test"}, {**rewards, "total": total}
+    async def _play(self, task: TaskPrompt, sample: int, seed: int) -> Episode:
+        g, policy = self.cfg.gen, self.policy
+        if isinstance(policy, LocalModel):
+            sampling = policy.sampling(g.temperature, g.top_p, g.max_new_tokens, seed)
+            limits = Limits(g.max_turns, g.max_tokens, policy.max_context)
 
-    def _record(self, task, sample, seed, episode: Episode, grade, rewards, seconds: float) -> dict[str, Any]:
+            def local() -> Episode:
+                (episode,) = start_groups(self.env, [task], policy.chat, 1)[0]
+                episode.sample = sample
+                with policy.lock:
+                    play(self.env, [episode], policy.sampler, policy.chat, sampling, limits)
+                return episode
+
+            return await asyncio.to_thread(local)
+        sampling = RolloutSampling(n=1, max_new_tokens=g.max_new_tokens, seed=seed)
+        return await run_text(self.env, task, policy, sampling, self.limits, sample=sample)
+
+    def _record(self, task: Task, sample: int, seed: int, episode: Episode, seconds: float) -> dict[str, Any]:
+        events = events_of(episode)
+        usage = episode.usage()
         # Tool output is redacted already; this also covers what the model itself wrote (a key in a call's arguments).
-        return self.toolbox.redact(
+        return self.env.toolbox.redact(
             {
                 "schema": SCHEMA,
                 "id": f"{task.id}#{sample}",
@@ -211,14 +266,19 @@ class _Collector:
                 "sample": sample,
                 "seed": seed,
                 **self.settings,
-                "tools": self.toolbox.schemas(),
+                "tools": self.env.tools,
                 "messages": episode.messages,
-                "tool_events": [e.to_dict() for e in episode.events],
+                "tool_events": [e.to_dict() for e in events],
                 "finish_reason": episode.finish_reason,
                 "error": episode.error,
-                "usage": episode.usage(),
-                "grade": grade,
-                "rewards": rewards,
+                "usage": {
+                    "prompt_tokens": usage["prompt_tokens"],
+                    "completion_tokens": usage["completion_tokens"],
+                    "turns": usage["turns"],
+                    "tool_calls": len(events),
+                },
+                "grade": episode.info["grade"],
+                "rewards": episode.rewards,
                 "duration_s": round(seconds, 3),
                 "time": round(time.time(), 3),
             }

@@ -1,5 +1,6 @@
-"""Parsing a turn and the episode loop: every branch with a scripted policy over the real toolbox and sandbox, and
-the local HF policy on the tiny model (its template renders the tools, its tokenizer's response template parses)."""
+"""Parsing a turn and the tool environment played by the episode runner: every branch with a scripted endpoint
+policy over the real toolbox and sandbox, and the local HF model on the tiny model at the token level (its template
+renders the tools, its tokenizer's response template parses, each turn continues the episode's ids)."""
 
 from __future__ import annotations
 
@@ -8,29 +9,34 @@ import asyncio
 import pytest
 
 from azr.config import SandboxConfig, ToolsConfig
+from azr.envs import TaskPrompt, ToolEnvironment, events_of, final_answer, local_model
 from azr.prompts import chat_messages
+from azr.rollouts import Limits, Reply, Sampling, play, run_text, start_groups
 from azr.sandbox import open_pool
-from azr.tools import EpisodeLimits, Toolbox, Turn, parse_lenient, parse_turn, run_episode
+from azr.tools import Toolbox, parse_turn
 
 CALL = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(2 + 2)"}}\n</tool_call>'
 ANSWER = "```python\ndef f(x):\n    return x + 1\n```\nFinal answer: f"
 
 
 class Scripted:
-    """A policy that says the given texts in order, parsed as a local model's would be."""
+    """A text policy that says the given texts in order (an endpoint without a tool parser: the calls stay in the
+    text, read by the environment as a local model's would be)."""
 
     kind, name, control_tokens = "scripted", "scripted", ()
 
     def __init__(self, *texts: str, finish: str = "stop", fail_at: int | None = None):
         self.texts, self.finish, self.fail_at, self.seen = list(texts), finish, fail_at, []
 
-    async def turn(self, messages, tools, max_new_tokens, seed):
+    async def reply(self, messages, tools, max_new_tokens, seed):
         self.seen.append((list(messages), max_new_tokens, seed))
         index = len(self.seen) - 1
         if index == self.fail_at:
-            return Turn(parse_lenient(""), "error", error="HTTP 503: overloaded")
+            return Reply({"role": "assistant", "content": ""}, "error", error="HTTP 503: overloaded")
         text = self.texts[min(index, len(self.texts) - 1)]
-        return Turn(parse_lenient(text), self.finish if index == len(self.texts) - 1 else "stop", 10, 5)
+        return Reply(
+            {"role": "assistant", "content": text}, self.finish if index == len(self.texts) - 1 else "stop", 10, 5
+        )
 
 
 @pytest.fixture(scope="module")
@@ -39,26 +45,33 @@ def toolbox():
         yield Toolbox(ToolsConfig(), SandboxConfig(timeout_s=5), pool=pool)
 
 
-def episode(policy, toolbox, **limits):
-    return asyncio.run(run_episode(policy, toolbox, chat_messages("Write f."), EpisodeLimits(**limits), seed=7))
+TASK = TaskPrompt("f", chat_messages("Write f."))
+
+
+def episode(policy, toolbox, max_turns=6, max_tool_calls=8, max_tokens=4096, max_new_tokens=1024):
+    env = ToolEnvironment(toolbox, None, max_turns, max_tool_calls)
+    sampling = Sampling(n=1, max_new_tokens=max_new_tokens, seed=7)
+    return asyncio.run(run_text(env, TASK, policy, sampling, Limits(max_turns, max_tokens)))
 
 
 def test_a_direct_answer(toolbox):
     ep = episode(Scripted(ANSWER), toolbox)
-    assert ep.finish_reason == "answer" and ep.answer == ANSWER and ep.turns == 1 and ep.events == []
+    assert (
+        ep.finish_reason == "answer" and final_answer(ep) == ANSWER and ep.usage()["turns"] == 1 and events_of(ep) == []
+    )
     assert [m["role"] for m in ep.messages] == ["system", "user", "assistant"]
 
 
 def test_a_call_its_result_then_the_answer(toolbox):
     policy = Scripted(f"Let me check.\n{CALL}", ANSWER)
     ep = episode(policy, toolbox)
-    assert ep.finish_reason == "answer" and ep.answer == ANSWER
+    assert ep.finish_reason == "answer" and final_answer(ep) == ANSWER
     assistant, tool = ep.messages[2], ep.messages[3]
     assert assistant["content"] == "Let me check."
     call = assistant["tool_calls"][0]
     assert call["function"] == {"name": "python_run", "arguments": {"code": "print(2 + 2)"}}
     assert tool == {"role": "tool", "tool_call_id": call["id"], "name": "python_run", "content": "4"}
-    assert [e.status for e in ep.events] == ["ok"] and ep.usage()["tool_calls"] == 1
+    assert [e.status for e in events_of(ep)] == ["ok"] and len(events_of(ep)) == 1
     assert policy.seen[1][0][-1] == tool and [s for _, _, s in policy.seen] == [7, 8]  # each turn its own seed
 
 
@@ -80,12 +93,12 @@ def test_malformed_and_unknown_calls_get_error_messages_and_the_episode_goes_on(
     assert tools[0]["content"].startswith("[error] your tool call could not be read: the tool call is not valid JSON")
     assert tools[0]["name"] == "python_run"
     assert tools[1]["content"].startswith("[error] unknown tool 'shell'")
-    assert ep.finish_reason == "answer" and [e.status for e in ep.events] == ["error", "error"]
+    assert ep.finish_reason == "answer" and [e.status for e in events_of(ep)] == ["error", "error"]
 
 
 def test_calls_inside_reasoning_are_not_run(toolbox):
     ep = episode(Scripted(f"<think>maybe {CALL}</think>\n{ANSWER}"), toolbox)
-    assert ep.finish_reason == "answer" and ep.events == []
+    assert ep.finish_reason == "answer" and events_of(ep) == []
     assert ep.messages[-1]["reasoning_content"].startswith("maybe <tool_call>")
     assert ep.messages[-1]["content"] == ANSWER
 
@@ -100,7 +113,7 @@ def test_turn_call_and_token_limits(toolbox):
     assert episode(Scripted(CALL), toolbox, max_turns=3).finish_reason == "max_turns"
     many = episode(Scripted(CALL + CALL + CALL, ANSWER), toolbox, max_tool_calls=2)
     assert [m["content"][:30] for m in many.messages if m["role"] == "tool"][2].startswith("[error] tool call limit")
-    assert [e.status for e in many.events] == ["ok", "ok", "error"]
+    assert [e.status for e in events_of(many)] == ["ok", "ok", "error"]
     cut = Scripted(CALL, CALL, CALL)
     ep = episode(cut, toolbox, max_tokens=12, max_new_tokens=5)  # 5 tokens a turn: the third gets 2, then none
     assert ep.finish_reason == "max_tokens" and [b for _, b, _ in cut.seen] == [5, 5, 2]
@@ -142,20 +155,25 @@ def test_the_tiny_template_renders_a_whole_tool_episode_prefix_preserving(tiny_m
     assert is_chat_template_stop_token_trained(tok)
 
 
-def test_the_local_policy_runs_an_episode_on_the_tiny_model(tiny_model_dir, toolbox):
+def test_a_local_model_plays_the_tool_environment_at_the_token_level(tiny_model_dir, toolbox):
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from azr.tools import LocalPolicy, Sampling
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    policy = LocalPolicy(model, tok, Sampling(temperature=1.0), {"enable_thinking": False}, "tiny")
-    first = episode(policy, toolbox, max_turns=2, max_new_tokens=24)
-    again = episode(policy, toolbox, max_turns=2, max_new_tokens=24)
-    assert first.messages == again.messages  # the same seed, the same episode
+    local = local_model(model, tok, {"enable_thinking": False}, "tiny")
+    env = ToolEnvironment(toolbox, None, 2, 8, local.parser(toolbox.schemas()))
+
+    def play_once():
+        (ep,) = start_groups(env, [TASK], local.chat, 1)[0]
+        play(env, [ep], local.sampler, local.chat, local.sampling(1.0, 1.0, 24, seed=7), Limits(2, 4096))
+        return ep
+
+    first, again = play_once(), play_once()
+    assert first.messages == again.messages and first.completion_ids == again.completion_ids  # the seed decides
     assert first.finish_reason in ("answer", "max_tokens", "max_turns", "parse_error")
-    assert first.messages[2]["role"] == "assistant" and first.completion_tokens > 0
+    assert first.messages[2]["role"] == "assistant" and first.policy_tokens > 0
     assert "<tool_call>" not in first.messages[2]["content"]
+    assert first.prompt_ids == local.chat.prompt_ids(TASK.messages, toolbox.schemas())  # the tools rendered
 
 
 def test_a_tool_calls_arguments_with_a_lone_surrogate_escape_are_read_as_valid_text():

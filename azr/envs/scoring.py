@@ -1,0 +1,55 @@
+"""Scoring episodes through the run's one `Rubric`: each episode's answer graded against its task's tests, every
+reward function's value, the weighted total, and the grader's verdict (status, tests passed, reason) in
+`episode.info["grade"]`. An episode the policy failed (`finish_reason` error) is not graded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from azr.data import Task
+from azr.rewards import Rubric
+from azr.rollouts import Episode
+
+NOT_GRADED = {"status": "not_graded", "passed": False, "reason": "the episode failed"}
+
+
+def task_columns(tasks: Sequence[Task]) -> dict[str, list[object]]:
+    """The columns the reward functions read, one row per task (what TRL passes from a GRPO row)."""
+    return {
+        "tests": [t.tests for t in tasks],
+        "setup": [t.setup for t in tasks],
+        "task_id": [t.id for t in tasks],
+        "timeout_s": [t.timeout_s for t in tasks],
+        "memory_mb": [t.memory_mb for t in tasks],
+    }
+
+
+def score_answers(rubric: Rubric, episodes: Sequence[Episode], answers: Sequence[str], tasks: Sequence[Task]) -> None:
+    """Grade `answers` (one per episode) against `tasks` in one batch and set each episode's `rewards` (with
+    `total`), `reward` and `info["grade"]`."""
+    grader = rubric.grader
+    if grader is None:
+        raise ValueError("score_answers: the rubric was only checked; build it with a sandbox to score")
+    todo = [i for i, e in enumerate(episodes) if e.finish_reason != "error"]
+    for i, episode in enumerate(episodes):
+        if i not in todo:
+            episode.info["grade"], episode.rewards, episode.reward = dict(NOT_GRADED), {}, None
+    if not todo:
+        return
+    completions = [answers[i] for i in todo]
+    columns = task_columns([tasks[i] for i in todo])
+    outcomes = grader.outcomes(completions, columns)
+    per_func = [f(prompts=[None] * len(todo), completions=completions, **columns) for f in rubric.funcs]
+    for row, i in enumerate(todo):
+        values = [values[row] for values in per_func]
+        total = rubric.total(values)
+        details = {k: v for k, v in outcomes[row].details().items() if k != "per_test"}
+        episode = episodes[i]
+        episode.rewards = {**dict(zip(rubric.names, values, strict=True)), "total": _rounded(total)}
+        episode.reward = total
+        episode.info["grade"] = {"status": details["status"], "passed": details["status"] == "passed", **details}
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)

@@ -1,0 +1,192 @@
+"""The one loop that runs any `Environment`: `run_groups` plays `sampling.n` episodes of each task with a token-level
+sampler (every turn continues the episode's ids; observations are appended as the ids the chat template adds for
+them), then scores them all through the environment; `run_text` plays one episode with an endpoint policy
+(messages in and out, no ids). Synchronous today: the asynchronous pipeline becomes its scheduler.
+
+Ends an episode with a finish reason: `done` (the environment said so, unless it named its own reason), `max_turns`,
+`max_tokens` (the episode's token budget spent), `context` (the model's window is full) or `error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from azr.rollouts.chat import ChatTokens
+from azr.rollouts.environment import Environment, HasId
+from azr.rollouts.episodes import ENV, POLICY, Episode, Message, Turn
+from azr.rollouts.seam import Continuation, Reply, Sampling, TextPolicy, TokenSampler
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long an episode may run: `max_turns` policy turns, `max_tokens` policy tokens over the whole episode
+    (None: no budget but each turn's `sampling.max_new_tokens`), `max_context` the model's window (None: unbounded)."""
+
+    max_turns: int = 1
+    max_tokens: int | None = None
+    max_context: int | None = None
+
+
+def start_groups(
+    env: Environment, tasks: Sequence[HasId], chat: ChatTokens | None, n: int, *, role: str = POLICY, version: int = 0
+) -> list[list[Episode]]:
+    """`n` fresh episodes of each task: the environment's first messages and, with `chat`, their ids (rendered once
+    per task and shared by its group)."""
+    groups = []
+    for task in tasks:
+        first = env.start(task)
+        ids = chat.prompt_ids(first, env.tools) if chat is not None else []
+        groups.append(
+            [
+                Episode(task.id, [dict(m) for m in first], list(ids), role=role, version=version, sample=k, task=task)
+                for k in range(n)
+            ]
+        )
+    return groups
+
+
+def run_groups(
+    env: Environment,
+    tasks: Sequence[HasId],
+    sampler: TokenSampler,
+    chat: ChatTokens,
+    sampling: Sampling,
+    limits: Limits = Limits(),
+    *,
+    role: str = POLICY,
+    version: int = 0,
+    score: bool = True,
+) -> list[list[Episode]]:
+    """`sampling.n` episodes of each task, in task order, every turn of every live episode sampled in one call per
+    token budget (turn k drawn from `sampling.seed + k`), then scored through the environment."""
+    groups = start_groups(env, tasks, chat, sampling.n, role=role, version=version)
+    play(env, [e for group in groups for e in group], sampler, chat, sampling, limits)
+    if score:
+        env.score([e for group in groups for e in group])
+    return groups
+
+
+def play(
+    env: Environment,
+    episodes: list[Episode],
+    sampler: TokenSampler,
+    chat: ChatTokens,
+    sampling: Sampling,
+    limits: Limits = Limits(),
+) -> None:
+    """Run `episodes` (started, with prompt ids) to their end, turn by turn."""
+    live = [e for e in episodes if not e.done]
+    for index in range(limits.max_turns):
+        batches: dict[int, list[Episode]] = defaultdict(list)
+        for episode in live:
+            budget = _budget(episode, sampling.max_new_tokens, limits)
+            if budget > 0:
+                batches[budget].append(episode)
+        turn_sampling = replace(sampling, n=1, seed=sampling.seed + index)
+        for budget, batch in batches.items():
+            outs = sampler.complete([e.context_ids for e in batch], replace(turn_sampling, max_new_tokens=budget))
+            for episode, out in zip(batch, outs, strict=True):
+                _take_turn(env, episode, out, chat, last=index == limits.max_turns - 1)
+        live = [e for e in live if not e.done]
+        if not live:
+            return
+    for episode in live:
+        episode.finish_reason = "max_turns"
+
+
+def _budget(episode: Episode, per_turn: int, limits: Limits) -> int:
+    """This turn's token budget; 0 ends the episode (its finish reason set)."""
+    budget = per_turn
+    if limits.max_tokens is not None:
+        budget = min(budget, limits.max_tokens - episode.policy_tokens)
+        if budget <= 0:
+            episode.finish_reason = "max_tokens"
+            return 0
+    if limits.max_context is not None:
+        budget = min(budget, limits.max_context - len(episode.context_ids))
+        if budget <= 0:
+            episode.finish_reason = "context"
+            return 0
+    return budget
+
+
+def _take_turn(env: Environment, episode: Episode, out: Continuation, chat: ChatTokens, last: bool) -> None:
+    assistant: Message = {"role": "assistant", "content": out.text}
+    turn = Turn(
+        POLICY,
+        [assistant],
+        list(out.ids),
+        out.text,
+        out.logprobs,
+        out.raw,
+        out.finish_reason,
+        prompt_tokens=len(episode.context_ids),
+    )
+    episode.turns.append(turn)
+    if out.finish_reason == "error":
+        episode.finish_reason = "error"
+        return
+    observation = env.respond(episode, out.text)
+    if episode.done:  # the environment named its own reason; what it answered is kept for the record, without ids
+        if observation:
+            episode.turns.append(Turn(ENV, list(observation)))
+        return
+    if observation is None:
+        episode.finish_reason = "done"
+        return
+    if last:  # shown to no one: kept for the record, without ids
+        episode.turns.append(Turn(ENV, list(observation)))
+        episode.finish_reason = "max_turns"
+        return
+    ids, text = chat.observation(turn.message, observation, out.finish_reason == "stop", env.tools)
+    episode.turns.append(Turn(ENV, list(observation), ids, text))
+
+
+async def run_text(
+    env: Environment,
+    task: HasId,
+    policy: TextPolicy,
+    sampling: Sampling,
+    limits: Limits = Limits(),
+    *,
+    sample: int = 0,
+    role: str = POLICY,
+    version: int = 0,
+) -> Episode:
+    """One episode with an endpoint policy (messages only; turn k asked with seed `sampling.seed + k`). Not scored:
+    the caller scores it (`env.score([episode])`) where its grader may run. Never raises for anything the policy or
+    the environment's tools do."""
+    (episode,) = start_groups(env, [task], None, 1, role=role, version=version)[0]
+    episode.sample = sample
+    for index in range(limits.max_turns):
+        budget = _budget(episode, sampling.max_new_tokens, limits)
+        if budget <= 0:
+            return episode
+        reply: Reply = await policy.reply(episode.messages, env.tools, budget, sampling.seed + index)
+        if reply.error is not None:
+            episode.finish_reason, episode.error = "error", reply.error
+            return episode
+        turn = Turn(
+            POLICY,
+            [dict(reply.message)],
+            text=reply.text,
+            finish_reason=reply.finish_reason,
+            tokens=reply.completion_tokens,
+            prompt_tokens=reply.prompt_tokens,
+        )
+        episode.turns.append(turn)
+        # In a worker thread: an environment's tools may block (a web fetch), and endpoint episodes overlap.
+        observation = await asyncio.to_thread(env.respond, episode, reply.text)
+        if episode.done:
+            if observation:
+                episode.turns.append(Turn(ENV, list(observation)))
+            return episode
+        if observation is None:
+            episode.finish_reason = "done"
+            return episode
+        episode.turns.append(Turn(ENV, list(observation)))
+    episode.finish_reason = "max_turns"
+    return episode

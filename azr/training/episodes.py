@@ -1,0 +1,55 @@
+"""GRPO's rounds as episodes: TRL's `rollout_func` over an `azr.rollouts.Environment`. TRL hands the round's prompts
+(each row once, a group's rows in a row); each row becomes one episode, started from the row's conversation and its
+task, tokenized as TRL tokenizes, played by the episode runner through the trainer's own generation (vLLM or
+`generate`, at GRPO's settings, the same calls TRL's round makes), and handed back as TRL's columns: prompt and
+completion ids, the sampler's log-probabilities, and `env_mask` where environment tokens are to be masked out of the
+loss. TRL's reward functions (the run's rubric) then score the rows; its advantages, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from azr.data import Task
+from azr.envs import TaskPrompt
+from azr.rollouts import (
+    ChatTokens,
+    Environment,
+    Episode,
+    Limits,
+    Sampling,
+    TrainerSampler,
+    play,
+    rollout_columns,
+    start_groups,
+)
+from azr.training.trl_private import TrainerBatches
+
+
+class EpisodeRollouts:
+    """TRL's `rollout_func(prompts, trainer)` over `env` (with at most `limits.max_turns` policy turns an episode),
+    the rows' tasks looked up in `tasks` by `task_id`. `last` holds the episodes of the latest round (this
+    process's rows, in order)."""
+
+    def __init__(self, env: Environment, view: TrainerBatches, tasks: Mapping[str, Task], limits: Limits = Limits()):
+        self.env, self.view, self.tasks, self.limits = env, view, dict(tasks), limits
+        self.chat = ChatTokens(view.tokenizer, view.template_kwargs)
+        self.sampler = TrainerSampler(view)
+        self.last: list[Episode] = []
+
+    def __call__(self, prompts: list[Any], trainer: object) -> dict[str, list[object]]:
+        rows = self.view.round_rows
+        if len(rows) != len(prompts):
+            raise RuntimeError(f"rollout_func: {len(prompts)} prompts for a round of {len(rows)} rows")
+        asked = [
+            TaskPrompt(str(row.get("task_id", "")), prompt, self.tasks.get(str(row.get("task_id", ""))))
+            for row, prompt in zip(rows, prompts, strict=True)
+        ]
+        episodes = [group[0] for group in start_groups(self.env, asked, None, 1, version=self.view.step - 1)]
+        # TRL's own tokenisation of the first messages, so a one-turn episode is exactly TRL's round.
+        for episode, ids in zip(episodes, self.view.tokenize([e.prompt for e in episodes]), strict=True):
+            episode.prompt_ids = ids
+        play(self.env, episodes, self.sampler, self.chat, Sampling(n=1), self.limits)
+        self.last = episodes
+        return rollout_columns(episodes)
