@@ -59,7 +59,7 @@ def cli_rate(n: int, workers: int) -> tuple[float, int]:
 def gen_rate(episodes: int, max_new_tokens: int, workers: int) -> dict[str, float]:
     import logging
 
-    import azr.tools.gen as gen
+    import azr.envs.gen as gen
     from azr.config import load_config
     from azr.models import build_tiny_model
 
@@ -72,17 +72,17 @@ def gen_rate(episodes: int, max_new_tokens: int, workers: int) -> dict[str, floa
             f"gen: {{max_tasks: {episodes}, max_turns: 2, max_new_tokens: {max_new_tokens}, concurrency: 4}}\n"
         )
         timed = {}
-        real_run_episode = gen.run_episode
+        real_play = gen._Collector._play
 
         async def counted(*args, **kwargs):  # when the first episode starts: the model is loaded by then
             timed.setdefault("first", time.perf_counter())
-            return await real_run_episode(*args, **kwargs)
+            return await real_play(*args, **kwargs)
 
-        gen.run_episode = counted
+        gen._Collector._play = counted
         start = time.perf_counter()
         code = gen.run_gen(load_config(recipe, []), Path(tmp) / "rollouts.jsonl")
         end = time.perf_counter()
-        gen.run_episode = real_run_episode
+        gen._Collector._play = real_play
         records = [json.loads(line) for line in (Path(tmp) / "rollouts.jsonl").read_text().splitlines()]
     tokens = sum(r["usage"]["completion_tokens"] for r in records)
     return {

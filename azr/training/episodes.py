@@ -8,7 +8,7 @@ loss. TRL's reward functions (the run's rubric) then score the rows; its advanta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from azr.data import Task
@@ -26,14 +26,24 @@ from azr.rollouts import (
 )
 from azr.training.trl_private import TrainerBatches
 
+Columns = Callable[[Sequence[Episode]], dict[str, list[object]]]
+
 
 class EpisodeRollouts:
     """TRL's `rollout_func(prompts, trainer)` over `env` (with at most `limits.max_turns` policy turns an episode),
-    the rows' tasks looked up in `tasks` by `task_id`. `last` holds the episodes of the latest round (this
-    process's rows, in order)."""
+    the rows' tasks looked up in `tasks` by `task_id`. `columns` adds columns per row for the reward functions (TRL
+    merges them into the rows: a multi-turn environment's final answer, say). `last` holds the episodes of the
+    latest round (this process's rows, in order)."""
 
-    def __init__(self, env: Environment, view: TrainerBatches, tasks: Mapping[str, Task], limits: Limits = Limits()):
-        self.env, self.view, self.tasks, self.limits = env, view, dict(tasks), limits
+    def __init__(
+        self,
+        env: Environment,
+        view: TrainerBatches,
+        tasks: Mapping[str, Task],
+        limits: Limits = Limits(),
+        columns: Columns | None = None,
+    ):
+        self.env, self.view, self.tasks, self.limits, self.columns = env, view, dict(tasks), limits, columns
         self.chat = ChatTokens(view.tokenizer, view.template_kwargs)
         self.sampler = TrainerSampler(view)
         self.last: list[Episode] = []
@@ -52,4 +62,7 @@ class EpisodeRollouts:
             episode.prompt_ids = ids
         play(self.env, episodes, self.sampler, self.chat, Sampling(n=1), self.limits)
         self.last = episodes
-        return rollout_columns(episodes)
+        out = rollout_columns(episodes)
+        if self.columns is not None:
+            out.update(self.columns(episodes))
+        return out

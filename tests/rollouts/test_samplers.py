@@ -171,3 +171,32 @@ def test_grpos_own_generation_yields_groups_with_the_trainers_ids_logprobs_and_v
     assert first.prompt_ids == [1, 9] and second.prompt_ids == [2, 9]
     assert first.completion_ids == [[60, 61], [61, 61]] and second.sampler_logprobs == [[-0.25, -2.5], [-0.25, -3.5]]
     assert first.texts == tokenizer.batch_decode([[60, 61], [61, 61]], skip_special_tokens=True)
+
+
+def test_the_trainers_samplers_continue_token_ids_as_given(tiny):
+    """The episode runner's token-level sampling through a trainer: the backend gets the ids as they are (never
+    rendered again) at the caller's settings; GRPO's own generation gets a group's identical contexts as one
+    request of `n` and returns the sampler's log-probs per token."""
+    model, tokenizer = tiny
+    backend = _LoraSync()
+    trainer = _trainer(backend, tokenizer, step=5)
+    trainer.model = model
+    contexts = [[1, 2, 3], [4, 5]]
+    outs = BackendSampler(TrainerBatches(trainer), {}).complete(contexts, Sampling(max_new_tokens=7, temperature=0.2))
+    assert backend.calls == [(2, 1, {"temperature": 0.2, "max_tokens": 7})]
+    assert [o.ids for o in outs] == [[40, 50], [41, 51]] and outs[1].logprobs == [-0.5, -2.0]
+    assert all(o.finish_reason == "length" for o in outs)  # no end-of-sequence token sampled
+
+    seen = []
+
+    def generate(prompt_ids, images, fields, n):
+        seen.append((prompt_ids, n))
+        return [[60, tokenizer.eos_token_id]] * len(prompt_ids), [[-0.25, -0.5]] * len(prompt_ids)
+
+    trainer._generate_single_turn = generate
+    grouped = [[7, 8], [7, 8], [9], [9]]
+    outs = TrainerSampler(TrainerBatches(trainer)).complete(grouped, Sampling())
+    assert seen == [(grouped, 2)]  # two groups of two, one request each on a vLLM backend
+    assert all(o.finish_reason == "stop" and o.logprobs == [-0.25, -0.5] for o in outs)
+    TrainerSampler(TrainerBatches(trainer)).complete([[7], [8], [7]], Sampling())
+    assert seen[-1][1] == 1  # not groups: every context its own request
