@@ -63,15 +63,21 @@ class FeedbackRollout:
 
         if self._rollouts is None:
             limits = Limits(max_turns=self.feedback.max_turns)
-            self._rollouts = EpisodeRollouts(self.env, TrainerBatches(trainer), self.tasks, limits)
+            view = TrainerBatches(trainer)
+            self._rollouts = EpisodeRollouts(self.env, view, self.tasks, limits, columns=self.columns)
         started, sandbox = time.perf_counter(), self.env.seconds
-        columns = self._rollouts(prompts, trainer)
+        out = self._rollouts(prompts, trainer)
         self.seconds["sandbox"] += self.env.seconds - sandbox
         self.seconds["generation"] += time.perf_counter() - started - (self.env.seconds - sandbox)
-        episodes = self.last = self._rollouts.last
+        self.last = self._rollouts.last
+        return out
+
+    @staticmethod
+    def columns(episodes: Sequence[Episode]) -> dict[str, list[Any]]:
+        """The columns the rewards read besides TRL's: the final answer, the turns taken, the public pass fraction of
+        the first and the last answer (the shaping reward's), and the transcript (the generation log's)."""
         publics = [public_checks(e) for e in episodes]
         return {
-            **columns,
             ANSWER: [e.answer for e in episodes],
             EPISODE_TURNS: [len(e.policy_turns) for e in episodes],
             PUBLIC_FIRST: [p[0]["fraction"] if p else 0.0 for p in publics],
