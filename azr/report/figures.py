@@ -30,6 +30,17 @@ Series = tuple[str, str]
 LINE_PLOTS: list[tuple[str, str, str, list[Series]]] = [
     ("pass_rate", "Batch pass rate (training completions)", "share", [("pass_rate", "passed every test")]),
     (
+        "feedback",
+        "Execution feedback: pass rate by turn (hidden tests, training episodes)",
+        "share",
+        [
+            ("feedback/pass_turn1", "after turn 1"),
+            ("feedback/pass_turn2", "after turn 2"),
+            ("feedback/pass_turn3", "after turn 3"),
+            ("feedback/repaired_turn2", "turn-1 failures repaired by turn 2"),
+        ],
+    ),
+    (
         "dynamic",
         "Zero-variance groups and dynamic sampling",
         "share",

@@ -288,3 +288,19 @@ def test_cli_echoes_the_page_without_the_folders_escape_codes(cli, tmp_path, syn
     code, out, err = cli("report", str(run))
     assert code == 0 and not err
     assert "\x1b" not in out and "\r" not in out and out.strip().endswith("run\\x1b[2J\\x1b[31mred\\r/report.html")
+
+
+def test_a_feedback_run_plots_its_pass_rate_by_turn(tmp_path):
+    """`rollouts.env: feedback` logs `feedback/pass_turn{k}` and `feedback/repaired_turn{k}` every step: one plot
+    with a line per turn."""
+    run = tmp_path / "feedback"
+    run.mkdir()
+    records = [
+        {"phase": "grpo", "step": s, "feedback/pass_turn1": 0.2 + s / 100, "feedback/pass_turn2": 0.3 + s / 50}
+        | {"feedback/repaired_turn2": 0.1 + s / 100}
+        for s in range(1, 5)
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (plot,) = [p for p in build_plots([read_run(run)]) if p["id"] == "feedback"]
+    assert [t["name"] for t in plot["traces"]] == ["after turn 1", "after turn 2", "turn-1 failures repaired by turn 2"]
+    assert plot["traces"][1]["y"] == [0.32, 0.34, 0.36, 0.38]
