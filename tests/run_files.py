@@ -26,9 +26,10 @@ def read_phases(out: Path) -> list[str]:
     return list(json.loads((out / "state.json").read_text())["phases"])
 
 
-def train_demo(cli, out: Path, overrides: list[str]) -> dict:
-    """`azr train` of examples/tiny.yaml into `out` with `--set` `overrides`; it must exit 0. Its summary.json."""
+def train_demo(cli, out: Path, overrides: list[str], recipe: Path = DEMO_RECIPE) -> dict:
+    """`azr train` of `recipe` (examples/tiny.yaml) into `out` with `--set` `overrides`; it must exit 0. Its
+    summary.json."""
     sets = [x for o in overrides for x in ("--set", o)]
-    code, _, err = cli("train", "--config", DEMO_RECIPE, "--output-dir", out, *sets)
+    code, _, err = cli("train", "--config", recipe, "--output-dir", out, *sets)
     assert code == 0, err
     return json.loads((out / "summary.json").read_text())

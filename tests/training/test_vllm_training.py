@@ -326,3 +326,31 @@ def test_a_mode_this_machine_cannot_run_is_refused_before_anything_is_written(
     code, _, err = cli("train", "--config", path, "--output-dir", out, *[a for o in overrides for a in ("--set", o)])
     assert code == 1 and re.search(message, err) and err.count("\n") == 1, err
     assert not out.exists()
+
+
+@pytest.mark.slow(minutes=1.5)  # trains the tiny model with a vLLM server, two turns an episode
+def test_feedback_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_policys_tokens(tiny_model_dir, tmp_path):
+    """`rollouts.env: feedback` with every turn sampled by the vLLM server: each episode's second turn continues from
+    the first turn's ids and the feedback's, and TRL's importance ratio (over the policy's tokens only; the feedback's
+    are masked) stays at 1, so the server's log-probabilities of both turns reached TRL where they belong."""
+    python = require_vllm_python()
+    out = tmp_path / "run"
+    path = recipe(
+        tmp_path / "r.yaml",
+        tiny_model_dir,
+        out,
+        python,
+        max_steps=2,
+        rollouts={"env": "feedback"},
+        feedback={"max_turns": 2, "max_failures": 1, "max_chars": 80},
+    )
+    proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
+    _, stderr = proc.communicate(timeout=1500)
+    assert proc.returncode == 0, stderr[-4000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    grpo = [r for r in records if r["phase"] == "grpo" and "loss" in r]
+    assert [r["step"] for r in grpo] == [1, 2]
+    for r in grpo:
+        assert r["feedback/turns"] == 2.0 and r["feedback/feedback_tokens"] > 0  # a random policy fails its test
+        assert abs(r["sampling/importance_sampling_ratio/mean"] - 1) < 0.01, r
+        assert r["sampling/sampling_logp_difference/max"] < 0.01, r
