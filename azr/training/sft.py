@@ -25,6 +25,7 @@ from azr.data import Task
 from azr.inputs import load_json
 from azr.logs import atomic_write_json
 from azr.prompts import chat_messages, reference_answer
+from azr.rollouts import ChatTokens
 from azr.training.context import RunContext
 
 log = logging.getLogger(__name__)
@@ -42,20 +43,26 @@ def sft_dataset(
     warm start conditions on the exact tokens the policy will later see), the answer closed by the EOS token. Each
     task's near misses (solutions that fail its tests) follow its reference answer as rows of their own. Each of
     `repairs` (task, near miss, the feedback on it) is a repair transcript: the near miss answered, its feedback as
-    the next user turn, and the reference answer as the completion trained."""
+    the next user turn, and the reference answer (and, as rows of their own, the task's other near misses) as the
+    completion trained."""
     from datasets import Dataset
 
     rows = []
+    chat = ChatTokens(tokenizer, template_kwargs)
     for task, miss, feedback in repairs:
-        messages = [
-            *chat_messages(task.prompt),
-            {"role": "assistant", "content": reference_answer(miss, task.entry_point)},
-            {"role": "user", "content": feedback},
-        ]
-        prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
-        rows.append(
-            {"prompt": prompt, "completion": reference_answer(task.solution, task.entry_point) + tokenizer.eos_token}
+        # The context exactly as an episode builds it: the prompt with its generation prompt, the answer closed by the
+        # end-of-turn token it samples, and the chat template's delta for the feedback (`azr.rollouts.ChatTokens`).
+        prompt = chat.render(chat_messages(task.prompt))
+        answer = reference_answer(miss, task.entry_point)
+        _, delta = chat.observation(
+            {"role": "assistant", "content": answer}, [{"role": "user", "content": feedback}], True
         )
+        # The fix beside the task's other near misses, as the first answer is learned beside them: the warm start
+        # gives the repair its shape and leaves it in doubt, for GRPO to settle from the feedback.
+        others = [m for m in (near_misses or {}).get(task.id, []) if m != miss]
+        for fix in [task.solution or "", *others]:
+            completion = reference_answer(fix, task.entry_point) + tokenizer.eos_token
+            rows.append({"prompt": prompt + answer + tokenizer.eos_token + delta, "completion": completion})
     for task in tasks:
         if not task.solution:
             continue
