@@ -247,3 +247,14 @@ def test_grpo_trains_feedback_episodes_through_trls_round(tiny_model_dir, grader
     # each scored completion is an episode's last answer, not its transcript
     assert [len(s) for s in scored] == [4, 4]
     assert scored[-1] == [e.answer for e in batches[-1][2]]
+
+
+def test_asynchronous_grpo_with_feedback_is_refused_at_load_with_the_reason():
+    from azr.config import load_config
+    from azr.errors import ConfigError
+
+    sets = ["model.name_or_path=m", "rollouts.env=feedback", "sampling.max_staleness=1"]
+    with pytest.raises(ConfigError, match=r"^sampling\.max_staleness: not with rollouts\.env 'feedback' \(") as caught:
+        load_config(None, sets)
+    assert "\n" not in str(caught.value) and "verdict on the turn before" in str(caught.value)
+    assert load_config(None, sets[:2]).rollouts.env == "feedback"
