@@ -23,6 +23,7 @@ from azr.data.iotests import (
     decode_case,
     decode_test,
     module_tests,
+    tagged,
     test_kind,
 )
 from azr.data.tasks import (
@@ -68,6 +69,7 @@ __all__ = [
     "show_split",
     "split_counts",
     "stub_of",
+    "tagged",
     "task_from_row",
     "test_kind",
     "without_checks",

