@@ -16,8 +16,8 @@ from azr.config import AzrConfig
 from azr.data import Problem, load_tasks, select_tasks
 from azr.evaluation.measure import Sampling, score_completions
 from azr.evaluation.passk import bootstrap_interval, pass_at_k
+from azr.evaluation.records import graded
 from azr.evaluation.report import build_report
-from azr.evaluation.run import graded
 from azr.evaluation.samplers import Generated, ItemSampler, ModelSampler, ServedSampler
 from azr.logs import JsonlWriter, atomic_write_text, read_jsonl_records
 from azr.rewards import Rubric, sandbox_oracle
