@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from azr.config import FeedbackConfig, SandboxConfig
@@ -42,10 +42,13 @@ def run_turns(
     answer_format: AnswerFormat,
     timings: dict[str, float],
     pool: ExecutionProvider | None = None,
+    widest: Callable[[int], int] = lambda count: count,
 ) -> list[dict[str, Any]]:
-    """One record per (problem, index) item (as `azr.evaluation.run.graded` writes, its figures the final turn's,
-    on the hidden tests) with `turns`: each turn's completion, hidden-test verdict, public-test verdict and the
-    feedback it got. `first` is each item's turn-1 sample; later turns are drawn from `sampler`."""
+    """One record per (problem, index) item (as `azr.evaluation.records.graded` writes, its figures the final
+    turn's, on the hidden tests) with `turns`: each turn's completion, hidden-test verdict, public-test verdict and
+    the feedback it got. `first` is each item's turn-1 sample; later turns are drawn from `sampler`. `widest` gives,
+    for this process's count of samples going on, the largest over the run's ranks: each rank then samples as many
+    (padding with a repeat it throws away), as a model sharded over the ranks needs every rank in every forward."""
     pool = pool or pool_from_config(sandbox)
     limits = limits_from_config(sandbox)
     hidden = {p.id: dataclasses.replace(p, task=hidden_task(p.task)) for p, _ in items}
@@ -78,13 +81,17 @@ def run_turns(
             chats[i] = [*chats[i], answer, {"role": "user", "content": message}]
             going.append(i)
         active = going
-        if not active:
+        width = widest(len(active)) if not last else 0
+        if not width:
             break
+        padded = active + [active[0] if active else 0] * (width - len(active))
         t0 = time.monotonic()
-        for start in range(0, len(active), sampler.chunk):
-            part = active[start : start + sampler.chunk]
+        for start in range(0, len(padded), sampler.chunk):
+            part = padded[start : start + sampler.chunk]
             drawn = sampler.sample([items[i] for i in part], [chats[i] for i in part])
-            texts.update(zip(part, drawn, strict=True))
+            for offset, (i, generated) in enumerate(zip(part, drawn, strict=True)):
+                if start + offset < len(active):
+                    texts[i] = generated
         timings["generation_s"] += time.monotonic() - t0
     out = []
     for i, record in enumerate(final):
