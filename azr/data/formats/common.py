@@ -96,7 +96,7 @@ def first_check(module: str, entry: str) -> str | None:
     as any test's (their values compared outside the sandbox), so a failing check shows the call, the value wanted
     and the value given (`f([1.0], 0.3)`, not `candidate(...)`). None when the module does not parse, its check
     checks nothing, or its body cannot stand at the top level (a `return` before the first check)."""
-    if not entry.isidentifier():
+    if not (isinstance(module, str) and isinstance(entry, str) and entry.isidentifier()):
         return None
     try:
         tree = ast.parse(module)
