@@ -199,3 +199,42 @@ def test_the_held_out_evaluation_during_grpo_reports_each_turn():
     for conversation in policy.conversations:
         assert conversation[-2] == {"role": "assistant", "content": "no code"}
         assert conversation[-1]["content"].startswith("Your answer held no Python code to run.")
+
+
+class RecordingSource:
+    """A rollout-seam sampler that answers each prompt with its last message and records the prompts and settings."""
+
+    def __init__(self):
+        self.calls: list[tuple[list, object]] = []
+
+    def sample(self, prompts, sampling):
+        from azr.rollouts import ScoredGroup
+
+        self.calls.append((prompts, sampling))
+        return [
+            ScoredGroup.sampled(
+                p.task_id, [1], [[2]] * sampling.n, [str(p.messages[-1]["content"])] * sampling.n, version=5
+            )
+            for p in prompts
+        ]
+
+
+def test_the_run_samplers_sample_each_conversation_once_with_a_seed_of_its_turn():
+    from azr.data import Problem
+    from azr.evaluation.measure import Sampling
+    from azr.evaluation.samplers import ModelSampler, ServedSampler
+
+    items = [(Problem(HELD_OUT[0]), 0), (Problem(HELD_OUT[1]), 1)]
+    chats = [[{"role": "user", "content": f"task {i}"}, {"role": "assistant", "content": "a"},
+              {"role": "user", "content": f"feedback {i}"}] for i in range(2)]  # fmt: skip
+    served = RecordingSource()
+    out = ServedSampler(served, Sampling(n=4, max_new_tokens=8)).sample(items, chats)
+    assert [g.text for g in out] == ["feedback 0", "feedback 1"] and {g.version for g in out} == {5}
+    ((prompts, sampling),) = served.calls
+    assert sampling.n == 1 and [p.messages for p in prompts] == chats
+    local = RecordingSource()
+    model = ModelSampler(local, Sampling(n=4, max_new_tokens=8, seed=3))
+    assert [g.text for g in model.sample(items, chats)] == ["feedback 0", "feedback 1"]
+    model.sample(items)
+    (_, second), (_, first) = local.calls
+    assert second.n == first.n == 1 and second.seed != first.seed  # turn 2 draws from a seed of its own
