@@ -80,6 +80,7 @@ def data_validate(
         near_duplicates,
         read_checker,
         show_kinds,
+        show_split,
         without_checks,
         without_tests,
     )
@@ -120,6 +121,7 @@ def data_validate(
         )
         return 1
     click.echo(printable(f"tests by kind: {show_kinds(kinds_of(t for task in tasks for t in task.tests))}"))
+    click.echo(printable(show_split(tasks)))
     empty = {t.id for t in without_tests(tasks)}  # refused: their verdict is always "no tests ran"
     for task in tasks:
         if task.id in empty:

@@ -46,6 +46,8 @@ def flag(*decls: str, **kwargs):
 @flag("--column-map", "column_map", multiple=True, metavar="FIELD=COLUMN")
 @flag("--checker", type=click.Path(path_type=Path))
 @flag("--samples", type=click.Path(path_type=Path))
+@flag("--turns", type=click.IntRange(min=1))
+@flag("--public-tests", "public_tests", type=click.IntRange(min=0))
 @flag("-k", "ks", metavar="K[,K...]")
 @flag("-n", "num_samples", type=click.IntRange(min=1))
 @flag("--temperature", type=click.FloatRange(min=0))

@@ -60,6 +60,22 @@ class EvalCommandConfig:
         "of its own (run in the sandbox).",
     )
     samples: str | None = field(None, "Score the completions in this file instead of generating.")
+    turns: int | None = field(
+        None,
+        "Attempts per sample with execution feedback (LiveCodeBench's self-repair): a program that fails a public "
+        "test gets the failures (the recipe's feedback: section) as a new message and tries again; each turn is "
+        "scored on the hidden tests and pass@1 is reported after each. Chat only; unset, the recipe's eval.turns, "
+        "else 1 (one attempt on all tests).",
+        ge=1,
+        le=32,
+    )
+    public_tests: int | None = field(
+        None,
+        "How many leading tests of each task are public (shown as feedback); unset, the recipe's data.public_tests, "
+        "else the data set's own split.",
+        ge=0,
+        le=1_000_000,
+    )
     ks: str = field("1", "Comma-separated k values for pass@k (-k).")
     num_samples: int | None = field(None, "Samples per problem (-n); unset, the largest k.", ge=1, le=MAX_K)
     temperature: float = field(0.8, "Sampling temperature; 0 is greedy.", ge=0, le=10)
@@ -114,6 +130,11 @@ def check_eval_flags(opt: EvalCommandConfig, recipe: bool, overrides: bool) -> N
         raise ConfigError("--set: needs --config")
     if opt.samples is not None and opt.num_samples is not None:
         raise ConfigError("-n: not used with --samples (the file gives the samples)")
+    if opt.turns is not None and opt.turns > 1:
+        if opt.samples is not None:
+            raise ConfigError("--turns: generates each turn from the feedback; not with --samples")
+        if opt.api == "completions":
+            raise ConfigError("--turns: the feedback is a chat message; it needs --api chat")
     if not opt.dataset:
         raise ConfigError("--dataset: required (held-out, humaneval, output-prediction or a task file)")
 

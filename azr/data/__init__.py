@@ -3,7 +3,16 @@ maps and data sets' own formats, HumanEval, and the shipped splits
 (train.jsonl, heldout.jsonl). The face of the data package; it runs no code.
 """
 
-from azr.data.checks import identical_solutions, kinds_of, near_duplicates, show_kinds, without_checks, without_tests
+from azr.data.checks import (
+    identical_solutions,
+    kinds_of,
+    near_duplicates,
+    show_kinds,
+    show_split,
+    split_counts,
+    without_checks,
+    without_tests,
+)
 from azr.data.formats import FORMATS, Oracle, converter, read_checker
 from azr.data.humaneval import STOP, Problem, load_humaneval, program_from_answer, stub_of
 from azr.data.iotests import (
@@ -14,6 +23,7 @@ from azr.data.iotests import (
     decode_case,
     decode_test,
     module_tests,
+    tagged,
     test_kind,
 )
 from azr.data.tasks import (
@@ -56,7 +66,10 @@ __all__ = [
     "read_jsonl",
     "select_tasks",
     "show_kinds",
+    "show_split",
+    "split_counts",
     "stub_of",
+    "tagged",
     "task_from_row",
     "test_kind",
     "without_checks",

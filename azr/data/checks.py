@@ -1,7 +1,7 @@
 """Checks over a set of tasks that `azr data validate` reports and the split tests rely on: near-duplicate prompts
 (and, optionally, equal reference solutions) between or within sets, tasks sharing one reference solution, and tests
-that check nothing, test modules in which no test can run, and each task's tests counted by kind. Nothing here runs
-code.
+that check nothing, test modules in which no test can run, each task's tests counted by kind, and their split into
+public and hidden tests. Nothing here runs code.
 """
 
 from __future__ import annotations
@@ -102,6 +102,32 @@ def kinds_of(tests: Iterable[str]) -> collections.Counter[str]:
     """How many tests of each kind (`azr.data.iotests.KINDS`), in that order."""
     counts = collections.Counter(test_kind(t) for t in tests)
     return collections.Counter({k: counts[k] for k in KINDS if counts[k]})
+
+
+def split_counts(tasks: Iterable[Task]) -> tuple[int, int, list[Task]]:
+    """(public tests, hidden tests, tasks without a hidden test) over `tasks`, by each task's split
+    (`Task.split_tests`): what execution feedback shows and what it scores."""
+    public = hidden = 0
+    without: list[Task] = []
+    for task in tasks:
+        shown, scored = task.split_tests()
+        public, hidden = public + len(shown), hidden + len(scored)
+        if not scored:
+            without.append(task)
+    return public, hidden, without
+
+
+def show_split(tasks: list[Task]) -> str:
+    """`public/hidden: 93/455 tests (1 public per task); 2 tasks without hidden tests: a, b`: the line `azr data
+    validate` prints."""
+    public, hidden, without = split_counts(tasks)
+    counts = sorted({len(task.split_tests()[0]) for task in tasks})
+    per = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    line = f"public/hidden: {public}/{hidden} tests ({per} public per task)"
+    if without:
+        ids = ", ".join(t.id for t in without[:3]) + (f", ... ({len(without) - 3} more)" if len(without) > 3 else "")
+        line += f"; {len(without)} tasks without hidden tests (no feedback episode can score them): {ids}"
+    return line
 
 
 def show_kinds(counts: collections.Counter[str]) -> str:

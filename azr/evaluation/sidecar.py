@@ -42,9 +42,9 @@ class SidecarSampler:
         self._sampler = EndpointSampler(spec, sampling)
         self.mode, self.chunk, self.endpoint = self._sampler.mode, self._sampler.chunk, endpoint
 
-    def sample(self, items: list) -> list:
+    def sample(self, items: list, conversations: list | None = None) -> list:
         self.endpoint.server.check_alive()  # a server that died says so, with its log, instead of N failed requests
-        return self._sampler.sample(items)
+        return self._sampler.sample(items, conversations)
 
     def close(self) -> None:
         self._stack.close()

@@ -3,6 +3,7 @@ functions and their REWARDS table. The face of the rewards package; it imports n
 """
 
 from azr.rewards.batches import OutcomeCache
+from azr.rewards.feedback import hidden_task, public_feedback, public_feedback_many, public_task, render_feedback
 from azr.rewards.functions import (
     EPISODE_TURNS,
     PUBLIC_FIRST,
@@ -31,6 +32,7 @@ from azr.rewards.oracle import sandbox_oracle
 from azr.rewards.outputs import Output, outputs_many
 from azr.rewards.rubric import Rubric, build_rubric, trained_rubric
 from azr.rewards.stdio import compare_output
+from azr.rewards.verdicts import TestOutcome
 
 __all__ = [
     "EPISODE_TURNS",
@@ -44,15 +46,21 @@ __all__ = [
     "Output",
     "Rubric",
     "SelfPlayReward",
+    "TestOutcome",
     "build_rubric",
     "compare_output",
     "grade",
     "grade_many",
     "grade_stream",
     "harness_preload",
+    "hidden_task",
     "limits_from_config",
     "outputs_many",
     "pool_from_config",
+    "public_feedback",
+    "public_feedback_many",
+    "public_task",
+    "render_feedback",
     "run_program",
     "sandbox_oracle",
     "selfplay_score",

@@ -27,7 +27,14 @@ from azr.data import Task, decode_case, module_tests
 from azr.rewards.harness import build_checker_program, build_program, harness_preload, preloads_harness
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
-from azr.rewards.verdicts import CHECKER_PENDING, NO_CHECKER_VERDICT, read_checks, read_verdicts
+from azr.rewards.verdicts import (
+    CHECKER_PENDING,
+    NO_CHECKER_VERDICT,
+    TestOutcome,
+    read_checks,
+    read_outcomes,
+    read_verdicts,
+)
 from azr.sandbox import Check, ExecResult, ExecutionProvider, Limits, SandboxPool, open_pool, open_provider, shared_pool
 
 Status = Literal["passed", "failed", "timeout", "memory", "crashed", "error"]
@@ -46,6 +53,7 @@ class Grade:
     stderr: str = ""
     backend: str = ""
     per_test: list[bool] = field(default_factory=list)  # test i passed?
+    outcomes: list[TestOutcome] = field(default_factory=list)  # each test's input, expected, actual (`detail=True`)
 
     @property
     def passed(self) -> bool:
@@ -125,12 +133,16 @@ def worker_memory_mb(cfg: SandboxConfig) -> int:
 
 
 def grade_many(
-    pairs: Sequence[tuple[Task, str]], pool: ExecutionProvider | None = None, limits: Limits | None = None
+    pairs: Sequence[tuple[Task, str]],
+    pool: ExecutionProvider | None = None,
+    limits: Limits | None = None,
+    detail: bool = False,
 ) -> list[Grade]:
     """Grade (task, code) pairs in parallel over the pool, keeping order; each task's own limits apply. Tasks with
-    a special judge get a second run each, of their checker on the outputs (all such runs in parallel too)."""
+    a special judge get a second run each, of their checker on the outputs (all such runs in parallel too). With
+    `detail`, each grade holds its tests' outcomes (`Grade.outcomes`: inputs, expected and actual outputs)."""
     pool = pool or shared_pool()
-    jobs = list(_jobs(pairs, limits or Limits(), pool))
+    jobs = list(_jobs(pairs, limits or Limits(), pool, detail))
     results = pool.map([job.program for job in jobs], [job.limits for job in jobs])
     read = [job.read(result) for job, result in zip(jobs, results, strict=True)]
     checks = [job.checker_program(verdicts, outputs) for job, (verdicts, outputs) in zip(jobs, read, strict=True)]
@@ -180,6 +192,7 @@ class _Job:
     program: str
     limits: Limits
     preloaded: bool
+    detail: bool = False
 
     def read(self, result: ExecResult) -> tuple[list[str | None], dict[int, str]]:
         if not self.plans:
@@ -209,10 +222,16 @@ class _Job:
 
     def grade(self, verdicts: list[str | None], result: ExecResult) -> Grade:
         verdicts = [CHECKER_LOST if why == CHECKER_PENDING else why for why in verdicts]
-        return _grade(self.plans, verdicts, result)
+        grade = _grade(self.plans, verdicts, result)
+        if self.detail and self.plans:
+            timed_out = result.status == "timeout"
+            grade.outcomes = read_outcomes(result.report, self.nonce, self.plans, verdicts, timed_out)
+        return grade
 
 
-def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits, pool: ExecutionProvider) -> Iterator[_Job]:
+def _jobs(
+    pairs: Iterable[tuple[Task, str]], base: Limits, pool: ExecutionProvider, detail: bool = False
+) -> Iterator[_Job]:
     """A job per pair for `pool`: a fresh nonce per program, the task's own limits."""
     preloaded = preloads_harness(pool.preload)
     random = b""
@@ -227,12 +246,14 @@ def _jobs(pairs: Iterable[tuple[Task, str]], base: Limits, pool: ExecutionProvid
         nonce, random = random[:16].hex(), random[16:]
         case_s = case_seconds(task, base) if task.stdio else None
         program = build_program(code, plans, nonce, preloaded, task.setup, case_s)
-        yield _Job(plans, nonce, program, task_limits(task, base), preloaded)
+        yield _Job(plans, nonce, program, task_limits(task, base), preloaded, detail)
 
 
-def grade(task: Task, code: str, pool: ExecutionProvider | None = None, limits: Limits | None = None) -> Grade:
-    """Run `task`'s tests against `code` in the sandbox."""
-    return grade_many([(task, code)], pool, limits)[0]
+def grade(
+    task: Task, code: str, pool: ExecutionProvider | None = None, limits: Limits | None = None, detail: bool = False
+) -> Grade:
+    """Run `task`'s tests against `code` in the sandbox (`detail`: with each test's outcome)."""
+    return grade_many([(task, code)], pool, limits, detail)[0]
 
 
 def _grade(plans: Sequence[TestPlan], verdicts: list[str | None], result: ExecResult) -> Grade:

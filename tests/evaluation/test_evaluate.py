@@ -173,7 +173,7 @@ def test_humaneval_samples_in_both_formats(cli, tmp_path):
 
 
 def test_a_chat_answer_to_a_humaneval_problem_becomes_a_program():
-    from azr.evaluation.run import program_for
+    from azr.evaluation.records import program_for
     from azr.rewards.grading import grade_many
 
     problem = next(p for p in load_humaneval() if p.id == "HumanEval/10")  # its stub holds a helper it calls

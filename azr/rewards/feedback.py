@@ -1,0 +1,147 @@
+"""Execution feedback: a program graded on a task's public tests alone, and the message that shows it its failures.
+
+The message is rendered from the typed outcomes of the public tests (`Grade.outcomes`): at most `max_failures`
+failing tests, each with its input, expected output, the program's output and its error (the exception's line, or
+"timeout"), each cut to `max_chars`. Only the public tests ever run here (`public_task`), and a public test of a
+test module carries that module without its hidden test functions: nothing of a hidden test enters the program, so
+nothing of one can reach a message, whatever the program returns or prints. (A module's shared data, a constant its
+tests read, stays: it is the public tests' too.) Scoring on the hidden tests is `hidden_task` graded as any task.
+Knows nothing of models, Click or TRL.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Sequence
+
+from azr.config import FeedbackConfig
+from azr.data import Task, decode_test, tagged
+from azr.rewards.grading import Grade, grade_many
+from azr.rewards.verdicts import TestOutcome
+from azr.sandbox import ExecutionProvider, Limits
+
+CUT = "... (cut)"
+NO_CODE = (
+    "Your answer held no Python code to run. Give the whole program in one ```python code block, as asked, and "
+    "finish as the task says."
+)
+CLOSING = "Fix the program and give the whole corrected program again, in the same form as before."
+
+
+def public_task(task: Task) -> Task:
+    """The task with its public tests only (`Task.split_tests`): what feedback runs."""
+    public, _ = task.split_tests()
+    return dataclasses.replace(task, tests=_without_hidden_functions(public), public_tests=None)
+
+
+def hidden_task(task: Task) -> Task | None:
+    """The task with its hidden tests only, which score a feedback episode; None when it has none."""
+    _, hidden = task.split_tests()
+    return dataclasses.replace(task, tests=hidden, public_tests=None) if hidden else None
+
+
+def public_feedback(
+    task: Task,
+    code: str | None,
+    cfg: FeedbackConfig,
+    pool: ExecutionProvider | None = None,
+    limits: Limits | None = None,
+) -> tuple[bool, str]:
+    """(whether `code` passes every public test of `task`, the feedback message: empty when it passes)."""
+    return public_feedback_many([(task, code)], cfg, pool, limits)[0]
+
+
+def public_feedback_many(
+    pairs: Sequence[tuple[Task, str | None]],
+    cfg: FeedbackConfig,
+    pool: ExecutionProvider | None = None,
+    limits: Limits | None = None,
+) -> list[tuple[bool, str]]:
+    """`public_feedback` for many (task, code) pairs, graded in parallel over `pool`; a pair without code fails
+    with a message that says so, and a task without public tests passes (there is nothing to show)."""
+    todo = [(i, public_task(task), code) for i, (task, code) in enumerate(pairs) if code is not None]
+    todo = [(i, task, code) for i, task, code in todo if task.tests]
+    grades = grade_many([(task, code) for _, task, code in todo], pool, limits, detail=True) if todo else []
+    found: list[tuple[bool, str]] = [(False, NO_CODE) if code is None else (True, "") for _, code in pairs]
+    for (i, _, _), grade in zip(todo, grades, strict=True):
+        found[i] = (grade.passed, "" if grade.passed else render_feedback(grade, cfg))
+    return found
+
+
+def _without_hidden_functions(public: list[str]) -> list[str]:
+    """Public tests with each test module cut to its public test functions (and methods): every test of a module
+    carries the whole module, hidden tests' functions included, and the program could read them from memory."""
+    keep: dict[str, set[str]] = {}
+    for test in public:
+        found = decode_test(test)
+        if found and found[0] in ("pytest", "unittest") and isinstance(found[1].get("test"), str):
+            keep.setdefault(str(found[1].get("module")), set()).add(found[1]["test"])
+    if not keep:
+        return public
+    cut_tests = []
+    for test in public:
+        found = decode_test(test)
+        module = str(found[1].get("module")) if found else None
+        if found and module in keep:
+            test = tagged(found[0], {**found[1], "module": _public_module(module, keep[module], found[0])})
+        cut_tests.append(test)
+    return cut_tests
+
+
+def _public_module(source: str, names: set[str], kind: str) -> str:
+    """`source` without the test functions and methods not named in `names` (`test_f`, `Cls::test_m` for pytest,
+    `Cls.test_m` for unittest); the rest as it was."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return source
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    sep = "." if kind == "unittest" else "::"
+
+    def hidden(name: str) -> bool:
+        return name.startswith("test") and name not in names
+
+    tree.body = [n for n in tree.body if not (isinstance(n, functions) and hidden(n.name))]
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            node.body = [m for m in node.body if not (isinstance(m, functions) and hidden(f"{node.name}{sep}{m.name}"))]
+            node.body = node.body or [ast.Pass()]
+    return ast.unparse(tree) + "\n"
+
+
+def render_feedback(grade: Grade, cfg: FeedbackConfig) -> str:
+    """The message for a program's grade on the public tests: how many failed, then the first `max_failures` of
+    them, each field cut to `max_chars`; an infrastructure error says only that the tests could not run."""
+    if grade.status == "error":
+        return "Your program could not be run on the tests this time (a sandbox failure, not your code). " + CLOSING
+    failing = [(i, o) for i, o in enumerate(grade.outcomes) if not o.passed]
+    total = len(grade.outcomes)
+    head = f"Your program failed {len(failing)} of the {total} public test{'s' if total != 1 else ''}"
+    shown = failing[: cfg.max_failures]
+    head += ":" if len(shown) == len(failing) else f"; the first {len(shown)}:"
+    blocks = [_block(i, outcome, cfg.max_chars) for i, outcome in shown]
+    return "\n\n".join([head, *blocks, CLOSING])
+
+
+def _block(index: int, outcome: TestOutcome, max_chars: int) -> str:
+    lines = [f"Test {index + 1}", _field("Input", outcome.input, max_chars)]
+    if outcome.expected is not None:
+        lines.append(_field("Expected output", outcome.expected, max_chars))
+    if outcome.actual is not None or outcome.error is None:
+        lines.append(_field("Your output", outcome.actual, max_chars))
+    if outcome.error is not None:
+        lines.append(_field("Error", outcome.error, max_chars))
+    return "\n".join(lines)
+
+
+def _field(label: str, value: str | None, max_chars: int) -> str:
+    if value is None or value == "":
+        return f"{label}: (nothing)"
+    text = cut(value, max_chars)
+    return f"{label}:\n{text}" if "\n" in text.rstrip("\n") else f"{label}: {text.rstrip(chr(10))}"
+
+
+def cut(text: str, max_chars: int) -> str:
+    """`text` at most `max_chars` long, marked where it was cut."""
+    return text if len(text) <= max_chars else text[:max_chars] + CUT

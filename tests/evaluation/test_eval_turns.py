@@ -1,0 +1,240 @@
+"""`azr eval --turns N` and `eval.turns`: LiveCodeBench's self-repair scenario. Turn 1 is the plain attempt; an
+answer whose program fails a public test gets the failures as a new chat message and answers again; every turn is
+scored on the hidden tests; pass@1 after each turn and the share of turn-1 failures repaired are reported.
+
+Real parts: the bwrap sandbox grades; a real HTTP server on loopback answers as an endpoint (scripted: right, wrong,
+repaired, a wrong repair); the tiny model samples conversations through HF generate; the held-out evaluator runs
+as during GRPO with a scripted policy (the expensive edge)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import http_stub
+import pytest
+from http_stub import StubServer
+
+from azr.config import load_config
+from azr.data import load_tasks
+from azr.evaluation import build_heldout
+from azr.evaluation.samplers import Generated
+from azr.prompts import reference_answer
+from azr.rewards import build_rubric
+from azr.rewards.plans import plan_test
+
+HELD_OUT = load_tasks("held-out")
+WRONG = "```python\ndef nothing():\n    return None\n```\nFinal answer: nothing"
+BY_PROMPT = {t.prompt: (i, t) for i, t in enumerate(HELD_OUT)}
+
+
+def _right(task) -> str:
+    return reference_answer(task.solution, task.entry_point)
+
+
+def _plan(i: int, turn: int) -> str:
+    """Task i's script: i % 3 == 0 right at once; == 1 wrong, then repaired; == 2 wrong, and wrong again."""
+    if i % 3 == 0 or (i % 3 == 1 and turn == 2):
+        return "right"
+    return "wrong"
+
+
+def _records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+
+
+def _hidden_marks(task) -> list[str]:
+    """Texts only a hidden test of `task` holds: its calls, where no public test holds them too."""
+    public, hidden = task.split_tests()
+    marks = [c.expr for test in hidden for c in plan_test(test).checks]
+    return [m for m in marks if len(m) > 4 and not any(m in p for p in public) and m not in task.prompt]
+
+
+@pytest.fixture
+def repairer(monkeypatch):
+    """A real stub server answering each held-out task by `_plan`, the turn read from the conversation."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+    def payload(path: str, body: dict) -> dict:
+        messages = body["messages"]
+        i, task = BY_PROMPT[messages[1]["content"]]
+        turn = 1 + sum(m["role"] == "assistant" for m in messages)
+        text = _right(task) if _plan(i, turn) == "right" else WRONG
+        message = {"role": "assistant", "content": text}
+        usage = {"prompt_tokens": 5, "completion_tokens": 5}
+        return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+
+    monkeypatch.setattr(http_stub, "happy_payload", payload)
+    with StubServer() as stub:
+        yield stub
+
+
+def test_an_endpoint_repairs_on_feedback_scored_on_hidden_tests_and_sees_none(cli, repairer, tmp_path):
+    out = tmp_path / "out"
+    code, stdout, err = cli("eval", "--endpoint", repairer.url, "--endpoint-model", "m", "--dataset", "held-out",
+                            "--turns", "2", "--output-dir", out, "--workers", "2")  # fmt: skip
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    thirds = [sum(i % 3 == r for i in range(len(HELD_OUT))) for r in range(3)]
+    first, second = report["turns"]["by_turn"]
+    assert first["pass@1"] == pytest.approx(thirds[0] / len(HELD_OUT), abs=1e-4)
+    assert second["pass@1"] == pytest.approx((thirds[0] + thirds[1]) / len(HELD_OUT), abs=1e-4)
+    assert second["repaired"] == pytest.approx(thirds[1] / (thirds[1] + thirds[2]), abs=1e-4)  # a wrong repair stays
+    assert report["turns"]["turn_1_failures"] == thirds[1] + thirds[2]
+    assert report["pass_at_k"]["pass@1"] == pytest.approx(second["pass@1"], abs=1e-4)  # the final program's
+    assert report["settings"]["turns"] == 2 and report["settings"]["feedback"]["max_failures"] == 2
+    assert "turn-1 failures repaired" in stdout
+    # right at once: one request (the public tests passed, so it stopped); the others two, the second after feedback
+    assert len(repairer.received) == len(HELD_OUT) + thirds[1] + thirds[2]
+    for record in _records(out):
+        i, task = next((j, t) for j, t in enumerate(HELD_OUT) if t.id == record["task_id"])
+        turns = record["turns"]
+        assert len(turns) == (1 if i % 3 == 0 else 2)
+        assert record["tests_total"] == len(task.tests) - 1  # scored on the hidden tests alone
+        assert [t["passed"] for t in turns] == [_plan(i, t["turn"]) == "right" for t in turns]
+        if i % 3:
+            assert turns[0]["public_passed"] is False and turns[0]["feedback"].startswith("Your program failed 1 of")
+    # every message the model was sent: the public test shown, nothing of a hidden one
+    for request in repairer.received:
+        messages = request.body["messages"]
+        i, task = BY_PROMPT[messages[1]["content"]]
+        if len(messages) == 2:
+            continue
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+        assert messages[2]["content"] == WRONG
+        feedback = messages[3]["content"]
+        checks = plan_test(task.tests[0]).checks
+        public = checks[0].expr if checks else task.tests[0].strip()[:100]
+        assert public in feedback and "\nError: " in feedback, (public, feedback)
+        for mark in _hidden_marks(task):
+            assert mark not in feedback, (task.id, mark)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--api", "completions"], "--turns: the feedback is a chat message; it needs --api chat"),
+        (["--turns", "0"], "--turns"),
+    ],
+)
+def test_turns_that_cannot_run_are_refused_in_one_line(cli, extra, message, tmp_path):
+    code, _, err = cli("eval", "--endpoint", "http://127.0.0.1:9/v1", "--endpoint-model", "m", "--dataset",
+                       "held-out", "--turns", "2", *extra, "--output-dir", tmp_path / "o")  # fmt: skip
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_turns_with_given_samples_or_a_file_without_hidden_tests_are_refused(cli, tmp_path):
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(json.dumps({"task_id": HELD_OUT[0].id, "solution": "x = 1"}) + "\n")
+    code, _, err = cli("eval", "--samples", samples, "--dataset", "held-out", "--turns", "2")
+    assert code == 2 and "--turns: generates each turn from the feedback; not with --samples" in err
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({"id": "a", "prompt": "p", "tests": ["assert f() == 1"]}) + "\n")
+    code, _, err = cli("eval", "--endpoint", "http://127.0.0.1:9/v1", "--endpoint-model", "m", "--dataset", one,
+                       "--turns", "2", "--output-dir", tmp_path / "o")  # fmt: skip
+    assert code == 2 and "no task of" in err and "has a hidden test" in err, err
+
+
+def test_the_tiny_model_answers_its_own_conversation_at_turn_two(cli, tiny_model_dir, tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t.to_json()) + "\n" for t in HELD_OUT[:3]))
+    out = tmp_path / "out"
+    code, _, err = cli("eval", "--model", tiny_model_dir, "--dataset", tasks, "--turns", "2", "-n", "2",
+                       "--max-new-tokens", "8", "--output-dir", out, "--workers", "2")  # fmt: skip
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    assert [row["turn"] for row in report["turns"]["by_turn"]] == [1, 2]
+    assert report["turns"]["samples"] == 6
+    records = _records(out)
+    assert len(records) == 6 and all(r["turns"][0]["feedback"] for r in records)  # no code: told so, and again
+    assert all(len(r["turns"]) == 2 and r["turns"][1]["completion"] is not None for r in records)
+    # the second turn drew new text from the conversation (its own seed), not the first answer again
+    assert any(r["turns"][0]["completion"] != r["turns"][1]["completion"] for r in records)
+
+
+class RepairingPolicy:
+    """The held-out evaluation's sampler, scripted: turn 1 right for every other task, noise otherwise; given a
+    conversation (turn 2), the right answer; it keeps the conversations it saw."""
+
+    mode = "answer"
+    chunk = 4
+
+    def __init__(self):
+        self.conversations: list[list[dict]] = []
+
+    def sample(self, items, conversations=None):
+        if conversations is not None:
+            self.conversations += conversations
+            return [Generated(_right(p.task)) for p, _ in items]
+        return [Generated(_right(p.task) if HELD_OUT.index(p.task) % 2 == 0 else "no code") for p, _ in items]
+
+
+class OneRank:
+    main = True
+
+    def split(self, items):
+        return items, len(items)
+
+    def gather(self, obj):
+        return [obj]
+
+    def broadcast(self, obj):
+        return obj
+
+
+def test_the_held_out_evaluation_during_grpo_reports_each_turn():
+    cfg = load_config(None, ["model.name_or_path=tiny", "eval.every_steps=2", "eval.max_tasks=6", "eval.turns=2"])
+    sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": None, "repetition_penalty": 1.0}
+    evaluator = build_heldout(cfg, sampling=sampling, max_completion_length=64, ranks=OneRank(), metrics=None,
+                              rubric=build_rubric(cfg.rewards, cfg.sandbox))  # fmt: skip
+    policy = RepairingPolicy()
+    record = evaluator.evaluate(policy, step=2)
+    first, second = record["turns"]["by_turn"]
+    even = sum(HELD_OUT.index(p.task) % 2 == 0 for p in evaluator.problems)
+    assert first["pass@1"] == pytest.approx(even / 6, abs=1e-4) and second["pass@1"] == 1.0
+    assert second["repaired"] == 1.0 and record["pass_at_k"]["1"]["value"] == 1.0
+    keys = evaluator.logger_keys(record)
+    assert keys["eval/turn_1/pass@1"] == first["pass@1"] and keys["eval/turn_2/repaired"] == 1.0
+    assert len(policy.conversations) == 4 * (6 - even)  # eval.samples 4, the failures' only
+    for conversation in policy.conversations:
+        assert conversation[-2] == {"role": "assistant", "content": "no code"}
+        assert conversation[-1]["content"].startswith("Your answer held no Python code to run.")
+
+
+class RecordingSource:
+    """A rollout-seam sampler that answers each prompt with its last message and records the prompts and settings."""
+
+    def __init__(self):
+        self.calls: list[tuple[list, object]] = []
+
+    def sample(self, prompts, sampling):
+        from azr.rollouts import ScoredGroup
+
+        self.calls.append((prompts, sampling))
+        return [
+            ScoredGroup.sampled(
+                p.task_id, [1], [[2]] * sampling.n, [str(p.messages[-1]["content"])] * sampling.n, version=5
+            )
+            for p in prompts
+        ]
+
+
+def test_the_run_samplers_sample_each_conversation_once_with_a_seed_of_its_turn():
+    from azr.data import Problem
+    from azr.evaluation.measure import Sampling
+    from azr.evaluation.samplers import ModelSampler, ServedSampler
+
+    items = [(Problem(HELD_OUT[0]), 0), (Problem(HELD_OUT[1]), 1)]
+    chats = [[{"role": "user", "content": f"task {i}"}, {"role": "assistant", "content": "a"},
+              {"role": "user", "content": f"feedback {i}"}] for i in range(2)]  # fmt: skip
+    served = RecordingSource()
+    out = ServedSampler(served, Sampling(n=4, max_new_tokens=8)).sample(items, chats)
+    assert [g.text for g in out] == ["feedback 0", "feedback 1"] and {g.version for g in out} == {5}
+    ((prompts, sampling),) = served.calls
+    assert sampling.n == 1 and [p.messages for p in prompts] == chats
+    local = RecordingSource()
+    model = ModelSampler(local, Sampling(n=4, max_new_tokens=8, seed=3))
+    assert [g.text for g in model.sample(items, chats)] == ["feedback 0", "feedback 1"]
+    model.sample(items)
+    (_, second), (_, first) = local.calls
+    assert second.n == first.n == 1 and second.seed != first.seed  # turn 2 draws from a seed of its own
