@@ -6,7 +6,7 @@ transformers or trl at import.
 """
 
 from azr.envs.code import CodeEnvironment
-from azr.envs.feedback import PUBLIC, FeedbackEnvironment, hidden_task
+from azr.envs.feedback import PUBLIC, FeedbackEnvironment
 from azr.envs.gen import build_policy, episode_seed, gen_settings, gen_tasks, local_model, run_gen, vllm_tool_args
 from azr.envs.scoring import score_answers, task_columns
 from azr.envs.task import TaskPrompt
@@ -24,7 +24,6 @@ __all__ = [
     "final_answer",
     "gen_settings",
     "gen_tasks",
-    "hidden_task",
     "local_model",
     "run_gen",
     "score_answers",

@@ -3,7 +3,14 @@ functions and their REWARDS table. The face of the rewards package; it imports n
 """
 
 from azr.rewards.batches import OutcomeCache
-from azr.rewards.feedback import hidden_task, public_feedback, public_feedback_many, public_task, render_feedback
+from azr.rewards.feedback import (
+    NO_CODE,
+    hidden_task,
+    public_feedback,
+    public_feedback_many,
+    public_task,
+    render_feedback,
+)
 from azr.rewards.functions import (
     EPISODE_TURNS,
     PUBLIC_FIRST,
@@ -36,6 +43,7 @@ from azr.rewards.verdicts import TestOutcome
 
 __all__ = [
     "EPISODE_TURNS",
+    "NO_CODE",
     "PUBLIC_FIRST",
     "PUBLIC_LAST",
     "REWARDS",

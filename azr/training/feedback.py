@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from azr.alarms import Alarm
 from azr.config import FeedbackConfig
 from azr.data import Task
-from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, hidden_task
+from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt
 from azr.prompts import parse_answer, reference_answer
-from azr.rewards import EPISODE_TURNS, PUBLIC_FIRST, PUBLIC_LAST, CodeGrader, Rubric, grade_many
+from azr.rewards import EPISODE_TURNS, PUBLIC_FIRST, PUBLIC_LAST, CodeGrader, Rubric, grade_many, hidden_task
 from azr.rollouts import ENV, POLICY, Episode, Limits, ScoredBatch, Turn, start_groups
 from azr.training.trl_private import TrainerBatches
 
@@ -229,7 +229,7 @@ def measure_episodes(
     grader = rubric.grader
     if grader is None:
         raise ValueError("measure_episodes: the rubric was only checked; build it with a sandbox to score")
-    kept = [t for t in tasks if t.split_tests()[1]]
+    kept = [t for t in tasks if hidden_task(t) is not None]
     env = FeedbackEnvironment(grader, feedback, rubric)
     groups = run_groups(
         env,
@@ -249,7 +249,7 @@ def measure_episodes(
         "reward": sum(e.reward for e in graded) / len(graded) if graded else None,  # type: ignore[misc]
         "tasks_solved": len({e.task_id for e, s in zip(episodes, statuses, strict=True) if s == "passed"}),
     }
-    hidden = {t.id: hidden_task(t) for t in kept}
+    hidden = {t.id: hidden_task(t) for t in kept}  # type: ignore[misc]
     passed: list[list[bool | None]] = [[] for _ in episodes]
     for k in range(feedback.max_turns):
         texts = [e.policy_turns[min(k, len(e.policy_turns) - 1)].text for e in episodes]
