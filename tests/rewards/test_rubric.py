@@ -68,3 +68,21 @@ def test_grpo_trains_with_the_blended_rubric_when_self_play_is_on():
     assert trained_rubric(cfg, rubric).weights == pytest.approx((*(0.75 * w for w in rubric.weights), 0.25))
     off = load_config(None, ["model.name_or_path=tiny"])
     assert trained_rubric(off, rubric) is rubric
+
+
+def test_feedback_shaping_adds_the_episode_reward_once_at_weight_one():
+    base = ["model.name_or_path=tiny", "rollouts.env=feedback"]
+    plain = load_config(None, base)
+    assert trained_rubric(plain, build_rubric(plain.rewards)).names == ["tests_reward", "format_reward"]
+    cfg = load_config(None, [*base, "feedback.turn_penalty=0.1", "feedback.improvement_bonus=0.5"])
+    trained = trained_rubric(cfg, build_rubric(cfg.rewards))
+    assert trained.names[-1] == "episode_reward" and trained.weights[-1] == 1.0
+    episode = trained.funcs[-1]
+    columns = {
+        "feedback_turns": [1, 2, 3],
+        "feedback_public_first": [0.0, 0.5, 1.0],
+        "feedback_public_last": [0.0, 1.0, 0.5],
+    }
+    # one answer: nothing; a repair: -0.1 for the second answer, +0.5 x 0.5 for the rise; a fall earns no bonus
+    assert episode(completions=[None] * 3, **columns) == pytest.approx([0.0, -0.1 + 0.25, -0.2])
+    assert episode(completions=[None]) == [0.0]  # not a feedback row
