@@ -87,11 +87,23 @@ class FeedbackRollout:
 
     # ---------------------------------------------------------------------------------------- the observer
     def observe(self, batch: ScoredBatch) -> None:
-        """Per-turn pass rates on the hidden tests (the final answer's verdict came with the batch; earlier turns'
-        programs are graded here, in the run's pool), repairs, and the public-overfit alarm."""
+        """Turns, feedback tokens and the public pass rate by turn of every episode; with the hidden tests' verdicts
+        (the `tests` reward's, which came with the batch, for the final answer; earlier turns' programs graded here,
+        in the run's pool) the pass rate by turn, repairs and the public-overfit alarm."""
         rows = batch.inputs
-        if not rows or EPISODE not in rows[0] or len(batch.details) != len(rows):
+        if not rows or EPISODE not in rows[0]:
             return
+        for row in rows:
+            turns = row[EPISODE]
+            self.stats["turns"].append(len(turns))
+            self.stats["feedback_tokens"].append(sum(t.get("feedback_tokens", 0) for t in turns))
+            for k in range(1, self.feedback.max_turns + 1):
+                self.stats[f"public_pass_turn{k}"].append(float(bool(turns[min(k, len(turns)) - 1]["public_passed"])))
+        if len(batch.details) == len(rows):
+            self._hidden(batch)
+
+    def _hidden(self, batch: ScoredBatch) -> None:
+        rows = batch.inputs
         started = time.perf_counter()
         earlier: list[tuple[int, int, Task, str]] = []  # (row, turn, hidden task, code) of answers before the last
         passed: list[list[bool | None]] = []
@@ -110,12 +122,9 @@ class FeedbackRollout:
         self.seconds["sandbox"] += time.perf_counter() - started
         for i, row in enumerate(rows):
             turns, verdicts = row[EPISODE], passed[i]
-            self.stats["turns"].append(len(turns))
-            self.stats["feedback_tokens"].append(sum(t.get("feedback_tokens", 0) for t in turns))
             for k in range(1, self.feedback.max_turns + 1):
                 standing = verdicts[min(k, len(verdicts)) - 1]  # an episode that stopped keeps its last program
                 self.stats[f"pass_turn{k}"].append(float(bool(standing)))
-                self.stats[f"public_pass_turn{k}"].append(float(bool(turns[min(k, len(turns)) - 1]["public_passed"])))
                 if k > 1 and not verdicts[0]:
                     self.stats[f"repaired_turn{k}"].append(float(bool(standing)))
             if turns[-1]["public_passed"] and not verdicts[-1] and batch.details[i].get("status") != "error":
