@@ -10,13 +10,16 @@ being trained by more than N (which the order of the queue rules out, but a stal
 and sampled again now. TRL's round then takes the completions through its public `rollout_func` (this object is
 one), rewards them, computes the advantages and weighs each token by its importance ratio against the sampler's log-
 probabilities (TRL's `vllm_importance_sampling_*` correction). Nothing in flight is saved: a resumed run samples
-afresh, and no sample is trained twice.
+afresh, and no sample is trained twice. Each batch is sampled under a seed of its own (`batch_seed`: the run's seed,
+the version it is queued at, its place among that version's batches), so what a batch draws never depends on what
+else the engine was doing meanwhile: a run samples the same completions however its timing falls.
 
 Owns the queue, the producer and the `async/*` metrics; not the rewards, not the weights' transfer.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import threading
@@ -37,8 +40,11 @@ class VersionedEngine(Protocol):
     @property
     def latest_version(self) -> int: ...
 
-    def sample_latest(self, prompt_ids: list[list[int]], n: int) -> tuple[int, list[list[int]], list[list[float]]]:
-        """`n` completions per prompt from the newest version: (version, token ids, per-token logprobs)."""
+    def sample_latest(
+        self, prompt_ids: list[list[int]], n: int, seed: int | None = None
+    ) -> tuple[int, list[list[int]], list[list[float]]]:
+        """`n` completions per prompt from the newest version: (version, token ids, per-token logprobs); with `seed`,
+        drawn from that seed alone (completion i of a prompt from `seed + i`, as vLLM seeds a request's `n`)."""
         ...
 
 
@@ -46,6 +52,7 @@ class VersionedEngine(Protocol):
 class _Batch:
     rows: list[Row]
     prompt_ids: list[list[int]]  # one per group
+    seed: int | None = None
     done: threading.Event = field(default_factory=threading.Event)
     version: int = -1
     completion_ids: list[list[int]] = field(default_factory=list)
@@ -76,7 +83,8 @@ class Sampled:
 
 class AsyncRollouts:
     """The pipeline of one training run. `tokenize` turns a list of prompts into token ids (the trainer's own);
-    call `start()` once the engine serves a version, and `close()` however training ends."""
+    `seed` (the run's) seeds each batch's sampling (None: the engine's own randomness, which depends on what else
+    it ran); call `start()` once the engine serves a version, and `close()` however training ends."""
 
     def __init__(
         self,
@@ -85,12 +93,15 @@ class AsyncRollouts:
         max_staleness: int,
         group_size: int,
         every: int = 1,
+        seed: int | None = None,
     ):
         if max_staleness < every:
             raise ValueError(f"AsyncRollouts: max_staleness {max_staleness} is below the {every} steps per generation")
         self.engine, self.tokenize, self.max_staleness, self.size = engine, tokenize, max_staleness, group_size
         # Generation batches in flight: a batch sampled d generations ahead is up to d x `every` versions old.
         self.depth = max_staleness // every
+        self.seed = seed
+        self._queued_at: Counter[int] = Counter()  # batches queued at each version (each gets a seed of its own)
         self._queue: deque[_Batch] = deque()  # handed in, not yet trained, oldest first
         self._todo: deque[_Batch] = deque()  # of which not yet sampled
         self._wake = threading.Condition()
@@ -138,7 +149,9 @@ class AsyncRollouts:
     def _sample(self, batch: _Batch) -> None:
         started = time.perf_counter()
         try:
-            batch.version, batch.completion_ids, batch.logprobs = self.engine.sample_latest(batch.prompt_ids, self.size)
+            batch.version, batch.completion_ids, batch.logprobs = self.engine.sample_latest(
+                batch.prompt_ids, self.size, batch.seed
+            )
         except BaseException as exc:  # handed to the trainer, which raises it
             batch.error = exc
         batch.seconds = time.perf_counter() - started
@@ -154,7 +167,7 @@ class AsyncRollouts:
             raise ValueError(f"sampling.max_staleness: {len(rows)} rows are not whole groups of {self.size}")
         self.start()
         for _ in range(self.depth + 1 if not self._queue else 1):
-            self._put(rows)
+            self._put(rows, version_now)
         batch = self._queue.popleft()
         waited = time.perf_counter()
         batch.done.wait()
@@ -165,7 +178,7 @@ class AsyncRollouts:
             log.warning("async: a batch of version %d is too stale at %d; sampled again", batch.version, version_now)
             self.dropped += len(batch.rows)
             self._window["dropped"] += len(batch.rows)
-            fresh = _Batch(batch.rows, batch.prompt_ids)
+            fresh = _Batch(batch.rows, batch.prompt_ids, self._next_seed(version_now))
             self._sample(fresh)
             self._seconds["wait"] += fresh.seconds
             if fresh.error is not None:
@@ -187,13 +200,19 @@ class AsyncRollouts:
         self._ready = part
         return part.tagged()
 
-    def _put(self, rows: list[Row]) -> None:
+    def _put(self, rows: list[Row], version_now: int) -> None:
         prompts = [row["prompt"] for row in rows[:: self.size]]
-        batch = _Batch([dict(r) for r in rows], self.tokenize(prompts))
+        batch = _Batch([dict(r) for r in rows], self.tokenize(prompts), self._next_seed(version_now))
         self._queue.append(batch)
         with self._wake:
             self._todo.append(batch)
             self._wake.notify()
+
+    def _next_seed(self, version_now: int) -> int | None:
+        if self.seed is None:
+            return None
+        self._queued_at[version_now] += 1
+        return batch_seed(self.seed, version_now, self._queued_at[version_now] - 1)
 
     def __call__(self, prompts: list[object], trainer: object) -> dict[str, list[object]]:
         """TRL's `rollout_func`: the completions of the batch `swap` returned last (whose rows' prompts are
@@ -245,6 +264,14 @@ class AsyncRollouts:
         if w["ratios"]:
             out["async/importance_outside_band_share"] = round(w["outside"] / w["ratios"], 4)
         return out
+
+
+def batch_seed(seed: int, version: int, index: int) -> int:
+    """The sampling seed of the `index`-th batch queued while the trainer is at `version`, in a run seeded `seed`: a
+    hash, so that the seeds vLLM derives for a batch's completions (`+ i`) never meet another batch's; below 2**48,
+    well inside vLLM's int64 seeds."""
+    digest = hashlib.sha256(f"{seed}:{version}:{index}".encode()).digest()
+    return int.from_bytes(digest[:6], "big")
 
 
 def outside_band(group: ScoredGroup, mode: str, low: float | None, high: float | None) -> tuple[int, int]:

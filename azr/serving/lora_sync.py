@@ -119,16 +119,21 @@ class LoraSync:
     def latest_version(self) -> int:
         return max(self.versions) if self.versions else -1
 
-    def sample_latest(self, prompt_ids: list[list[int]], n: int) -> tuple[int, list[list[int]], list[list[float]]]:
+    def sample_latest(
+        self, prompt_ids: list[list[int]], n: int, seed: int | None = None
+    ) -> tuple[int, list[list[int]], list[list[float]]]:
         """`n` completions of each prompt from the newest version served (asynchronous GRPO's producer): that
-        version, the completions' token ids, and each token's processed logprob, prompt-major."""
+        version, the completions' token ids, and each token's processed logprob, prompt-major. With `seed`, the
+        request's own seed (vLLM seeds completion i with `seed + i`), so the draw does not depend on the server's
+        shared random stream, which every other request and the batching of the moment advance."""
         with self._lock:
             version = self.latest_version
             if version < 0:
                 raise VllmServerError("adapter mode: sample_latest() before the first sync_weights()")
             self._in_use[version] += 1
         try:
-            ids, logprobs, _ = self.complete(prompt_ids, n, name=self.versions[version], sampling=self._train_sampling)
+            sampling = self._train_sampling if seed is None else {**self._train_sampling, "seed": seed}
+            ids, logprobs, _ = self.complete(prompt_ids, n, name=self.versions[version], sampling=sampling)
         finally:
             with self._lock:
                 self._in_use[version] -= 1

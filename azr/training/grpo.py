@@ -117,7 +117,7 @@ def asynchronous(trainer: AZRGRPOTrainer, backend: LoraSync, max_staleness: int)
     from azr.config import steps_per_generation
 
     every = steps_per_generation(trainer.args)  # optimizer steps between two generations
-    pipeline = AsyncRollouts(backend, view.tokenize, max_staleness, view.group_size, every)
+    pipeline = AsyncRollouts(backend, view.tokenize, max_staleness, view.group_size, every, seed=trainer.args.seed)
     view.use_rollouts(pipeline)
     return pipeline
 

@@ -407,7 +407,7 @@ class ServedEngine:
     def latest_version(self):
         return self.trainer.served
 
-    def sample_latest(self, prompt_ids, n):
+    def sample_latest(self, prompt_ids, n, seed=None):
         rows = len(prompt_ids) * n
         return self.trainer.served, [[5]] * rows, [[0.0]] * rows
 

@@ -3,6 +3,7 @@ says which version drew it, and generation takes time, so overlap with "training
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -27,7 +28,7 @@ class _Engine:
     def latest_version(self) -> int:
         return self.version
 
-    def sample_latest(self, prompt_ids, n):
+    def sample_latest(self, prompt_ids, n, seed=None):
         self.gate.wait()
         version = self.version
         time.sleep(self.seconds)
@@ -75,7 +76,7 @@ def test_the_batches_in_flight_are_sampled_side_by_side_as_many_as_the_bound_all
     engine, lock, now, most = _Engine(0.2), threading.Lock(), [0], [0]
     sample = engine.sample_latest
 
-    def counted(prompt_ids, n):
+    def counted(prompt_ids, n, seed=None):
         with lock:
             now[0] += 1
             most[0] = max(most[0], now[0])
@@ -122,6 +123,45 @@ def test_with_two_steps_per_generation_one_batch_is_in_flight_and_two_versions_o
         AsyncRollouts(engine, _tokenize, 1, G, every=2)
 
 
+class _SeededEngine(_Engine):
+    """Records the seed each batch is sampled with, by the batch's first prompt id."""
+
+    def __init__(self):
+        super().__init__(0.0)
+        self.seeds: list[tuple[int, int | None]] = []
+
+    def sample_latest(self, prompt_ids, n, seed=None):
+        self.seeds.append((prompt_ids[0][0], seed))
+        return super().sample_latest(prompt_ids, n)
+
+
+def _seeds(seed, generations: int = 5) -> list[tuple[int, int | None]]:
+    """The (first prompt id, seed) of each batch trained in `generations` generations two steps apart (one
+    producer, one batch in flight, as the demo's recipe runs)."""
+    engine = _SeededEngine()
+    pipeline = AsyncRollouts(engine, _tokenize, 2, G, every=2, seed=seed)
+    try:
+        for generation in range(generations):
+            pipeline.swap(_rows(generation + 1), 2 * generation)
+    finally:
+        pipeline.close()
+    return engine.seeds[:generations]  # the one sampled ahead when the run stops may or may not have been drawn
+
+
+def test_each_batch_is_sampled_under_a_seed_of_its_own_that_a_rerun_repeats():
+    """What a batch draws must not depend on what else the engine served meanwhile (the async demo's samples once
+    changed with the machine's load): each batch carries its own seed, a function of the run's seed and its place."""
+    first = _seeds(0)
+    assert len(first) >= 5 and all(seed is not None for _, seed in first)
+    assert len({seed for _, seed in first}) == len(first)  # the first rows, queued twice, draw two ways
+    # completion i of a batch is seeded seed + i by vLLM: the batches' ranges never meet
+    starts = sorted(seed for _, seed in first)
+    assert all(b - a >= G for a, b in itertools.pairwise(starts))
+    assert _seeds(0) == first  # the same run, the same seeds, whatever the timing
+    assert [s for _, s in _seeds(1)] != [s for _, s in first]  # another run seed, other draws
+    assert {seed for _, seed in _seeds(None)} == {None}  # unseeded: the engine's own randomness
+
+
 def test_a_batch_staler_than_the_bound_is_dropped_counted_and_sampled_again():
     engine = _Engine(0.0)
     pipeline = AsyncRollouts(engine, _tokenize, 1, G)
@@ -147,7 +187,7 @@ def test_a_round_for_other_prompts_is_refused_and_the_producer_error_reaches_the
         pipeline.close()
 
     class Broken(_Engine):
-        def sample_latest(self, prompt_ids, n):
+        def sample_latest(self, prompt_ids, n, seed=None):
             raise OSError("server gone")
 
     pipeline = AsyncRollouts(Broken(), _tokenize, 1, G)

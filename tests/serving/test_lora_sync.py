@@ -249,6 +249,35 @@ def test_versioned_serving_samples_each_version_from_its_own_weights_and_unloads
     assert "policy-v1" not in served_names(server)
 
 
+def test_a_seeded_sample_is_the_same_whatever_the_server_drew_in_between(server, tiny_model_dir, tmp_path):
+    """Asynchronous GRPO's batches are drawn under seeds of their own (`azr.rollouts.pipeline.batch_seed`): the same
+    seed gives the same completions though another request advanced the server's shared random stream in between,
+    so a run's samples do not depend on its timing; a prompt's `n` completions still differ from each other."""
+    backend = LoraSync(
+        server,
+        tmp_path / "adapters",
+        model=peft_policy(tiny_model_dir, seed=6),
+        accelerator=None,
+        sampling={"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 12},
+        step=lambda: 0,
+        timeout_s=300,
+    )
+    backend.serve_versions()
+    backend.sync_weights()
+    try:
+        _, first, first_logprobs = backend.sample_latest(PROMPTS, 4, seed=1234)
+        backend.sample_latest(PROMPTS, 3)  # unseeded: drawn from the server's shared stream
+        _, again, again_logprobs = backend.sample_latest(PROMPTS, 4, seed=1234)
+        _, other, _ = backend.sample_latest(PROMPTS, 4, seed=99)
+    finally:
+        backend.close()
+    assert again == first
+    pairs = zip(first_logprobs, again_logprobs, strict=True)
+    assert max(abs(a - b) for x, y in pairs for a, b in zip(x, y, strict=True)) < 1e-5
+    assert len({tuple(c) for c in first[:4]}) > 1  # completion i is seeded seed + i
+    assert other != first
+
+
 def test_a_server_that_dies_mid_run_stops_the_backend_with_its_log_tail(server, sync):
     """Runs last: it kills the module's server, as an OOM killer would."""
     os.killpg(server.pid, signal.SIGKILL)

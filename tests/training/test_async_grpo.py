@@ -42,7 +42,7 @@ class VersionedEngine:
     def latest_version(self):
         return max(self.snapshots)
 
-    def sample_latest(self, prompt_ids, n):
+    def sample_latest(self, prompt_ids, n, seed=None):
         import torch
 
         with self.lock:
