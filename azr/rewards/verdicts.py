@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from azr.data import decode_case
 from azr.inputs import load_json
 from azr.rewards.plans import TestPlan
 from azr.rewards.stdio import judge_output, ran_cleanly
@@ -58,8 +57,9 @@ def read_verdicts(
     report: str, nonce: str, plans: Sequence[TestPlan], outputs: dict[int, str] | None = None
 ) -> list[str | None]:
     """Per test: None when it passed, else why not. Lines without the nonce are ignored; a test with more than
-    one verdict fails (something other than the harness wrote one). With `outputs`, a stdin/stdout case that has a
-    checker and ran cleanly gets `CHECKER_PENDING`, and its output goes into `outputs` for the checker's run."""
+    one verdict fails (something other than the harness wrote one). With `outputs` (a task with a checker), a
+    stdin/stdout case that ran cleanly gets `CHECKER_PENDING`, and its output goes into `outputs` for the checker's
+    run."""
     seen, load_error, twins = report_lines(report, nonce, len(plans))
     twinned = any(plan.twin for plan in plans)  # then the harness ran a twin, and its separator must be there
     verdicts: list[str | None] = []
@@ -84,8 +84,7 @@ def read_verdicts(
                     verdicts.append(payload)
                     continue
             verdicts.append(_judge(plan, kind, payload))
-            case = decode_case(plan.source) if plan.kind == "stdio" else None
-            if case is not None and case.checker is not None and outputs is not None and kind == "stdout":
+            if plan.stdio is not None and outputs is not None and kind == "stdout":
                 why = ran_cleanly(payload)
                 verdicts[-1] = why or CHECKER_PENDING
                 if why is None:
@@ -124,7 +123,7 @@ def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
             return f"skipped ({str(payload)[:300]}): a skipped test is not a pass"
         return _judge_statement(plan, payload) if kind == "ok" else f"unexpected verdict {kind!r}"
     if plan.kind == "stdio":
-        case = decode_case(plan.source)
+        case = plan.stdio
         return judge_output(case, payload) if kind == "stdout" and case else f"unexpected verdict {kind!r}"
     if plan.kind == "statement":
         return _judge_statement(plan, payload) if kind == "ok" else f"unexpected verdict {kind!r}"

@@ -185,13 +185,7 @@ class _Collector:
     def _grade(self, task: Task, episode: Episode) -> tuple[dict[str, Any], dict[str, float | None]]:
         if episode.finish_reason == "error":
             return {"status": "not_graded", "passed": False, "reason": "the episode failed"}, {}
-        columns = {
-            "tests": [task.tests],
-            "setup": [task.setup],
-            "task_id": [task.id],
-            "timeout_s": [task.timeout_s],
-            "memory_mb": [task.memory_mb],
-        }
+        columns = {key: [value] for key, value in task.grading_columns().items()} | {"task_id": [task.id]}
         outcome = self.grader.outcomes([episode.answer], columns)[0]
         details = outcome.details()
         values = [f(prompts=[None], completions=[episode.answer], **columns)[0] for f in self.rubric.funcs]

@@ -152,10 +152,8 @@ def grpo_rows(tasks: list[Task]) -> list[dict[str, Any]]:
         {
             "prompt": chat_messages(t.prompt),
             "task_id": t.id,
-            "tests": t.tests,
+            **t.grading_columns(),
             "setup": t.setup or "",
-            "timeout_s": t.timeout_s,
-            "memory_mb": t.memory_mb,
             "hint": "",
             "source": "data",
         }

