@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from azr.audit import check_answers, hardened_cases
-from azr.data import StdioCase, Task
+from azr.data import AssertTest, StdioCase, Task
 from azr.sandbox import Limits, open_pool
 
 REFERENCE = "def f(x):\n    return x * 2\n"
@@ -38,7 +38,7 @@ def pool():
 def test_only_weak_tasks_keep_only_the_cases_their_own_tests_lack():
     cases = hardened_cases([WEAK, STRONG, IO_WEAK], HARDENED, RECORDS, 1.0)
     assert sorted(cases) == ["io", "weak"]  # strong: kill rate 1.0 is not under 1.0
-    assert cases["weak"].tests == ["assert f(3) == 6"]
+    assert cases["weak"].tests == [AssertTest("assert f(3) == 6")]
     assert cases["io"].tests == [StdioCase("7\n", "14")] and cases["io"].stdio
     assert sorted(hardened_cases([WEAK, STRONG, IO_WEAK], HARDENED, RECORDS, 0.3)) == ["weak"]
 
