@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from azr.config import SandboxConfig
-from azr.data import StdioCase, Task, encode, module_tests
+from azr.data import AssertTest, StdioCase, Task, encode, module_tests
 from azr.rewards.harness import build_checker_program, build_program, harness_preload, preloads_harness
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
@@ -313,7 +313,7 @@ def run_program(code: str, tests: Sequence[str], cfg: SandboxConfig) -> dict[str
     settings = (cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg))
     with open_pool(*settings, packages=tuple(cfg.packages)) as pool:
         if tests:
-            g = grade(Task("cli", "", list(tests)), code, pool, limits)
+            g = grade(Task("cli", "", [AssertTest(t) for t in tests]), code, pool, limits)
             status = "ok" if g.passed else g.status
             fields = (g.passed, g.tests_passed, g.tests_total, g.stdout, g.stderr, g.duration_s, g.backend)
         else:
