@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from azr.data.codec import decode, encode_all, is_encoded, row_form
+from azr.data.codec import decode, encode_all, is_encoded
 from azr.data.formats import Oracle, prepared_rows
 from azr.data.formats.common import io_lists, parsed, unfenced
 from azr.data.iotests import (
@@ -86,7 +86,7 @@ class Task:
         row = {k: list(v) if isinstance(v, list) else v for k, v in fields.items() if v is not None and v != []}
         shown: list[Any] = []
         for test in self.tests:
-            item = row_form(test)
+            item = test.row()
             if isinstance(item, dict) and shown and item == shown[-1] and _is_module(item):
                 continue  # a module's tests after its first: the module is shown once
             shown.append(item)

@@ -223,7 +223,8 @@ PLANNERS: dict[str, Callable[[Any, float | None, float | None], TestPlan]] = {  
     "assert": _plan_assert,
     "call": _plan_call,
     "stdio": _plan_stdio,
-    "module": _plan_module,
+    "pytest": _plan_module,
+    "unittest": _plan_module,
 }
 
 

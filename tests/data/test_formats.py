@@ -9,7 +9,6 @@ import logging
 import pytest
 
 from azr.data import AssertTest, StdioCase, load_tasks
-from azr.data.codec import row_form
 from azr.data.formats.common import HARNESS_PRELUDE
 from azr.errors import DataError
 
@@ -98,7 +97,7 @@ def test_apps_call_rows_become_calls_of_fn_name(tmp_path):
     }
     (task,) = load_tasks(write_jsonl(tmp_path / "apps.jsonl", [row]), format="apps")
     assert task.entry_point == "Solution.add"
-    assert [row_form(t) for t in task.tests] == [
+    assert [t.row() for t in task.tests] == [
         {"args": [1, 2], "output": 3},
         {"args": [[1], "a"], "output": "x"},
     ]
@@ -114,7 +113,7 @@ def test_plain_input_output_lists_and_call_cases_need_no_format(tmp_path):
     path = write_jsonl(tmp_path / "t.jsonl", rows[:2])
     io, call = load_tasks(path, float_tol=1e-6)
     assert io.tests[0] == StdioCase("1", "1", "tokens", 1e-6)
-    assert [row_form(t) for t in call.tests] == [{"args": [1, [2]], "output": {"a": None}}]
+    assert [t.row() for t in call.tests] == [{"args": [1, [2]], "output": {"a": None}}]
     (mapped,) = load_tasks(
         write_jsonl(tmp_path / "m.jsonl", rows[2:]), {"id": "id", "prompt": "prompt", "tests": "cases"}
     )

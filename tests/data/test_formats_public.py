@@ -14,7 +14,6 @@ import pytest
 
 from azr.config import SandboxConfig
 from azr.data import AssertTest, load_tasks, task_from_row
-from azr.data.codec import row_form
 from azr.data.formats import read_checker
 from azr.errors import DataError
 from azr.rewards import grade
@@ -50,7 +49,7 @@ LCB_SOLUTION = (
 def test_livecodebench_functional_rows_call_the_solution_method_with_its_imports(tmp_path):
     (task,) = load_tasks(write_jsonl(tmp_path / "lcb.jsonl", [LCB_CALL]), format="livecodebench")
     assert task.entry_point == "Solution.pairSum" and task.id == "3001"
-    assert [row_form(t)["args"] for t in task.tests] == [[[1, 2, 3], 5], [[4, 4], 8]]
+    assert [t.row()["args"] for t in task.tests] == [[[1, 2, 3], 5], [[4, 4], 8]]
     assert TWO_SUM.strip() in task.prompt
     assert grade(task, LCB_SOLUTION).passed  # a tuple returned equals the JSON list expected
     assert not grade(task, LCB_SOLUTION.replace("k - x", "k + x")).passed
@@ -197,7 +196,7 @@ def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
     rows[0]["gold_standard_solution"] = "```python\nprint(int(input()) ** 2)\n```"
     one, two = load_tasks(write_jsonl(tmp_path / "pi.jsonl", rows), format="primeintellect")
     assert one.solution == "print(int(input()) ** 2)\n" and one.stdio
-    assert row_form(two.tests[0]) == {"args": [3], "output": 9, "any_class": True} and two.entry_point == "sq"
+    assert two.tests[0].row() == {"args": [3], "output": 9, "any_class": True} and two.entry_point == "sq"
     assert grade(one, one.solution).passed and grade(two, two.solution).passed
     assert not grade(two, "def sq(n):\n    return n + n").passed
     bad = write_jsonl(
@@ -294,7 +293,7 @@ def test_apps_fn_name_rows_read_json_lines_and_either_output_form(tmp_path):
     apps = {"fn_name": "pair", "inputs": [[[1, 2], 3]], "outputs": [[[1, 3]]]}  # wrapped, as APPS does
     rows = [{"problem_id": n, "question": "q", "input_output": json.dumps(io)} for n, io in ((1, deepcoder), (2, apps))]
     tasks = load_tasks(write_jsonl(tmp_path / "apps.jsonl", rows), format="apps")
-    assert [row_form(t.tests[0]) for t in tasks] == [{"args": [[1, 2], 3], "output": [1, 3]}] * 2
+    assert [t.tests[0].row() for t in tasks] == [{"args": [[1, 2], 3], "output": [1, 3]}] * 2
     for task in tasks:
         assert grade(task, "def pair(xs: List[int], k):\n    return (xs[0], k)").passed  # List: APPS's imports
     bad = {**rows[0], "input_output": json.dumps({**deepcoder, "inputs": ["[1, 2\n3"]})}

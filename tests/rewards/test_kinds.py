@@ -453,3 +453,11 @@ def test_an_empty_parameter_set_is_not_a_pass(pool):
     )
     g = grades(pool, [(task([{"pytest": module}]), ADD)])[0]
     assert g.tests_passed == 0 and "empty parameter set" in g.failures[0], g.failures
+
+
+def test_every_kind_has_its_planner():
+    """A kind of the `Test` union is judged only once it has a planner (and the planner's verdict rule)."""
+    from azr.data import KINDS
+    from azr.rewards.plans import PLANNERS
+
+    assert set(PLANNERS) == set(KINDS)
