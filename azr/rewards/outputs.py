@@ -43,7 +43,7 @@ def outputs_many(
     built = []
     for task, code, inputs in jobs:
         if task.stdio:
-            plans = [TestPlan("stdio", "", stdio=StdioCase(text, "")) for text in inputs]
+            plans = [TestPlan("stdio", "", origin=StdioCase(text, "")) for text in inputs]
         else:
             plans = [TestPlan("value", expr, (ValueCheck(expr, "=="),)) for expr in inputs]
         nonce = os.urandom(16).hex()

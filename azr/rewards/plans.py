@@ -20,7 +20,7 @@ import dataclasses
 import functools
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from azr.data import AssertTest, CallCase, ModuleTest, StdioCase, Test
@@ -122,7 +122,8 @@ class ValueCheck:
 @dataclass(frozen=True)
 class TestPlan:
     """How one test is judged: a statement run in the sandbox, value checks decided here, or a stdin/stdout case
-    (`stdio`) whose output is compared here (`azr.rewards.stdio`)."""
+    whose output is compared here (`azr.rewards.stdio`). `origin` is the test it was planned from (provenance:
+    left out of equality), so a reader of verdicts has the test itself, never a string to parse."""
 
     __test__ = False  # not a pytest test class
 
@@ -131,12 +132,17 @@ class TestPlan:
     checks: tuple[ValueCheck, ...] = ()
     program: str = ""  # statement tests with checks: the source with each checked `assert` turned into a report
     required: tuple[int, ...] = ()  # checks at the top level of a statement test: each must report a value
-    stdio: StdioCase | None = None  # a stdin/stdout case: its input goes in, its output stays here
     test: str = ""  # a module test: which test of the module (`test_f`, `TestC::test_m`, `Case.test_m`)
     case: int | None = None  # ... and which parametrized case (None: all of them)
     shared: bool = False  # ... run in the solution's own namespace, as one module with it (BigCodeBench)
     names: tuple[tuple[str, tuple[str, ...]], ...] = ()  # ... modules it imports from that may be the solution's
     twin: bool = False  # ... and whether its twin has something to say: a pure side, a loop's or cases' count
+    origin: Test | None = field(default=None, compare=False)
+
+    @property
+    def stdio(self) -> StdioCase | None:
+        """The stdin/stdout case of a `stdio` plan: its input goes in, its output stays here."""
+        return self.origin if isinstance(self.origin, StdioCase) else None
 
     def sent(self) -> Any:
         """All the sandbox is told about this test."""
@@ -160,9 +166,9 @@ class TestPlan:
 def plan_test(test: Test, atol: float | None = None, rtol: float | None = None) -> TestPlan:
     """The plan of one test, by its kind (`PLANNERS`); `atol`/`rtol` are the task's float tolerance."""
     try:
-        return PLANNERS[test.kind](test, atol, rtol)
+        return dataclasses.replace(PLANNERS[test.kind](test, atol, rtol), origin=test)
     except (KeyError, TypeError, ValueError, AttributeError, SyntaxError, RecursionError, MemoryError):
-        return TestPlan("none", "")  # malformed: nothing can be judged, so never a pass
+        return TestPlan("none", "", origin=test)  # malformed: nothing can be judged, so never a pass
 
 
 def plan_assert(source: str) -> TestPlan:
@@ -197,7 +203,7 @@ def _plan_call(test: CallCase, atol: float | None, rtol: float | None) -> TestPl
 
 
 def _plan_stdio(test: StdioCase, atol: float | None, rtol: float | None) -> TestPlan:
-    return TestPlan("stdio", "", stdio=test)
+    return TestPlan("stdio", "", origin=test)
 
 
 def _plan_module(test: ModuleTest, atol: float | None, rtol: float | None) -> TestPlan:

@@ -461,3 +461,13 @@ def test_every_kind_has_its_planner():
     from azr.rewards.plans import PLANNERS
 
     assert set(PLANNERS) == set(KINDS)
+
+
+def test_a_plan_carries_the_test_it_was_planned_from():
+    """Readers of verdicts (feedback, audits) get the test itself from its plan, never a string to parse again."""
+    from azr.data import CallCase, StdioCase
+    from azr.rewards.plans import plan_test
+
+    case, call = StdioCase("1\n", "2\n"), CallCase("f", [1], 2)
+    assert plan_test(case).origin is case and plan_test(case).stdio is case
+    assert plan_test(call, 0.1).origin == call and plan_test(call).stdio is None
