@@ -71,6 +71,7 @@ class Task:
     public_tests: int | None = None  # the leading `tests` shown as feedback (None: the format's or recipe's rule)
 
     def __post_init__(self) -> None:
+        # a test given as a string (a task built in code, a dataset row's column) is read through the one codec
         self.tests = [decode(t) if isinstance(t, str) else t for t in self.tests]
 
     def split_tests(self, default: int = 1) -> tuple[list[Test], list[Test]]:
