@@ -335,14 +335,14 @@ def _livecodebench_rules(rows: list[dict[str, Any]], tmp: Path, options: list[st
     """LiveCodeBench's grader takes a line that differs as text when its tokens are equal as decimals: a program
     that prints each expected output with three more zeros after every decimal passes, one that changes a digit
     of it fails."""
-    from azr.data import decode_case, load_tasks
+    from azr.data import StdioCase, load_tasks
     from azr.rewards import grade_many
     from azr.sandbox import Limits, open_pool
 
     tasks = load_tasks(_write(tmp / "livecodebench.rules.jsonl", rows), format="livecodebench")
     chosen = []
     for task in tasks:
-        cases = [decode_case(t) for t in task.tests]
+        cases = [t for t in task.tests if isinstance(t, StdioCase)]
         if task.stdio and any(_DECIMAL.match(tok) for c in cases if c for tok in c.output.split()):
             chosen.append((task, {c.input: c.output for c in cases if c}))
     figures = []

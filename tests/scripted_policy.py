@@ -23,7 +23,10 @@ class ReferencePolicy:
     async def reply(self, messages, tools, max_new_tokens, seed):
         task = self.tasks[last_user_message(messages)]
         if not any(m["role"] == "tool" for m in messages):
-            code = self.probe or f"{task.solution}\n\nprint({task.tests[0].removeprefix('assert ').split(' == ')[0]})"
+            code = (
+                self.probe
+                or f"{task.solution}\n\nprint({task.tests[0].source.removeprefix('assert ').split(' == ')[0]})"
+            )
             call = json.dumps({"name": "python_run", "arguments": {"code": code}})
             text = ("" if self.probe else "Let me run it first.\n") + f"<tool_call>\n{call}\n</tool_call>"
         else:

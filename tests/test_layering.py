@@ -15,6 +15,7 @@ Length is a question for review, not a rule (docs/architecture.md): no test caps
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -289,3 +290,44 @@ def test_no_parameter_is_typed_trainer_any():
         and node.arg != "self"
     ]
     assert not untyped, untyped
+
+
+# The encoding of tests as tagged strings (`\x00KIND:` and a JSON object) belongs to one module; every other one works
+# on the typed `Test` values. These are the shapes that reading or writing the tags takes.
+CODEC = PACKAGE / "data" / "codec.py"
+_KINDS = ("assert", "stdio", "call", "pytest", "unittest")
+_TAG_HELPERS = re.compile(
+    r"\b(decode_case|decode_test|is_case|shown_test|with_options|test_prelude)\b|(?<![.\w])(?<!def )tagged\("
+)
+
+
+def _tag_uses(source: str, name: str) -> list[str]:
+    """Where a module spells a tag (a string that starts with NUL and a kind), tests or builds one with a lone NUL
+    (`.startswith`, `.partition`, an f-string), or calls one of the old tag helpers."""
+    found = [f"{name}: {m.group(0)}" for m in _TAG_HELPERS.finditer(source)]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("\x00"):
+            rest = node.value[1:]
+            if rest.startswith(_KINDS) or (rest == "" and _in_fstring_or_call(node, source)):
+                found.append(f"{name}:{node.lineno} {node.value[:12]!r}")
+    return found
+
+
+def _in_fstring_or_call(node: ast.Constant, source: str) -> bool:
+    """A lone NUL string used where a tag is built or tested: in an f-string, or the argument of a str method."""
+    line = source.splitlines()[node.lineno - 1]
+    return any(word in line for word in ("startswith(", "partition(", "split(", 'f"\\x00', "f'\\x00"))
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if p != CODEC], ids=_id)
+def test_no_module_but_the_codec_reads_or_writes_test_tags(path):
+    """Tests are typed values (`azr.data.Test`) everywhere but in `azr/data/codec.py`, the one encoding for dataset
+    columns: adding a kind touches the union, its planner and its verdict rule, never a parser elsewhere."""
+    assert not _tag_uses(path.read_text(), _id(path)), _tag_uses(path.read_text(), _id(path))
+
+
+def test_the_tag_rule_sees_a_tag_reader():
+    """The rule above catches the shapes it is meant to, so a passing run means something."""
+    reader = 'S = "\\x00stdio:{}"\nok = "x".startswith("\\x00")\ny = decode_test(S)\nz = f"\\x00{k}:"\n'
+    assert len(_tag_uses(reader, "probe")) == 4
+    assert not _tag_uses('def tagged(self):\n    pass\nkey = "\\0" + code\n', "probe")

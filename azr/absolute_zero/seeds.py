@@ -15,7 +15,7 @@ from pathlib import Path
 from azr.absolute_zero.buffers import Buffers
 from azr.absolute_zero.triplets import Triplet, read_triplets
 from azr.absolute_zero.validation import Validator
-from azr.data import Task
+from azr.data import AssertTest, Task, Test
 
 ZERO_PROGRAM = "def f(x):\n    return x"
 ZERO_INPUTS = ("'Hello World'", "[1, 2, 3]", "(4, 'five')", "{'k': 6}", "7.5", "None", "True", "'azr'")
@@ -70,10 +70,12 @@ def _renamed(solution: str, entry: str) -> str | None:
     return ast.unparse(tree)
 
 
-def _call_input(test: str, entry: str) -> str | None:
-    """The arguments of the first call of `entry` in `test`, as source, when every one is a literal."""
+def _call_input(test: Test, entry: str) -> str | None:
+    """The arguments of the first call of `entry` in an assert test, as source, when every one is a literal."""
+    if not isinstance(test, AssertTest):
+        return None
     try:
-        tree = ast.parse(test)
+        tree = ast.parse(test.source)
     except SyntaxError:
         return None
     for node in ast.walk(tree):

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from azr.data import Task, decode_case
+from azr.data import AssertTest, StdioCase, Task
 from azr.inputs import MAX_INT_DIGITS
 
 
@@ -51,7 +51,7 @@ def calls_in_tests(task: Task) -> list[Call]:
     found: list[Call] = []
     seen: set[str] = set()
     for test in task.tests:
-        for call in _calls_in(test, names):
+        for call in _calls_in(test.source if isinstance(test, AssertTest) else "", names):
             key = call.source()
             if key not in seen and _literal_ok(key):
                 seen.add(key)
@@ -132,8 +132,10 @@ def compares_values(task: Task) -> bool:
     is what the tests mean; tests that only check properties of the value (any valid answer is accepted) are not."""
     names = callables(task)
     for test in task.tests:
+        if not isinstance(test, AssertTest):
+            continue
         try:
-            tree = ast.parse(test)
+            tree = ast.parse(test.source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         names_here = names | set(_candidate_aliases(tree, names))
@@ -175,7 +177,7 @@ def called_name(source: str) -> str:
 def inputs_in_tests(task: Task) -> list[str]:
     """The inputs the tests use: call expressions, or a stdin task's inputs."""
     if task.stdio:
-        return [c.input for c in map(decode_case, task.tests) if c is not None]
+        return [c.input for c in task.tests if isinstance(c, StdioCase)]
     return [c.source() for c in calls_in_tests(task)]
 
 

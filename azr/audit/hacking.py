@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from azr.alarms import Alarm, AlarmWatch
 from azr.audit.output import read_audit, weak_tasks
 from azr.config import DataConfig
-from azr.data import Task, decode_case, load_tasks
+from azr.data import AssertTest, StdioCase, Task, Test, encode, load_tasks
 from azr.prompts import completion_text, parse_answer
 from azr.rewards import CodeGrader, grade_many, outputs_many
 from azr.sandbox import ExecutionProvider, Limits
@@ -103,7 +103,7 @@ def check_answers(jobs: Sequence[tuple[Task, str]], pool: ExecutionProvider, lim
         else:
             text = (output.value if isinstance(output.value, str) else repr(output.value)) if output.ok else output.why
         cases[j] = {
-            "input": _short(given if given is not None else jobs[j][0].tests[i]),
+            "input": _short(given if given is not None else encode(jobs[j][0].tests[i])),
             "expected": _short(expected),
             "got": _short(text),
         }
@@ -114,14 +114,15 @@ def check_answers(jobs: Sequence[tuple[Task, str]], pool: ExecutionProvider, lim
     return verdicts
 
 
-def _case(test: str) -> tuple[str | None, str]:
+def _case(test: Test) -> tuple[str | None, str]:
     """A hardened case as (input, expected): stdin and stdout, or the call and the literal of `assert call == value`
     (`--harden`'s own shapes); (None, "") for any other test."""
-    io = decode_case(test)
-    if io is not None:
-        return io.input, io.output
+    if isinstance(test, StdioCase):
+        return test.input, test.output
+    if not isinstance(test, AssertTest):
+        return None, ""
     try:
-        node = ast.parse(test).body
+        node = ast.parse(test.source).body
     except SyntaxError:
         return None, ""
     compare = node[0].test if len(node) == 1 and isinstance(node[0], ast.Assert) else None

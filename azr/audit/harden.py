@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from azr.audit.cases import compares_values
 from azr.audit.strength import OracleCase, TaskAudit
-from azr.data import Task, decode_case
+from azr.data import StdioCase, Task
 from azr.rewards import compare_output
 
 
@@ -56,7 +56,7 @@ def _cover(audit: TaskAudit) -> list[OracleCase]:
 def _another_output(task: Task, audit: TaskAudit, chosen: list[OracleCase]) -> list[OracleCase]:
     """For a stdin task whose cases, the chosen ones included, all accept one output (a program printing it whatever
     the input passes them all: the probe `prints another case's output`), the first new oracle case that does not."""
-    cases = [c for c in map(decode_case, [*task.tests, *(c.test for c in chosen)]) if c is not None]
+    cases = [c for c in [*task.tests, *(c.test for c in chosen)] if isinstance(c, StdioCase)]
     if not cases or any(compare_output(c, cases[0].output) is not None for c in cases):
         return []
     other = (c for c in audit.oracle if c.generated and c not in chosen)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections
 
 from azr.audit.cases import callables
-from azr.data import Task, decode_case
+from azr.data import StdioCase, Task
 
 _EMPTY = {bool: "False", int: "0", float: "0.0", str: "''", list: "[]", tuple: "()", dict: "{}", set: "set()"}
 
@@ -17,7 +17,7 @@ def static_probes(task: Task) -> dict[str, str]:
     """Probe name -> program, for the probes that need nothing but the task."""
     probes = {"defines nothing": "pass\n", "exits 0 at import": "import sys\nsys.exit(0)\n"}
     if task.stdio:
-        outputs = [c.output for c in map(decode_case, task.tests) if c is not None]
+        outputs = [c.output for c in task.tests if isinstance(c, StdioCase)]
         if len(outputs) > 1:
             common = collections.Counter(outputs).most_common(1)[0][0]
             probes["prints another case's output"] = f"import sys\nsys.stdout.write({common!r})\n"

@@ -16,7 +16,7 @@ from typing import Any
 from azr.audit.cases import called_name, generated_inputs, inputs_in_tests
 from azr.audit.mutants import mutants as make_mutants
 from azr.audit.probes import empty_value_probe, static_probes
-from azr.data import IOCase, Task, decode_case
+from azr.data import AssertTest, StdioCase, Task, Test
 from azr.rewards import grade_many, grade_stream, outputs_many
 from azr.sandbox import ExecutionProvider, Limits
 
@@ -28,7 +28,7 @@ class OracleCase:
     """One input with the reference's output on it (the same on two runs), as a test of azr's own kinds."""
 
     input: str
-    test: str  # an assert, or an encoded stdin/stdout case
+    test: Test  # an assert, or a stdin/stdout case
     generated: bool  # made by the audit, not one of the tests' own inputs
     value: Any = None  # what the reference returned or printed
 
@@ -180,18 +180,18 @@ def _scale(task: Task, inputs: int) -> float:
     return 1.0 if task.stdio else max(1.0, inputs / max(1, len(task.tests)))
 
 
-def _oracle_test(task: Task, text: str, value: object) -> str | None:
+def _oracle_test(task: Task, text: str, value: object) -> Test | None:
     if task.stdio:
-        first = next((c for c in map(decode_case, task.tests) if c is not None), None)
+        first = next((c for c in task.tests if isinstance(c, StdioCase)), None)
         compare, tol = (first.compare, first.float_tol) if first else ("lines", None)
-        return IOCase(text, value, compare, tol).encode()
+        return StdioCase(text, str(value), compare, tol)
     try:
         literal = repr(value)  # ValueError: an integer too long to print
         if not _same(ast.literal_eval(literal), value):
             return None
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
-    return f"assert {text} == {literal}"
+    return AssertTest(f"assert {text} == {literal}")
 
 
 def _same(a: object, b: object) -> bool:

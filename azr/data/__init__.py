@@ -1,4 +1,5 @@
-"""Tasks: the `Task` record (assert tests, stdin/stdout and call cases, setup), loaders with `file:line` errors, column
+"""Tasks: the `Task` record and its tests as typed values (`Test`: assert, stdin/stdout and call cases, module
+tests; their one string encoding in `codec`), loaders with `file:line` errors, column
 maps and data sets' own formats, HumanEval, and the shipped splits
 (train.jsonl, heldout.jsonl). The face of the data package; it runs no code.
 """
@@ -13,20 +14,12 @@ from azr.data.checks import (
     without_checks,
     without_tests,
 )
+from azr.data.codec import decode, decode_all, encode, encode_all
 from azr.data.formats import FORMATS, Oracle, converter, read_checker
 from azr.data.humaneval import STOP, Problem, load_humaneval, program_from_answer, stub_of
-from azr.data.iotests import (
-    COMPARES,
-    KINDS,
-    IOCase,
-    call_source,
-    decode_case,
-    decode_test,
-    module_tests,
-    tagged,
-    test_kind,
-)
+from azr.data.iotests import module_tests
 from azr.data.tasks import (
+    GRADING_COLUMNS,
     SPLITS,
     Task,
     check_task_limits,
@@ -37,23 +30,43 @@ from azr.data.tasks import (
     select_tasks,
     task_from_row,
 )
+from azr.data.tests_model import (
+    COMPARES,
+    KINDS,
+    TEST_TYPES,
+    AssertTest,
+    CallCase,
+    Compare,
+    ModuleTest,
+    StdioCase,
+    Test,
+    test_kind,
+)
 
 __all__ = [
     "COMPARES",
     "FORMATS",
+    "GRADING_COLUMNS",
     "KINDS",
     "SPLITS",
     "STOP",
-    "IOCase",
+    "TEST_TYPES",
+    "AssertTest",
+    "CallCase",
+    "Compare",
+    "ModuleTest",
     "Oracle",
     "Problem",
+    "StdioCase",
     "Task",
-    "call_source",
+    "Test",
     "check_task_limits",
     "check_task_source",
     "converter",
-    "decode_case",
-    "decode_test",
+    "decode",
+    "decode_all",
+    "encode",
+    "encode_all",
     "identical_solutions",
     "json_lines",
     "kinds_of",
@@ -69,7 +82,6 @@ __all__ = [
     "show_split",
     "split_counts",
     "stub_of",
-    "tagged",
     "task_from_row",
     "test_kind",
     "without_checks",

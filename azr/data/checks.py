@@ -11,8 +11,8 @@ import collections
 import re
 from collections.abc import Iterable
 
-from azr.data.iotests import KINDS, decode_test, test_kind
 from azr.data.tasks import Task
+from azr.data.tests_model import KINDS, AssertTest, ModuleTest, Test, test_kind
 
 
 def near_duplicates(
@@ -73,10 +73,10 @@ def without_checks(tasks: Iterable[Task]) -> list[Task]:
     found = []
     for task in tasks:
         for test in task.tests:
-            if decode_test(test) is not None:  # a case or a module test: judged by its kind, not as a statement
+            if not isinstance(test, AssertTest):  # a case or a module test: judged by its kind, not as a statement
                 continue
             try:
-                nodes = ast.walk(ast.parse(test))
+                nodes = ast.walk(ast.parse(test.source))
             except (SyntaxError, ValueError):
                 continue
             if not any(isinstance(node, (ast.Assert, ast.Raise)) for node in nodes):
@@ -91,14 +91,13 @@ def without_tests(tasks: Iterable[Task]) -> list[Task]:
     found = []
     for task in tasks:
         for test in task.tests:
-            decoded = decode_test(test)
-            if decoded and decoded[0] in ("pytest", "unittest") and decoded[1].get("test") is None:
+            if isinstance(test, ModuleTest) and test.test is None:
                 found.append(task)
                 break
     return found
 
 
-def kinds_of(tests: Iterable[str]) -> collections.Counter[str]:
+def kinds_of(tests: Iterable[Test]) -> collections.Counter[str]:
     """How many tests of each kind (`azr.data.iotests.KINDS`), in that order."""
     counts = collections.Counter(test_kind(t) for t in tests)
     return collections.Counter({k: counts[k] for k in KINDS if counts[k]})

@@ -1,175 +1,26 @@
-"""Input/output tests: stdin/stdout cases and function-call cases given as data, as a task carries them.
-
-A stdin/stdout case (`{"input": ..., "output": ...}`) travels inside `Task.tests` as one string: a NUL byte, a tag
-and the case as JSON. NUL never occurs in Python source (compile refuses it), so no assert test can be mistaken for
-a case, and every place that moves a task's `tests` column (training rows, evaluation, self-play) moves cases too.
-How a case is compared (`compare`, `float_tol`, a `checker`) travels with it. The other tagged kinds travel the
-same way (`\x00KIND:` and a JSON object), so a new kind never needs a new column: a function-call case
-(`\x00call:`, `CallCase`: the entry point, `args`, `kwargs`, the expected `output` and its tolerance, `any_class`),
-one test of a pytest-style or unittest-style module (`\x00pytest:` / `\x00unittest:`, `ModuleTest`: the module's
-source and the test's name, found here by reading the module's syntax tree, never by running it), and an assert test
-that needs a float tolerance or a prelude (`\x00assert:`). Any tagged body may hold `prelude`: source run before the
-solution. Nothing here runs code.
+"""Building tests from the data a task file holds: stdin/stdout cases, function-call cases, the tests of a pytest- or
+unittest-style module (found by reading the module's syntax tree, never by running it), and the shapes of assert
+snippets (a HumanEval `check`, a script of asserts, a module given as a snippet). Each builder checks its input and
+names the place of a bad one (DataError); the values are `azr.data.tests_model`'s. Nothing here runs code.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import importlib.util
 import json
 import keyword
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from azr.data.tests_model import COMPARES, CallCase, Compare, ModuleTest, StdioCase
 from azr.errors import DataError, show
-from azr.inputs import env_limit, load_json
-
-Compare = Literal["lines", "tokens", "decimals"]
-COMPARES: tuple[str, ...] = ("lines", "tokens", "decimals")
-_TAG = "\x00stdio:"
-KINDS: tuple[str, ...] = ("assert", "stdio", "call", "pytest", "unittest")  # what `test_kind` can answer
+from azr.inputs import env_limit
 
 
-@dataclass(frozen=True)
-class IOCase:
-    """One stdin/stdout case: the program reads `input` on stdin and must print `output`.
-
-    `compare` is how outputs are matched: `lines` (trailing whitespace of each line and of the whole ignored, as
-    competitive-programming judges do) or `tokens` (whitespace-separated tokens); `float_tol` (absolute or
-    relative) lets numeric tokens differ by that much, and implies `tokens`; `decimals` (LiveCodeBench's rule) is
-    `lines` where a line that differs as text may still equal as decimals, token by token."""
-
-    input: str
-    output: str
-    compare: Compare = "lines"
-    float_tol: float | None = None
-    checker: str | None = None  # Python source defining check(input, expected, output) -> bool: a special judge
-    prelude: str | None = None
-
-    def encode(self) -> str:
-        """The case as one string of `Task.tests`."""
-        body: dict[str, Any] = {"input": self.input, "output": self.output}
-        if self.compare != "lines":
-            body["compare"] = self.compare
-        if self.float_tol is not None:
-            body["float_tol"] = self.float_tol
-        if self.checker is not None:
-            body["checker"] = self.checker
-        if self.prelude is not None:
-            body["prelude"] = self.prelude
-        return _TAG + json.dumps(body, ensure_ascii=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return json.loads(self.encode()[len(_TAG) :])
-
-
-def decode_case(test: str) -> IOCase | None:
-    """The case a `Task.tests` string holds, or None for an assert test (or anything malformed)."""
-    if not test.startswith(_TAG):
-        return None
-    # grading reads each case several times (plan, program, verdict): small ones are remembered, large ones (whose
-    # parse is cheap beside their run) are not kept alive by a cache
-    return _decoded(test) if len(test) <= _CACHED_CASE_CHARS else _decode(test)
-
-
-_CACHED_CASE_CHARS = 1 << 16
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _decoded(test: str) -> IOCase | None:
-    return _decode(test)
-
-
-def _decode(test: str) -> IOCase | None:
-    try:
-        body = load_json(test[len(_TAG) :])
-        case = IOCase(
-            str(body["input"]),
-            str(body["output"]),
-            body.get("compare", "lines"),
-            body.get("float_tol"),
-            body.get("checker"),
-            body.get("prelude"),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return case if case.compare in COMPARES else None
-
-
-def is_case(test: str) -> bool:
-    return test.startswith(_TAG)
-
-
-def shown_test(test: str) -> Any:
-    """A test as a user wrote it: the string of an assert test, the object of a stdin/stdout or call case (a
-    module's tests are regrouped by `Task.to_json`). Task-level fields baked into each test (`prelude`, `checker`)
-    are left out: the row shows them once."""
-    found = decode_test(test)
-    if found is None:
-        return test
-    kind, body = found
-    body = {k: v for k, v in body.items() if k not in ("prelude", "checker")}
-    if kind == "call":
-        body.pop("call", None)
-    if kind == "assert":
-        return body["test"]  # its tolerance is the task's (`atol`, `rtol`), shown once
-    if kind in ("pytest", "unittest"):
-        return {kind: body["module"], **({"shared": True} if body.get("shared") is True else {})}
-    return body
-
-
-def tagged(kind: str, body: Mapping[str, Any]) -> str:
-    """A test of a tagged kind as one string of `Task.tests`."""
-    return f"\x00{kind}:" + json.dumps(body, ensure_ascii=False)
-
-
-def decode_test(test: str) -> tuple[str, dict[str, Any]] | None:
-    """(kind, body) of a tagged test; None for a plain assert test (or anything malformed)."""
-    if not test.startswith("\x00"):
-        return None
-    kind, sep, rest = test[1:].partition(":")
-    if not sep or kind not in KINDS:
-        return None
-    try:
-        body = load_json(rest)
-    except ValueError:
-        return None
-    return (kind, body) if isinstance(body, dict) else None
-
-
-def test_kind(test: str) -> str:
-    """Which kind a `Task.tests` string is: one of `KINDS` (`assert` for a plain snippet)."""
-    found = decode_test(test)
-    return found[0] if found is not None else "assert"
-
-
-def test_prelude(test: str) -> str | None:
-    found = decode_test(test)
-    prelude = found[1].get("prelude") if found is not None else None
-    return prelude if isinstance(prelude, str) else None
-
-
-def with_options(test: str, prelude: str | None, atol: float | None, rtol: float | None) -> str:
-    """`test` with a task's prelude and float tolerance baked in (a plain assert becomes a tagged one); a call
-    case's own tolerance wins."""
-    if prelude is None and atol is None and rtol is None:
-        return test
-    found = decode_test(test)
-    kind, body = found if found is not None else ("assert", {"test": test})
-    if prelude is not None:
-        body["prelude"] = prelude
-    if kind in ("assert", "call"):
-        for name, value in (("atol", atol), ("rtol", rtol)):
-            if value is not None:
-                body.setdefault(name, value)
-    return tagged(kind, body)
-
-
-def stdio_case(item: Mapping[str, Any], where: str, compare: Compare, float_tol: float | None) -> IOCase:
+def stdio_case(item: Mapping[str, Any], where: str, compare: Compare, float_tol: float | None) -> StdioCase:
     """A `{"input", "output"}` object as a case; a list of lines is joined with newlines (as TACO stores some)."""
     parts = []
     for key in ("input", "output"):
@@ -186,7 +37,7 @@ def stdio_case(item: Mapping[str, Any], where: str, compare: Compare, float_tol:
     if compare not in COMPARES:
         raise DataError(f"{where}.compare: expected one of {', '.join(COMPARES)}, got {show(compare)}")
     tol = check_float_tol(item.get("float_tol", float_tol), f"{where}.float_tol")
-    return IOCase(parts[0], parts[1], "tokens" if tol is not None else compare, tol)
+    return StdioCase(parts[0], parts[1], "tokens" if tol is not None else compare, tol)
 
 
 def check_float_tol(value: Any, where: str) -> float | None:
@@ -218,8 +69,8 @@ def call_test(
 
 def call_case(
     item: Mapping[str, Any], entry_point: str | None, where: str, atol: float | None = None, rtol: float | None = None
-) -> str:
-    """A `{"args": [...], "output": ...}` object (optionally `kwargs`, `atol`, `rtol`) as a tagged call case of the
+) -> CallCase:
+    """A `{"args": [...], "output": ...}` object (optionally `kwargs`, `atol`, `rtol`) as a call case of the
     task's entry point (`name`, or `Class.method`: a fresh instance per case). The expected value came from JSON,
     so it is compared as JSON compares (a tuple equals a list), floats within the case's or the task's tolerance."""
     if not entry_point:
@@ -237,38 +88,15 @@ def call_case(
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) and k.isidentifier() for k in kwargs):
         raise DataError(f"{where}.kwargs: expected an object of keyword arguments, got {show(kwargs)}")
     call_test(entry_point, args, None, where, kwargs)  # every argument must be writable as a literal
-    body: dict[str, Any] = {"call": entry_point, "args": args, "output": item["output"]}
-    if kwargs:
-        body["kwargs"] = kwargs
-    if any_class:
-        body["any_class"] = True
-    for name, default in (("atol", atol), ("rtol", rtol)):
-        value = check_float_tol(item.get(name, default), f"{where}.{name}")
-        if value is not None:
-            body[name] = value
     try:
-        return tagged("call", body)
+        json.dumps([args, kwargs, item["output"]])  # the case travels as JSON (`azr.data.codec`)
     except (TypeError, ValueError):
         raise DataError(f"{where}.output: {show(item['output'])} is not a JSON value") from None
-
-
-def call_source(body: Mapping[str, Any]) -> str:
-    """The expression a call case evaluates in the sandbox: `f(args)`, or `Class().method(args)`; with `any_class`
-    (PrimeIntellect's verifier), the method `f` of a fresh instance of the program's first class that defines one,
-    else the function `f`."""
-    call = str(body["call"])
-    if "." in call:
-        cls, method = call.split(".", 1)
-        call = f"{cls}().{method}"
-    elif body.get("any_class") is True:
-        owner = (  # classes the program itself defined (the prelude's imports are of other modules), in its order
-            "next((v for v in list(globals().values()) if isinstance(v, type) "
-            f"and getattr(v, '__module__', None) == __name__ and {call!r} in vars(v)), None)"
-        )
-        call = f"(lambda c: {call} if c is None else c().{call})({owner})"
-    pieces = [repr(a) for a in body.get("args", [])]
-    pieces += [f"{k}={v!r}" for k, v in (body.get("kwargs") or {}).items()]
-    return f"{call}({', '.join(pieces)})"
+    tol = [
+        check_float_tol(item.get(name, default), f"{where}.{name}")
+        for name, default in (("atol", atol), ("rtol", rtol))
+    ]
+    return CallCase(entry_point, args, item["output"], kwargs, tol[0], tol[1], any_class)
 
 
 def is_entry_point(name: Any) -> bool:
@@ -279,8 +107,8 @@ def is_entry_point(name: Any) -> bool:
 # Test modules ---------------------------------------------------------------------------------------------------
 
 
-def module_tests(style: str, source: str, where: str, prelude: str | None = None, shared: bool = False) -> list[str]:
-    """The tests of a pytest- or unittest-style module, one `Task.tests` string each, collected from its syntax
+def module_tests(style: str, source: str, where: str, shared: bool = False) -> list[ModuleTest]:
+    """The tests of a pytest- or unittest-style module, one `ModuleTest` each, collected from its syntax
     tree: pytest's `test_*` functions, `Test*` classes' `test_*` methods and each case of a
     `pytest.mark.parametrize` whose values are a literal list or tuple; unittest's `TestCase` subclasses' `test*`
     methods (inherited from classes of the module too). A module with none gives one test whose verdict is
@@ -297,15 +125,11 @@ def module_tests(style: str, source: str, where: str, prelude: str | None = None
         found = collect_pytest(tree) if style == "pytest" else collect_unittest(tree)
     except TooManyTests as exc:
         raise DataError(f"{where}: {exc}") from None
-    extra: dict[str, Any] = {"prelude": prelude} if prelude is not None else {}
-    if shared:
-        extra["shared"] = True
-    names = imported_names(tree)
-    if names:
-        extra["names"] = names
+    names = tuple((module, tuple(symbols)) for module, symbols in imported_names(tree))
+    kind = "pytest" if style == "pytest" else "unittest"
     if not found:
-        return [tagged(style, {"module": source, "test": None, **extra})]
-    return [tagged(style, {"module": source, "test": name, "case": case, **extra}) for name, case in found]
+        return [ModuleTest(kind, source, None, None, shared, names)]
+    return [ModuleTest(kind, source, name, case, shared, names) for name, case in found]
 
 
 _NEVER_THE_SOLUTION = frozenset({"solution", "pytest", "unittest", "_pytest", "hypothesis", "__future__"})

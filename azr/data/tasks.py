@@ -16,31 +16,26 @@ import math
 import random
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from azr.data.codec import decode, encode_all, is_encoded
 from azr.data.formats import Oracle, prepared_rows
 from azr.data.formats.common import io_lists, parsed, unfenced
 from azr.data.iotests import (
-    COMPARES,
-    Compare,
     call_case,
     check_call,
     check_float_tol,
-    decode_case,
-    decode_test,
-    is_case,
     is_entry_point,
     module_style,
     module_tests,
-    shown_test,
     split_asserts,
     stdio_case,
     uncalled_check,
-    with_options,
 )
+from azr.data.tests_model import COMPARES, TEST_TYPES, AssertTest, Compare, StdioCase, Test
 from azr.errors import DataError, did_you_mean, show
 from azr.inputs import env_limit, load_json, regular_file
 
@@ -53,16 +48,16 @@ class Task:
     """One coding problem: a prompt, the tests that judge an answer, and optionally a reference solution.
 
     `tests` are assert snippets, call cases and tests of pytest- or unittest-style modules, or else stdin/stdout
-    cases (tagged strings, see `azr.data.iotests`; stdin/stdout cases stand alone). `setup` runs after the solution
-    loads and before each test (imports, helpers the tests use); it belongs to the test side, so the model never
-    sees it unless the prompt shows it. `prelude` runs before the solution, in its namespace (the imports a data
-    set's harness puts in scope); `checker` is a special judge of the stdin/stdout cases; `atol`/`rtol` the float
-    tolerance of call cases and value asserts. These four are also baked into each test string, so grading needs
-    nothing but `tests` (plus setup and limits) wherever a task travels."""
+    cases (`azr.data.tests_model`; stdin/stdout cases stand alone; a string is read as `azr.data.codec` encodes a
+    test). `setup` runs after the solution loads and before each test (imports, helpers the tests use); it belongs to
+    the test side, so the model never sees it unless the prompt shows it. `prelude` runs before the solution, in its
+    namespace (the imports a data set's harness puts in scope); `checker` is a special judge of the stdin/stdout
+    cases; `atol`/`rtol` the float tolerance of call cases and value asserts (a test's own wins). These four are the
+    task's, held here once; grading reads them from the task (`grading_columns` where a task travels as columns)."""
 
     id: str
     prompt: str
-    tests: list[str]
+    tests: list[Test]
     solution: str | None = None
     setup: str | None = None
     timeout_s: float | None = None  # None: the sandbox default
@@ -75,7 +70,11 @@ class Task:
     rtol: float | None = None
     public_tests: int | None = None  # the leading `tests` shown as feedback (None: the format's or recipe's rule)
 
-    def split_tests(self, default: int = 1) -> tuple[list[str], list[str]]:
+    def __post_init__(self) -> None:
+        # a test given as a string (a task built in code, a dataset row's column) is read through the one codec
+        self.tests = [decode(t) if isinstance(t, str) else t for t in self.tests]
+
+    def split_tests(self, default: int = 1) -> tuple[list[Test], list[Test]]:
         """(public, hidden): the first `public_tests` tests (`default` where the task declares none) are shown to
         the policy as execution feedback; the rest are hidden and score it. `hidden` is empty when the task has no
         test left over (such a task cannot train or evaluate with feedback)."""
@@ -84,10 +83,11 @@ class Task:
         return list(self.tests[:count]), list(self.tests[count:])
 
     def to_json(self) -> dict[str, Any]:
-        row = {k: v for k, v in asdict(self).items() if v is not None and v != []}
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        row = {k: list(v) if isinstance(v, list) else v for k, v in fields.items() if v is not None and v != []}
         shown: list[Any] = []
         for test in self.tests:
-            item = shown_test(test)
+            item = test.row()
             if isinstance(item, dict) and shown and item == shown[-1] and _is_module(item):
                 continue  # a module's tests after its first: the module is shown once
             shown.append(item)
@@ -97,7 +97,24 @@ class Task:
     @property
     def stdio(self) -> bool:
         """Whether the tests are stdin/stdout cases (the program is run once per case) rather than asserts."""
-        return bool(self.tests) and is_case(self.tests[0])
+        return bool(self.tests) and isinstance(self.tests[0], StdioCase)
+
+    def grading_columns(self) -> dict[str, Any]:
+        """What grading reads of this task where it travels as a dataset row (TRL's columns): its tests encoded
+        (`azr.data.codec`), setup, limits and the task-level options, under `GRADING_COLUMNS`."""
+        return {
+            "tests": encode_all(self.tests),
+            "setup": self.setup,
+            "timeout_s": self.timeout_s,
+            "memory_mb": self.memory_mb,
+            "prelude": self.prelude,
+            "checker": self.checker,
+            "atol": self.atol,
+            "rtol": self.rtol,
+        }
+
+
+GRADING_COLUMNS = ("tests", "setup", "timeout_s", "memory_mb", "prelude", "checker", "atol", "rtol")
 
 
 _INSTANCE_METHOD = re.compile(r"[A-Za-z_]\w*\(\)\.[A-Za-z_]\w*")
@@ -404,10 +421,9 @@ def task_from_row(
     float_tol = check_float_tol(row.get("float_tol", float_tol), f"{where}: field 'float_tol'")
     sources = {name: _source(row, name, where) for name in ("prelude", "checker")}
     atol, rtol = (check_float_tol(row.get(name), f"{where}: field '{name}'") for name in ("atol", "rtol"))
-    tests = _tests(row["tests"], entry, where, compare, float_tol, sources["checker"])
-    if sources["checker"] is not None and not is_case(tests[0]):
+    tests = _tests(row["tests"], entry, where, compare, float_tol)
+    if sources["checker"] is not None and not isinstance(tests[0], StdioCase):
         raise DataError(f"{where}: field 'checker': a checker judges stdin/stdout cases, and this task has none")
-    tests = [with_options(t, sources["prelude"], atol, rtol) for t in tests]
     setup = row.get("setup")
     if isinstance(setup, list) and all(isinstance(s, str) for s in setup):
         setup = "\n".join(setup)
@@ -486,63 +502,64 @@ def _compile_error(exc: BaseException) -> str:
     return str(getattr(exc, "msg", exc)).splitlines()[0] if str(getattr(exc, "msg", exc)) else type(exc).__name__
 
 
-def _tests(
-    value: Any, entry: str | None, where: str, compare: Compare, float_tol: float | None, checker: str | None = None
-) -> list[str]:
+def _tests(value: Any, entry: str | None, where: str, compare: Compare, float_tol: float | None) -> list[Test]:
     """A row's tests as `Task.tests`: assert snippets as they are (a string of several top-level asserts is one
     test per assert), `{"input", "output"}` objects as stdin/stdout cases, `{"args", "output"}` objects as call
     cases of the entry point, `{"pytest": SOURCE}` / `{"unittest": SOURCE}` as one test per collected test (and a
-    snippet that only defines such tests is read as such a module, so its tests run). Asserts, call cases and
-    module tests mix; stdin/stdout cases stand alone (the program is run on each, rather than loaded once)."""
+    snippet that only defines such tests is read as such a module, so its tests run), tests already built (a
+    format's) and encoded ones (`azr.data.codec`) as they are. Asserts, call cases and module tests mix;
+    stdin/stdout cases stand alone (the program is run on each, rather than loaded once)."""
     if isinstance(value, str):
         value = split_asserts(value)
     if not isinstance(value, list) or not value:
         raise DataError(f"{where}: field 'tests': expected a non-empty list of tests, got {show(value)}")
-    tests: list[str] = []
-    kinds = set()
+    tests: list[Test] = []
     for i, test in enumerate(value):
         at = f"{where}: field 'tests[{i}]'"
-        if isinstance(test, dict) and "input" in test:
-            kinds.add("stdin/stdout")
-            case = stdio_case(test, at, compare, float_tol)
-            if checker is not None:
-                case = dataclasses.replace(case, checker=checker)
-            tests.append(case.encode())
-            continue
-        tagged = isinstance(test, str) and decode_test(test) is not None
-        kinds.add("stdin/stdout" if tagged and is_case(test) else "assert")  # a tagged test counts as its kind
-        styles = [k for k in test if k in ("pytest", "unittest")] if isinstance(test, dict) else []
-        if len(styles) == 1 and set(test) <= MODULE_KEYS:
-            style, source = styles[0], test[styles[0]]
-            shared = test.get("shared", False)
-            if not isinstance(shared, bool):
-                raise DataError(f"{at}.shared: expected true or false, got {show(shared)}")
-            tests += module_tests(style, source, at, shared=shared)
-            continue
-        if isinstance(test, dict):
-            test = call_case(test, entry, at)
+        if isinstance(test, str) and is_encoded(test):  # an encoded test (a Task's own tests, read back)
+            try:
+                test = decode(test)
+            except ValueError as exc:
+                raise DataError(f"{at}: {exc}") from None
+        if isinstance(test, TEST_TYPES):
             tests.append(test)
-            continue
-        if tagged:  # already a tagged test (a Task's own tests, read back)
-            if is_case(test) and decode_case(test) is None:
-                raise DataError(f"{at}: a malformed stdin/stdout case (expected input and output strings)")
-            tests.append(test)
-            continue
-        if not isinstance(test, str) or not test.strip():
-            raise DataError(f"{at}: expected an assert snippet or an input/output object, got {show(test)}")
-        try:
-            compile(test, f"tests[{i}]", "exec")
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: a NUL byte
-            raise DataError(f"{at}: not valid Python: {_compile_error(exc)}") from None
-        if uncalled_check(test):  # HumanEval's `def check(candidate)`: called with the entry point, as its harness
-            # does; without one nothing would run, so it is a module of no tests (`no tests ran`), never a pass
-            tests += [f"{test.rstrip()}\n{check_call(entry)}\n"] if entry else module_tests("pytest", test, at)
-            continue
-        style = module_style(test)
-        tests += module_tests(style, test, at) if style else [test]
-    if len(kinds) > 1:
+        elif isinstance(test, dict) and "input" in test:
+            tests.append(stdio_case(test, at, compare, float_tol))
+        elif isinstance(test, dict) and _module_style(test, at):
+            style = _module_style(test, at)
+            tests += module_tests(style, test[style], at, shared=test.get("shared", False))
+        elif isinstance(test, dict):
+            tests.append(call_case(test, entry, at))
+        else:
+            tests += _snippet_tests(test, entry, at, i)
+    if len({isinstance(t, StdioCase) for t in tests}) > 1:
         raise DataError(f"{where}: field 'tests': stdin/stdout cases and assert tests in one task; use one kind")
     return tests
+
+
+def _module_style(test: dict[str, Any], at: str) -> str | None:
+    """`pytest` or `unittest` for a test module's object (`MODULE_KEYS`), else None."""
+    styles = [k for k in test if k in ("pytest", "unittest")]
+    if len(styles) != 1 or not set(test) <= MODULE_KEYS:
+        return None
+    if not isinstance(test.get("shared", False), bool):
+        raise DataError(f"{at}.shared: expected true or false, got {show(test['shared'])}")
+    return styles[0]
+
+
+def _snippet_tests(test: Any, entry: str | None, at: str, i: int) -> list[Test]:
+    """An assert snippet as its test, or as the tests it defines (a HumanEval `check`, a test module)."""
+    if not isinstance(test, str) or not test.strip():
+        raise DataError(f"{at}: expected an assert snippet or an input/output object, got {show(test)}")
+    try:
+        compile(test, f"tests[{i}]", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: a NUL byte
+        raise DataError(f"{at}: not valid Python: {_compile_error(exc)}") from None
+    if uncalled_check(test):  # HumanEval's `def check(candidate)`: called with the entry point, as its harness
+        # does; without one nothing would run, so it is a module of no tests (`no tests ran`), never a pass
+        return [AssertTest(f"{test.rstrip()}\n{check_call(entry)}\n")] if entry else [*module_tests("pytest", test, at)]
+    style = module_style(test)
+    return [*module_tests(style, test, at)] if style else [AssertTest(test)]
 
 
 def select_tasks(tasks: list[Task], *, shuffle: bool, seed: int, max_tasks: int | None) -> list[Task]:

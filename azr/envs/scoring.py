@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from azr.data import Task
+from azr.data import GRADING_COLUMNS, Task
 from azr.rewards import Rubric
 from azr.rollouts import Episode
 
@@ -16,13 +16,8 @@ NOT_GRADED = {"status": "not_graded", "passed": False, "reason": "the episode fa
 
 def task_columns(tasks: Sequence[Task]) -> dict[str, list[object]]:
     """The columns the reward functions read, one row per task (what TRL passes from a GRPO row)."""
-    return {
-        "tests": [t.tests for t in tasks],
-        "setup": [t.setup for t in tasks],
-        "task_id": [t.id for t in tasks],
-        "timeout_s": [t.timeout_s for t in tasks],
-        "memory_mb": [t.memory_mb for t in tasks],
-    }
+    rows = [t.grading_columns() for t in tasks]
+    return {key: [row[key] for row in rows] for key in GRADING_COLUMNS} | {"task_id": [t.id for t in tasks]}
 
 
 def score_answers(rubric: Rubric, episodes: Sequence[Episode], answers: Sequence[str], tasks: Sequence[Task]) -> None:

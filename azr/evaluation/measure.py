@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from azr.data import Task
+from azr.data import GRADING_COLUMNS, Task
 from azr.prompts import chat_messages
 from azr.rewards import Rubric
 from azr.rollouts import GenerateSampler, Prompt, Sampler, Sampling, ScoredGroup
@@ -37,13 +37,8 @@ def score_completions(rubric: Rubric, tasks: Sequence[Task], completions: list) 
     if grader is None:
         raise ValueError("score_completions: the rubric was only checked; build it with a sandbox to score")
     n = len(completions) // max(len(tasks), 1)
-    columns: dict[str, Any] = {
-        "tests": [t.tests for t in tasks for _ in range(n)],
-        "setup": [t.setup for t in tasks for _ in range(n)],
-        "task_id": [t.id for t in tasks for _ in range(n)],
-        "timeout_s": [t.timeout_s for t in tasks for _ in range(n)],
-        "memory_mb": [t.memory_mb for t in tasks for _ in range(n)],
-    }
+    rows = [t.grading_columns() | {"task_id": t.id} for t in tasks for _ in range(n)]
+    columns: dict[str, Any] = {key: [row[key] for row in rows] for key in (*GRADING_COLUMNS, "task_id")}
     per_func = [f(prompts=None, completions=completions, **columns) for f in funcs]
     statuses = [d["status"] for d in grader.last_details] if len(grader.last_details) == len(completions) else []
     totals, graded = [], 0

@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from azr.config import FeedbackConfig
-from azr.data import Task, decode_test, tagged
+from azr.data import ModuleTest, Task, Test
 from azr.rewards.grading import Grade, grade_many
 from azr.rewards.verdicts import TestOutcome
 from azr.sandbox import ExecutionProvider, Limits
@@ -69,24 +69,21 @@ def public_feedback_many(
     return found
 
 
-def _without_hidden_functions(public: list[str]) -> list[str]:
+def _without_hidden_functions(public: list[Test]) -> list[Test]:
     """Public tests with each test module cut to its public test functions (and methods): every test of a module
     carries the whole module, hidden tests' functions included, and the program could read them from memory."""
     keep: dict[str, set[str]] = {}
     for test in public:
-        found = decode_test(test)
-        if found and found[0] in ("pytest", "unittest") and isinstance(found[1].get("test"), str):
-            keep.setdefault(str(found[1].get("module")), set()).add(found[1]["test"])
+        if isinstance(test, ModuleTest) and test.test is not None:
+            keep.setdefault(test.module, set()).add(test.test)
     if not keep:
         return public
-    cut_tests = []
-    for test in public:
-        found = decode_test(test)
-        module = str(found[1].get("module")) if found else None
-        if found and module in keep:
-            test = tagged(found[0], {**found[1], "module": _public_module(module, keep[module], found[0])})
-        cut_tests.append(test)
-    return cut_tests
+    return [
+        dataclasses.replace(t, module=_public_module(t.module, keep[t.module], t.style))
+        if isinstance(t, ModuleTest) and t.module in keep
+        else t
+        for t in public
+    ]
 
 
 def _public_module(source: str, names: set[str], kind: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from azr.config import RewardSpec
-from azr.data import Task
+from azr.data import TEST_TYPES, Task, Test, decode
 from azr.errors import ConfigError
 from azr.prompts import Answer, AnswerFormat, completion_text, parse_answer
 from azr.rewards.batches import OutcomeCache
@@ -92,8 +92,13 @@ class CodeGrader:
                 setup=_column(columns, "setup", i) or None,
                 timeout_s=_column(columns, "timeout_s", i),
                 memory_mb=_column(columns, "memory_mb", i),
+                prelude=_column(columns, "prelude", i) or None,
+                checker=_column(columns, "checker", i) or None,
+                atol=_column(columns, "atol", i),
+                rtol=_column(columns, "rtol", i),
             )
-            keys.append((answer, tuple(task.tests), task.setup, task.timeout_s, task.memory_mb))
+            options = (task.prelude, task.checker, task.atol, task.rtol)
+            keys.append((answer, tuple(task.tests), task.setup, task.timeout_s, task.memory_mb, options))
             jobs[keys[-1]] = (task, answer.code)
 
         def run(todo: list[tuple]) -> list[Outcome]:
@@ -122,13 +127,22 @@ def _failure_reason(outcome: Outcome) -> str:
     return outcome.grade.failures[-1] if outcome.grade is not None and outcome.grade.failures else "unknown"
 
 
-def _tests_cell(cell: Any, row: int) -> list[str]:
-    """A row's tests as a list of strings; anything else (a bare string would be split into characters) becomes no
-    tests, which grading reports as `error` for that completion, and is logged."""
-    if isinstance(cell, (list, tuple)) and cell and all(isinstance(t, str) and t.strip() for t in cell):
-        return list(cell)
+def _tests_cell(cell: Any, row: int) -> list[Test]:
+    """A row's tests: a list of tests, or of their strings (`azr.data.codec`, as a dataset column holds them);
+    anything else (a bare string would be split into characters, a malformed encoding) becomes no tests, which
+    grading reports as `error` for that completion, and is logged."""
+    if isinstance(cell, (list, tuple)) and cell and all(isinstance(t, TEST_TYPES) or _text(t) for t in cell):
+        try:
+            return [decode(t) if isinstance(t, str) else t for t in cell]
+        except ValueError as exc:
+            log.error("rewards: row %d: a malformed test in 'tests': %s", row, exc)
+            return []
     log.error("rewards: row %d: 'tests' must be a non-empty list of test strings, got %.80r", row, cell)
     return []
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
 def _column(columns: dict[str, Any], name: str, i: int) -> Any:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from azr.config import SandboxConfig
-from azr.data import Task, decode_case, module_tests
+from azr.data import AssertTest, StdioCase, Task, encode, module_tests
 from azr.rewards.harness import build_checker_program, build_program, harness_preload, preloads_harness
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
@@ -69,7 +69,7 @@ def task_limits(task: Task, base: Limits) -> Limits:
     each case's, and the program (all cases, one after another) gets their sum, plus room on the report channel
     for every case's output."""
     if task.stdio:
-        cases = [c for c in map(decode_case, task.tests) if c is not None]
+        cases = [c for c in task.tests if isinstance(c, StdioCase)]
         report = sum(2 * output_cap(c) + 1024 for c in cases) + base.report_bytes
         return dataclasses.replace(
             base,
@@ -79,7 +79,7 @@ def task_limits(task: Task, base: Limits) -> Limits:
         )
     # Values as large as the expected ones come back on the report channel: room for twice the tests' own text
     # (the expected literals are in it), so a right answer is never cut off after the first large ones.
-    report = 2 * sum(map(len, task.tests)) + (64 << 10)
+    report = 2 * sum(len(encode(t)) for t in task.tests) + (64 << 10)
     if not task.timeout_s and not task.memory_mb and report <= base.report_bytes:  # the usual case: base as it is
         return base
     return dataclasses.replace(
@@ -192,25 +192,25 @@ class _Job:
     program: str
     limits: Limits
     preloaded: bool
-    detail: bool = False
+    checker: str | None = None  # the task's special judge of its stdin/stdout cases
+    detail: bool = False  # read each test's outcome too (execution feedback)
 
     def read(self, result: ExecResult) -> tuple[list[str | None], dict[int, str]]:
         if not self.plans:
             return [], {}
         outputs: dict[int, str] = {}
-        verdicts = [_not_offered(why) for why in read_verdicts(result.report, self.nonce, self.plans, outputs)]
-        return verdicts, outputs
+        read = read_verdicts(result.report, self.nonce, self.plans, outputs if self.checker is not None else None)
+        return [_not_offered(why) for why in read], outputs
 
     def checker_program(self, verdicts: list[str | None], outputs: dict[int, str]) -> tuple[str, str, list[int]] | None:
         """(nonce, program, case indexes) of the checker's run over the cases that ran cleanly; None if none."""
         indexes = [i for i, why in enumerate(verdicts) if why == CHECKER_PENDING]
-        cases = [decode_case(self.plans[i].source) for i in indexes]
-        if not indexes or any(c is None or c.checker is None for c in cases):
+        cases = [self.plans[i].stdio for i in indexes]
+        if not indexes or self.checker is None:
             return None
         triples = [(c.input, c.output, outputs[i]) for c, i in zip(cases, indexes, strict=True) if c is not None]
         nonce = os.urandom(16).hex()
-        checker = cases[0].checker  # type: ignore[union-attr]
-        return nonce, build_checker_program(checker or "", triples, nonce, self.preloaded), indexes
+        return nonce, build_checker_program(self.checker, triples, nonce, self.preloaded), indexes
 
     def apply_checks(self, verdicts: list[str | None], indexes: list[int], nonce: str, result: ExecResult) -> None:
         """The checker run's verdicts; a case it left unjudged because the run ran out of time or memory says so
@@ -236,17 +236,16 @@ def _jobs(
     preloaded = preloads_harness(pool.preload)
     random = b""
     for task, code in pairs:
-        plans = [plan_test(t) for t in task.tests]
+        plans = [plan_test(t, task.atol, task.rtol) for t in task.tests]
         if len({p.kind == "stdio" for p in plans} | {task.stdio}) > 1:
             plans = []  # stdin/stdout cases mixed with asserts (the loader refuses such rows): nothing can be judged
-        if task.prelude and not any(p.prelude for p in plans):  # a Task built in code: its prelude, not baked in
-            plans = [dataclasses.replace(p, prelude=task.prelude) for p in plans]
         if not random:  # 128 random bits per program, drawn from the OS in batches (a syscall each is slow in VMs)
             random = os.urandom(16 * 256)  # what secrets.token_bytes returns, without its hashlib import
         nonce, random = random[:16].hex(), random[16:]
         case_s = case_seconds(task, base) if task.stdio else None
-        program = build_program(code, plans, nonce, preloaded, task.setup, case_s)
-        yield _Job(plans, nonce, program, task_limits(task, base), preloaded, detail)
+        program = build_program(code, plans, nonce, preloaded, task.setup, case_s, task.prelude)
+        checker = task.checker if task.stdio else None
+        yield _Job(plans, nonce, program, task_limits(task, base), preloaded, checker, detail)
 
 
 def grade(
@@ -335,7 +334,7 @@ def run_program(code: str, tests: Sequence[str], cfg: SandboxConfig) -> dict[str
     settings = (cfg.backend, cfg.workers, cfg.tmp_size_mb, cfg.processes, worker_memory_mb(cfg))
     with open_pool(*settings, packages=tuple(cfg.packages)) as pool:
         if tests:
-            g = grade(Task("cli", "", list(tests)), code, pool, limits)
+            g = grade(Task("cli", "", [AssertTest(t) for t in tests]), code, pool, limits)
             status = "ok" if g.passed else g.status
             fields = (g.passed, g.tests_passed, g.tests_total, g.stdout, g.stderr, g.duration_s, g.backend)
         else:

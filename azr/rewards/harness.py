@@ -62,11 +62,13 @@ def build_program(
     preloaded: bool = False,
     setup: str | None = None,
     case_s: float | None = None,
+    prelude: str | None = None,
 ) -> str:
     """The harness with its payload: the solution, the nonce and what each test sends; no expected value.
     `preloaded`: for a pool whose workers preload `harness_preload()`, the program leaves out the harness's source
     (about 5 KB that every program would otherwise carry through the pipe and compile). `setup` runs after the
-    solution loads; `case_s` (stdin/stdout tasks) is each case's time limit."""
+    solution loads; `case_s` (stdin/stdout tasks) is each case's time limit; `prelude` runs before the solution, in
+    its namespace."""
     tests, modules = [], {}  # a module's source travels once, however many of its tests there are
     for plan in plans:
         sent = plan.sent()
@@ -78,7 +80,6 @@ def build_program(
         body["modules"] = list(modules)
     if not preloaded and any(p.kind == "pytest" for p in plans):
         body["pytest_shim"] = pytest_shim_source()
-    prelude = next((p.prelude for p in plans if p.prelude), None)
     if prelude:
         body["prelude"] = prelude
     if setup:

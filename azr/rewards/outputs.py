@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from azr.data import IOCase, Task
+from azr.data import StdioCase, Task
 from azr.rewards.grading import case_seconds, task_limits
 from azr.rewards.harness import build_program, preloads_harness
 from azr.rewards.plans import TestPlan, ValueCheck
@@ -43,7 +43,7 @@ def outputs_many(
     built = []
     for task, code, inputs in jobs:
         if task.stdio:
-            plans = [TestPlan("stdio", IOCase(text, "").encode()) for text in inputs]
+            plans = [TestPlan("stdio", "", origin=StdioCase(text, "")) for text in inputs]
         else:
             plans = [TestPlan("value", expr, (ValueCheck(expr, "=="),)) for expr in inputs]
         nonce = os.urandom(16).hex()

@@ -8,8 +8,8 @@ rewritten to report their values, compared here, and those at the top level must
 test whose expected value came from JSON (compared as JSON compares: `values.same`). One test of a pytest- or
 unittest-style module is a *module test*: the module, rewritten the same way (and unittest's `self.assertEqual(OUT,
 LITERAL)`-style calls too), runs in the sandbox and calls that one test; the checks directly in its body must report.
-Which plan a test gets is decided by its kind (`azr.data.iotests.KINDS`) through `PLANNERS`, the one place a new kind
-is added on this side.
+Which plan a test gets is decided by its kind (`azr.data.Test`) through `PLANNERS`, the one place a new kind is
+added on this side; the task's float tolerance comes with it (a test's own wins).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import dataclasses
 import functools
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from azr.data import call_source, decode_case, decode_test
+from azr.data import AssertTest, CallCase, ModuleTest, StdioCase, Test
 from azr.rewards import twins
 from azr.rewards.stdio import output_cap
 from azr.rewards.values import Opaque, check_hashed_size, same, short_repr
@@ -122,7 +122,8 @@ class ValueCheck:
 @dataclass(frozen=True)
 class TestPlan:
     """How one test is judged: a statement run in the sandbox, value checks decided here, or a stdin/stdout case
-    whose output is compared here (`azr.rewards.stdio`)."""
+    whose output is compared here (`azr.rewards.stdio`). `origin` is the test it was planned from (provenance:
+    left out of equality), so a reader of verdicts has the test itself, never a string to parse."""
 
     __test__ = False  # not a pytest test class
 
@@ -131,12 +132,17 @@ class TestPlan:
     checks: tuple[ValueCheck, ...] = ()
     program: str = ""  # statement tests with checks: the source with each checked `assert` turned into a report
     required: tuple[int, ...] = ()  # checks at the top level of a statement test: each must report a value
-    prelude: str | None = None  # runs before the solution, in its namespace
     test: str = ""  # a module test: which test of the module (`test_f`, `TestC::test_m`, `Case.test_m`)
     case: int | None = None  # ... and which parametrized case (None: all of them)
     shared: bool = False  # ... run in the solution's own namespace, as one module with it (BigCodeBench)
     names: tuple[tuple[str, tuple[str, ...]], ...] = ()  # ... modules it imports from that may be the solution's
     twin: bool = False  # ... and whether its twin has something to say: a pure side, a loop's or cases' count
+    origin: Test | None = field(default=None, compare=False)
+
+    @property
+    def stdio(self) -> StdioCase | None:
+        """The stdin/stdout case of a `stdio` plan: its input goes in, its output stays here."""
+        return self.origin if isinstance(self.origin, StdioCase) else None
 
     def sent(self) -> Any:
         """All the sandbox is told about this test."""
@@ -145,9 +151,8 @@ class TestPlan:
         if self.kind == "value":
             return [[c.expr, c.wrap] for c in self.checks]
         if self.kind == "stdio":
-            case = decode_case(self.source)
-            assert case is not None  # planned as stdio because it decoded
-            return [case.input, output_cap(case)]
+            assert self.stdio is not None
+            return [self.stdio.input, output_cap(self.stdio)]
         if self.kind in ("pytest", "unittest"):
             sent = [self.program, self.test, self.case, [c.wrap for c in self.checks]]
             options = {"shared": True} if self.shared else {}
@@ -158,21 +163,12 @@ class TestPlan:
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a step grades every completion of a group against the same tests
-def plan_test(source: str) -> TestPlan:
-    """The plan of one `Task.tests` string, by its kind (`PLANNERS`)."""
-    found = decode_test(source)
-    if found is None:
-        try:
-            return plan_assert(source)
-        except (ValueError, RecursionError, MemoryError):  # a literal too long to print, nesting too deep to walk
-            return TestPlan("statement", source)  # run as written: the sandbox's Python judges it
-    kind, body = found
+def plan_test(test: Test, atol: float | None = None, rtol: float | None = None) -> TestPlan:
+    """The plan of one test, by its kind (`PLANNERS`); `atol`/`rtol` are the task's float tolerance."""
     try:
-        plan = PLANNERS[kind](source, body)
+        return dataclasses.replace(PLANNERS[test.kind](test, atol, rtol), origin=test)
     except (KeyError, TypeError, ValueError, AttributeError, SyntaxError, RecursionError, MemoryError):
-        return TestPlan("none", source, prelude=None)  # malformed: nothing can be judged, so never a pass
-    prelude = body.get("prelude")
-    return dataclasses.replace(plan, prelude=prelude) if isinstance(prelude, str) else plan
+        return TestPlan("none", "", origin=test)  # malformed: nothing can be judged, so never a pass
 
 
 def plan_assert(source: str) -> TestPlan:
@@ -188,59 +184,49 @@ def plan_assert(source: str) -> TestPlan:
     return _instrumented(source, tree)
 
 
-def _plan_tagged_assert(source: str, body: dict[str, Any]) -> TestPlan:
-    """An assert test with a float tolerance: its checks compare within it."""
-    plan = plan_assert(str(body["test"]))
-    tol = {"atol": body.get("atol"), "rtol": body.get("rtol")}
-    checks = tuple(dataclasses.replace(c, **tol) for c in plan.checks)
-    return dataclasses.replace(plan, source=source, checks=checks, program=plan.program or plan.source)
+def _plan_assert(test: AssertTest, atol: float | None, rtol: float | None) -> TestPlan:
+    """An assert test; with a float tolerance (its own, else the task's), its value checks compare within it."""
+    tol = {"atol": test.atol if test.atol is not None else atol, "rtol": test.rtol if test.rtol is not None else rtol}
+    try:
+        plan = plan_assert(test.source)
+    except (ValueError, RecursionError, MemoryError):  # a literal too long to print, nesting too deep to walk
+        return TestPlan("statement", test.source)  # run as written: the sandbox's Python judges it
+    if tol["atol"] is None and tol["rtol"] is None:
+        return plan
+    return dataclasses.replace(plan, checks=tuple(dataclasses.replace(c, **tol) for c in plan.checks))
 
 
-def _plan_call(source: str, body: dict[str, Any]) -> TestPlan:
-    check = ValueCheck(call_source(body), "json", body["output"], atol=body.get("atol"), rtol=body.get("rtol"))
-    return TestPlan("value", source, (check,))
+def _plan_call(test: CallCase, atol: float | None, rtol: float | None) -> TestPlan:
+    own_atol, own_rtol = (test.atol if test.atol is not None else atol), (test.rtol if test.rtol is not None else rtol)
+    check = ValueCheck(test.expression(), "json", test.output, atol=own_atol, rtol=own_rtol)
+    return TestPlan("value", check.expr, (check,))
 
 
-def _plan_stdio(source: str, body: dict[str, Any]) -> TestPlan:
-    if decode_case(source) is None:
-        raise ValueError("malformed stdin/stdout case")
-    return TestPlan("stdio", source)
+def _plan_stdio(test: StdioCase, atol: float | None, rtol: float | None) -> TestPlan:
+    return TestPlan("stdio", "", origin=test)
 
 
-def _plan_module(source: str, body: dict[str, Any]) -> TestPlan:
+def _plan_module(test: ModuleTest, atol: float | None, rtol: float | None) -> TestPlan:
     """One test of a module; a module that collected none is planned as `none` (its verdict: no tests ran)."""
-    kind = source[1 : source.index(":")]
-    if body.get("test") is None:
-        return TestPlan("none", source)
-    module = instrumented_module(str(body["module"]), kind == "unittest")
-    case = body.get("case")
-    name = str(body["test"])
+    if test.test is None:
+        return TestPlan("none", "")
+    module = instrumented_module(test.module, test.style == "unittest")
     return TestPlan(
-        kind,  # type: ignore[arg-type]
-        source,
+        test.style,
+        "",
         module.checks,
         module.program,
-        module.required.get(name, ()),
-        test=name,
-        case=case if isinstance(case, int) else None,
-        shared=body.get("shared") is True,
-        names=_module_names(body.get("names")),
-        twin=name in module.twinned,
+        module.required.get(test.test, ()),
+        test=test.test,
+        case=test.case,
+        shared=test.shared,
+        names=test.names,
+        twin=test.test in module.twinned,
     )
 
 
-def _module_names(value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """A module test's `names` ([module, [symbols]] pairs, `iotests.imported_names`), the well-formed ones."""
-    found = []
-    for item in value if isinstance(value, list) else ():
-        if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and item[0].isidentifier():
-            symbols = item[1] if isinstance(item[1], list) else []
-            found.append((item[0], tuple(s for s in symbols if isinstance(s, str) and s.isidentifier())))
-    return tuple(found)
-
-
-PLANNERS: dict[str, Callable[[str, dict[str, Any]], TestPlan]] = {
-    "assert": _plan_tagged_assert,
+PLANNERS: dict[str, Callable[[Any, float | None, float | None], TestPlan]] = {  # a test's kind -> its planner
+    "assert": _plan_assert,
     "call": _plan_call,
     "stdio": _plan_stdio,
     "pytest": _plan_module,

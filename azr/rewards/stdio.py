@@ -16,19 +16,19 @@ import math
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from azr.data import IOCase
+from azr.data import StdioCase
 
 MIN_OUTPUT_CAP = 64 * 1024  # bytes of a case's stdout read back, at least; more for cases that expect more
 
 
-def output_cap(case: IOCase) -> int:
+def output_cap(case: StdioCase) -> int:
     """Bytes of stdout read back for this case: a power of two at least twice the expected output's size, so the
     cap says next to nothing about the answer's length."""
     need = 2 * len(case.output.encode()) + 1
     return max(MIN_OUTPUT_CAP, 1 << (need - 1).bit_length())
 
 
-def judge_output(case: IOCase, report: Any) -> str | None:
+def judge_output(case: StdioCase, report: Any) -> str | None:
     """None when the reported run of `case` passes, else why not. `report` comes from the sandbox: anything
     malformed fails the case."""
     return ran_cleanly(report) or compare_output(case, report["out"])
@@ -51,7 +51,7 @@ def ran_cleanly(report: Any) -> str | None:
     return None
 
 
-def compare_output(case: IOCase, actual: str) -> str | None:
+def compare_output(case: StdioCase, actual: str) -> str | None:
     """None when `actual` matches the case's expected output under its comparison, else the first difference."""
     if case.compare == "decimals" and case.float_tol is None:
         return _compare_decimals(case.output, actual)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from azr.data import decode_case, decode_test
+from azr.data import AssertTest, CallCase, ModuleTest
 from azr.inputs import load_json
 from azr.rewards.plans import TestPlan, ValueCheck
 from azr.rewards.stdio import judge_output, ran_cleanly
@@ -63,8 +63,9 @@ def read_verdicts(
     report: str, nonce: str, plans: Sequence[TestPlan], outputs: dict[int, str] | None = None
 ) -> list[str | None]:
     """Per test: None when it passed, else why not. Lines without the nonce are ignored; a test with more than
-    one verdict fails (something other than the harness wrote one). With `outputs`, a stdin/stdout case that has a
-    checker and ran cleanly gets `CHECKER_PENDING`, and its output goes into `outputs` for the checker's run."""
+    one verdict fails (something other than the harness wrote one). With `outputs` (a task with a checker), a
+    stdin/stdout case that ran cleanly gets `CHECKER_PENDING`, and its output goes into `outputs` for the checker's
+    run."""
     seen, load_error, twins = report_lines(report, nonce, len(plans))
     twinned = any(plan.twin for plan in plans)  # then the harness ran a twin, and its separator must be there
     verdicts: list[str | None] = []
@@ -89,8 +90,7 @@ def read_verdicts(
                     verdicts.append(payload)
                     continue
             verdicts.append(_judge(plan, kind, payload))
-            case = decode_case(plan.source) if plan.kind == "stdio" else None
-            if case is not None and case.checker is not None and outputs is not None and kind == "stdout":
+            if plan.stdio is not None and outputs is not None and kind == "stdout":
                 why = ran_cleanly(payload)
                 verdicts[-1] = why or CHECKER_PENDING
                 if why is None:
@@ -129,7 +129,7 @@ def _judge(plan: TestPlan, kind: str, payload: Any) -> str | None:
             return f"skipped ({str(payload)[:300]}): a skipped test is not a pass"
         return _judge_statement(plan, payload) if kind == "ok" else f"unexpected verdict {kind!r}"
     if plan.kind == "stdio":
-        case = decode_case(plan.source)
+        case = plan.stdio
         return judge_output(case, payload) if kind == "stdout" and case else f"unexpected verdict {kind!r}"
     if plan.kind == "statement":
         return _judge_statement(plan, payload) if kind == "ok" else f"unexpected verdict {kind!r}"
@@ -262,7 +262,7 @@ def read_outcomes(
 
 
 def _case_outcome(plan: TestPlan, why: str | None, line: tuple[str, Any]) -> TestOutcome:
-    case = decode_case(plan.source)
+    case = plan.stdio
     kind, report = line
     if case is None or kind != "stdout" or not isinstance(report, dict):
         return _shown(plan, why, None, _error_line(why))
@@ -340,7 +340,7 @@ def _wanted(check: ValueCheck) -> str:
 
 def _shown(plan: TestPlan, why: str | None, actual: str | None, error: str | None) -> TestOutcome:
     """A test shown as what it runs (its stdin, call, statement or test function), with the error it met."""
-    case = decode_case(plan.source) if plan.kind == "stdio" else None
+    case = plan.stdio
     if case is not None:
         return TestOutcome(why, case.input, case.output, actual, error)
     if plan.kind == "value" and plan.checks:
@@ -352,21 +352,19 @@ def _shown(plan: TestPlan, why: str | None, actual: str | None, error: str | Non
 
 def _test_source(plan: TestPlan) -> str:
     """A statement test as written, or a module test's function as its module has it."""
-    found = decode_test(plan.source)
-    if plan.kind in ("pytest", "unittest") and found is not None:
-        return _function_source(str(found[1].get("module", "")), plan.test)
-    source = str(found[1].get("test", plan.source)) if found and found[0] == "assert" else plan.source
-    return source.strip()
+    test = plan.origin
+    if isinstance(test, ModuleTest):
+        return _function_source(test.module, plan.test)
+    return (test.source if isinstance(test, AssertTest) else plan.source).strip()
 
 
 def _call_shown(plan: TestPlan) -> str | None:
     """A call case as its call reads (`f(1, [2])`, `Solution.f(1)`), not as the harness evaluates it."""
-    found = decode_test(plan.source)
-    if not found or found[0] != "call":
+    case = plan.origin
+    if not isinstance(case, CallCase):
         return None
-    body = found[1]
-    pieces = [repr(a) for a in body.get("args", [])] + [f"{k}={v!r}" for k, v in (body.get("kwargs") or {}).items()]
-    return f"{body.get('call')}({', '.join(pieces)})"
+    pieces = [repr(a) for a in case.args] + [f"{k}={v!r}" for k, v in case.kwargs.items()]
+    return f"{case.call}({', '.join(pieces)})"
 
 
 def _function_source(module: str, test: str) -> str:

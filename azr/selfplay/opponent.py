@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from azr.config import AzrConfig
-from azr.data import Task
+from azr.data import GRADING_COLUMNS, Task
 from azr.logs import JsonlWriter
 from azr.prompts import chat_messages, last_user_message
 from azr.remote import ChatClient, Reply, Usage, build_client
@@ -232,15 +232,9 @@ def opponent_column(rows: Sequence[dict[str, Any]], results: dict[str, OpponentR
 
 
 def grading_columns(item: Task | dict[str, Any]) -> dict[str, Any]:
-    """What grading needs of a task or a dataset row: its tests, setup, timeout_s and memory_mb (Task's own field
-    names)."""
+    """What grading needs of a task or a dataset row: its tests, setup, limits and options (`GRADING_COLUMNS`,
+    Task's own field names)."""
     if isinstance(item, Task):
-        return {
-            "tests": list(item.tests),
-            "setup": item.setup,
-            "timeout_s": item.timeout_s,
-            "memory_mb": item.memory_mb,
-        }
-    tests = list(item.get("tests") or [])
-    limits = {"timeout_s": item.get("timeout_s"), "memory_mb": item.get("memory_mb")}
-    return {"tests": tests, "setup": item.get("setup") or None, **limits}
+        return item.grading_columns()
+    found = {name: item.get(name) for name in GRADING_COLUMNS}
+    return found | {"tests": list(item.get("tests") or []), "setup": item.get("setup") or None}

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from azr.alarms import Alarm
 from azr.config import FeedbackConfig
 from azr.data import Task
-from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt
+from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, task_columns
 from azr.prompts import parse_answer, reference_answer
 from azr.rewards import EPISODE_TURNS, PUBLIC_FIRST, PUBLIC_LAST, CodeGrader, Rubric, grade_many, hidden_task
 from azr.rollouts import ENV, POLICY, Episode, Limits, ScoredBatch, Turn, start_groups
@@ -182,6 +182,10 @@ def _row_task(row: dict[str, Any]) -> Task:
         setup=row.get("setup") or None,
         timeout_s=row.get("timeout_s"),
         memory_mb=row.get("memory_mb"),
+        prelude=row.get("prelude") or None,
+        checker=row.get("checker") or None,
+        atol=row.get("atol"),
+        rtol=row.get("rtol"),
     )
 
 
@@ -262,7 +266,7 @@ def measure_episodes(
     passed: list[list[bool | None]] = [[] for _ in episodes]
     for k in range(feedback.max_turns):
         texts = [e.policy_turns[min(k, len(e.policy_turns) - 1)].text for e in episodes]
-        columns = _columns([hidden[e.task_id] for e in episodes])
+        columns = task_columns([hidden[e.task_id] for e in episodes])
         for i, outcome in enumerate(grader.outcomes(texts, columns)):
             passed[i].append(None if outcome.status == "error" else outcome.status == "passed")
     for k in range(feedback.max_turns):
@@ -273,16 +277,6 @@ def measure_episodes(
             result[f"repaired_turn{k + 1}"] = sum(failed) / len(failed) if failed else None  # type: ignore[arg-type]
     result["turns"] = sum(len(e.policy_turns) for e in episodes) / len(episodes) if episodes else None
     return result
-
-
-def _columns(tasks: Sequence[Task]) -> dict[str, list[Any]]:
-    return {
-        "tests": [t.tests for t in tasks],
-        "setup": [t.setup for t in tasks],
-        "task_id": [t.id for t in tasks],
-        "timeout_s": [t.timeout_s for t in tasks],
-        "memory_mb": [t.memory_mb for t in tasks],
-    }
 
 
 def repair_transcripts(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from azr.data import Task
+from azr.data import Task, encode_all
 from azr.prompts import chat_messages
 from azr.rollouts import MainRounds
 from azr.training.context import RunContext
@@ -177,10 +177,8 @@ def grpo_rows(tasks: list[Task], hidden_only: bool = False) -> list[dict[str, An
         row = {
             "prompt": chat_messages(t.prompt),
             "task_id": t.id,
-            "tests": t.tests,
+            **t.grading_columns(),
             "setup": t.setup or "",
-            "timeout_s": t.timeout_s,
-            "memory_mb": t.memory_mb,
             "hint": "",
             "source": "data",
         }
@@ -188,7 +186,7 @@ def grpo_rows(tasks: list[Task], hidden_only: bool = False) -> list[dict[str, An
             hidden = t.split_tests()[1]
             if not hidden:
                 continue
-            row["tests"] = hidden
+            row["tests"] = encode_all(hidden)
         rows.append(row)
     return rows
 

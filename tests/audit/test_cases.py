@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from azr.audit.cases import calls_in_tests, compares_values, generated_inputs, inputs_in_tests
-from azr.data import IOCase, Task
+from azr.data import StdioCase, Task
 
 SOLUTION = "def f(xs, k):\n    return sorted(xs)[:k]\n"
 
@@ -33,14 +33,14 @@ def test_generated_inputs_are_new_deterministic_literal_and_in_the_tests_domain(
 
 
 def test_stdin_inputs_change_one_integer_and_keep_its_sign():
-    task = Task("io", "p", [IOCase("2\n0 7\n", "7").encode()], "input()\nprint(max(map(int, input().split())))\n")
+    task = Task("io", "p", [StdioCase("2\n0 7\n", "7")], "input()\nprint(max(map(int, input().split())))\n")
     made = generated_inputs(task, 20)
     assert "3\n0 7\n" in made and "2\n1 7\n" in made and "2\n0 6\n" in made
     assert all("-" not in m for m in made)
 
 
 def test_stdin_inputs_of_words_only_get_word_edits_of_the_same_length_and_alphabet():
-    task = Task("w", "p", [IOCase("WBWB\nBBWW\n", "2").encode()], "print(input().count('W'))\n")
+    task = Task("w", "p", [StdioCase("WBWB\nBBWW\n", "2")], "print(input().count('W'))\n")
     made = generated_inputs(task, 30)
     assert made == generated_inputs(task, 30) and len(made) == len(set(made)) >= 10
     assert "WBWB\nBBWW\n" not in made and "BWBW\nBBWW\n" in made  # a word reversed

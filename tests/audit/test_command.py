@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from azr.data import read_jsonl
+from azr.data import AssertTest, read_jsonl
 
 SOLUTION = """def clamp_sum(xs, limit):
     total = 0
@@ -53,7 +53,7 @@ def test_harden_writes_azr_tasks_and_prints_both_kill_rates(cli, write, tmp_path
     after = float(next(x for x in lines if x.startswith("after:")).split()[3])
     assert after > before and code == 1  # the weak file lets the empty-value probe through
     (task,) = read_jsonl(out_file)
-    assert len(task.tests) > 1 and task.tests[0] == "assert clamp_sum([], 0) == 0"
+    assert len(task.tests) > 1 and task.tests[0] == AssertTest("assert clamp_sum([], 0) == 0")
     code, out, _ = cli("data", "validate", out_file, "--workers", "2")
     assert code == 0, out
 
@@ -99,7 +99,7 @@ def test_harden_writes_the_tests_verbatim_even_where_they_look_like_credentials(
     out_file = tmp_path / "hard.jsonl"
     cli("data", "audit", path, "--harden", out_file, "--workers", "2")
     (task,) = read_jsonl(out_file)
-    assert task.tests[0] == CREDENTIAL_LOOKING and "<redacted>" not in out_file.read_text()
+    assert task.tests[0] == AssertTest(CREDENTIAL_LOOKING) and "<redacted>" not in out_file.read_text()
 
 
 def test_harden_onto_its_own_input_is_refused_before_the_audit(cli, write, tmp_path):

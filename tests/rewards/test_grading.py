@@ -13,13 +13,21 @@ import secrets
 
 import pytest
 
+from azr.data import AssertTest
 from azr.data.tasks import Task, load_tasks
 from azr.rewards.grading import grade, grade_many, grade_stream, task_limits, validate_references, verdict_check
 from azr.rewards.harness import build_program
-from azr.rewards.plans import TestPlan, ValueCheck, plan_test
+from azr.rewards.plans import TestPlan, ValueCheck
+from azr.rewards.plans import plan_test as plan_of
 from azr.rewards.values import decode_value
 from azr.rewards.verdicts import read_verdicts
 from azr.sandbox import Limits, open_pool
+
+
+def plan_test(source: str) -> TestPlan:
+    """The plan of an assert test given as its source."""
+    return plan_of(AssertTest(source))
+
 
 QUICK = Limits(wall_s=2.0)  # programs that end by themselves
 HANG = Limits(wall_s=1.0)  # programs that are meant to run into the wall clock

@@ -383,9 +383,7 @@ LEAP = "def leap_year(year):\n    return year % 4 == 0 and (year % 100 != 0 or y
 
 
 def shown_names(source):
-    from azr.data import decode_test
-
-    return decode_test(task([{"pytest": source}]).tests[0])[1]["names"]
+    return [[module, list(symbols)] for module, symbols in task([{"pytest": source}]).tests[0].names]
 
 
 def test_a_test_module_imports_the_program_under_the_name_it_uses(pool):
@@ -455,3 +453,21 @@ def test_an_empty_parameter_set_is_not_a_pass(pool):
     )
     g = grades(pool, [(task([{"pytest": module}]), ADD)])[0]
     assert g.tests_passed == 0 and "empty parameter set" in g.failures[0], g.failures
+
+
+def test_every_kind_has_its_planner():
+    """A kind of the `Test` union is judged only once it has a planner (and the planner's verdict rule)."""
+    from azr.data import KINDS
+    from azr.rewards.plans import PLANNERS
+
+    assert set(PLANNERS) == set(KINDS)
+
+
+def test_a_plan_carries_the_test_it_was_planned_from():
+    """Readers of verdicts (feedback, audits) get the test itself from its plan, never a string to parse again."""
+    from azr.data import CallCase, StdioCase
+    from azr.rewards.plans import plan_test
+
+    case, call = StdioCase("1\n", "2\n"), CallCase("f", [1], 2)
+    assert plan_test(case).origin is case and plan_test(case).stdio is case
+    assert plan_test(call, 0.1).origin == call and plan_test(call).stdio is None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from azr.data import IOCase, Task
+from azr.data import StdioCase, Task
 from azr.rewards.grading import grade, grade_many, task_limits
 from azr.rewards.harness import harness_preload
 from azr.rewards.stdio import compare_output, judge_output, output_cap
@@ -17,8 +17,8 @@ from azr.sandbox import Limits, open_pool
 QUICK = Limits(wall_s=2.0)
 
 
-def cases(*pairs: tuple[str, str], **options) -> list[str]:
-    return [IOCase(i, o, **options).encode() for i, o in pairs]
+def cases(*pairs: tuple[str, str], **options) -> list[StdioCase]:
+    return [StdioCase(i, o, **options) for i, o in pairs]
 
 
 ADD = Task("add", "Read two integers, print their sum.", cases(("1 2\n", "3\n"), ("5 5\n", "10\n"), ("-1 1\n", "0\n")))
@@ -52,11 +52,11 @@ def run(pool, task: Task, code: str, limits: Limits = QUICK):
     ],
 )
 def test_outputs_compare_as_judges_do(expected, actual, compare, tol, ok):
-    assert (compare_output(IOCase("", expected, compare, tol), actual) is None) == ok
+    assert (compare_output(StdioCase("", expected, compare, tol), actual) is None) == ok
 
 
 def test_a_report_fails_on_time_runtime_error_or_too_much_output():
-    case = IOCase("", "3")
+    case = StdioCase("", "3")
     assert judge_output(case, {"out": "3", "exit": 0}) is None
     assert judge_output(case, {"out": "3", "exit": 1}).startswith("runtime error")
     assert judge_output(case, {"out": "3", "timeout": True, "limit_s": 2}).startswith("time limit exceeded")
@@ -65,8 +65,8 @@ def test_a_report_fails_on_time_runtime_error_or_too_much_output():
 
 
 def test_the_output_cap_hides_the_expected_length():
-    assert output_cap(IOCase("", "YES")) == output_cap(IOCase("", "NO")) == 64 * 1024
-    assert output_cap(IOCase("", "x" * 100_000)) == 1 << 18
+    assert output_cap(StdioCase("", "YES")) == output_cap(StdioCase("", "NO")) == 64 * 1024
+    assert output_cap(StdioCase("", "x" * 100_000)) == 1 << 18
 
 
 # ------------------------------------------------------------------------------------------------- verdicts
@@ -320,7 +320,7 @@ def test_each_case_sees_only_its_own_input_output_and_stderr(pool):
 
 def test_a_checker_that_runs_out_of_time_grades_timeout_not_crashed(pool):
     slow = "def check(input, expected, output):\n    while True:\n        pass\n"
-    task = Task("slow", "Print the input.", cases(("1\n", "1\n"), checker=slow))
+    task = Task("slow", "Print the input.", cases(("1\n", "1\n")), checker=slow)
     g = run(pool, task, "print(input())\n", Limits(wall_s=1.0))
     assert g.status == "timeout" and not g.passed, g
     assert g.failures == ["test 0: time limit exceeded: the checker ran past the time limit"]
@@ -328,7 +328,7 @@ def test_a_checker_that_runs_out_of_time_grades_timeout_not_crashed(pool):
 
 def test_decimals_compare_as_livecodebench_grades_stdout():
     def judged(expected, actual):
-        return compare_output(IOCase("", expected, "decimals"), actual)
+        return compare_output(StdioCase("", expected, "decimals"), actual)
 
     assert judged("2.5\n3 1\n", "2.500000\n3 1") is None
     assert judged("2.5\n", "  2.5  \n\n") is None  # both outputs and each line stripped
@@ -339,4 +339,4 @@ def test_decimals_compare_as_livecodebench_grades_stdout():
     assert judged("2.5\n\n1\n", "2.5\n1\n") == "wrong answer: expected 3 lines, got 2"  # inner blank lines count
     assert judged("yes\n", "YES\n") is not None and judged("nan\n", "nan \n") is None
     assert judged("1\n", "sNaN\n") is not None and judged("NaN\n", "nan\n") is not None
-    assert compare_output(IOCase("", "2.5\n"), "2.500000\n") is not None  # lines: text only
+    assert compare_output(StdioCase("", "2.5\n"), "2.500000\n") is not None  # lines: text only

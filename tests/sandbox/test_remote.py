@@ -16,7 +16,7 @@ import pytest
 from procs import TOKEN, TOKEN_ENV, kill_group_when, start_server, stop
 
 from azr.config import RemoteSandboxConfig, SandboxConfig
-from azr.data import IOCase, Task, module_tests
+from azr.data import StdioCase, Task, module_tests
 from azr.errors import ConfigError
 from azr.rewards import grade_many, harness_preload
 from azr.sandbox import Limits, RemoteProvider, open_pool
@@ -77,8 +77,8 @@ KINDS = {
     "asserts": Task("asserts", "", ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]),
     "pytest": Task("pytest", "", module_tests("pytest", PYTEST_MODULE, "t")),
     "unittest": Task("unittest", "", module_tests("unittest", UNITTEST_MODULE, "t")),
-    "stdio": Task("stdio", "", [IOCase("1 2\n", "3\n").encode(), IOCase("5 5\n", "10\n").encode()]),
-    "special judge": Task("judge", "", [IOCase("2 2\n", "4", checker=CHECKER).encode()]),
+    "stdio": Task("stdio", "", [StdioCase("1 2\n", "3\n"), StdioCase("5 5\n", "10\n")]),
+    "special judge": Task("judge", "", [StdioCase("2 2\n", "4")], checker=CHECKER),
 }
 
 

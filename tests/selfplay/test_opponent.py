@@ -21,6 +21,7 @@ from http_stub import (
 )
 
 from azr.config import AzrConfig, ModelConfig, SelfPlayConfig, ThinkingConfig
+from azr.data import encode_all
 from azr.data.tasks import Task
 from azr.prompts import ANSWER_PREFIX, SYSTEM_PROMPT, chat_messages, parse_answer
 from azr.remote.clients import ChatClient
@@ -58,7 +59,7 @@ def opponent_payload(path: str, body: dict) -> dict:
 def rows(tasks=TASKS, group: int = 2) -> list[dict]:
     """Dataset rows as TRL hands them to rewards: one per completion, conversational prompts."""
     return [
-        {"prompt": chat_messages(t.prompt), "task_id": t.id, "tests": t.tests, "hint": ""}
+        {"prompt": chat_messages(t.prompt), "task_id": t.id, "tests": encode_all(t.tests), "hint": ""}
         for t in tasks
         for _ in range(group)
     ]

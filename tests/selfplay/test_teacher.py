@@ -10,6 +10,7 @@ import pytest
 from http_stub import COMPLETION_TOKENS, PROMPT_TOKENS, Fault, fast_client, stub_fixtures
 
 from azr.config import AzrConfig, ModelConfig, TeacherAssistConfig, TeacherConfig, ThinkingConfig
+from azr.data import encode_all
 from azr.data.tasks import Task
 from azr.prompts import ANSWER_PREFIX, HINT_MARKER, HINT_SYSTEM_PROMPT, SYSTEM_PROMPT, chat_messages, hinted_messages
 from azr.remote.clients import ChatClient
@@ -45,7 +46,13 @@ def teacher_payload(path: str, body: dict) -> dict:
 
 
 def row(task: Task, **extra) -> dict:
-    return {"prompt": chat_messages(task.prompt), "task_id": task.id, "tests": task.tests, "hint": "", **extra}
+    return {
+        "prompt": chat_messages(task.prompt),
+        "task_id": task.id,
+        "tests": encode_all(task.tests),
+        "hint": "",
+        **extra,
+    }
 
 
 def failed(outcome: str, tasks=TASKS) -> list[ProblemResult]:
@@ -125,7 +132,7 @@ def test_hints_become_new_conversational_prompts_for_the_policy(stub, grader, tm
     for r, task in zip(rows, TASKS, strict=False):
         assert r["prompt"] == hinted_messages(task.prompt, hint)  # the original question, then the marked hint
         assert r["prompt"][1]["content"].startswith(task.prompt) and HINT_MARKER in r["prompt"][1]["content"]
-        assert r["tests"] == task.tests and r["hint"] == hint
+        assert r["tests"] == encode_all(task.tests) and r["hint"] == hint
         assert "opponent_passed" not in r and "completion" not in r  # a new prompt; no completion is ever supplied
     records = [json.loads(line) for line in log_path.read_text().splitlines()]
     assert [(r["step"], r["kind"], r["ok"]) for r in records] == [(3, "hint", True)] * 2

@@ -20,6 +20,7 @@ from recipes import tiny_recipe, write_recipe
 from run_files import read_generations, read_jsonl, read_phases
 
 from azr.config import SandboxConfig, load_config
+from azr.data import encode_all
 from azr.data.tasks import load_tasks
 from azr.prompts import chat_messages, reference_answer
 from azr.rewards.functions import CodeGrader, FormatReward
@@ -304,7 +305,13 @@ def test_rows_the_tests_reward_could_not_grade_are_masked_whole(small_trainer):
     trainer, batches = small_trainer
     tasks = load_tasks("train")[:2]
     inputs = [
-        {"prompt": chat_messages(t.prompt), "task_id": t.id, "tests": t.tests, "timeout_s": None, "memory_mb": None}
+        {
+            "prompt": chat_messages(t.prompt),
+            "task_id": t.id,
+            "tests": encode_all(t.tests),
+            "timeout_s": None,
+            "memory_mb": None,
+        }
         for t in tasks
         for _ in range(2)
     ]

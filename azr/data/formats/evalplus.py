@@ -24,7 +24,8 @@ from typing import Any
 
 from azr.data.formats.classic import HUMANEVAL_INSTRUCTION
 from azr.data.formats.common import Row, need, need_text, parsed, row_id
-from azr.data.iotests import call_test, module_tests, split_asserts, tagged
+from azr.data.iotests import call_test, module_tests, split_asserts
+from azr.data.tests_model import AssertTest
 from azr.errors import DataError
 
 # EvalPlus's float comparison: `np.allclose`'s relative tolerance, and the absolute one a float output gets when the
@@ -84,7 +85,7 @@ def _tolerance(row: Row, where: str) -> Row:
     return {"atol": float(atol), "rtol": EVALPLUS_RTOL} if atol else {}
 
 
-def _output_tests(row: Row, where: str, entry: str | None, template: list[Any] | None, column: str) -> list[str]:
+def _output_tests(row: Row, where: str, entry: str | None, template: list[Any] | None, column: str) -> list[Any]:
     """One test per `{column}_input` whose output is known (from the file or the oracle), compared as EvalPlus
     compares (`evalplus_tolerance`); none without outputs."""
     outputs = row.get(f"{column}_output")
@@ -106,7 +107,7 @@ def _output_tests(row: Row, where: str, entry: str | None, template: list[Any] |
     return tests
 
 
-def with_evalplus_tolerance(test: str, expected: Any, atol: float) -> str:
+def with_evalplus_tolerance(test: str, expected: Any, atol: float) -> str | AssertTest:
     """EvalPlus's comparison of an output with the reference's (`evalplus.eval.unsafe_execute`): equal, or, where
     the task's `atol` is non-zero (1e-6 when the expected value is a float or a non-empty list or tuple of floats),
     `np.allclose(out, exp, rtol=1e-07, atol=atol)`; with no tolerance, equal only."""
@@ -114,7 +115,7 @@ def with_evalplus_tolerance(test: str, expected: Any, atol: float) -> str:
         atol = EVALPLUS_FLOAT_ATOL
     if atol == 0:
         return test
-    return tagged("assert", {"test": test, "atol": atol, "rtol": EVALPLUS_RTOL})
+    return AssertTest(test, atol, EVALPLUS_RTOL)
 
 
 def _is_floats(value: Any) -> bool:
