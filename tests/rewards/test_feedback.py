@@ -10,7 +10,7 @@ import re
 import pytest
 
 from azr.config import FeedbackConfig
-from azr.data import Task, load_tasks
+from azr.data import Task, encode_all, load_tasks
 from azr.rewards import grade, hidden_task, public_feedback, public_feedback_many, public_task
 from azr.rewards.feedback import CUT, NO_CODE
 from azr.sandbox import Limits, open_pool
@@ -141,8 +141,8 @@ def test_nothing_of_a_hidden_test_appears_in_any_feedback(pool, tmp_path):
     for (task, program), (_, text) in zip(pairs, results, strict=True):
         assert text and HIDDEN_INPUT not in text and HIDDEN_EXPECTED not in text, (task.id, program, text)
     for task in tasks:  # the split itself: the public task holds no hidden text, the hidden task all of it
-        assert HIDDEN_INPUT not in json.dumps(public_task(task).tests)
-        assert HIDDEN_INPUT in json.dumps(hidden_task(task).tests)
+        assert HIDDEN_INPUT not in json.dumps(encode_all(public_task(task).tests))
+        assert HIDDEN_INPUT in json.dumps(encode_all(hidden_task(task).tests))
 
 
 def test_the_humaneval_public_check_reads_as_a_call_of_the_entry_point(pool):
