@@ -47,7 +47,7 @@ def _hidden_marks(task) -> list[str]:
     """Texts only a hidden test of `task` holds: its calls, where no public test holds them too."""
     public, hidden = task.split_tests()
     marks = [c.expr for test in hidden for c in plan_test(test).checks]
-    return [m for m in marks if len(m) > 4 and not any(m in p for p in public) and m not in task.prompt]
+    return [m for m in marks if len(m) > 4 and not any(m in p.source for p in public) and m not in task.prompt]
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def test_an_endpoint_repairs_on_feedback_scored_on_hidden_tests_and_sees_none(cl
         assert messages[2]["content"] == WRONG
         feedback = messages[3]["content"]
         checks = plan_test(task.tests[0]).checks
-        public = checks[0].expr if checks else task.tests[0].strip()[:100]
+        public = checks[0].expr if checks else task.tests[0].source.strip()[:100]
         assert public in feedback and "\nError: " in feedback, (public, feedback)
         for mark in _hidden_marks(task):
             assert mark not in feedback, (task.id, mark)

@@ -12,7 +12,7 @@ import ast
 import pytest
 
 from azr.config import FeedbackConfig
-from azr.data import load_tasks
+from azr.data import encode_all, load_tasks
 from azr.envs import FeedbackEnvironment, TaskPrompt
 from azr.prompts import reference_answer
 from azr.rollouts import ChatTokens, Continuation, Limits, Sampling, play, start_groups
@@ -52,7 +52,7 @@ class Scripted:
 
 def _row():
     """A feedback run's GRPO row: its `tests` are the hidden ones."""
-    return {"task_id": TASK.id, "tests": HIDDEN, "setup": "", "timeout_s": None}
+    return {"task_id": TASK.id, "tests": encode_all(HIDDEN), "setup": "", "timeout_s": None}
 
 
 def _episodes(tokenizer, grader, answers, n=2, max_turns=2, stop_on_pass=True):
@@ -121,13 +121,16 @@ def test_no_feedback_turn_shows_a_hidden_test(tokenizer, grader):
     shown += [tokenizer.decode(t.ids) for e in episodes for t in e.turns if t.kind == "env" and t.ids]
     assert len(shown) == 8
     literals = {
-        str(node.value) for test in HIDDEN for node in ast.walk(ast.parse(test)) if isinstance(node, ast.Constant)
+        str(node.value)
+        for test in HIDDEN
+        for node in ast.walk(ast.parse(test.source))
+        if isinstance(node, ast.Constant)
     }
     literals = {v for v in literals if len(v) >= 3}  # every hidden input and expected value the test spells out
     assert {"a1b2c3", "A1b2C3", "123 !?", "ABCD", "AbCd"} <= literals
     for text in shown:
         for test in HIDDEN:
-            assert test not in text
+            assert test.source not in text
         for value in literals:
             assert value not in text, (value, text)
 
