@@ -60,7 +60,9 @@ class EpisodeRollouts:
         # TRL's own tokenisation of the first messages, so a one-turn episode is exactly TRL's round.
         for episode, ids in zip(episodes, self.view.tokenize([e.prompt for e in episodes]), strict=True):
             episode.prompt_ids = ids
-        play(self.env, episodes, self.sampler, self.chat, Sampling(n=1), self.limits)
+        # TRL's layout: each prompt `group` times in a row (a group split over processes included), which TRL's own
+        # round passes its vLLM backend as the group size; every process passes the same.
+        play(self.env, episodes, self.sampler, self.chat, Sampling(n=self.view.round_group_size), self.limits)
         self.last = episodes
         out = rollout_columns(episodes)
         if self.columns is not None:
