@@ -1,10 +1,8 @@
 """The one loop that runs any `Environment`: `run_groups` plays `sampling.n` episodes of each task with a token-level
-sampler (every turn continues the episode's ids; observations are appended as the ids the chat template adds for
-them), then scores them all through the environment; `run_text` plays one episode with an endpoint policy
-(messages in and out, no ids). Synchronous today: the asynchronous pipeline becomes its scheduler.
-
-Ends an episode with a finish reason: `done` (the environment said so, unless it named its own reason), `max_turns`,
-`max_tokens` (the episode's token budget spent), `context` (the model's window is full) or `error`.
+sampler (every turn continues the episode's ids; observations join as the chat template's ids for them) and scores
+them through the environment; `run_text` plays one with an endpoint (messages only). Synchronous today: the
+asynchronous pipeline becomes its scheduler. Finish reasons: `done` (unless the environment names its own),
+`max_turns`, `max_tokens` (the episode's budget), `context` (the model's window) or `error`.
 """
 
 from __future__ import annotations
