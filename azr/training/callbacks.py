@@ -191,7 +191,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table.add_row("mean reward (train tasks, sampled)", _fmt(before.get("reward")), _fmt(after.get("reward")))
     for key in sorted(k for k in before if k.startswith(("pass_rate_turn", "repaired_turn"))):  # feedback episodes
         what = (
-            f"pass rate after turn {key[14:]}" if key.startswith("pass_") else f"turn-1 failures repaired by {key[9:]}"
+            f"pass rate after turn {key[14:]}"
+            if key.startswith("pass_")
+            else f"turn-1 failures repaired by turn {key[13:]}"
         )
         table.add_row(f"{what} (train tasks, sampled)", _fmt(before.get(key)), _fmt(after.get(key)))
     first, last = summary.get("first_log") or {}, summary.get("last_log") or {}

@@ -17,6 +17,7 @@ RECIPES = sorted((REPO / "examples").glob("*.yaml"))
 CPU_RECIPES = {
     "tiny.yaml",
     "tiny_io.yaml",
+    "tiny-feedback.yaml",
     "absolute-zero-tiny.yaml",
     "tiny-vllm-adapter.yaml",
 }  # everything else in examples/ is a GPU recipe
