@@ -26,6 +26,7 @@ NO_CODE = (
     "Your answer held no Python code to run. Give the whole program in one ```python code block, as asked, and "
     "finish as the task says."
 )
+LOAD_FAILED = "solution failed to load:"  # the harness's verdict for every test of a program that did not load
 CLOSING = "Fix the program and give the whole corrected program again, in the same form as before."
 
 
@@ -114,6 +115,15 @@ def render_feedback(grade: Grade, cfg: FeedbackConfig) -> str:
         return "Your program could not be run on the tests this time (a sandbox failure, not your code). " + CLOSING
     failing = [(i, o) for i, o in enumerate(grade.outcomes) if not o.passed]
     total = len(grade.outcomes)
+    if failing and all((o.why or "").startswith(LOAD_FAILED) for _, o in failing):  # one cause: said once
+        error = failing[0][1].error or (failing[0][1].why or "")[len(LOAD_FAILED) :].strip()
+        return "\n\n".join(
+            [
+                f"Your program failed to load, so none of the {total} public tests ran.\n"
+                + _field("Error", error, cfg.max_chars),
+                CLOSING,
+            ]
+        )
     head = f"Your program failed {len(failing)} of the {total} public test{'s' if total != 1 else ''}"
     shown = failing[: cfg.max_failures]
     head += ":" if len(shown) == len(failing) else f"; the first {len(shown)}:"

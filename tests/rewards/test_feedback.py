@@ -58,6 +58,9 @@ def test_failures_are_shown_with_input_expected_output_and_error(pool):
     raised, text = public_feedback(task, "def add(a, b):\n    return a / 0\n", FeedbackConfig(), pool, LIMITS)
     assert not raised and "Error: ZeroDivisionError: division by zero" in text and "Your output" not in text
     assert public_feedback(task, "def add(a, b):\n    return a + b\n", FeedbackConfig(), pool, LIMITS) == (True, "")
+    _, text = public_feedback(task, "def add(a, b)\n    return a + b\n", FeedbackConfig(), pool, LIMITS)
+    assert text.startswith("Your program failed to load, so none of the 2 public tests ran.\nError: SyntaxError: ")
+    assert "Input" not in text
 
 
 def test_stdin_cases_show_what_the_program_printed_and_its_last_error_line(pool, tmp_path):
