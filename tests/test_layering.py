@@ -61,7 +61,7 @@ ALLOWED: dict[str, set[str]] = {
         "serving",
     },
     "selfplay": {"data", "remote", "rewards"},
-    "absolute_zero": {"config", "data", "rewards", "sandbox"},
+    "absolute_zero": {"config", "data", "rewards", "rollouts", "sandbox"},  # its draws are one-turn episodes
     "report": set(),  # reads run folders; imports no training code
     "audit": {"config", "data", "report", "rewards", "sandbox"},
     "tools": {"config", "data", "models", "remote", "rewards", "rollouts", "sandbox", "serving"},

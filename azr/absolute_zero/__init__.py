@@ -26,7 +26,7 @@ from azr.absolute_zero.rewards import (
     build_az_rubric,
     learnability,
 )
-from azr.absolute_zero.rollout import SLOT_MARK, Generation, Rollout, read_slots, slot_rows
+from azr.absolute_zero.rollout import SLOT_MARK, Generate, Rollout, read_slots, slot_rows
 from azr.absolute_zero.seeds import fill_buffers, task_candidates, valid_seeds, zero_candidates
 from azr.absolute_zero.triplets import (
     TASK_TYPES,
@@ -54,7 +54,7 @@ __all__ = [
     "SLOT_MARK",
     "TASK_TYPES",
     "Buffers",
-    "Generation",
+    "Generate",
     "Judge",
     "LineVerdict",
     "Outcome",

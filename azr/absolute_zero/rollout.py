@@ -1,8 +1,8 @@
 """The propose-then-solve rollout of one generation batch (TRL's `rollout_func` in Absolute Zero mode): proposer
 groups propose from their type's buffer, the sandbox validates, valid proposals get learnability samples, solver
 groups take this batch's valid proposals then the buffer, and the valid proposals join their buffers. Returns the
-rows TRL trains on with the columns the rewards read (`az_*`). Model calls go through `generate` only; it computes
-no reward (docs/absolute-zero.md, "One step").
+rows TRL trains on (one-turn episodes, each tagged with the role that played it) with the columns the rewards read
+(`az_*`). Model calls go through `generate` only; it computes no reward (docs/absolute-zero.md, "One step").
 """
 
 from __future__ import annotations
@@ -19,27 +19,15 @@ from azr.absolute_zero.triplets import TaskType, Triplet
 from azr.absolute_zero.validation import Validator, Verdict
 from azr.config import AbsoluteZeroConfig
 from azr.prompts import last_user_message
+from azr.rollouts import Episode, rollout_columns
 
 SLOT_MARK = "absolute_zero slot: "
 ROLES = ("propose", "solve")
 
 
-@dataclass
-class Generation:
-    """Completions for a list of conversations, `n` each, grouped by conversation."""
-
-    prompt_ids: list[list[int]] = field(default_factory=list)
-    completion_ids: list[list[int]] = field(default_factory=list)
-    logprobs: list[list[float]] | None = None
-    texts: list[str] = field(default_factory=list)
-
-    def rows(self, start: int, count: int) -> Generation:
-        cut = slice(start, start + count)
-        logprobs = self.logprobs[cut] if self.logprobs is not None else None
-        return Generation(self.prompt_ids[cut], self.completion_ids[cut], logprobs, self.texts[cut])
-
-
-Generate = Callable[[list[list[dict[str, str]]], int], Generation]
+# `n` one-turn episodes of each conversation, in order, played by `role` (propose, or solve: the learnability samples
+# and the solver's answers), with their token ids as TRL trains them.
+Generate = Callable[[list[list[dict[str, str]]], int, str], list[Episode]]
 
 
 def slot_rows(types: Sequence[TaskType], groups: int) -> list[dict[str, Any]]:
@@ -77,7 +65,7 @@ class _Group:
     role: str
     kind: TaskType
     conversation: list[dict[str, str]] | None = None
-    rows: Generation = field(default_factory=Generation)
+    rows: list[Episode] = field(default_factory=list)
     tasks: list[dict[str, Any] | None] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
@@ -89,7 +77,7 @@ class _Proposal:
     kind: TaskType
     verdict: Verdict
     conversation: list[dict[str, str]] | None = None  # the solver's, when valid
-    samples: Generation | None = None  # its learnability samples
+    samples: list[Episode] | None = None  # its learnability samples
 
 
 class Rollout:
@@ -139,11 +127,11 @@ class Rollout:
             refs = self._references(g.kind)
             shown.append(refs[0].program if g.kind == "induction" and refs else None)
             g.conversation = proposer_messages(g.kind, refs, self.rules, self.cfg.induction_inputs, self._shown)
-        drawn = _draw(generate, [g.conversation for g in proposers], group)
+        drawn = _draw(generate, [g.conversation for g in proposers], group, "propose")
         parsed: list[tuple[_Group, Triplet | None]] = []
         for n, (g, program) in enumerate(zip(proposers, shown, strict=True)):
-            g.rows = drawn.rows(n * group, group)
-            parsed += [(g, parse_proposal(g.kind, t, program, self.cfg.induction_inputs)) for t in g.rows.texts]
+            g.rows = drawn[n * group : (n + 1) * group]
+            parsed += [(g, parse_proposal(g.kind, e.answer, program, self.cfg.induction_inputs)) for e in g.rows]
         checked = iter(self.validator.validate([t for _, t in parsed if t is not None]))
         proposals = [
             _Proposal(g.kind, next(checked) if t is not None else Verdict("format", "not in the asked format"))
@@ -154,14 +142,14 @@ class Rollout:
                 p.conversation = solver_messages(p.kind, p.verdict.triplet, self._shown, self.rules)  # type: ignore
         asked = [p for p in proposals if p.conversation is not None and learnability]
         n = self.cfg.learnability_samples
-        samples = _draw(generate, [p.conversation for p in asked], n)
+        samples = _draw(generate, [p.conversation for p in asked], n, "solve")
         for k, p in enumerate(asked):
-            p.samples = samples.rows(k * n, n)
+            p.samples = samples[k * n : (k + 1) * n]
         for (g, _), p in zip(parsed, proposals, strict=True):
             g.tasks.append(_line(p.verdict.triplet))
             g.reasons.append(p.verdict.reason)
             g.details.append(p.verdict.detail)
-            g.samples.append(p.samples.texts if p.samples else [])
+            g.samples.append([e.answer for e in p.samples] if p.samples else [])
         return proposals
 
     def _solve(self, solvers: list[_Group], proposals: list[_Proposal], generate: Generate, group: int) -> None:
@@ -177,17 +165,17 @@ class Rollout:
             self.stats[f"absolute_zero/{kind}/solve/from_buffer"].append(len(filled) / len(mine))
             for g, p in zip(mine, chosen, strict=False):
                 triplet = p.verdict.triplet
-                if p.samples is not None and len(p.samples.texts) >= group:
-                    g.conversation, g.rows, g.tasks = p.conversation, p.samples.rows(0, group), [_line(triplet)] * group
+                if p.samples is not None and len(p.samples) >= group:
+                    g.conversation, g.rows, g.tasks = p.conversation, p.samples[:group], [_line(triplet)] * group
                 else:
                     todo.append((g, triplet))  # type: ignore[arg-type]
             todo += list(zip(mine[len(chosen) :], filled, strict=True))
         for g, triplet in todo:
             g.conversation = solver_messages(g.kind, triplet, self._shown, self.rules)
             g.tasks = [_line(triplet)] * group
-        drawn = _draw(generate, [g.conversation for g, _ in todo], group)
+        drawn = _draw(generate, [g.conversation for g, _ in todo], group, "solve")
         for n, (g, _) in enumerate(todo):
-            g.rows = drawn.rows(n * group, group)
+            g.rows = drawn[n * group : (n + 1) * group]
         for g in solvers:
             g.reasons, g.details, g.samples = [""] * group, [""] * group, [[] for _ in range(group)]
 
@@ -240,8 +228,8 @@ class Rollout:
         self.rng.setstate((version, tuple(internal), gauss))
 
 
-def _draw(generate: Generate, conversations: list, n: int) -> Generation:
-    return generate(conversations, n) if conversations else Generation()
+def _draw(generate: Generate, conversations: list, n: int, role: str) -> list[Episode]:
+    return generate(conversations, n, role) if conversations else []
 
 
 def _line(triplet: Triplet | None) -> dict[str, Any] | None:
@@ -249,18 +237,11 @@ def _line(triplet: Triplet | None) -> dict[str, Any] | None:
 
 
 def _output(groups: list[_Group], group: int) -> dict[str, Any]:
-    """TRL's rollout output: token ids per row in slot order, and one column per field the rewards read."""
-    out: dict[str, Any] = {k: [] for k in ("prompt_ids", "completion_ids", "az_role", "az_type", "az_prompt")}
-    out |= {k: [] for k in ("az_task", "az_reason", "az_detail", "az_samples")}
-    logprobs: list | None = []
+    """TRL's rollout output: the episodes' token ids and sampler log-probs per row in slot order (None for every row
+    unless all have them: the transformers backend samples without), and one column per field the rewards read."""
+    out: dict[str, Any] = dict(rollout_columns([e for g in groups for e in g.rows]))
+    out |= {k: [] for k in ("az_role", "az_type", "az_prompt", "az_task", "az_reason", "az_detail", "az_samples")}
     for g in groups:
-        rows = g.rows
-        out["prompt_ids"] += rows.prompt_ids
-        out["completion_ids"] += rows.completion_ids
-        if logprobs is not None and rows.logprobs is not None:
-            logprobs += rows.logprobs
-        else:  # the transformers backend samples without logprobs: none for any row
-            logprobs = None
         out["az_role"] += [g.role] * group
         out["az_type"] += [g.kind] * group
         out["az_prompt"] += [str(last_user_message(g.conversation) or "")] * group
@@ -268,5 +249,4 @@ def _output(groups: list[_Group], group: int) -> dict[str, Any]:
         out["az_reason"] += g.reasons
         out["az_detail"] += g.details
         out["az_samples"] += g.samples
-    out["logprobs"] = logprobs
     return out

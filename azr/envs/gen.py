@@ -1,13 +1,8 @@
-"""`azr gen`: tool-using episodes over a task set, each final answer graded, one JSON line per episode.
-
-The linear recipe: tasks, settings and resume state (all checked before the model loads), rewards and sandbox, the
-policy (local model, endpoint, or a vLLM server started here with tool calling on), the toolbox and the tool
-environment over them; then the episodes, played by the episode runner (a local model continues each episode's token
-ids, one episode at a time; an endpoint answers messages, `gen.concurrency` at a time), each scored through the run's
-rubric as it finishes and appended to the file (flushed line by line, so a kill loses at most the episodes in
-flight). `--resume` skips the (task, sample)
-pairs already in the file and redoes those the policy or the sandbox failed. Ends with a summary table; exit 1 when
-some episodes failed for the policy's or the sandbox's sake (run again with --resume).
+"""`azr gen`: tool-using episodes over a task set, each final answer graded, one JSON line per episode. Tasks,
+settings and resume state are checked before the model loads; the policy (local model, endpoint, or a vLLM server
+started here with tool calling on) plays the tool environment through the episode runner (a local model continues
+each episode's token ids); each episode is scored through the run's rubric as it finishes and appended to the file,
+flushed line by line. `--resume` skips what is done and redoes what the policy or the sandbox failed; exit 1 then.
 """
 
 from __future__ import annotations

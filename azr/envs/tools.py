@@ -1,12 +1,8 @@
-"""The tool loop as an environment: each policy turn is read into content, reasoning and tool calls; each call is
-run through the toolbox and answered with a tool message, a call that cannot be read (or one past the episode's
-tool-call limit) with an error message instead; a turn without calls is the answer, graded on the task's tests
-through the run's `Rubric`.
-
-Finish reasons: `answer` (a turn without calls), `max_tokens` (the last turn was cut off, or the episode's token
-budget ran out: the runner's), `max_turns`, `parse_error` (the last allowed turn's calls could not be read) or
-`error` (the policy itself failed: the runner's). Tool events (name, status, duration; no arguments, no output)
-are kept in `episode.state["events"]` for the record.
+"""The tool loop as an environment: each policy turn is read into content, reasoning and tool calls; each call runs
+through the toolbox and is answered with a tool message (an unreadable call, or one past the episode's limit, with an
+error message); a turn without calls is the answer, graded through the run's `Rubric`. Finish reasons: `answer`,
+`max_tokens` (the last turn cut off), `max_turns`, `parse_error` (the last allowed turn's calls unreadable); tool
+events (no arguments, no output) are kept in `episode.state["events"]` for the record.
 """
 
 from __future__ import annotations

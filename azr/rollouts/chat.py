@@ -1,11 +1,8 @@
-"""The chat template as token ids for an episode: the first prompt's ids, and each environment observation's ids as
-the delta the template adds after the policy's turn — tokenized once, never by re-tokenizing earlier turns from text
-(re-tokenizing drifts: the sampled ids are not always what the tokenizer makes of their decoded text).
-
-The delta is rendered against a stand-in conversation (one placeholder user message and the policy's assistant
-message), so templates that rewrite earlier turns (dropping old reasoning, say) cannot shift it. Where the template
-closes a turn with the tokenizer's end-of-sequence token, the delta starts right after that token when the policy
-sampled it, and with it when the policy was cut off first.
+"""The chat template as an episode's token ids: the first prompt's, and each observation's as the delta the template
+adds after the policy's turn, tokenized once (re-tokenizing earlier turns from text drifts from the sampled ids).
+The delta is rendered against a placeholder user message and the policy's assistant message, so templates that
+rewrite earlier turns cannot shift it; where the template ends a turn with the end-of-sequence token, the delta
+starts after the token the policy sampled, or adds it when the policy was cut off.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The one loop that runs any `Environment`: `run_groups` plays `sampling.n` episodes of each task with a token-level
-sampler (every turn continues the episode's ids; observations are appended as the ids the chat template adds for
-them), then scores them all through the environment; `run_text` plays one episode with an endpoint policy
-(messages in and out, no ids). Synchronous today: the asynchronous pipeline becomes its scheduler.
-
-Ends an episode with a finish reason: `done` (the environment said so, unless it named its own reason), `max_turns`,
-`max_tokens` (the episode's token budget spent), `context` (the model's window is full) or `error`.
+sampler (every turn continues the episode's ids; observations join as the chat template's ids for them) and scores
+them through the environment; `run_text` plays one with an endpoint (messages only). Synchronous today: the
+asynchronous pipeline becomes its scheduler. Finish reasons: `done` (unless the environment names its own),
+`max_turns`, `max_tokens` (the episode's budget), `context` (the model's window) or `error`.
 """
 
 from __future__ import annotations
@@ -63,7 +61,7 @@ def run_groups(
     """`sampling.n` episodes of each task, in task order, every turn of every live episode sampled in one call per
     token budget (turn k drawn from `sampling.seed + k`), then scored through the environment."""
     groups = start_groups(env, tasks, chat, sampling.n, role=role, version=version)
-    play(env, [e for group in groups for e in group], sampler, chat, sampling, limits)
+    play(env, [e for group in groups for e in group], sampler, chat, sampling, limits)  # a group's rows in a row
     if score:
         env.score([e for group in groups for e in group])
     return groups
@@ -77,7 +75,8 @@ def play(
     sampling: Sampling,
     limits: Limits = Limits(),
 ) -> None:
-    """Run `episodes` (started, with prompt ids) to their end, turn by turn."""
+    """Run `episodes` (started, with prompt ids) to their end, turn by turn. On the first turn `sampling.n` says
+    the episodes come in runs of `n` sharing one prompt (a group's, in TRL's layout; 1: no such runs)."""
     live = [e for e in episodes if not e.done]
     for index in range(limits.max_turns):
         batches: dict[int, list[Episode]] = defaultdict(list)
@@ -85,7 +84,10 @@ def play(
             budget = _budget(episode, sampling.max_new_tokens, limits)
             if budget > 0:
                 batches[budget].append(episode)
-        turn_sampling = replace(sampling, n=1, seed=sampling.seed + index)
+        # `n` tells the sampler the contexts come in runs of n identical ones (a group's first turn, when every
+        # episode of it is live and none was cut): a vLLM backend samples each run as one request.
+        whole = index == 0 and len(live) == len(episodes) and all(b == [*live] for b in batches.values())
+        turn_sampling = replace(sampling, n=sampling.n if whole else 1, seed=sampling.seed + index)
         for budget, batch in batches.items():
             outs = sampler.complete([e.context_ids for e in batch], replace(turn_sampling, max_new_tokens=budget))
             for episode, out in zip(batch, outs, strict=True):

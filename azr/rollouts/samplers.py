@@ -151,7 +151,7 @@ class BackendSampler:
         temperature and token budget, with the backend's log-probabilities."""
         view = self.view
         completion_ids, logprobs = view.sample_backend(
-            [list(c) for c in contexts], 1, sampling.temperature, sampling.max_new_tokens
+            [list(c) for c in contexts], max(sampling.n, 1), sampling.temperature, sampling.max_new_tokens
         )
         eos = eos_ids(view.policy, view.tokenizer)
         return [
@@ -189,23 +189,16 @@ class TrainerSampler:
 
     def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
         """One continuation of each context (a `TokenSampler`) through the trainer's own generation: the ids are
-        passed as they are (never rendered again), identical contexts in a row go to a vLLM backend as one request.
-        Of `sampling` nothing applies: the decoding settings and the token budget are GRPO's."""
+        passed as they are (never rendered again), `sampling.n` as the group size TRL passes its backend (a run of n
+        identical contexts is one vLLM request). The rest of `sampling` does not apply: the decoding settings and the
+        token budget are GRPO's."""
         view = self.view
-        completion_ids, logprobs = view.generate_ids([list(c) for c in contexts], _run_length(contexts))
+        completion_ids, logprobs = view.generate_ids([list(c) for c in contexts], max(sampling.n, 1))
         eos = eos_ids(view.policy, view.tokenizer)
         return [
             continuation(view.tokenizer, list(ids), eos, list(logprobs[i]) if logprobs is not None else None)
             for i, ids in enumerate(completion_ids)
         ]
-
-
-def _run_length(contexts: list[list[int]]) -> int:
-    """The longest k such that `contexts` is runs of k identical contexts (a group's rows, TRL's layout), else 1."""
-    for k in range(len(contexts), 1, -1):
-        if len(contexts) % k == 0 and all(contexts[i] == contexts[i - i % k] for i in range(len(contexts))):
-            return k
-    return 1
 
 
 def trainer_sampler(view: TrainerView, template_kwargs: dict) -> Sampler:

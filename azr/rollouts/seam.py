@@ -214,9 +214,10 @@ class Continuation:
 
 
 class TokenSampler(Protocol):
-    """What continues token ids: one `Continuation` per context, in order, at `sampling`'s settings (`n` does not
-    apply: a group is its context repeated). HF `generate` and vLLM's completions endpoint with prompt token ids both
-    can, so an episode's earlier turns are never re-tokenized from text."""
+    """What continues token ids: one `Continuation` per context, in order, at `sampling`'s settings, where `n` says
+    the contexts come in runs of `n` identical ones (a group's first turn; a vLLM backend samples a run as one
+    request; 1 when they do not). HF `generate` and vLLM's completions endpoint with prompt token ids both can, so an
+    episode's earlier turns are never re-tokenized from text."""
 
     def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]: ...
 

@@ -1,14 +1,9 @@
-"""`AbsoluteZeroTrainer`: AZRGRPOTrainer with Absolute Zero's rollout, its per-(type, role) baseline, its metrics and
-generation-log records.
-
-The rollout (`azr.absolute_zero.Rollout`) is TRL's public `rollout_func` hook: TRL hands it a generation batch of
-slot rows and trains on the prompt and completion ids it returns, merging its other columns into the rows the
-rewards read. It generates through `TrainerGenerator`, which draws groups from the rollout seam's
-`azr.rollouts.TrainerSampler` (the trainer's own tokenisation and generation through `TrainerBatches`, whose use of
-TRL's private methods tests/training/test_trl_private.py pins), so every
-sample, the proposer's learnability samples included, is drawn at the training temperature by the same backend
-(transformers or vLLM) as the rows TRL trains on. Advantages are TRL's own with `baseline: group`; with
-`type_role` they are recomputed from the same rewards, normalised per (task type, role) over the batch.
+"""`AbsoluteZeroTrainer`: AZRGRPOTrainer with Absolute Zero's rollout (TRL's public `rollout_func`: slot rows in, the
+prompt and completion ids TRL trains and the `az_*` columns the rewards read out), its per-(type, role) baseline,
+metrics and generation-log records. The rollout draws through `TrainerGenerator`: one-turn episodes tagged with
+their role, played through the trainer's own tokenisation and generation, so every sample (learnability samples
+included) comes at the training temperature from the backend TRL trains with. `baseline: type_role` recomputes the
+advantages per (task type, role) over the batch from the same rewards.
 """
 
 from __future__ import annotations
@@ -19,36 +14,25 @@ from typing import Any
 
 from accelerate.utils import gather_object
 
-from azr.absolute_zero import Generation, Rollout
-from azr.rollouts import Prompt, Sampling, ScoredBatch, ScoredGroup, TrainerSampler, keyed_advantages, weighted_totals
+from azr.absolute_zero import Rollout
+from azr.envs import CodeEnvironment, TaskPrompt
+from azr.rollouts import Episode, ScoredBatch, keyed_advantages, weighted_totals
+from azr.training.episodes import play_asked
 from azr.training.trainer import AZRGRPOTrainer
 from azr.training.trl_private import TrainerBatches
 
 
 class TrainerGenerator:
-    """`Generate` for the rollout: `n` completions per conversation drawn through the rollout seam
-    (`azr.rollouts.TrainerSampler`: the trainer's own generation, with the sampling settings of `grpo:`, never greedy
-    unless the recipe says temperature 0), one group per conversation, laid out as the rows TRL's rollout function
-    returns."""
+    """`Generate` for the rollout: `n` one-turn episodes per conversation, played by `role` through the trainer's
+    own generation (`azr.training.episodes.play_asked`: TRL's tokenisation, the sampling settings of `grpo:`, never
+    greedy unless the recipe says temperature 0), a conversation's episodes in a row as TRL's rows lie."""
 
     def __init__(self, trainer: AZRGRPOTrainer):
         self.trainer = trainer
 
-    def __call__(self, conversations: list[list[dict[str, str]]], n: int) -> Generation:
-        prompts = [Prompt("absolute_zero", list(c)) for c in conversations]
-        return rows_of(TrainerSampler(TrainerBatches(self.trainer)).sample(prompts, Sampling(n=n)))
-
-
-def rows_of(groups: Sequence[ScoredGroup]) -> Generation:
-    """Groups as the rollout's rows, group by group: each row's prompt and completion ids, the sampler's
-    log-probabilities (None unless every group has them: vLLM gives them, `generate` does not) and the texts."""
-    logprobs = [g.sampler_logprobs for g in groups]
-    return Generation(
-        [g.prompt_ids for g in groups for _ in g.texts],
-        [ids for g in groups for ids in g.completion_ids],
-        None if any(lp is None for lp in logprobs) else [row for lp in logprobs for row in lp],  # type: ignore[union-attr]
-        [t for g in groups for t in g.texts],
-    )
+    def __call__(self, conversations: list[list[dict[str, str]]], n: int, role: str) -> list[Episode]:
+        asked = [TaskPrompt("absolute_zero", list(c)) for c in conversations]
+        return play_asked(CodeEnvironment(), TrainerBatches(self.trainer), asked, n, n, role=role)
 
 
 class AbsoluteZeroTrainer(AZRGRPOTrainer):

@@ -44,8 +44,6 @@ class EpisodeRollouts:
         columns: Columns | None = None,
     ):
         self.env, self.view, self.tasks, self.limits, self.columns = env, view, dict(tasks), limits, columns
-        self.chat = ChatTokens(view.tokenizer, view.template_kwargs)
-        self.sampler = TrainerSampler(view)
         self.last: list[Episode] = []
 
     def __call__(self, prompts: list[Any], trainer: object) -> dict[str, list[object]]:
@@ -56,13 +54,32 @@ class EpisodeRollouts:
             TaskPrompt(str(row.get("task_id", "")), prompt, self.tasks.get(str(row.get("task_id", ""))))
             for row, prompt in zip(rows, prompts, strict=True)
         ]
-        episodes = [group[0] for group in start_groups(self.env, asked, None, 1, version=self.view.step - 1)]
-        # TRL's own tokenisation of the first messages, so a one-turn episode is exactly TRL's round.
-        for episode, ids in zip(episodes, self.view.tokenize([e.prompt for e in episodes]), strict=True):
-            episode.prompt_ids = ids
-        play(self.env, episodes, self.sampler, self.chat, Sampling(n=1), self.limits)
+        # TRL's layout: each prompt `group` times in a row (a group split over processes included), which TRL's own
+        # round passes its vLLM backend as the group size; every process passes the same.
+        episodes = play_asked(self.env, self.view, asked, 1, self.view.round_group_size, limits=self.limits)
         self.last = episodes
         out = rollout_columns(episodes)
         if self.columns is not None:
             out.update(self.columns(episodes))
         return out
+
+
+def play_asked(
+    env: Environment,
+    view: TrainerBatches,
+    asked: Sequence[TaskPrompt],
+    n: int,
+    run: int,
+    role: str = "policy",
+    limits: Limits = Limits(),
+) -> list[Episode]:
+    """`n` episodes of each of `asked` (in order), played through the trainer's own generation: the first messages
+    tokenized as TRL tokenizes them (so a one-turn episode is what TRL's round samples), the first turn asked as
+    runs of `run` identical contexts, tagged with `role` and the weights' version."""
+    groups = start_groups(env, list(asked), None, n, role=role, version=view.step - 1)
+    episodes = [e for group in groups for e in group]
+    for episode, ids in zip(episodes, view.tokenize([e.prompt for e in episodes]), strict=True):
+        episode.prompt_ids = ids
+    chat = ChatTokens(view.tokenizer, view.template_kwargs)
+    play(env, episodes, TrainerSampler(view), chat, Sampling(n=run), limits)
+    return episodes

@@ -61,6 +61,13 @@ class TrainerBatches:
         return self.trainer.num_generations
 
     @property
+    def round_group_size(self) -> int:
+        """The group size of the round being generated: TRL's `num_generations` in training, its
+        `num_generations_eval` in evaluation."""
+        trainer = self.trainer
+        return trainer.num_generations if trainer.model.training else trainer.num_generations_eval
+
+    @property
     def step(self) -> int:
         """The optimizer step the batch being built trains."""
         return self.trainer.state.global_step + 1

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from azr.absolute_zero import Buffers, Generation, Rollout, Rules, Triplet, Validator, read_slots, slot_rows
+from azr.absolute_zero import Buffers, Rollout, Rules, Triplet, Validator, read_slots, slot_rows
 from azr.config import AbsoluteZeroConfig
+from azr.rollouts import Episode, Turn
 from azr.sandbox import Limits
 
 ADD = Triplet("def f(a, b):\n    return a + b", ("1, 2",), ("3",))
@@ -16,10 +17,13 @@ DOUBLE = "```python\ndef f(x):\n    return 2 * x\n```\n```input\n4\n```"
 def fake(texts_for):
     calls = []
 
-    def generate(conversations, n):
+    def generate(conversations, n, role):
         calls.append((len(conversations), n))
-        texts = [t for c in conversations for t in texts_for(c, n)]
-        return Generation([[1]] * len(texts), [[2, 3]] * len(texts), None, texts)
+        said = [(c, t) for c in conversations for t in texts_for(c, n)]
+        return [
+            Episode("az", list(c), [1], [Turn("policy", [{"role": "assistant", "content": t}], [2, 3], t)], role=role)
+            for c, t in said
+        ]
 
     return generate, calls
 

@@ -73,10 +73,11 @@ class Recording:
     """A token sampler that records every context it is asked to continue (the real sampler behind it)."""
 
     def __init__(self, inner):
-        self.inner, self.contexts = inner, []
+        self.inner, self.contexts, self.runs = inner, [], []
 
     def complete(self, contexts, sampling):
         self.contexts.append([list(c) for c in contexts])
+        self.runs.append(sampling.n)
         return self.inner.complete(contexts, sampling)
 
 
@@ -110,6 +111,7 @@ def test_three_turns_keep_each_turns_ids_in_the_next_context(tiny):
     assert [[e.task_id for e in g] for g in groups] == [["a", "a"], ["b", "b"]]
     episodes = [e for g in groups for e in g]
     assert len(sampler.contexts) >= 3  # one call per turn (per token budget)
+    assert sampler.runs[0] == 2 and set(sampler.runs[1:]) == {1}  # a group's first turn is one run of n contexts
     contexts = [c for call in sampler.contexts for c in call]
     for episode in episodes:
         assert episode.version == 5 and episode.reward == float(len(episode.policy_turns))

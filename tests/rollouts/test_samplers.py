@@ -182,7 +182,8 @@ def test_the_trainers_samplers_continue_token_ids_as_given(tiny):
     trainer = _trainer(backend, tokenizer, step=5)
     trainer.model = model
     contexts = [[1, 2, 3], [4, 5]]
-    outs = BackendSampler(TrainerBatches(trainer), {}).complete(contexts, Sampling(max_new_tokens=7, temperature=0.2))
+    settings = Sampling(n=1, max_new_tokens=7, temperature=0.2)
+    outs = BackendSampler(TrainerBatches(trainer), {}).complete(contexts, settings)
     assert backend.calls == [(2, 1, {"temperature": 0.2, "max_tokens": 7})]
     assert [o.ids for o in outs] == [[40, 50], [41, 51]] and outs[1].logprobs == [-0.5, -2.0]
     assert all(o.finish_reason == "length" for o in outs)  # no end-of-sequence token sampled
@@ -195,8 +196,8 @@ def test_the_trainers_samplers_continue_token_ids_as_given(tiny):
 
     trainer._generate_single_turn = generate
     grouped = [[7, 8], [7, 8], [9], [9]]
-    outs = TrainerSampler(TrainerBatches(trainer)).complete(grouped, Sampling())
-    assert seen == [(grouped, 2)]  # two groups of two, one request each on a vLLM backend
+    outs = TrainerSampler(TrainerBatches(trainer)).complete(grouped, Sampling(n=2))
+    assert seen == [(grouped, 2)]  # two groups of two (the runner says so): one request each on a vLLM backend
     assert all(o.finish_reason == "stop" and o.logprobs == [-0.25, -0.5] for o in outs)
-    TrainerSampler(TrainerBatches(trainer)).complete([[7], [8], [7]], Sampling())
-    assert seen[-1][1] == 1  # not groups: every context its own request
+    TrainerSampler(TrainerBatches(trainer)).complete([[7], [8], [7]], Sampling(n=1))
+    assert seen[-1][1] == 1  # a later turn: every context its own request

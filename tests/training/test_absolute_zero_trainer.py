@@ -18,7 +18,6 @@ import torch
 
 from azr.absolute_zero import (
     Buffers,
-    Generation,
     Judge,
     Rollout,
     Rules,
@@ -28,6 +27,7 @@ from azr.absolute_zero import (
     slot_rows,
 )
 from azr.config import AbsoluteZeroConfig
+from azr.rollouts import Episode, Turn
 from azr.sandbox import Limits
 
 G = 4  # completions per prompt group, and learnability samples per proposal (so solver groups reuse them)
@@ -167,13 +167,17 @@ class ScriptedGenerator:
     def __init__(self, trainer, script: Script):
         self.trainer, self.script = trainer, script
 
-    def __call__(self, conversations, n):
+    def __call__(self, conversations, n, role):
         tokenizer = self.trainer.processing_class
-        prompt_ids, _, _ = self.trainer._tokenize_prompts([c for c in conversations for _ in range(n)])
+        rows = [c for c in conversations for _ in range(n)]
+        prompt_ids, _, _ = self.trainer._tokenize_prompts(rows)
         texts = [t for c in conversations for t in self.script(c, n)]
         ids = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
         decoded = tokenizer.batch_decode(ids, skip_special_tokens=True)
-        return Generation([list(p) for p in prompt_ids], ids, None, decoded)
+        return [
+            Episode("az", list(c), list(p), [Turn("policy", [{"role": "assistant", "content": d}], i, d)], role=role)
+            for c, p, i, d in zip(rows, prompt_ids, ids, decoded, strict=True)
+        ]
 
 
 def build_trainer(model_dir, pool, out, baseline: str, rollout_seed: int = 0):
@@ -304,8 +308,8 @@ def test_the_trainer_generator_samples_through_trl_at_the_training_temperature(t
     trainer, _ = build_trainer(tiny_model_dir, az_pool, tmp_path, "group")
     assert trainer.generation_config.do_sample and trainer.generation_config.temperature == trainer.args.temperature
     conversation = [{"role": "user", "content": "Predict the output of f."}]
-    drawn = TrainerGenerator(trainer)([conversation, conversation[:1]], 4)
-    assert len(drawn.prompt_ids) == len(drawn.completion_ids) == len(drawn.texts) == 8
-    assert len({tuple(ids) for ids in drawn.prompt_ids}) == 1 and drawn.logprobs is None
-    assert all(isinstance(t, int) for ids in drawn.completion_ids for t in ids)
-    assert len({tuple(ids) for ids in drawn.completion_ids}) > 1  # sampled, not greedy
+    drawn = TrainerGenerator(trainer)([conversation, conversation[:1]], 4, "solve")
+    assert len(drawn) == 8 and all(e.role == "solve" and len(e.policy_turns) == 1 for e in drawn)
+    assert len({tuple(e.prompt_ids) for e in drawn}) == 1 and all(e.logprobs is None for e in drawn)
+    assert all(isinstance(t, int) for e in drawn for t in e.completion_ids)
+    assert len({tuple(e.completion_ids) for e in drawn}) > 1  # sampled, not greedy
