@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from step_clock import StepClock
 from tiny_policy import load_policy, training_tasks, warm_start
 
 from azr.config import AzrConfig, FeedbackConfig, load_config
@@ -52,25 +53,6 @@ def _trainer_class():
     return Measured
 
 
-class _StepClock:
-    """Each optimizer step's wall time (a TrainerCallback by duck typing)."""
-
-    def __init__(self):
-        self.seconds: list[float] = []
-        self._start = 0.0
-
-    def __getattr__(self, name: str):
-        if name.startswith("on_"):
-            return lambda *a, **k: None
-        raise AttributeError(name)
-
-    def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
-        self._start = time.perf_counter()
-
-    def on_step_end(self, *args: Any, **kwargs: Any) -> None:
-        self.seconds.append(time.perf_counter() - self._start)
-
-
 def _run(arm: str, cfg: AzrConfig, policy: str, pool, out: Path) -> dict[str, Any]:
     from transformers import PrinterCallback, set_seed
 
@@ -96,7 +78,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, out: Path) -> dict[str, An
         rollout_func=rollout,
     )
     trainer.remove_callback(PrinterCallback)
-    clock = _StepClock()
+    clock = StepClock()
     trainer.add_callback(clock)
     started = time.perf_counter()
     trainer.train()

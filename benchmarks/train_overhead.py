@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from step_clock import StepClock
 from tiny_policy import TINY_RECIPE, load_policy, training_tasks, warm_start
 
 from azr.config import AzrConfig, load_config
@@ -140,7 +141,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
                 processing_class=tokenizer,
             )
         trainer.remove_callback(PrinterCallback)  # printing each step's logs is no part of the step
-        clock = _StepClock()
+        clock = StepClock()
         trainer.add_callback(clock)
         started, cpu = time.perf_counter(), os.times()
         trainer.train()
@@ -161,25 +162,6 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, trainer_only: bool, out: P
             passed=sum(s == "passed" for s in statuses),
         )
     return result
-
-
-class _StepClock:
-    """Each optimizer step's wall time (a TrainerCallback by duck typing: the handler calls what it finds)."""
-
-    def __init__(self):
-        self.seconds: list[float] = []
-        self._start = 0.0
-
-    def __getattr__(self, name: str):
-        if name.startswith("on_"):
-            return lambda *a, **k: None
-        raise AttributeError(name)
-
-    def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
-        self._start = time.perf_counter()
-
-    def on_step_end(self, *args: Any, **kwargs: Any) -> None:
-        self.seconds.append(time.perf_counter() - self._start)
 
 
 def _fastest_steps(runs: list[dict[str, Any]]) -> float:
