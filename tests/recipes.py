@@ -42,3 +42,19 @@ def write_recipe(path: Path, recipe: dict[str, Any]) -> Path:
     """`recipe` as YAML at `path`; the path."""
     path.write_text(yaml.safe_dump(recipe))
     return path
+
+
+def tiny_grpo_args(output_dir: Path | str, **overrides: Any):
+    """TRL's GRPOConfig for a trainer built directly in a test: CPU, two prompts of two completions a step, no
+    report or progress bar; `overrides` are the GRPOConfig fields the test changes."""
+    from trl import GRPOConfig
+
+    base: dict[str, Any] = {
+        "use_cpu": True,
+        "bf16": False,
+        "num_generations": 2,
+        "per_device_train_batch_size": 4,
+        "report_to": "none",
+        "disable_tqdm": True,
+    }
+    return GRPOConfig(output_dir=str(output_dir), **{**base, **overrides})

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from recipes import tiny_grpo_args
 
 from azr.config import SamplingConfig
 from azr.rollouts.dynamic import RolloutFilter
@@ -244,7 +245,6 @@ _scripted_reward.__name__ = "tests_reward"
 @pytest.fixture
 def tiny_trainer(tiny_model_dir, tmp_path):
     """AZRGRPOTrainer on the tiny model with the scripted reward and dynamic sampling; two of six tasks constant."""
-    from trl import GRPOConfig
 
     from azr.config import ModelConfig
     from azr.data import load_tasks
@@ -260,19 +260,13 @@ def tiny_trainer(tiny_model_dir, tmp_path):
     rows = grpo_rows(tasks)
     cfg = SamplingConfig(dynamic=True, oversample=2, max_attempts=3, carry_over=1)
     sampler = RolloutFilter(cfg, GroupSampler({r["task_id"]: r for r in rows}, seed=0))
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "checkpoints"),
-        use_cpu=True,
-        bf16=False,
-        num_generations=2,
-        per_device_train_batch_size=4,
+    args = tiny_grpo_args(
+        tmp_path / "checkpoints",
         steps_per_generation=2,  # one generation batch of 4 groups, split by TRL into two steps' slices
         max_completion_length=8,
         max_steps=4,
         logging_steps=1,
         save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
     )
     trainer = AZRGRPOTrainer(
         model=model,

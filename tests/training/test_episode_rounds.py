@@ -9,6 +9,7 @@ is scripted.
 from __future__ import annotations
 
 import pytest
+from recipes import tiny_grpo_args
 
 from azr.data import load_tasks
 from azr.envs import CodeEnvironment
@@ -20,7 +21,6 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def trainer(tiny_model_dir, tmp_path_factory):
-    from trl import GRPOConfig
 
     from azr.config import ModelConfig
     from azr.models.loading import build_model_and_tokenizer
@@ -30,16 +30,7 @@ def trainer(tiny_model_dir, tmp_path_factory):
     return AZRGRPOTrainer(
         model=model,
         reward_funcs=[lambda completions, **kw: [float(len(c[0]["content"]) % 3) for c in completions]],
-        args=GRPOConfig(
-            output_dir=str(tmp_path_factory.mktemp("episodes") / "checkpoints"),
-            use_cpu=True,
-            bf16=False,
-            num_generations=2,
-            per_device_train_batch_size=4,
-            max_completion_length=12,
-            report_to="none",
-            disable_tqdm=True,
-        ),
+        args=tiny_grpo_args(tmp_path_factory.mktemp("episodes") / "checkpoints", max_completion_length=12),
         train_dataset=grpo_dataset(load_tasks("train")[:2]),
         processing_class=tokenizer,
     )

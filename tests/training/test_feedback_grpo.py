@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 import pytest
+from recipes import tiny_grpo_args
 
 from azr.config import FeedbackConfig
 from azr.data import encode_all, load_tasks
@@ -178,7 +179,6 @@ def test_grpo_trains_feedback_episodes_through_trls_round(tiny_model_dir, grader
     """Two GRPO steps on the tiny model with TRL's own generation (HF generate): every later turn continues from
     the ids of the turns before it as they were sampled, TRL's batch masks exactly the feedback tokens out of the
     loss (its tool mask is our env mask), and the rewards score each episode's final answer on the hidden tests."""
-    from trl import GRPOConfig
 
     from azr.config import ModelConfig
     from azr.models.loading import build_model_and_tokenizer
@@ -200,18 +200,12 @@ def test_grpo_trains_feedback_episodes_through_trls_round(tiny_model_dir, grader
     trainer = AZRGRPOTrainer(
         model=model,
         reward_funcs=[tests],
-        args=GRPOConfig(
-            output_dir=str(tmp_path / "checkpoints"),
-            use_cpu=True,
-            bf16=False,
-            num_generations=2,
-            per_device_train_batch_size=4,
+        args=tiny_grpo_args(
+            tmp_path / "checkpoints",
             max_completion_length=16,
             max_steps=2,
             logging_steps=1,
             learning_rate=1e-3,
-            report_to="none",
-            disable_tqdm=True,
             save_strategy="no",
         ),
         train_dataset=grpo_dataset(tasks, hidden_only=True),

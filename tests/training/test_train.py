@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from procs import kill_group_when
-from recipes import tiny_recipe, write_recipe
+from recipes import tiny_grpo_args, tiny_recipe, write_recipe
 from run_files import read_generations, read_jsonl, read_phases
 
 from azr.config import SandboxConfig, load_config
@@ -267,7 +267,6 @@ class _FlakyTestsReward:
 def small_trainer(tiny_model_dir, tmp_path):
     """An AZRGRPOTrainer on the tiny model (no LoRA) with a flaky tests reward, a format reward, an observer and a
     real grader; returns (trainer, observed batches)."""
-    from trl import GRPOConfig
 
     from azr.config import ModelConfig
     from azr.models.loading import build_model_and_tokenizer
@@ -280,16 +279,7 @@ def small_trainer(tiny_model_dir, tmp_path):
     trainer = AZRGRPOTrainer(
         model=model,
         reward_funcs=[_FlakyTestsReward({1, 2}), FormatReward()],
-        args=GRPOConfig(
-            output_dir=str(tmp_path / "checkpoints"),
-            use_cpu=True,
-            bf16=False,
-            num_generations=2,
-            per_device_train_batch_size=4,
-            max_completion_length=8,
-            report_to="none",
-            disable_tqdm=True,
-        ),
+        args=tiny_grpo_args(tmp_path / "checkpoints", max_completion_length=8),
         train_dataset=grpo_dataset(load_tasks("train")[:2]),
         processing_class=tokenizer,
         grader=grader,
