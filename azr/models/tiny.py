@@ -62,6 +62,27 @@ CHAT_TEMPLATE = (
     "{%- endif -%}"
 )
 
+# How transformers' `tokenizer.parse_response` reads a generated assistant turn of the template above back into a
+# message (TRL's tool loop and `azr.tools.parse_turn` call it): an optional think block, then the visible content, and
+# any number of Hermes-style call blocks whose JSON becomes an OpenAI `tool_calls` entry, up to the end of turn. It is
+# the same reading TRL ships for Qwen3's ChatML (`tests/models/test_tiny.py` pins the two together), written out here
+# because the template it parses is this module's.
+RESPONSE_TEMPLATE = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "reasoning_content": {"open": "<think>", "close_pattern": r"</think>\s*", "content": "text"},
+        "tool_calls": {
+            "open": "<tool_call>",
+            "close_pattern": r"</tool_call>\s*",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
+        "content": {"close_pattern": r"<\|im_end\|>\s*", "content": "text"},
+    },
+}
+
 TINY_SHAPE = dict(
     hidden_size=128,
     intermediate_size=384,
@@ -139,9 +160,5 @@ def _train_tokenizer(vocab_size: int):
         chat_template=CHAT_TEMPLATE,
         model_max_length=TINY_SHAPE["max_position_embeddings"],
     )
-    # How a generated turn is parsed back into content, reasoning and tool calls (`tokenizer.parse_response`, which
-    # TRL's tool loop calls): TRL's template for Qwen's ChatML with Hermes-style calls, the format rendered above.
-    from trl.chat_template_utils import qwen3_template
-
-    tokenizer.response_template = qwen3_template
+    tokenizer.response_template = RESPONSE_TEMPLATE  # saved in tokenizer_config.json with the chat template
     return tokenizer

@@ -79,3 +79,22 @@ def test_the_tokenizer_learns_what_the_policy_reads_and_writes_not_the_tests(mon
     ]
     monkeypatch.setattr(tiny, "load_tasks", lambda split: tasks)
     assert tiny._train_tokenizer(2048).get_vocab() == shipped
+
+
+def test_the_response_template_is_trls_reading_of_qwen_chatml(tokenizer):
+    """The tiny model's response template is azr's own (models/ imports no trl), and it is the one TRL's tool loop
+    expects of Qwen's ChatML with Hermes calls: the saved tokenizer carries it, entry for entry."""
+    from trl.chat_template_utils import qwen3_template
+
+    from azr.models.tiny import RESPONSE_TEMPLATE
+
+    assert qwen3_template == RESPONSE_TEMPLATE
+    assert tokenizer.response_template == qwen3_template
+    call = '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
+    turn = f"<think>\nplan\n</think>\n\nLet me run it.\n{call}<|im_end|>"
+    assert tokenizer.parse_response(turn, prefix="<|im_start|>assistant\n") == {
+        "role": "assistant",
+        "reasoning_content": "plan",
+        "content": "Let me run it.",
+        "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": 1}}}],
+    }
