@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 import threading
@@ -192,8 +193,6 @@ class LoraSync:
     ) -> tuple[list, list, list]:
         """Sample `n` completions of each prompt from the served adapter (or the version `name`): their token ids,
         and per token the sampled token's processed logprob (and token id), in TRL's nesting, prompt-major."""
-        from trl.generation.vllm_client import parse_logprobs  # TRL's reading of a completions reply
-
         name = name or self.name
         if name is None:
             raise VllmServerError("adapter mode: generate() before the first sync_weights()")
@@ -209,7 +208,7 @@ class LoraSync:
         choices = json.loads(self._post("/v1/completions", body))["choices"]
         if len(choices) != n * len(prompt_ids):
             raise VllmServerError(f"vLLM returned {len(choices)} completions for {len(prompt_ids)} prompts x n={n}")
-        logprobs, logprob_ids = parse_logprobs([c["logprobs"] for c in choices])
+        logprobs, logprob_ids = read_logprobs([c["logprobs"] for c in choices])
         return [c["token_ids"] for c in choices], logprobs, logprob_ids
 
     def save(self, name: str) -> Path:
@@ -246,3 +245,24 @@ def _error_message(raw: bytes) -> str:
         return json.loads(raw)["error"]["message"]
     except (ValueError, KeyError, TypeError):
         return raw.decode(errors="replace")[:500]
+
+
+def read_logprobs(replies: Sequence[dict[str, Any] | None]) -> tuple[list | None, list | None]:
+    """The logprobs of a /v1/completions reply's choices (`choices[i]["logprobs"]`) in the nesting TRL's generation
+    path takes: per completion, per token, the logprobs (NaN read as None) and their token ids, the sampled token and
+    any alternatives vLLM sent, most likely first. Tokens come as "token_id:<id>" (`return_tokens_as_token_ids`).
+    (None, None) when the server sent no logprobs."""
+    if not replies or replies[0] is None:
+        return None, None
+    logprobs: list[list[list[float | None]]] = []
+    token_ids: list[list[list[int]]] = []
+    for reply in replies:
+        if reply is None:
+            raise VllmServerError("vLLM sent logprobs for some completions of a request and not for others")
+        steps = zip(reply["tokens"], reply["token_logprobs"], reply["top_logprobs"], strict=True)
+        ranked = [
+            sorted({token: value, **(others or {})}.items(), key=lambda kv: -kv[1]) for token, value, others in steps
+        ]
+        logprobs.append([[None if math.isnan(value) else value for _, value in step] for step in ranked])
+        token_ids.append([[int(token.removeprefix("token_id:")) for token, _ in step] for step in ranked])
+    return logprobs, token_ids
