@@ -63,6 +63,16 @@ VLLM_CPU_ARGS = ["--enforce-eager", "--dtype", "float32", "--max-num-seqs", "8",
 VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
+def argv_flag(argv: list[str], name: str) -> str | None:
+    """The value of `--name VALUE` or `--name=VALUE` in a server's argv (None: not given)."""
+    for i, arg in enumerate(argv):
+        if arg == name:
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def require_vllm_python() -> str:
     """The vLLM interpreter; skips the test when there is none, unless AZR_REQUIRE_VLLM=1 (CI), which fails."""
     python, reason = vllm_python()

@@ -31,8 +31,7 @@ def train(config_path, overrides, output_dir, max_steps, resume_from) -> int:
         extra.append(f"grpo.max_steps={max_steps}")
     cfg = load_config(config_path, extra)
     setup_logging(cfg.logging.level)
-    from azr.serving import send_server_key
-    from azr.training import run_train
+    from azr.training import run_train, send_server_key
 
     send_server_key()  # a Slurm job's vLLM server takes the key it generated ($VLLM_API_KEY), if any
 

@@ -3,18 +3,15 @@
 sampling. The face of the serving package; vLLM itself is never imported here.
 """
 
-from azr.serving.auth import send_server_key
 from azr.serving.lora_sync import LoraSync
 from azr.serving.modes import (
     Host,
     adapter_rank,
     adapter_server,
     check_host,
-    grpo_fields,
     host_facts,
     memory_share,
     model_server,
-    trl_server,
 )
 from azr.serving.sidecar import Endpoint, Sidecar, is_main_process, serve_model
 from azr.serving.vllm import VllmServer, VllmServerError, free_port, group_members
@@ -31,12 +28,9 @@ __all__ = [
     "check_host",
     "free_port",
     "group_members",
-    "grpo_fields",
     "host_facts",
     "is_main_process",
     "memory_share",
     "model_server",
-    "send_server_key",
     "serve_model",
-    "trl_server",
 ]

@@ -1,9 +1,9 @@
 """What each `vllm.mode` launches and asks of the machine.
 
-Owns the server command lines and environments (adapter mode: vLLM's OpenAI server with runtime LoRA loading;
-server mode: TRL's own `vllm serve` flags), the GRPOConfig fields TRL reads in server and colocate modes, and the
-checks that need the machine (GPUs, vLLM installed on each side, the same version on both). Checks that need only
-the recipe are `azr.config.check_vllm_config`'s. Nothing here starts a process but a version query.
+Owns adapter mode's server command line and environment (vLLM's OpenAI server with runtime LoRA loading), a server on
+a local model for sampling, and the checks that need the machine (GPUs, vLLM on each side, the same version on both).
+TRL's part of its own modes (server mode's command, the GRPOConfig fields) is `azr.training.trl_vllm`'s; recipe-only
+checks are `azr.config.check_vllm_config`'s. Nothing here starts a process but a version query.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from azr.config import AzrConfig, ModelConfig, VllmConfig, served_lora_rank
 from azr.errors import ConfigError, NotAvailableError
 from azr.inputs import load_json
-from azr.serving.vllm import INSTALL_HINT, VllmServer, free_port
+from azr.serving.vllm import INSTALL_HINT, VllmServer
 
 # Runtime LoRA loading (/v1/load_lora_adapter, /v1/unload_lora_adapter) is off in vLLM unless this is set.
 ADAPTER_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}
@@ -64,44 +64,6 @@ def adapter_server(cfg: AzrConfig, max_model_len: int | None, log_path: Path | N
         extra_args=(*args, *vllm.extra_args),
         env=ADAPTER_ENV,
         log_path=log_path,
-    )
-
-
-def trl_server(cfg: AzrConfig, max_model_len: int | None, log_path: Path | None = None) -> VllmServer:
-    """TRL's server mode: `vllm serve` with the flags `trl vllm-serve` sets (NCCL weight transfer, processed
-    logprobs, dev-mode endpoints), on `vllm.gpus`, listening on 127.0.0.1."""
-    from trl.scripts.vllm_serve import ScriptArguments, build_command  # TRL's own flags, kept in step with its client
-
-    vllm, model = cfg.vllm, cfg.model
-    port = vllm.port or free_port()
-    script = ScriptArguments(
-        model=model.name_or_path,
-        revision=model.revision,
-        tensor_parallel_size=vllm.tensor_parallel_size,
-        data_parallel_size=len(vllm.gpus) // vllm.tensor_parallel_size,
-        host="127.0.0.1",
-        port=port,
-        gpu_memory_utilization=memory_share(vllm),
-        max_model_len=vllm.max_model_len or max_model_len,
-        trust_remote_code=model.trust_remote_code,
-    )
-    python = vllm.python or sys.executable
-    command = [python, *build_command(script, list(vllm.extra_args))[1:]]
-    env = {
-        **vllm.env,
-        "CUDA_VISIBLE_DEVICES": ",".join(map(str, vllm.gpus)),
-        # The NCCL weight-sync group rendezvouses on this address; the trainer reaches the server over loopback.
-        "VLLM_HOST_IP": "127.0.0.1",
-        "VLLM_SERVER_DEV_MODE": "1",  # the weight-transfer and prefix-cache endpoints TRL's client calls
-    }
-    return VllmServer(
-        model=model.name_or_path,
-        python=python,
-        port=port,
-        command=command,
-        env=env,
-        log_path=log_path,
-        startup_timeout_s=vllm.startup_timeout_s,
     )
 
 
@@ -204,29 +166,6 @@ def check_host(cfg: AzrConfig, host: Host) -> None:
                 f"vllm.mode=server: the server's vLLM ({host.server_vllm}, {python}) differs from the trainer's "
                 f"({host.trainer_vllm}); TRL's weight sync needs the same version on both sides"
             )
-
-
-def grpo_fields(cfg: AzrConfig, server: VllmServer | None, group_port: int, max_model_len: int | None) -> dict:
-    """The GRPOConfig fields of TRL's own vLLM modes; {} for 'off' and 'adapter' (azr's backend is attached to the
-    trainer instead: `azr.training` does it)."""
-    vllm = cfg.vllm
-    if vllm.mode == "server":
-        return {
-            "use_vllm": True,
-            "vllm_mode": "server",
-            "vllm_server_base_url": server.url if server is not None else None,  # None on the other ranks
-            "vllm_group_port": group_port,
-            "vllm_server_timeout": vllm.startup_timeout_s,
-        }
-    if vllm.mode == "colocate":
-        return {
-            "use_vllm": True,
-            "vllm_mode": "colocate",
-            "vllm_gpu_memory_utilization": memory_share(vllm),
-            "vllm_tensor_parallel_size": vllm.tensor_parallel_size,
-            "vllm_max_model_length": vllm.max_model_len or max_model_len,
-        }
-    return {}
 
 
 def vllm_version(python: str, env: dict[str, str] | None = None) -> str | None:

@@ -1,7 +1,7 @@
 """The vLLM server of one run, by `vllm.mode` (`Sidecar`: the machine checked before anything slow, the server
-started before the policy loads, TRL's GRPOConfig fields, adapter mode's `LoraSync`, teardown however the run
-ends), and `serve_model`, a server on a local model for `azr eval --vllm` and `azr gen`. Only the main process of a
-multi-process run starts a server.
+started before the policy loads, adapter mode's `LoraSync`, teardown however the run ends; server mode's command is
+TRL's, passed in), and `serve_model`, a server on a local model for `azr eval --vllm` and `azr gen`. Only the main
+process of a multi-process run starts a server.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from azr.config import AzrConfig, ModelConfig, VllmConfig
 from azr.logs import atomic_write_json
 from azr.serving.lora_sync import LoraSync
-from azr.serving.modes import adapter_server, check_host, grpo_fields, host_facts, model_server, trl_server
+from azr.serving.modes import adapter_server, check_host, host_facts, model_server
 from azr.serving.vllm import VllmServer, free_port
 
 if TYPE_CHECKING:
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from transformers import TrainerState
 
 log = logging.getLogger(__name__)
+
+# Builds a mode's server: (recipe, the run's max model length, log file) -> the server, not started yet.
+ServerCommand = Callable[[AzrConfig, int | None, Path | None], VllmServer]
 
 
 def is_main_process() -> bool:
@@ -52,11 +55,16 @@ class GrpoTrainer(Protocol):
 
 class Sidecar:
     """The vLLM side of a training run. Use as a context manager around the run; call `start(folder)` just
-    before the policy loads. 'off' and 'colocate' start nothing ('colocate' runs inside TRL)."""
+    before the policy loads. 'off' and 'colocate' start nothing ('colocate' runs inside TRL). Server mode runs the
+    command `trl_server` builds (TRL's `vllm serve` flags: `azr.training.trl_vllm.trl_server`)."""
 
-    def __init__(self, cfg: AzrConfig, max_model_len: int | None = None):
+    def __init__(self, cfg: AzrConfig, max_model_len: int | None = None, trl_server: ServerCommand | None = None):
         self.cfg, self.max_model_len = cfg, max_model_len
         self.mode = cfg.vllm.mode
+        if self.mode == "server" and trl_server is None:
+            raise ValueError("vllm.mode=server: the Sidecar needs trl_server, the command of TRL's server")
+        # the server this mode launches ('off' and 'colocate': none)
+        self.command: ServerCommand | None = {"adapter": adapter_server, "server": trl_server}.get(self.mode)
         self.server: VllmServer | None = None
         self.group_port = 0
         self.lora_sync: LoraSync | None = None
@@ -73,12 +81,11 @@ class Sidecar:
         serve instead of model.name_or_path (the warm-started weights under sft.full_weights)."""
         if base is not None:
             self.cfg = dataclasses.replace(self.cfg, model=dataclasses.replace(self.cfg.model, name_or_path=base))
-        if self.mode not in ("adapter", "server") or not is_main_process():
+        if self.command is None or not is_main_process():
             return
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        build = adapter_server if self.mode == "adapter" else trl_server
-        self.server = build(self.cfg, self.max_model_len, log_path=self.folder / "server.log")
+        self.server = self.command(self.cfg, self.max_model_len, self.folder / "server.log")
         if self.mode == "server":
             self.group_port = free_port()
         self.server.start()
@@ -90,10 +97,6 @@ class Sidecar:
         if server is None:
             return {"mode": self.mode}
         return {"mode": self.mode, "pid": server.pid, "url": server.url, "log": str(server.log_path)}
-
-    def grpo_fields(self) -> dict[str, Any]:
-        """GRPOConfig fields for TRL's server and colocate modes; {} otherwise."""
-        return grpo_fields(self.cfg, self.server, self.group_port, self.max_model_len)
 
     def generation(self, trainer: GrpoTrainer) -> LoraSync | None:
         """Adapter mode: the backend TRL's generation path is to call, built from `trainer`'s model, accelerator

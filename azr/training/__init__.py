@@ -12,6 +12,7 @@ from azr.training.ranks import Ranks
 from azr.training.run import run_train
 from azr.training.state import RunState, mean_rate, write_summary
 from azr.training.trainer_args import check_grpo_inputs, grpo_args, sft_args
+from azr.training.trl_vllm import grpo_fields, send_server_key, trl_server
 
 # Heavy (torch, transformers, trl at import): loaded on first use, so importing this package stays cheap.
 _LAZY = {
@@ -36,6 +37,7 @@ __all__ = [
     "fit_tasks",
     "grpo_args",
     "grpo_dataset",
+    "grpo_fields",
     "grpo_rows",
     "mean_rate",
     "on_gpu",
@@ -43,8 +45,10 @@ __all__ = [
     "reward_weights",
     "run_sft",
     "run_train",
+    "send_server_key",
     "sft_args",
     "sft_dataset",
+    "trl_server",
     "validate_grpo",
     "write_summary",
 ]

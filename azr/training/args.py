@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from azr.config import AzrConfig, check_groups, sequence_lengths
 from azr.training.trainer_args import check_grpo_inputs, grpo_args, sft_args
+from azr.training.trl_vllm import grpo_fields
 
 if TYPE_CHECKING:
     from trl import GRPOConfig, SFTConfig
@@ -37,7 +38,7 @@ def build_trainer_args(
 ) -> TrainerArgs:
     """The run's trainer arguments; `weights` are the reward weights TRL gets (default: `reward_weights(cfg)`),
     `cpu` whether it trains on the CPU (default: no GPU visible), `vllm_fields` the GRPOConfig fields of TRL's vLLM
-    modes for the server the run started (`Sidecar.grpo_fields`; default: those of `vllm.mode` without a server, as
+    modes for the server the run started (`trl_vllm.grpo_fields`; default: those of `vllm.mode` without a server, as
     the recipe check builds them); `warn` False once the recipe check has reported the deprecations. Raises
     ConfigError naming the field at fault."""
     cpu = not on_gpu() if cpu is None else cpu
@@ -56,8 +57,6 @@ def trainer_args(cfg: AzrConfig, grpo: GRPOConfig, sft: SFTConfig | None) -> Tra
 
 def vllm_placeholders(cfg: AzrConfig) -> dict[str, Any]:
     """The GRPOConfig fields of `vllm.mode` before its server runs (no address yet): what the recipe check builds."""
-    from azr.serving import grpo_fields
-
     check_grpo_inputs(cfg)  # the lengths below read grpo.max_completion_length
 
     return grpo_fields(cfg, None, 0, sequence_lengths(cfg)["max_seq_length"])

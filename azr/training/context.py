@@ -27,6 +27,7 @@ from azr.training.args import TrainerArgs, build_trainer_args
 from azr.training.ranks import Ranks, sandbox_share, start_ranks
 from azr.training.rubrics import RunRewards, run_rewards
 from azr.training.state import Resume, RunState, prune_logs, resolve_resume
+from azr.training.trl_vllm import grpo_fields, trl_server
 
 if TYPE_CHECKING:
     from transformers import Trainer
@@ -109,7 +110,7 @@ class RunContext:
 def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunContext:
     """Set up the run `cfg` describes (see the module docstring); what must be closed is entered into `stack`.
     The recipe is checked already (`azr.training.preflight`), so building TRL's arguments raises nothing new."""
-    sidecar = Sidecar(cfg, max_model_len=sequence_lengths(cfg)["max_seq_length"])
+    sidecar = Sidecar(cfg, max_model_len=sequence_lengths(cfg)["max_seq_length"], trl_server=trl_server)
     sidecar.check()  # a vllm.mode this machine cannot run is refused before anything is written
     stack.enter_context(sidecar)  # its server starts just before the policy loads, and stops however the run ends
     ranks = start_ranks()
@@ -165,7 +166,8 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
     if not deferred_server(cfg):
         sidecar.start(out / "vllm")  # before the policy: on one GPU, vLLM's memory share is taken first
     # Built once, now that everything they depend on is known (TRL's server mode: the URL of the server just started)
-    args = build_trainer_args(cfg, rewards.trained_weights, vllm_fields=sidecar.grpo_fields(), warn=False)
+    vllm_fields = grpo_fields(cfg, sidecar.server, sidecar.group_port, sidecar.max_model_len)
+    args = build_trainer_args(cfg, rewards.trained_weights, vllm_fields=vllm_fields, warn=False)
     model, tokenizer = build_model_and_tokenizer(cfg.model, max_seq_length=args.max_seq_length, tokenizer=tokenizer)
     log.info(
         "model: %s (%s, %.2f M parameters, dtype %s)",

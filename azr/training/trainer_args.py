@@ -46,8 +46,8 @@ def grpo_args(
     warn: bool = True,
 ):
     """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, CPU defaults, and
-    `vllm_fields`, the fields of TRL's vLLM modes for `vllm.mode` server and colocate (`azr.serving.grpo_fields`;
-    none by default, as with `vllm.mode: off`).
+    `vllm_fields`, the fields of TRL's vLLM modes for `vllm.mode` server and colocate (`trl_vllm.grpo_fields`; none
+    by default, as with `vllm.mode: off`).
     `warn`: deprecation warnings naming a user key are logged as warnings (else, once checked, to the debug log)."""
     from trl import GRPOConfig
 

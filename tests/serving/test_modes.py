@@ -1,6 +1,7 @@
-"""What each vllm.mode launches (command line and environment), the GRPOConfig fields it sets, and the machines it
-refuses. Nothing here starts a server: a GPU box with two GPUs is what server and colocate modes need, and the
-checks are exercised with the facts such a box (or a lesser one) would report."""
+"""What adapter mode and a server on a local model launch (command line and environment), and the machines each
+vllm.mode refuses (TRL's server mode's command and the GRPOConfig fields are tests/training/test_trl_vllm.py's).
+Nothing here starts a server: a GPU box with two GPUs is what server and colocate modes need, and the checks are
+exercised with the facts such a box (or a lesser one) would report."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import json
 import sys
 
 import pytest
+from conftest import argv_flag as flag
 
 from azr.config import load_config
 from azr.errors import ConfigError, NotAvailableError
-from azr.serving import Host, adapter_rank, adapter_server, check_host, grpo_fields, model_server, trl_server
+from azr.serving import Host, adapter_rank, adapter_server, check_host, model_server
 from azr.serving.vllm import ENTRYPOINT
 
 PY = "/venv/bin/python"
@@ -22,16 +24,6 @@ V = "0.32.0"
 
 def cfg(*overrides: str):
     return load_config(None, ["model.name_or_path=/models/qwen", f"vllm.python={PY}", *overrides])
-
-
-def flag(argv: list[str], name: str) -> str | None:
-    """The value of `--name VALUE` or `--name=VALUE` in argv."""
-    for i, arg in enumerate(argv):
-        if arg == name:
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 # --- adapter mode ---------------------------------------------------------------------------------------------
@@ -73,71 +65,6 @@ def test_adapter_mode_on_a_gpu_of_its_own_with_the_sections_settings():
         "CUDA_VISIBLE_DEVICES": "1",
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1",
     }
-
-
-def test_grpo_fields_are_trls_only_in_its_own_modes():
-    assert grpo_fields(cfg("vllm.mode=off"), None, 0, 2048) == {}
-    assert grpo_fields(cfg("vllm.mode=adapter"), None, 0, 2048) == {}  # azr's backend is attached instead
-
-
-# --- server mode ---------------------------------------------------------------------------------------------
-
-
-def test_server_mode_runs_trls_vllm_serve_command_on_its_gpus():
-    c = cfg("vllm.mode=server", "vllm.gpus=[2,3]", "vllm.port=8200", "vllm.extra_args=[--enforce-eager]")
-    server = trl_server(c, max_model_len=2304)
-    argv = server.argv()
-    # `trl vllm-serve` runs `vllm serve` with TRL's flags; azr runs that command with vllm.python
-    assert argv[:4] == [PY, "-m", "vllm.entrypoints.cli.main", "serve"] and argv[4] == "/models/qwen"
-    assert flag(argv, "--host") == "127.0.0.1" and flag(argv, "--port") == "8200"
-    assert flag(argv, "--tensor-parallel-size") == "1" and flag(argv, "--data-parallel-size") == "2"
-    assert flag(argv, "--gpu-memory-utilization") == "0.9" and flag(argv, "--max-model-len") == "2304"
-    assert json.loads(flag(argv, "--weight-transfer-config")) == {"backend": "nccl"}  # TRL's NCCL weight sync
-    assert flag(argv, "--logprobs-mode") == "processed_logprobs"
-    assert argv[-1] == "--enforce-eager"
-    assert server.env == {
-        "CUDA_VISIBLE_DEVICES": "2,3",
-        "VLLM_HOST_IP": "127.0.0.1",
-        "VLLM_SERVER_DEV_MODE": "1",
-    }
-    assert server.url == "http://127.0.0.1:8200"
-
-
-def test_server_mode_with_tensor_parallelism_splits_the_gpus():
-    argv = trl_server(cfg("vllm.mode=server", "vllm.gpus=[4,5,6,7]", "vllm.tensor_parallel_size=2"), None).argv()
-    assert flag(argv, "--tensor-parallel-size") == "2" and flag(argv, "--data-parallel-size") == "2"
-    assert flag(argv, "--port") not in ("0", None)  # a free port chosen up front: the command holds it
-
-
-def test_server_mode_passes_the_base_url_and_a_group_port_to_trl():
-    c = cfg("vllm.mode=server", "vllm.gpus=[1]", "vllm.port=8300", "vllm.startup_timeout_s=90")
-    fields = grpo_fields(c, trl_server(c, None), 51300, 2304)
-    assert fields == {
-        "use_vllm": True,
-        "vllm_mode": "server",
-        "vllm_server_base_url": "http://127.0.0.1:8300",
-        "vllm_group_port": 51300,
-        "vllm_server_timeout": 90.0,
-    }
-    from trl import GRPOConfig  # the fields are GRPOConfig's own
-
-    args = GRPOConfig(output_dir="/tmp/x", use_cpu=True, bf16=False, **fields)
-    assert args.vllm_server_base_url == "http://127.0.0.1:8300" and args.vllm_group_port == 51300
-
-
-# --- colocate mode -------------------------------------------------------------------------------------------
-
-
-def test_colocate_mode_passes_the_sections_settings_to_trl():
-    c = cfg("vllm.mode=colocate", "vllm.python=null", "vllm.tensor_parallel_size=2", "vllm.gpu_memory_utilization=0.4")
-    assert grpo_fields(c, None, 0, 2304) == {
-        "use_vllm": True,
-        "vllm_mode": "colocate",
-        "vllm_gpu_memory_utilization": 0.4,
-        "vllm_tensor_parallel_size": 2,
-        "vllm_max_model_length": 2304,
-    }
-    assert grpo_fields(cfg(*COLOCATE), None, 0, 2304)["vllm_gpu_memory_utilization"] == 0.3  # TRL's default
 
 
 # --- the machine ---------------------------------------------------------------------------------------------

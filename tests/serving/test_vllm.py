@@ -342,3 +342,27 @@ def test_a_run_that_fails_after_its_server_started_stops_it(stand_in, cli, tiny_
     assert server["mode"] == "adapter" and server["url"].startswith("http://127.0.0.1:")
     assert not alive(server["pid"]) and not group_members(server["pid"])
     assert (tmp_path / "out" / "vllm" / "server.log").read_text().startswith(f"pid {server['pid']}")
+
+
+def test_server_mode_runs_the_command_its_caller_passes_in(stand_in, tmp_path):
+    """The Sidecar launches, records and stops server mode's server without knowing its command (TRL's, which
+    azr.training builds: serving imports no trl); without one it refuses server mode when it is built."""
+    from azr.config import load_config
+    from azr.serving import Sidecar
+
+    c = load_config(None, ["model.name_or_path=m", "vllm.mode=server", "vllm.gpus=[1]"])
+    with pytest.raises(ValueError, match="trl_server"):
+        Sidecar(c)
+    built = []
+
+    def command(cfg, max_model_len, log_path):
+        built.append((cfg.vllm.mode, max_model_len, log_path))
+        return stand_in()
+
+    with Sidecar(c, max_model_len=64, trl_server=command) as sidecar:
+        sidecar.start(tmp_path / "run")
+        assert built == [("server", 64, tmp_path / "run" / "server.log")]
+        recorded = json.loads((tmp_path / "run" / "server.json").read_text())
+        assert recorded["url"] == sidecar.server.url and sidecar.group_port > 0  # TRL's weight-sync group's port
+        pid = sidecar.server.pid
+    assert not alive(pid) and not group_members(pid)
