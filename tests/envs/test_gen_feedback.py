@@ -1,0 +1,183 @@
+"""`azr gen` with `rollouts.env: feedback`: multi-turn execution-feedback episodes written one JSON line each (every
+turn's kind and token ids, the public verdict of each answer, the final program's verdict on the hidden tests and
+its reward), and nothing of a hidden test in any observation.
+
+Real parts: the bwrap sandbox grades; a real HTTP server on loopback answers as an endpoint (scripted: right at
+once, wrong then repaired, wrong twice); a scripted token-level policy plays through the real runner on the tiny
+model's tokenizer, so the ids recorded can be checked against the contexts it was asked to continue."""
+
+from __future__ import annotations
+
+import json
+
+import http_stub
+import pytest
+from hidden_scan import hidden_marks
+from http_stub import StubServer
+
+import azr.envs.gen as gen_module
+from azr.config import load_config
+from azr.data import load_tasks
+from azr.envs import run_gen
+from azr.prompts import reference_answer
+from azr.rollouts import ChatTokens, Continuation
+from azr.tools import SCHEMA
+
+TASKS = load_tasks("train")[:6]
+BY_PROMPT = {t.prompt: (i, t) for i, t in enumerate(TASKS)}
+WRONG = "```python\ndef nothing():\n    return None\n```\nFinal answer: nothing"
+
+
+def _plan(i: int, turn: int) -> str:
+    """Task i: i % 3 == 0 right at once; == 1 wrong, then repaired; == 2 wrong, and wrong again."""
+    return "right" if i % 3 == 0 or (i % 3 == 1 and turn == 2) else "wrong"
+
+
+def _answer(i: int, task, turn: int) -> str:
+    return reference_answer(task.solution, task.entry_point) if _plan(i, turn) == "right" else WRONG
+
+
+def recipe(write, **gen) -> object:
+    settings = {"max_tasks": len(TASKS), "samples": 1, "max_new_tokens": 400, "max_tokens": 2000, **gen}
+    text = (
+        "model: {name_or_path: unused}\nsandbox: {workers: 1, backend: bwrap}\nlogging: {console: plain}\n"
+        f"rollouts: {{env: feedback}}\nfeedback: {{max_turns: 2}}\ngen: {json.dumps(settings)}\n"
+    )
+    return write("gen.yaml", text)
+
+
+def _records(out) -> list[dict]:
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _observations(record: dict) -> list[str]:
+    """Every text the environment wrote into the episode: its turns and the user messages after the task's."""
+    users = [m["content"] for m in record["messages"] if m["role"] == "user"][1:]
+    return users + [t["content"] for t in record["turns"] if t["kind"] == "env"]
+
+
+@pytest.fixture
+def repairer(monkeypatch):
+    """A real stub server answering each task by `_plan`, the turn read from the conversation."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+    def payload(path: str, body: dict) -> dict:
+        messages = body["messages"]
+        i, task = BY_PROMPT[messages[1]["content"]]
+        text = _answer(i, task, 1 + sum(m["role"] == "assistant" for m in messages))
+        message = {"role": "assistant", "content": text}
+        usage = {"prompt_tokens": 5, "completion_tokens": 5}
+        return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+
+    monkeypatch.setattr(http_stub, "happy_payload", payload)
+    with StubServer() as stub:
+        yield stub
+
+
+def test_an_endpoint_episode_is_written_turn_by_turn_and_scored_on_hidden_tests(write, repairer, tmp_path):
+    endpoint = {"base_url": repairer.url, "model": "m", "max_retries": 0}
+    cfg = load_config(recipe(write, policy="endpoint", endpoint=endpoint), [])
+    out = tmp_path / "episodes.jsonl"
+    assert run_gen(cfg, out) == 0
+    records = _records(out)
+    assert sorted(r["task_id"] for r in records) == sorted(t.id for t in TASKS)
+    for record in records:
+        i, task = next((j, t) for j, t in enumerate(TASKS) if t.id == record["task_id"])
+        assert record["schema"] == SCHEMA and record["env"] == "feedback" and record["tools"] == []
+        assert record["sampling"]["env"] == "feedback" and record["sampling"]["max_turns"] == 2
+        kinds = [t["kind"] for t in record["turns"]]
+        policy = [t for t in record["turns"] if t["kind"] == "policy"]
+        # right at once: stopped on the public pass; wrong twice: the last feedback kept but shown to no one
+        assert kinds == [["policy"], ["policy", "env", "policy"], ["policy", "env", "policy", "env"]][i % 3]
+        assert [t["public"]["passed"] for t in policy] == [_plan(i, k + 1) == "right" for k in range(len(policy))]
+        assert [t.get("shown") for t in record["turns"] if t["kind"] == "env"] == [True, False][: kinds.count("env")]
+        assert record["prompt_ids"] == [] and all(t["ids"] == [] for t in record["turns"])  # an endpoint's: text
+        assert record["finish_reason"] == ["done", "done", "max_turns"][i % 3]
+        passed = i % 3 != 2
+        assert record["grade"]["passed"] is passed and record["grade"]["tests_total"] == len(task.split_tests()[1])
+        assert record["rewards"]["tests_reward"] == (1.0 if passed else 0.0)
+        roles = {"policy": "assistant", "env": "user"}
+        assert [m["role"] for m in record["messages"]] == ["system", "user", *(roles[k] for k in kinds)]
+        shown = _observations(record)
+        assert all(s.startswith("Your program failed 1 of the 1 public test") for s in shown), shown
+        for text in shown:  # the public test shown, nothing of a hidden one
+            for mark in hidden_marks(task):
+                assert mark not in text, (task.id, mark)
+    # every request the endpoint got, too
+    for request in repairer.received:
+        messages = request.body["messages"]
+        task = BY_PROMPT[messages[1]["content"]][1]
+        assert "tools" not in request.body or not request.body["tools"]
+        for message in messages[2:]:
+            for mark in hidden_marks(task):
+                assert mark not in message["content"]
+
+
+class Scripted:
+    """A token-level policy: reads which task and which turn from the context it is asked to continue, answers by
+    `_plan` with the answer's ids closed by the end-of-turn token, and records each context."""
+
+    model = None
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.contexts, self.sampled = tokenizer, [], []
+
+    def complete(self, contexts, sampling):
+        outs = []
+        for context in contexts:
+            text = self.tokenizer.decode(context)
+            i, task = next((i, t) for p, (i, t) in BY_PROMPT.items() if p in text)
+            answer = _answer(i, task, text.count("<|im_start|>assistant"))
+            ids = self.tokenizer(answer, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+            self.contexts.append(list(context))
+            self.sampled.append(ids)
+            outs.append(Continuation(ids, answer, "stop", [-0.5] * len(ids)))
+        return outs
+
+
+def scripted_local(tokenizer, sampler=None):
+    chat = ChatTokens(tokenizer)
+    return gen_module.LocalModel(sampler or Scripted(tokenizer), chat, None, "scripted")
+
+
+def test_a_local_policy_records_the_ids_it_was_sampled_on(write, tmp_path, tiny_model_dir, monkeypatch):
+    """The record's prompt ids and turn ids, laid end to end, are the very contexts the policy continued: turn 2's
+    context is the prompt, turn 1's sampled ids and the feedback's ids."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    sampler = Scripted(tokenizer)
+    monkeypatch.setattr(gen_module, "build_policy", lambda cfg, kind, stack: scripted_local(tokenizer, sampler))
+    out = tmp_path / "episodes.jsonl"
+    assert run_gen(load_config(recipe(write), []), out) == 0
+    records = _records(out)
+    assert len(records) == len(TASKS)
+    for record in records:
+        i, task = next((j, t) for j, t in enumerate(TASKS) if t.id == record["task_id"])
+        turns = record["turns"]
+        ids = [record["prompt_ids"]] + [t["ids"] for t in turns]
+        assert record["prompt_ids"] and record["prompt_ids"] == ChatTokens(tokenizer).prompt_ids(record["messages"][:2])
+        contexts = [c for c in sampler.contexts if c[: len(record["prompt_ids"])] == record["prompt_ids"]]
+        policy = [k for k, t in enumerate(turns) if t["kind"] == "policy"]
+        assert len(contexts) == len(policy)
+        for n, k in enumerate(policy):  # what the policy was asked to continue at each turn, exactly
+            assert contexts[n] == [x for part in ids[: k + 1] for x in part]
+            assert turns[k]["ids"] == sampler.sampled[sampler.contexts.index(contexts[n])]
+        for k, turn in enumerate(turns):
+            if turn["kind"] == "env":
+                assert bool(turn["ids"]) is turn["shown"]  # the feedback's ids where it was shown
+                if turn["shown"]:
+                    assert turn["content"] in tokenizer.decode(turn["ids"])
+        assert record["usage"]["env_tokens"] == sum(len(t["ids"]) for t in turns if t["kind"] == "env")
+        assert record["grade"]["passed"] is (i % 3 != 2)
+        for text in _observations(record):
+            for mark in hidden_marks(task):
+                assert mark not in text
+
+
+def test_feedback_gen_on_tasks_without_a_hidden_test_is_refused_in_one_line(write, cli, tmp_path):
+    one = write("one.jsonl", json.dumps({"id": "a", "prompt": "p", "tests": ["assert f() == 1"]}) + "\n")
+    out = tmp_path / "x.jsonl"
+    code, _, err = cli("gen", "--config", recipe(write), "--out", out, "--set", f"gen.tasks={one}")
+    assert code == 2 and "rollouts.env: no task of" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
