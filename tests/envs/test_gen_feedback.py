@@ -4,7 +4,8 @@ its reward), and nothing of a hidden test in any observation.
 
 Real parts: the bwrap sandbox grades; a real HTTP server on loopback answers as an endpoint (scripted: right at
 once, wrong then repaired, wrong twice); a scripted token-level policy plays through the real runner on the tiny
-model's tokenizer, so the ids recorded can be checked against the contexts it was asked to continue."""
+model's tokenizer, so the ids recorded can be checked against the contexts it was asked to continue (both scripted
+by `tests/feedback_policy.py`)."""
 
 from __future__ import annotations
 
@@ -12,29 +13,15 @@ import json
 
 import http_stub
 import pytest
+from feedback_policy import BY_PROMPT, TASKS, ScriptedTokens, answer, plan, scripted_local
 from hidden_scan import hidden_marks
 from http_stub import StubServer
 
 import azr.envs.gen as gen_module
 from azr.config import load_config
-from azr.data import load_tasks
 from azr.envs import run_gen
-from azr.prompts import reference_answer
-from azr.rollouts import ChatTokens, Continuation
+from azr.rollouts import ChatTokens
 from azr.tools import SCHEMA
-
-TASKS = load_tasks("train")[:6]
-BY_PROMPT = {t.prompt: (i, t) for i, t in enumerate(TASKS)}
-WRONG = "```python\ndef nothing():\n    return None\n```\nFinal answer: nothing"
-
-
-def _plan(i: int, turn: int) -> str:
-    """Task i: i % 3 == 0 right at once; == 1 wrong, then repaired; == 2 wrong, and wrong again."""
-    return "right" if i % 3 == 0 or (i % 3 == 1 and turn == 2) else "wrong"
-
-
-def _answer(i: int, task, turn: int) -> str:
-    return reference_answer(task.solution, task.entry_point) if _plan(i, turn) == "right" else WRONG
 
 
 def recipe(write, **gen) -> object:
@@ -64,7 +51,7 @@ def repairer(monkeypatch):
     def payload(path: str, body: dict) -> dict:
         messages = body["messages"]
         i, task = BY_PROMPT[messages[1]["content"]]
-        text = _answer(i, task, 1 + sum(m["role"] == "assistant" for m in messages))
+        text = answer(i, task, 1 + sum(m["role"] == "assistant" for m in messages))
         message = {"role": "assistant", "content": text}
         usage = {"prompt_tokens": 5, "completion_tokens": 5}
         return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
@@ -89,7 +76,7 @@ def test_an_endpoint_episode_is_written_turn_by_turn_and_scored_on_hidden_tests(
         policy = [t for t in record["turns"] if t["kind"] == "policy"]
         # right at once: stopped on the public pass; wrong twice: the last feedback kept but shown to no one
         assert kinds == [["policy"], ["policy", "env", "policy"], ["policy", "env", "policy", "env"]][i % 3]
-        assert [t["public"]["passed"] for t in policy] == [_plan(i, k + 1) == "right" for k in range(len(policy))]
+        assert [t["public"]["passed"] for t in policy] == [plan(i, k + 1) == "right" for k in range(len(policy))]
         assert [t.get("shown") for t in record["turns"] if t["kind"] == "env"] == [True, False][: kinds.count("env")]
         assert record["prompt_ids"] == [] and all(t["ids"] == [] for t in record["turns"])  # an endpoint's: text
         assert record["finish_reason"] == ["done", "done", "max_turns"][i % 3]
@@ -113,57 +100,33 @@ def test_an_endpoint_episode_is_written_turn_by_turn_and_scored_on_hidden_tests(
                 assert mark not in message["content"]
 
 
-class Scripted:
-    """A token-level policy: reads which task and which turn from the context it is asked to continue, answers by
-    `_plan` with the answer's ids closed by the end-of-turn token, and records each context."""
-
-    model = None
-
-    def __init__(self, tokenizer):
-        self.tokenizer, self.contexts, self.sampled = tokenizer, [], []
-
-    def complete(self, contexts, sampling):
-        outs = []
-        for context in contexts:
-            text = self.tokenizer.decode(context)
-            i, task = next((i, t) for p, (i, t) in BY_PROMPT.items() if p in text)
-            answer = _answer(i, task, text.count("<|im_start|>assistant"))
-            ids = self.tokenizer(answer, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            self.contexts.append(list(context))
-            self.sampled.append(ids)
-            outs.append(Continuation(ids, answer, "stop", [-0.5] * len(ids)))
-        return outs
-
-
-def scripted_local(tokenizer, sampler=None):
-    chat = ChatTokens(tokenizer)
-    return gen_module.LocalModel(sampler or Scripted(tokenizer), chat, None, "scripted")
-
-
 def test_a_local_policy_records_the_ids_it_was_sampled_on(write, tmp_path, tiny_model_dir, monkeypatch):
     """The record's prompt ids and turn ids, laid end to end, are the very contexts the policy continued: turn 2's
     context is the prompt, turn 1's sampled ids and the feedback's ids."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    sampler = Scripted(tokenizer)
-    monkeypatch.setattr(gen_module, "build_policy", lambda cfg, kind, stack: scripted_local(tokenizer, sampler))
+    sampler = ScriptedTokens(tokenizer)
+    policy = lambda cfg, kind, stack: scripted_local(tokenizer, cfg.template_kwargs(), sampler)  # noqa: E731
+    monkeypatch.setattr(gen_module, "build_policy", policy)
     out = tmp_path / "episodes.jsonl"
-    assert run_gen(load_config(recipe(write), []), out) == 0
+    cfg = load_config(recipe(write), [])
+    assert run_gen(cfg, out) == 0
+    chat = ChatTokens(tokenizer, cfg.template_kwargs())
     records = _records(out)
     assert len(records) == len(TASKS)
     for record in records:
         i, task = next((j, t) for j, t in enumerate(TASKS) if t.id == record["task_id"])
         turns = record["turns"]
         ids = [record["prompt_ids"]] + [t["ids"] for t in turns]
-        assert record["prompt_ids"] and record["prompt_ids"] == ChatTokens(tokenizer).prompt_ids(record["messages"][:2])
+        assert record["prompt_ids"] and record["prompt_ids"] == chat.prompt_ids(record["messages"][:2])
         contexts = [c for c in sampler.contexts if c[: len(record["prompt_ids"])] == record["prompt_ids"]]
         policy = [k for k, t in enumerate(turns) if t["kind"] == "policy"]
         assert len(contexts) == len(policy)
         for n, k in enumerate(policy):  # what the policy was asked to continue at each turn, exactly
             assert contexts[n] == [x for part in ids[: k + 1] for x in part]
             assert turns[k]["ids"] == sampler.sampled[sampler.contexts.index(contexts[n])]
-        for k, turn in enumerate(turns):
+        for turn in turns:
             if turn["kind"] == "env":
                 assert bool(turn["ids"]) is turn["shown"]  # the feedback's ids where it was shown
                 if turn["shown"]:
