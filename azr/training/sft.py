@@ -188,7 +188,7 @@ def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from
     for callback in callbacks:
         if hasattr(callback, "trainer"):
             callback.trainer = trainer
-    log.info("sft: warm start on %d answers", len(dataset))
+    log.info("sft: warm start on %d examples", len(dataset))
     trainer.train(resume_from_checkpoint=resume_from)
     trainer.save_model(str(final_dir))  # on every rank (a sharded model is gathered); the main one writes
     if trainer.args.should_save:

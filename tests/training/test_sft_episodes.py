@@ -143,7 +143,7 @@ MALFORMED = [
     (lambda r: r.update(prompt_ids="1 2 3"), "'prompt_ids' must be a list of token ids"),
     (lambda r: r.pop("turns"), "'turns' must be a non-empty list of turns"),
     (lambda r: r["turns"][0].update(ids=[]), "turns[0].ids: empty, but the episode has prompt ids"),
-    (lambda r: r["messages"].append({"role": "assistant", "content": "x"}), "1 policy turns but 'messages' 2"),
+    (lambda r: r["messages"].append({"role": "assistant", "content": "x"}), "policy turns but 'messages'"),
     (lambda r: r.update(env="tools"), "not a feedback episode (env 'tools')"),
 ]
 
