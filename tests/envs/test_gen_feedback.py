@@ -20,7 +20,7 @@ from http_stub import StubServer
 import azr.envs.gen as gen_module
 from azr.config import load_config
 from azr.envs import run_gen
-from azr.rollouts import ChatTokens
+from azr.rollouts import ChatTokens, Continuation
 from azr.tools import SCHEMA
 
 
@@ -144,3 +144,30 @@ def test_feedback_gen_on_tasks_without_a_hidden_test_is_refused_in_one_line(writ
     code, _, err = cli("gen", "--config", recipe(write), "--out", out, "--set", f"gen.tasks={one}")
     assert code == 2 and "rollouts.env: no task of" in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_a_key_the_policy_writes_is_redacted_and_the_episode_keeps_no_ids_that_spell_it(
+    write, tmp_path, tiny_model_dir, monkeypatch
+):
+    from transformers import AutoTokenizer
+
+    key = "sk-feedback-gen-4242424242-SECRET"
+    monkeypatch.setenv("AZR_FAKE_KEY", key)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+
+    class Leaky(ScriptedTokens):
+        def complete(self, contexts, sampling):
+            outs = super().complete(contexts, sampling)
+            ids = self.tokenizer(f"my key is {key}", add_special_tokens=False)["input_ids"]
+            return [Continuation(ids + o.ids, f"my key is {key}" + o.text, "stop") for o in outs]
+
+    policy = lambda cfg, kind, stack: scripted_local(tokenizer, cfg.template_kwargs(), Leaky(tokenizer))  # noqa: E731
+    monkeypatch.setattr(gen_module, "build_policy", policy)
+    path = recipe(write, max_tasks=2)
+    path.write_text(path.read_text() + "self_play: {api_key_env: AZR_FAKE_KEY}\n")
+    out = tmp_path / "episodes.jsonl"
+    assert run_gen(load_config(path, []), out) == 0
+    text = out.read_text()
+    assert key not in text and "<redacted>" in text
+    for record in _records(out):
+        assert record["prompt_ids"] == [] and all(t["ids"] == [] for t in record["turns"])
