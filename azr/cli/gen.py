@@ -1,5 +1,4 @@
-"""`azr gen` (= azr-gen): tool-using or execution-feedback episodes over a task set, written to a JSONL file for
-SFT."""
+"""`azr gen` (= azr-gen): tool-using or execution-feedback episodes, written to a JSONL file for SFT."""
 
 from __future__ import annotations
 

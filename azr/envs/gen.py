@@ -1,10 +1,8 @@
-"""`azr gen`: episodes over a task set, each final answer graded, one JSON line per episode, in the tool environment
-or, with `rollouts.env: feedback`, the execution-feedback one (public tests shown, the final program scored on the
-hidden ones; each turn's kind and token ids recorded). Tasks, settings and resume state are checked before the model
-loads; the policy (local model, endpoint, or a vLLM server started here) plays the environment through the episode
-runner (a local model continues each episode's token ids); each episode is scored through the run's rubric as it
-finishes and appended to the file, flushed line by line. `--resume` skips what is done and redoes what the policy or
-the sandbox failed; exit 1 then.
+"""`azr gen`: episodes over a task set in the tool environment, or the feedback one (`rollouts.env: feedback`: each
+turn's kind and token ids kept), one JSON line each, the final answer graded. Tasks, settings and resume state are
+checked before the model loads; the policy (local model, endpoint, or a vLLM server started here) plays through the
+episode runner (a local model continues each episode's ids); each episode is scored through the run's rubric and
+appended, flushed line by line. `--resume` skips what is done and redoes what the policy or the sandbox failed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The rollouts file `azr gen` writes and SFT reads: one JSON object per episode, its schema, resume bookkeeping,
-the summary, and loading episodes back for training (each record checked, errors naming `file:line`).
-
-A record: `schema` (`azr.rollout/1`), `id` (`TASK#SAMPLE`), `task_id`, `sample`, `seed`, `model` and `sampling` (the
-settings; a resumed file must match them), `env` (`tools`, or `feedback`), `tools` (the JSON schemas offered),
-`messages` (system, user, assistant turns with `content`, `reasoning_content` and `tool_calls` whose arguments are
-objects, tool messages), `tool_events` (name, ok, status, duration_s, truncated, error), `finish_reason`, `error`,
-`usage`, `grade` and `rewards`; a feedback episode also `prompt_ids` and `turns` (`azr.envs.gen.episode_turns`).
+the summary, and loading episodes back for training (each record checked, errors naming `file:line`). A record:
+`schema` (`azr.rollout/1`), `id` (`TASK#SAMPLE`), `task_id`, `sample`, `seed`, `model` and `sampling` (settings a
+resumed file must match), `env` (`tools` / `feedback`), `tools`, `messages`, `tool_events`, `finish_reason`, `error`,
+`usage`, `grade`, `rewards`; a feedback episode also `prompt_ids` and `turns` (docs/tools.md, docs/feedback.md).
 """
 
 from __future__ import annotations

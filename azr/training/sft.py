@@ -1,13 +1,9 @@
-"""The SFT warm start: supervised fine-tuning before GRPO, through TRL's SFTTrainer, on reference answers or on
-episodes from `azr gen` (`sft.rollouts`).
-
-Owns the datasets and the phase's outputs under `output_dir/sft/`. Reference answers are prompt-completion rows (each
-prompt rendered exactly as GRPO will render it, each completion a strict-format answer ending in EOS) with loss on
-the completion only. Tool episodes are multi-turn conversations with loss on the assistant turns only (TRL's
-`assistant_only_loss`, through the chat template's generation markers): prompts and tool results are never trained,
-each assistant turn's end token is. Feedback episodes (`rollouts.env: feedback`) are TRL's pre-tokenized rows: the
-ids the policy was sampled on, with `assistant_masks` 1 on its own tokens, so prompts and feedback are never trained.
-`sft_phase` runs it on a run's context; whether it runs or is skipped on resume `azr.training.run` decides.
+"""The SFT warm start before GRPO, through TRL's SFTTrainer, and its datasets and outputs under `output_dir/sft/`:
+reference answers (prompt-completion rows, each prompt as GRPO renders it, loss on the completion); tool episodes
+from `azr gen` (`sft.rollouts`: conversations, TRL's `assistant_only_loss`, prompts and tool results never trained);
+feedback episodes (`rollouts.env: feedback`: TRL's pre-tokenized rows, the sampled ids with `assistant_masks` on the
+policy's tokens, prompts and feedback never trained). `sft_phase` runs it on a run's context; `azr.training.run`
+decides whether it runs or is skipped on resume.
 """
 
 from __future__ import annotations
