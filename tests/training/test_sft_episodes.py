@@ -209,3 +209,28 @@ def test_a_short_sft_on_feedback_episodes_trains_the_tiny_model(tiny_model_dir, 
     result = trainer.train()
     assert math.isfinite(result.training_loss) and result.training_loss > 0
     assert any(not p.detach().equal(before[n]) for n, p in trainer.model.named_parameters())
+
+
+@pytest.mark.timeout(120)  # the tiny model samples two short feedback episodes: seconds
+def test_the_tiny_models_own_episodes_are_trained_on_the_ids_it_sampled(tiny_model_dir, tokenizer, tmp_path):
+    """`azr gen` with the real local policy (HF generate through the runner), then SFT's rows: the recorded ids are
+    this tokenizer's and the recipe's template's, so the rows are those ids, not a tokenization of the text."""
+    recipe = tmp_path / "gen.yaml"
+    recipe.write_text(
+        f"model: {{name_or_path: '{tiny_model_dir}'}}\nsandbox: {{workers: 1, backend: bwrap}}\n"
+        "logging: {console: plain}\nrollouts: {env: feedback}\nfeedback: {max_turns: 2}\n"
+        "gen: {max_tasks: 2, max_new_tokens: 24, concurrency: 1}\n"
+    )
+    out = tmp_path / "episodes.jsonl"
+    assert run_gen(load_config(recipe, []), out) == 0
+    records = _records(out)
+    assert len(records) == 2
+    for record in records:  # a random model writes no code: each answer gets feedback, the second goes unread
+        assert [t["kind"] for t in record["turns"]] == ["policy", "env", "policy", "env"]
+        assert all(0 < len(t["ids"]) <= 24 for t in record["turns"] if t["kind"] == "policy")
+        assert record["turns"][1]["shown"] and record["turns"][1]["ids"] and not record["turns"][3]["ids"]
+    chat = ChatTokens(tokenizer, TEMPLATE)
+    for row in load_rollouts(out, "all", "feedback"):
+        ids, mask, recorded = episode_tokens(row, chat)
+        expected, labels = _expected(next(r for r in records if r["messages"] == row["messages"]))
+        assert recorded and ids == expected and mask == [int(label != -100) for label in labels]
