@@ -1,4 +1,4 @@
-"""`azr gen` (= azr-gen): tool-using rollouts over a task set, written to a JSONL file for SFT."""
+"""`azr gen` (= azr-gen): tool-using or execution-feedback episodes, written to a JSONL file for SFT."""
 
 from __future__ import annotations
 
@@ -19,9 +19,14 @@ from azr.cli.app import azr, config_options, output_file, require_config, setup_
     help="JSONL file of episodes; a regular file (a device, a FIFO or a folder is refused).",
 )
 @click.option("--resume", is_flag=True, help="Continue --out: skip finished episodes, redo failed ones.")
-@click.option("--vllm", is_flag=True, help="Start a vLLM server on model: (tool calling on) and generate with it.")
+@click.option(
+    "--vllm",
+    is_flag=True,
+    help="Start a vLLM server on model: (tool calling on for tool episodes) and generate with it.",
+)
 def gen(config_path, overrides, out, resume, vllm) -> int:
-    """Collect tool-using episodes (python_run, web_search, web_fetch), each graded, for SFT (azr-gen)."""
+    """Collect episodes, each graded, for SFT (azr-gen): tool-using (python_run, web_search, web_fetch), or execution
+    feedback with rollouts.env: feedback (public tests shown, the final program graded on the hidden ones)."""
     from azr.config import load_config
 
     require_config(config_path)

@@ -20,7 +20,9 @@ class RolloutsConfig:
         "single",
         "The environment of a GRPO episode: 'single' (one attempt, scored on all the task's tests) or 'feedback' "
         "(the policy sees how its program did on the task's public tests and tries again, up to feedback.max_turns "
-        "attempts; the final program is scored on the hidden tests only, which are never shown).",
+        "attempts; the final program is scored on the hidden tests only, which are never shown). 'feedback' also "
+        "makes `azr gen` collect feedback episodes (with their token ids) instead of tool-using ones, and "
+        "sft.rollouts train on those.",
     )
 
 

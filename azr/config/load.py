@@ -177,6 +177,16 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
     check_vllm_config(cfg.vllm, cfg.model, cfg.grpo)
     check_heldout(cfg.eval, cfg.data.eval, cfg.mode)
     check_feedback(cfg.rollouts, cfg.feedback, cfg.mode, cfg.tools.enabled)
+    if (
+        cfg.rollouts.env == "feedback"
+        and cfg.sft.enabled
+        and cfg.sft.rollouts
+        and cfg.sft.args.get("assistant_only_loss")
+    ):
+        raise ConfigError(
+            "sft.args.assistant_only_loss: feedback episodes train from their token ids, the loss on the policy's "
+            "tokens already (it is for conversations rendered by the chat template)"
+        )
     if cfg.rollouts.env == "feedback" and cfg.sampling.max_staleness:
         raise ConfigError(
             "sampling.max_staleness: not with rollouts.env 'feedback' (the asynchronous pipeline samples each group "

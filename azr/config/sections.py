@@ -281,8 +281,9 @@ class SftConfig:
     )
     rollouts: str | None = field(
         None,
-        "Train on tool-using episodes from this `azr gen` file instead of the reference answers: multi-turn rows "
-        "with loss on the assistant turns only (tool results and prompts are never trained).",
+        "Train on episodes from this `azr gen` file instead of the reference answers: multi-turn rows with loss on "
+        "the assistant turns only (prompts, tool results and feedback are never trained). With rollouts.env "
+        "'feedback', feedback episodes, trained from the token ids they were sampled on.",
     )
     rollouts_filter: Literal["passed", "all"] = field(
         "passed", "Which episodes of sft.rollouts are trained on: those whose answer passed its tests, or all."
@@ -353,7 +354,9 @@ class AzrConfig:
     thinking: ThinkingConfig = field(factory=ThinkingConfig, help="Reasoning switches and budgets.")
     vllm: VllmConfig = field(factory=VllmConfig, help="Generation through vLLM (GRPO, `azr eval --vllm`).")
     tools: ToolsConfig = field(factory=ToolsConfig, help="Tools the model may call (azr gen; GRPO with tools).")
-    gen: GenConfig = field(factory=GenConfig, help="Tool-using rollouts (azr gen).")
+    gen: GenConfig = field(
+        factory=GenConfig, help="Episodes for SFT (azr gen): tool-using, or execution feedback (rollouts.env)."
+    )
     logging: LoggingConfig = field(factory=LoggingConfig, help="Logs and console output.")
     eval: HeldOutConfig = field(factory=HeldOutConfig, help="Held-out evaluation during GRPO.")
     absolute_zero: AbsoluteZeroConfig = field(

@@ -1,5 +1,5 @@
-"""Recipe sections for tool use: the toolbox (`tools:`, with `tools.python` and `tools.web`) and rollout collection
-(`gen:`)."""
+"""Recipe sections for tool use: the toolbox (`tools:`, with `tools.python` and `tools.web`) and episode collection
+(`gen:`, which also collects execution-feedback episodes under `rollouts.env: feedback`)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,9 @@ class GenConfig:
         None, "Use at most this many tasks (in file order); null for all.", gt=0, le=10_000_000
     )
     samples: int = field(1, "Episodes per task.", gt=0, le=1024)
-    max_turns: int = field(6, "Most model turns in one episode.", gt=0, le=1000)
+    max_turns: int = field(
+        6, "Most model turns in one tool episode (a feedback episode takes feedback.max_turns).", gt=0, le=1000
+    )
     max_tool_calls: int = field(
         8, "Most tool calls in one episode; calls past it are answered with an error.", ge=0, le=1000
     )

@@ -1,7 +1,7 @@
 """Environments: one module per kind of episode, each an `azr.rollouts.Environment` played by the one runner —
 today's single-turn code task (`code`), execution feedback on public tests (`feedback`), the tool loop (`tools`) —
 the task as an environment receives it (`task`), scoring episodes through the run's `Rubric` (`scoring`), and
-`azr gen`'s collection over the tool environment (`gen`). The face of the package; it imports no torch,
+`azr gen`'s collection over the tool or the feedback environment (`gen`). The face of the package; it imports no torch,
 transformers or trl at import.
 """
 

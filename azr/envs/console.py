@@ -1,5 +1,5 @@
 """What `azr gen` shows while it runs and when it ends: a rich progress bar (or plain log lines) and a summary table
-of the rollouts file (episodes, pass rate, tool calls by tool and status, finish reasons)."""
+of the rollouts file (episodes, pass rate, turns per episode, tool calls by tool and status, finish reasons)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ def show_summary(figures: dict[str, Any], out: Path, console: str) -> None:
         ("episodes", str(figures["episodes"])),
         ("graded", str(figures["graded"])),
         ("pass rate", f"{figures['pass_rate']:.3f} ({figures['passed']}/{figures['graded']})"),
+        ("turns per episode", f"{figures['turns']:.2f}"),
     ]
     rows += [(f"tool calls: {key}", str(n)) for key, n in figures["tool_calls"].items()] or [("tool calls", "0")]
     rows += [(f"finish: {key}", str(n)) for key, n in figures["finish_reasons"].items()]

@@ -1,8 +1,8 @@
-"""`azr gen`: tool-using episodes over a task set, each final answer graded, one JSON line per episode. Tasks,
-settings and resume state are checked before the model loads; the policy (local model, endpoint, or a vLLM server
-started here with tool calling on) plays the tool environment through the episode runner (a local model continues
-each episode's token ids); each episode is scored through the run's rubric as it finishes and appended to the file,
-flushed line by line. `--resume` skips what is done and redoes what the policy or the sandbox failed; exit 1 then.
+"""`azr gen`: episodes over a task set in the tool environment, or the feedback one (`rollouts.env: feedback`: each
+turn's kind and token ids kept), one JSON line each, the final answer graded. Tasks, settings and resume state are
+checked before the model loads; the policy (local model, endpoint, or a vLLM server started here) plays through the
+episode runner (a local model continues each episode's ids); each episode is scored through the run's rubric and
+appended, flushed line by line. `--resume` skips what is done and redoes what the policy or the sandbox failed.
 """
 
 from __future__ import annotations
@@ -17,15 +17,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from azr.config import AzrConfig
+from azr.config import AzrConfig, check_hidden_tests
 from azr.data import Task, check_task_limits, load_tasks
+from azr.envs.feedback import PUBLIC, FeedbackEnvironment
 from azr.envs.task import TaskPrompt
 from azr.envs.tools import ToolEnvironment, events_of
 from azr.logs import JsonlWriter, read_jsonl_records
-from azr.rewards import build_rubric
-from azr.rollouts import ChatTokens, Episode, GenerateSampler, Limits, TextPolicy, play, run_text, start_groups
+from azr.rewards import Rubric, build_rubric
+from azr.rollouts import (
+    ENV,
+    POLICY,
+    ChatTokens,
+    Episode,
+    GenerateSampler,
+    Limits,
+    TextPolicy,
+    play,
+    run_text,
+    start_groups,
+)
 from azr.rollouts import Sampling as RolloutSampling
-from azr.secrets import public_url
+from azr.secrets import public_url, redact_data
 from azr.tools import SCHEMA, EndpointPolicy, Sampling, build_toolbox, parse_turn, resume_state, summary
 
 if TYPE_CHECKING:
@@ -48,14 +60,9 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
     failed = 0
     if todo:
         rubric = build_rubric(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
-        grader = rubric.grader
-        assert grader is not None  # built over cfg.sandbox
         with ExitStack() as stack:
             policy = build_policy(cfg, kind, stack)
-            toolbox = build_toolbox(cfg, grader.pool, policy.control_tokens)
-            g = cfg.gen
-            parse = policy.parser(toolbox.schemas()) if isinstance(policy, LocalModel) else parse_turn
-            env = ToolEnvironment(toolbox, rubric, g.max_turns, g.max_tool_calls, parse)
+            env = gen_environment(cfg, policy, rubric)
             existed = out.exists()
             writer = stack.enter_context(JsonlWriter(out))
             try:
@@ -73,11 +80,41 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
 
 
 def gen_tasks(cfg: AzrConfig) -> list[Task]:
+    """The tasks episodes run on; with execution feedback only those with a hidden test to score on (ConfigError,
+    naming `rollouts.env`, when none has one)."""
     source = cfg.gen.tasks or cfg.data.train
     data = cfg.data
-    tasks = load_tasks(source, data.column_map, data.format, data.compare, data.float_tol)
+    tasks = load_tasks(
+        source, data.column_map, data.format, data.compare, data.float_tol, public_tests=data.public_tests
+    )
     check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(source))
+    if cfg.rollouts.env == "feedback":
+        check_hidden_tests(tasks, "rollouts.env", str(source), data.public_tests)
+        kept = [t for t in tasks if t.split_tests()[1]]
+        if len(kept) < len(tasks):
+            log.info(
+                "gen: %d tasks without a hidden test left out (feedback scores on hidden tests)", len(tasks) - len(kept)
+            )
+        tasks = kept
     return tasks[: cfg.gen.max_tasks] if cfg.gen.max_tasks else tasks
+
+
+def gen_environment(
+    cfg: AzrConfig, policy: LocalModel | TextPolicy, rubric: Rubric
+) -> ToolEnvironment | FeedbackEnvironment:
+    """The environment `rollouts.env` names: execution feedback (`feedback:`), or the tool loop (`tools:`, `gen:`)."""
+    grader = rubric.grader
+    assert grader is not None  # built over cfg.sandbox
+    if cfg.rollouts.env == "feedback":
+        return FeedbackEnvironment(grader, cfg.feedback, rubric)
+    toolbox = build_toolbox(cfg, grader.pool, policy.control_tokens)
+    parse = policy.parser(toolbox.schemas()) if isinstance(policy, LocalModel) else parse_turn
+    return ToolEnvironment(toolbox, rubric, cfg.gen.max_turns, cfg.gen.max_tool_calls, parse)
+
+
+def max_turns(cfg: AzrConfig) -> int:
+    """Policy turns an episode may take: `feedback.max_turns` in the feedback environment, else `gen.max_turns`."""
+    return cfg.feedback.max_turns if cfg.rollouts.env == "feedback" else cfg.gen.max_turns
 
 
 def gen_settings(cfg: AzrConfig, kind: str) -> dict[str, Any]:
@@ -99,6 +136,16 @@ def gen_settings(cfg: AzrConfig, kind: str) -> dict[str, Any]:
         "answer_format": cfg.answer_format,
         "tools": list(cfg.tools.names),
     }
+    if cfg.rollouts.env == "feedback":  # no tools; what is shown, and which tests are public, decide the episodes
+        fb = cfg.feedback
+        del sampling["max_tool_calls"]
+        sampling |= {
+            "max_turns": fb.max_turns,
+            "tools": [],
+            "env": "feedback",
+            "feedback": {"max_failures": fb.max_failures, "max_chars": fb.max_chars, "stop_on_pass": fb.stop_on_pass},
+            "public_tests": cfg.data.public_tests,
+        }
     return {"model": model, "sampling": sampling}
 
 
@@ -154,6 +201,8 @@ def build_policy(cfg: AzrConfig, kind: str, stack: ExitStack) -> LocalModel | Te
         from azr.serving import serve_model
 
         tool_args = [a for a in vllm_tool_args(cfg.vllm.extra_args) if a not in cfg.vllm.extra_args]
+        if cfg.rollouts.env == "feedback":  # feedback episodes offer no tools
+            tool_args = []
         endpoint = stack.enter_context(serve_model(cfg.vllm, cfg.model, gen.adapter, extra_args=tool_args))
         client = ChatClient(
             endpoint.base_url, endpoint.model, concurrency=gen.concurrency, timeout_s=cfg.vllm.request_timeout_s
@@ -204,10 +253,17 @@ def episode_seed(seed: int, task_id: str, sample: int) -> int:
 class _Collector:
     """Runs the episodes, scores each through the environment's rubric and writes its record, with a progress bar."""
 
-    def __init__(self, cfg: AzrConfig, settings: dict, policy: LocalModel | TextPolicy, env: ToolEnvironment, writer):
+    def __init__(
+        self,
+        cfg: AzrConfig,
+        settings: dict,
+        policy: LocalModel | TextPolicy,
+        env: ToolEnvironment | FeedbackEnvironment,
+        writer,
+    ):
         self.cfg, self.settings, self.policy, self.env, self.writer = cfg, settings, policy, env, writer
-        g = cfg.gen
-        self.limits = Limits(g.max_turns, g.max_tokens)
+        self.max_turns = max_turns(cfg)
+        self.limits = Limits(self.max_turns, cfg.gen.max_tokens)
         self.failed = 0
 
     async def run(self, todo: list[tuple[Task, int]]) -> int:
@@ -236,7 +292,7 @@ class _Collector:
         g, policy = self.cfg.gen, self.policy
         if isinstance(policy, LocalModel):
             sampling = policy.sampling(g.temperature, g.top_p, g.max_new_tokens, seed)
-            limits = Limits(g.max_turns, g.max_tokens, policy.max_context)
+            limits = Limits(self.max_turns, g.max_tokens, policy.max_context)
 
             def local() -> Episode:
                 (episode,) = start_groups(self.env, [task], policy.chat, 1)[0]
@@ -250,17 +306,25 @@ class _Collector:
         return await run_text(self.env, task, policy, sampling, self.limits, sample=sample)
 
     def _record(self, task: Task, sample: int, seed: int, episode: Episode, seconds: float) -> dict[str, Any]:
+        head = {
+            "schema": SCHEMA,
+            "id": f"{task.id}#{sample}",
+            "task_id": task.id,
+            "sample": sample,
+            "seed": seed,
+            **self.settings,
+        }
+        tail = {"grade": episode.info["grade"], "rewards": episode.rewards, "duration_s": round(seconds, 3)}
+        tail["time"] = round(time.time(), 3)
+        if isinstance(self.env, FeedbackEnvironment):
+            return feedback_record(head, episode, tail)
         events = events_of(episode)
         usage = episode.usage()
         # Tool output is redacted already; this also covers what the model itself wrote (a key in a call's arguments).
         return self.env.toolbox.redact(
             {
-                "schema": SCHEMA,
-                "id": f"{task.id}#{sample}",
-                "task_id": task.id,
-                "sample": sample,
-                "seed": seed,
-                **self.settings,
+                **head,
+                "env": "tools",
                 "tools": self.env.tools,
                 "messages": episode.messages,
                 "tool_events": [e.to_dict() for e in events],
@@ -272,9 +336,59 @@ class _Collector:
                     "turns": usage["turns"],
                     "tool_calls": len(events),
                 },
-                "grade": episode.info["grade"],
-                "rewards": episode.rewards,
-                "duration_s": round(seconds, 3),
-                "time": round(time.time(), 3),
+                **tail,
             }
         )
+
+
+def feedback_record(head: dict[str, Any], episode: Episode, tail: dict[str, Any]) -> dict[str, Any]:
+    """A feedback episode's record: the conversation, the prompt's ids and each turn (`episode_turns`), redacted. A
+    record that redaction changed keeps no ids (they would still spell what was redacted); SFT then tokenizes it
+    from its messages."""
+    usage = episode.usage()
+    record = {
+        **head,
+        "env": "feedback",
+        "tools": [],
+        "messages": episode.messages,
+        "prompt_ids": list(episode.prompt_ids),
+        "turns": episode_turns(episode),
+        "tool_events": [],
+        "finish_reason": episode.finish_reason,
+        "error": episode.error,
+        "usage": {**usage, "tool_calls": 0},
+        **tail,
+    }
+    redacted = redact_data(record)
+    if redacted != record:
+        log.warning("gen: %s: a secret was redacted from the episode; its token ids are not kept", head["id"])
+        redacted["prompt_ids"] = []
+        for turn in redacted["turns"]:
+            turn["ids"] = []
+    return redacted
+
+
+def episode_turns(episode: Episode) -> list[dict[str, Any]]:
+    """Each turn in order: its `kind` (policy / env) and token ids (empty for an endpoint's); a policy turn's `text`,
+    `finish_reason` and verdict on the public tests (`public`: passed, fraction); an environment turn's `content` (the
+    feedback) and whether the policy was shown it (`shown`: the last observation of an episode cut at its turn limit
+    was not)."""
+    out: list[dict[str, Any]] = []
+    for k, turn in enumerate(episode.turns):
+        if turn.kind == POLICY:
+            check = turn.info.get(PUBLIC)
+            public = {"passed": check["passed"], "fraction": check["fraction"]} if isinstance(check, dict) else None
+            out.append(
+                {
+                    "kind": POLICY,
+                    "text": turn.text,
+                    "ids": list(turn.ids),
+                    "finish_reason": turn.finish_reason,
+                    "public": public,
+                }
+            )
+        else:
+            content = "\n".join(str(m.get("content") or "") for m in turn.messages)
+            shown = k + 1 < len(episode.turns)
+            out.append({"kind": ENV, "content": content, "ids": list(turn.ids), "shown": shown})
+    return out

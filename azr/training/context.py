@@ -154,7 +154,8 @@ def open_run(cfg: AzrConfig, resume_from: str | None, stack: ExitStack) -> RunCo
     if cfg.sft.enabled and cfg.sft.rollouts and not state.done("sft"):
         from azr.tools import load_rollouts
 
-        load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter)  # a bad file is refused before the model loads
+        # a bad file is refused before the model loads
+        load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter, cfg.rollouts.env)
     shown = zip(rewards.rubric.names, rewards.rubric.weights, strict=True)
     log.info("rewards: %s", ", ".join(f"{w:g} x {name}" for name, w in shown))
 

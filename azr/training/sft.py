@@ -1,12 +1,9 @@
-"""The SFT warm start: supervised fine-tuning before GRPO, through TRL's SFTTrainer, on reference answers or on
-tool-using episodes from `azr gen` (`sft.rollouts`).
-
-Owns the datasets and the phase's outputs under `output_dir/sft/`. Reference answers are prompt-completion rows (each
-prompt rendered exactly as GRPO will render it, each completion a strict-format answer ending in EOS) with loss on
-the completion only. Episodes are multi-turn conversations with loss on the assistant turns only (TRL's
-`assistant_only_loss`, through the chat template's generation markers): prompts and tool results are never trained,
-each assistant turn's end token is. `sft_phase` runs it on a run's context; whether it runs or is skipped on resume
-`azr.training.run` decides.
+"""The SFT warm start before GRPO, through TRL's SFTTrainer, and its datasets and outputs under `output_dir/sft/`:
+reference answers (prompt-completion rows, each prompt as GRPO renders it, loss on the completion); tool episodes
+from `azr gen` (`sft.rollouts`: conversations, TRL's `assistant_only_loss`, prompts and tool results never trained);
+feedback episodes (`rollouts.env: feedback`: TRL's pre-tokenized rows, the sampled ids with `assistant_masks` on the
+policy's tokens, prompts and feedback never trained). `sft_phase` runs it on a run's context; `azr.training.run`
+decides whether it runs or is skipped on resume.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from typing import Any
 
 from azr.audit import sample_candidates
 from azr.data import Task
+from azr.errors import DataError
 from azr.inputs import load_json
 from azr.logs import atomic_write_json
 from azr.prompts import chat_messages, reference_answer
@@ -86,6 +84,57 @@ def rollout_dataset(rows: list[dict[str, Any]]):
     return Dataset.from_list([{"messages": r["messages"], "tools": r["tools"]} for r in rows], features=features)
 
 
+def episode_dataset(rows: list[dict[str, Any]], tokenizer, template_kwargs: dict[str, Any]):
+    """Feedback episodes (`azr.tools.load_rollouts(..., env="feedback")` rows) as TRL's pre-tokenized rows:
+    `input_ids` the episode through its last policy turn, `assistant_masks` 1 on the policy's tokens and 0 on the
+    prompt's and the feedback's (TRL sets their labels to -100). DataError names the `file:line` of an episode whose
+    ids the tokenizer does not have."""
+    from datasets import Dataset
+
+    chat, size = ChatTokens(tokenizer, template_kwargs), len(tokenizer)
+    out, rebuilt = [], 0
+    for row in rows:
+        ids, mask, recorded = episode_tokens(row, chat)
+        rebuilt += not recorded
+        if ids and max(ids) >= size:
+            raise DataError(f"{row['line']}: token id {max(ids)} is outside the tokenizer's vocabulary ({size} ids)")
+        out.append({"input_ids": ids, "assistant_masks": mask})
+    if rebuilt:
+        log.info("sft: %d of %d episodes tokenized from their messages (no ids of this tokenizer)", rebuilt, len(out))
+    return Dataset.from_list(out)
+
+
+def episode_tokens(row: dict[str, Any], chat: ChatTokens) -> tuple[list[int], list[int], bool]:
+    """(ids, policy mask, whether the recorded ids were used). The recorded ids when the episode's prompt ids are
+    this chat template's for its prompt (the same tokenizer and settings sampled it); else, for an endpoint's episode
+    or another tokenizer's, the ids the runner would have built: the prompt's, each answer's text closed by the
+    end-of-turn token, each feedback as the template's delta after it (`azr.rollouts.ChatTokens`)."""
+    messages, turns = row["messages"], row["turns"]
+    first = next(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+    prompt = chat.prompt_ids(messages[:first])
+    if row["prompt_ids"] and row["prompt_ids"] == prompt:
+        last = max(k for k, t in enumerate(turns) if t["kind"] == "policy")  # later feedback was shown to no one
+        ids, mask = list(prompt), [0] * len(prompt)
+        for turn in turns[: last + 1]:
+            ids += turn["ids"]
+            mask += [int(turn["kind"] == "policy")] * len(turn["ids"])
+        return ids, mask, True
+    ids, mask = list(prompt), [0] * len(prompt)
+    ended = [t.get("finish_reason") != "length" for t in turns if t["kind"] == "policy"]
+    eos = chat.tokenizer.eos_token_id
+    answers = [k for k, m in enumerate(messages) if m.get("role") == "assistant"]
+    for n, k in enumerate(answers):
+        assistant = {"role": "assistant", "content": str(messages[k].get("content") or "")}
+        answer = chat.encode(assistant["content"]) + ([eos] if ended[n] and eos is not None else [])
+        ids += answer
+        mask += [1] * len(answer)
+        if n + 1 < len(answers):
+            delta, _ = chat.observation(assistant, messages[k + 1 : answers[n + 1]], ended[n])
+            ids += delta
+            mask += [0] * len(delta)
+    return ids, mask, False
+
+
 def find_near_misses(tasks: list[Task], grader, per_task: int, seed: int) -> dict[str, list[str]]:
     """Per task, up to `per_task` single-edit variants of its reference solution that fail its tests in the sandbox
     (variants that still pass, time out or break the sandbox are dropped). The same seed picks the same variants,
@@ -135,7 +184,7 @@ def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from
     for callback in callbacks:
         if hasattr(callback, "trainer"):
             callback.trainer = trainer
-    log.info("sft: warm start on %d answers", len(dataset))
+    log.info("sft: warm start on %d examples", len(dataset))
     trainer.train(resume_from_checkpoint=resume_from)
     trainer.save_model(str(final_dir))  # on every rank (a sharded model is gathered); the main one writes
     if trainer.args.should_save:
@@ -164,7 +213,11 @@ def sft_phase(ctx: RunContext) -> None:
     elif cfg.sft.rollouts:
         from azr.tools import load_rollouts
 
-        dataset = rollout_dataset(load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter))
+        rows = load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter, cfg.rollouts.env)
+        if cfg.rollouts.env == "feedback":
+            dataset = episode_dataset(rows, ctx.tokenizer, cfg.template_kwargs())
+        else:
+            dataset = rollout_dataset(rows)
     else:
         repairs = []
         if cfg.rollouts.env == "feedback" and near_misses:  # what a failed answer's feedback looks like, and the fix

@@ -82,7 +82,7 @@ def grpo_args(
 def sft_args(cfg: AzrConfig, cpu: bool, warn: bool = True):
     """trl.SFTConfig from `sft.args`, with azr's managed fields and CPU defaults; the warm start's folder is
     `output_dir/sft`. The loss is on the completion (reference answers), or on the assistant turns when it learns
-    recorded episodes (`sft.rollouts`)."""
+    recorded episodes (`sft.rollouts`; feedback episodes are pre-tokenized, their mask a column of their own)."""
     from trl import SFTConfig
 
     validate_grpo(cfg.sft.args, "sft.args", "SFTConfig")
@@ -93,9 +93,10 @@ def sft_args(cfg: AzrConfig, cpu: bool, warn: bool = True):
         "save_total_limit": 1,
         "report_to": [],
         "lr_scheduler_type": "cosine",
-        # the loss on the assistant turns of recorded episodes, or on the completion after a task's prompt
+        # the loss on the assistant turns of recorded episodes (a feedback episode's from its token ids' mask), or on
+        # the completion after a task's prompt
         **(
-            {"assistant_only_loss": True, "completion_only_loss": False}
+            {"assistant_only_loss": cfg.rollouts.env != "feedback", "completion_only_loss": False}
             if cfg.sft.rollouts
             else {"completion_only_loss": True}
         ),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import http_stub
 import pytest
+from hidden_scan import hidden_marks
 from http_stub import StubServer
 
 from azr.config import load_config
@@ -41,13 +42,6 @@ def _plan(i: int, turn: int) -> str:
 
 def _records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
-
-
-def _hidden_marks(task) -> list[str]:
-    """Texts only a hidden test of `task` holds: its calls, where no public test holds them too."""
-    public, hidden = task.split_tests()
-    marks = [c.expr for test in hidden for c in plan_test(test).checks]
-    return [m for m in marks if len(m) > 4 and not any(m in p.source for p in public) and m not in task.prompt]
 
 
 @pytest.fixture
@@ -106,7 +100,7 @@ def test_an_endpoint_repairs_on_feedback_scored_on_hidden_tests_and_sees_none(cl
         checks = plan_test(task.tests[0]).checks
         public = checks[0].expr if checks else task.tests[0].source.strip()[:100]
         assert public in feedback and "\nError: " in feedback, (public, feedback)
-        for mark in _hidden_marks(task):
+        for mark in hidden_marks(task):
             assert mark not in feedback, (task.id, mark)
 
 
