@@ -50,8 +50,9 @@ class WebToolConfig:
 class ToolsConfig:
     enabled: bool = field(
         False,
-        "GRPO with tools: hand the toolbox to TRL's GRPOTrainer (tools=), which runs the policy's tool calls and "
-        "masks the tool results out of the loss. `azr gen` always uses the tools.",
+        "GRPO with tools: each completion is an episode of the tool loop (the episode runner, as in `azr gen`): the "
+        "policy's calls are run and answered, the tool results masked out of the loss. `azr gen` always uses the "
+        "tools.",
     )
     names: list[str] = field(
         factory=lambda: list(TOOL_NAMES), help="The tools the model is offered: python_run, web_search, web_fetch."

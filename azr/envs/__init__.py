@@ -10,7 +10,7 @@ from azr.envs.feedback import PUBLIC, FeedbackEnvironment
 from azr.envs.gen import build_policy, episode_seed, gen_settings, gen_tasks, local_model, run_gen, vllm_tool_args
 from azr.envs.scoring import score_answers, task_columns
 from azr.envs.task import TaskPrompt
-from azr.envs.tools import ToolEnvironment, events_of, final_answer
+from azr.envs.tools import ToolEnvironment, events_of, final_answer, shown_messages, turn_parser
 
 __all__ = [
     "PUBLIC",
@@ -27,6 +27,8 @@ __all__ = [
     "local_model",
     "run_gen",
     "score_answers",
+    "shown_messages",
     "task_columns",
+    "turn_parser",
     "vllm_tool_args",
 ]

@@ -21,7 +21,7 @@ from azr.config import AzrConfig, check_hidden_tests
 from azr.data import Task, check_task_limits, load_tasks
 from azr.envs.feedback import PUBLIC, FeedbackEnvironment
 from azr.envs.task import TaskPrompt
-from azr.envs.tools import ToolEnvironment, events_of
+from azr.envs.tools import ToolEnvironment, events_of, turn_parser
 from azr.logs import JsonlWriter, read_jsonl_records
 from azr.rewards import Rubric, build_rubric
 from azr.rollouts import (
@@ -168,9 +168,8 @@ class LocalModel:
         return list(self.sampler.tokenizer.all_special_tokens)
 
     def parser(self, schemas: list[dict]):
-        """How a turn of this model is read: its tokenizer's response template, the generation prompt as prefix."""
-        tokenizer, prefix = self.sampler.tokenizer, self.chat.render([{"role": "user", "content": "."}], schemas)
-        return lambda text: parse_turn(text, tokenizer, prefix, schemas)
+        """How a turn of this model is read (`azr.envs.tools.turn_parser`)."""
+        return turn_parser(self.chat, schemas)
 
     def sampling(self, gen_temperature: float, top_p: float, max_new_tokens: int, seed: int) -> RolloutSampling:
         """A turn's sampling: the episode's temperature and top_p, no top-k cut, the model's own min_p and

@@ -2,7 +2,7 @@
 through the toolbox and is answered with a tool message (an unreadable call, or one past the episode's limit, with an
 error message); a turn without calls is the answer, graded through the run's `Rubric`. Finish reasons: `answer`,
 `max_tokens` (the last turn cut off), `max_turns`, `parse_error` (the last allowed turn's calls unreadable); tool
-events (no arguments, no output) are kept in `episode.state["events"]` for the record.
+events (no arguments, no output) are kept in `episode.state["events"]` for the record. `azr gen` and GRPO play it.
 """
 
 from __future__ import annotations
@@ -13,23 +13,24 @@ from typing import Any
 from azr.envs.scoring import score_answers
 from azr.envs.task import TaskPrompt
 from azr.rewards import Rubric
-from azr.rollouts import Episode, Message
+from azr.rollouts import ENV, ChatTokens, Episode, Message
 from azr.tools import ParsedTurn, Toolbox, ToolCall, ToolEvent, assistant_message, call_from_wire, parse_turn
 
 Parse = Callable[[str], ParsedTurn]
 
 
 class ToolEnvironment:
-    """`toolbox`'s tools offered to the policy for up to `max_turns` turns and `max_tool_calls` calls an episode.
-    `parse` reads a token-level policy's turn (special tokens kept; a local model's tokenizer may parse it with its
-    response template); an endpoint's native tool calls are read as the API sent them."""
+    """`toolbox`'s tools offered to the policy for up to `max_turns` turns and `max_tool_calls` calls an episode
+    (None: no limit of its own). `parse` reads a token-level policy's turn (special tokens kept; a local model's
+    tokenizer may parse it with its response template, `turn_parser`); an endpoint's native tool calls are read as
+    the API sent them. `rubric` None: the episodes are scored elsewhere (GRPO's reward functions)."""
 
     def __init__(
         self,
         toolbox: Toolbox,
         rubric: Rubric | None,
         max_turns: int,
-        max_tool_calls: int,
+        max_tool_calls: int | None,
         parse: Parse = parse_turn,
     ):
         self.toolbox, self.rubric, self.parse = toolbox, rubric, parse
@@ -83,7 +84,7 @@ class ToolEnvironment:
         if call.error is not None:
             text = f"[error] your tool call could not be read: {call.error}"
             events.append(ToolEvent(call.name or "(unreadable)", False, "error", 0.0, False, call.error[:300]))
-        elif len(events) >= self.max_tool_calls:
+        elif self.max_tool_calls is not None and len(events) >= self.max_tool_calls:
             text = f"[error] tool call limit reached ({self.max_tool_calls} per episode): answer without tools"
             events.append(ToolEvent(call.name, False, "error", 0.0, False, "tool call limit reached"))
         else:
@@ -91,6 +92,20 @@ class ToolEnvironment:
             text = result.text()
             events.append(event)
         return {"role": "tool", "tool_call_id": call.id, "name": call.name or "(unreadable)", "content": text}
+
+
+def turn_parser(chat: ChatTokens, schemas: list[dict]) -> Parse:
+    """How a token-level policy's turn is read: its tokenizer's response template where it has one (else the
+    lenient parser), the generation prompt rendered with the tools as the prefix it continued."""
+    tokenizer, prefix = chat.tokenizer, chat.render([{"role": "user", "content": "."}], schemas)
+    return lambda text: parse_turn(text, tokenizer, prefix, schemas)
+
+
+def shown_messages(episode: Episode) -> list[Message]:
+    """The messages after the prompt that the policy wrote or was shown, in order: each turn's assistant message
+    (with the tool calls read from it) and the tool results it was answered with. Results that were never shown
+    (after the last allowed turn, or past the row's length) are left out."""
+    return [m for turn in episode.turns if turn.kind != ENV or turn.ids for m in turn.messages]
 
 
 def events_of(episode: Episode) -> list[ToolEvent]:

@@ -2,7 +2,7 @@
 sampler (every turn continues the episode's ids; observations join as the chat template's ids for them) and scores
 them through the environment; `run_text` plays one with an endpoint (messages only). Synchronous today: the
 asynchronous pipeline becomes its scheduler. Finish reasons: `done` (unless the environment names its own),
-`max_turns`, `max_tokens` (the episode's budget), `context` (the model's window) or `error`.
+`max_turns`, `max_tokens` (the episode's budget, or its completion's), `context` (the model's window) or `error`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ from azr.rollouts.seam import Continuation, Reply, Sampling, TextPolicy, TokenSa
 @dataclass(frozen=True)
 class Limits:
     """How long an episode may run: `max_turns` policy turns, `max_tokens` policy tokens over the whole episode
-    (None: no budget but each turn's `sampling.max_new_tokens`), `max_context` the model's window (None: unbounded)."""
+    (None: no budget but each turn's `sampling.max_new_tokens`), `max_context` the model's window (None: unbounded),
+    `max_completion` the ids after the prompt, policy and environment alike (None: unbounded; GRPO's
+    `max_completion_length`, the width of the trained row). An observation that would not fit is not shown."""
 
     max_turns: int = 1
     max_tokens: int | None = None
     max_context: int | None = None
+    max_completion: int | None = None
 
 
 def start_groups(
@@ -91,7 +94,7 @@ def play(
         for budget, batch in batches.items():
             outs = sampler.complete([e.context_ids for e in batch], replace(turn_sampling, max_new_tokens=budget))
             for episode, out in zip(batch, outs, strict=True):
-                _take_turn(env, episode, out, chat, last=index == limits.max_turns - 1)
+                _take_turn(env, episode, out, chat, limits, last=index == limits.max_turns - 1)
         live = [e for e in live if not e.done]
         if not live:
             return
@@ -112,10 +115,17 @@ def _budget(episode: Episode, per_turn: int, limits: Limits) -> int:
         if budget <= 0:
             episode.finish_reason = "context"
             return 0
+    if limits.max_completion is not None:
+        budget = min(budget, limits.max_completion - len(episode.completion_ids))
+        if budget <= 0:
+            episode.finish_reason = "max_tokens"
+            return 0
     return budget
 
 
-def _take_turn(env: Environment, episode: Episode, out: Continuation, chat: ChatTokens, last: bool) -> None:
+def _take_turn(
+    env: Environment, episode: Episode, out: Continuation, chat: ChatTokens, limits: Limits, last: bool
+) -> None:
     assistant: Message = {"role": "assistant", "content": out.text}
     turn = Turn(
         POLICY,
@@ -144,6 +154,10 @@ def _take_turn(env: Environment, episode: Episode, out: Continuation, chat: Chat
         episode.finish_reason = "max_turns"
         return
     ids, text = chat.observation(turn.message, observation, out.finish_reason == "stop", env.tools)
+    if limits.max_completion is not None and len(episode.completion_ids) + len(ids) > limits.max_completion:
+        episode.turns.append(Turn(ENV, list(observation)))  # it would not fit the row: shown to no one
+        episode.finish_reason = "max_tokens"
+        return
     episode.turns.append(Turn(ENV, list(observation), ids, text))
 
 

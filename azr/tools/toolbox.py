@@ -1,14 +1,12 @@
 """The toolbox: the three tools by their wire names, their JSON schemas, and `call(name, arguments)`.
 
 `call` checks the arguments against the tool's schema, runs the tool, caps and neutralises its output, strips any
-secret the process knows of, records a `ToolEvent`, and returns a `ToolResult`; it never raises. `functions()` gives
-the same tools as plain callables for TRL's `GRPOTrainer(tools=...)`, with the signatures and docstrings transformers'
-`get_json_schema` reads, so the model sees the same schemas in `azr gen` and in GRPO.
+secret the process knows of, records a `ToolEvent`, and returns a `ToolResult`; it never raises. The tool
+environment (`azr.envs.ToolEnvironment`) offers the same schemas in `azr gen` and in GRPO.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 import time
@@ -191,23 +189,6 @@ class Toolbox:
             if parameters["properties"][key]["type"] == "string" and not isinstance(value, str):
                 return {}, f"{name}: argument {key!r} must be a string, got {type(value).__name__}"
         return arguments, None
-
-    def functions(self) -> list[Callable[..., str]]:
-        """The tools as callables for TRL (`tools=`): each returns the text the model reads, never raises."""
-        return [_bound(self, name) for name in self.names]
-
-
-def _bound(toolbox: Toolbox, name: str) -> Callable[..., str]:
-    spec = SPECS[name]
-
-    def tool(**arguments: Any) -> str:
-        return toolbox.call(name, arguments)[0].text()
-
-    tool.__name__ = tool.__qualname__ = name
-    tool.__doc__ = spec.__doc__
-    tool.__signature__ = inspect.signature(spec)  # type: ignore[attr-defined]
-    tool.__annotations__ = dict(spec.__annotations__)
-    return tool
 
 
 def secrets_from_env(names: Sequence[str | None]) -> list[str]:

@@ -1,15 +1,15 @@
-"""GRPO's rounds as episodes: TRL's `rollout_func` over an `azr.rollouts.Environment`. TRL hands the round's prompts
-(each row once, a group's rows in a row); each row becomes one episode, started from the row's conversation and its
-task, tokenized as TRL tokenizes, played by the episode runner through the trainer's own generation (vLLM or
-`generate`, at GRPO's settings, the same calls TRL's round makes), and handed back as TRL's columns: prompt and
-completion ids, the sampler's log-probabilities, and `env_mask` where environment tokens are to be masked out of the
-loss. TRL's reward functions (the run's rubric) then score the rows; its advantages, as before.
+"""GRPO's rounds as episodes: TRL's `rollout_func` over any `azr.rollouts.Environment` (the code task, execution
+feedback, the tool loop). TRL hands the round's prompts (each row once, a group's rows in a row); each row becomes one
+episode, started from the row's conversation and its task, played by the episode runner through the trainer's own
+generation (vLLM or `generate`, at GRPO's settings, the same calls TRL's round makes), and handed back as TRL's
+columns: prompt and completion ids, the sampler's log-probabilities, and `env_mask` where environment tokens are to
+be masked out of the loss. TRL's reward functions (the run's rubric) then score the rows; its advantages, as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.data import Task
 from azr.envs import TaskPrompt
@@ -18,6 +18,7 @@ from azr.rollouts import (
     Environment,
     Episode,
     Limits,
+    Message,
     Sampling,
     TrainerSampler,
     play,
@@ -26,19 +27,26 @@ from azr.rollouts import (
 )
 from azr.training.trl_private import TrainerBatches
 
+if TYPE_CHECKING:
+    from trl import GRPOTrainer
+
 Columns = Callable[[Sequence[Episode]], dict[str, list[object]]]
+# The column of a row that holds what the rewards score in place of TRL's decoding of the whole transcript (a
+# multi-turn episode's final answer, or its calls and results): see `episode_completions`.
+COMPLETION = "episode_completion"
 
 
 class EpisodeRollouts:
     """TRL's `rollout_func(prompts, trainer)` over `env` (with at most `limits.max_turns` policy turns an episode),
-    the rows' tasks looked up in `tasks` by `task_id`. `columns` adds columns per row for the reward functions (TRL
-    merges them into the rows: a multi-turn environment's final answer, say). `last` holds the episodes of the
-    latest round (this process's rows, in order)."""
+    the rows' tasks looked up in `tasks` by `task_id`. `view` is the trainer's (None: the trainer TRL passes on the
+    first call). `columns` adds columns per row for the reward functions (TRL merges them into the rows): a
+    multi-turn environment's `COMPLETION`, say. `last` holds the episodes of the latest round (this process's rows,
+    in order)."""
 
     def __init__(
         self,
         env: Environment,
-        view: TrainerBatches,
+        view: TrainerBatches | None,
         tasks: Mapping[str, Task],
         limits: Limits = Limits(),
         columns: Columns | None = None,
@@ -46,7 +54,9 @@ class EpisodeRollouts:
         self.env, self.view, self.tasks, self.limits, self.columns = env, view, dict(tasks), limits, columns
         self.last: list[Episode] = []
 
-    def __call__(self, prompts: list[Any], trainer: object) -> dict[str, list[object]]:
+    def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, list[object]]:
+        if self.view is None:
+            self.view = TrainerBatches(trainer)
         rows = self.view.round_rows
         if len(rows) != len(prompts):
             raise RuntimeError(f"rollout_func: {len(prompts)} prompts for a round of {len(rows)} rows")
@@ -74,12 +84,29 @@ def play_asked(
     limits: Limits = Limits(),
 ) -> list[Episode]:
     """`n` episodes of each of `asked` (in order), played through the trainer's own generation: the first messages
-    tokenized as TRL tokenizes them (so a one-turn episode is what TRL's round samples), the first turn asked as
-    runs of `run` identical contexts, tagged with `role` and the weights' version."""
-    groups = start_groups(env, list(asked), None, n, role=role, version=view.step - 1)
-    episodes = [e for group in groups for e in group]
-    for episode, ids in zip(episodes, view.tokenize([e.prompt for e in episodes]), strict=True):
-        episode.prompt_ids = ids
+    tokenized as TRL tokenizes them (so a one-turn episode is what TRL's round samples; an environment with tools
+    renders their schemas into the prompt, which TRL, handed none, would not), the first turn asked as runs of `run`
+    identical contexts, every turn at most what is left of GRPO's `max_completion_length`, tagged with `role` and the
+    weights' version."""
     chat = ChatTokens(view.tokenizer, view.template_kwargs)
-    play(env, episodes, TrainerSampler(view), chat, Sampling(n=run), limits)
+    groups = start_groups(env, list(asked), chat if env.tools else None, n, role=role, version=view.step - 1)
+    episodes = [e for group in groups for e in group]
+    if not env.tools:
+        for episode, ids in zip(episodes, view.tokenize([e.prompt for e in episodes]), strict=True):
+            episode.prompt_ids = ids
+    sampling = Sampling(n=run, max_new_tokens=view.max_completion_length)
+    play(env, episodes, TrainerSampler(view), chat, sampling, limits)
     return episodes
+
+
+def episode_completions(inputs: Sequence[dict[str, Any]], completions: list[Any]) -> list[Any]:
+    """What the rewards score: each row's `COMPLETION` (set by its episode's rollout) in place of the transcript TRL
+    decoded; rows without one, their completions as they are."""
+    if not inputs or COMPLETION not in inputs[0]:
+        return completions
+    return [row[COMPLETION] for row in inputs]
+
+
+def assistant(text: str) -> list[Message]:
+    """`text` as a completion of one assistant message (what a reward reads as an answer)."""
+    return [{"role": "assistant", "content": text}]

@@ -22,15 +22,15 @@ from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, task_columns
 from azr.prompts import parse_answer, reference_answer
 from azr.rewards import EPISODE_TURNS, PUBLIC_FIRST, PUBLIC_LAST, CodeGrader, Rubric, grade_many, hidden_task
 from azr.rollouts import ENV, POLICY, Episode, Limits, ScoredBatch, Turn, start_groups
-from azr.training.trl_private import TrainerBatches
+from azr.training.episodes import COMPLETION, EpisodeRollouts, assistant
 
 if TYPE_CHECKING:
     from trl import GRPOTrainer
 
 log = logging.getLogger(__name__)
 PUBLIC_OVERFIT = "public_overfit"
-# The columns an episode adds to its row (TRL merges a rollout's extra fields into the rows the rewards read).
-ANSWER, EPISODE = "feedback_answer", "feedback_episode"
+# The transcript column an episode adds to its row (TRL merges a rollout's extra fields into the rows).
+EPISODE = "feedback_episode"
 
 
 class FeedbackRollout:
@@ -56,15 +56,10 @@ class FeedbackRollout:
         self.stats: dict[str, list[float]] = defaultdict(list)
         self.seconds: dict[str, float] = defaultdict(float)
         self.last: list[Episode] = []  # the last round's episodes (tests read them)
-        self._rollouts: Any = None
+        limits = Limits(max_turns=feedback.max_turns)
+        self._rollouts = EpisodeRollouts(self.env, None, self.tasks, limits, columns=self.columns)
 
     def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
-        from azr.training.episodes import EpisodeRollouts
-
-        if self._rollouts is None:
-            limits = Limits(max_turns=self.feedback.max_turns)
-            view = TrainerBatches(trainer)
-            self._rollouts = EpisodeRollouts(self.env, view, self.tasks, limits, columns=self.columns)
         started, sandbox = time.perf_counter(), self.env.seconds
         out = self._rollouts(prompts, trainer)
         self.seconds["sandbox"] += self.env.seconds - sandbox
@@ -74,11 +69,12 @@ class FeedbackRollout:
 
     @staticmethod
     def columns(episodes: Sequence[Episode]) -> dict[str, list[Any]]:
-        """The columns the rewards read besides TRL's: the final answer, the turns taken, the public pass fraction of
-        the first and the last answer (the shaping reward's), and the transcript (the generation log's)."""
+        """The columns the rewards read besides TRL's: the final answer (what they score, `COMPLETION`), the turns
+        taken, the public pass fraction of the first and the last answer (the shaping reward's), and the transcript
+        (the generation log's)."""
         publics = [public_checks(e) for e in episodes]
         return {
-            ANSWER: [e.answer for e in episodes],
+            COMPLETION: [assistant(e.answer) for e in episodes],
             EPISODE_TURNS: [len(e.policy_turns) for e in episodes],
             PUBLIC_FIRST: [p[0]["fraction"] if p else 0.0 for p in publics],
             PUBLIC_LAST: [p[-1]["fraction"] if p else 0.0 for p in publics],
@@ -214,14 +210,6 @@ def transcript(episode: Episode) -> list[dict[str, Any]]:
     if turns:
         turns[0]["feedback_tokens"] = episode.env_tokens
     return turns
-
-
-def final_answers(inputs: Sequence[dict[str, Any]], completions: list[Any]) -> list[Any]:
-    """What the rewards score: an episode's final answer (its row's `feedback_answer`) in place of the whole
-    transcript TRL decoded; other rows' completions as they are."""
-    if not inputs or ANSWER not in inputs[0]:
-        return completions
-    return [[{"role": "assistant", "content": row[ANSWER]}] for row in inputs]
 
 
 def measure_episodes(

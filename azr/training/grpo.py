@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from azr.rollouts import AsyncRollouts
     from azr.serving import LoraSync
     from azr.training.episodes import EpisodeRollouts
+    from azr.training.feedback import FeedbackRollout
+    from azr.training.tools import ToolRollout
     from azr.training.trainer import AZRGRPOTrainer
 
 
@@ -29,7 +31,6 @@ def grpo_phase(ctx: RunContext):
     from azr.audit import hardened_watch
     from azr.evaluation import attach_heldout
     from azr.rollouts import build_sampling
-    from azr.tools import build_toolbox
     from azr.training.callbacks import SaveBesideCheckpoints
     from azr.training.generation import use_generation_backend
     from azr.training.trainer import AZRGRPOTrainer
@@ -55,12 +56,15 @@ def grpo_phase(ctx: RunContext):
         observers.append(hardened.observe)
     saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])
     metered: list[Any] = [hardened] if hardened is not None else []
-    episodes = None
+    episodes: FeedbackRollout | ToolRollout | None = None
     if cfg.rollouts.env == "feedback":  # each row an episode: answer, public tests' feedback, answer again
         from azr.training.feedback import FeedbackRollout
 
         tasks = {t.id: t for t in ctx.tasks}
         episodes = FeedbackRollout(grader, cfg.feedback, tasks, ctx.metrics if ctx.ranks.main else None)
+    elif cfg.tools.enabled:  # each row an episode of the tool loop; python_run shares the rewards' sandbox pool
+        episodes = tool_rollouts(ctx)
+    if episodes is not None:
         observers.append(episodes.observe)
         metered.append(episodes)
     pipeline = None
@@ -69,15 +73,11 @@ def grpo_phase(ctx: RunContext):
             model=ctx.model,
             reward_funcs=list(ctx.rewards.trained.funcs) if ctx.rewards.trained is not None else [],
             args=ctx.args.grpo,
-            train_dataset=grpo_dataset(ctx.tasks, hidden_only=episodes is not None),
+            train_dataset=grpo_dataset(ctx.tasks, hidden_only=cfg.rollouts.env == "feedback"),
             processing_class=ctx.tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
             peft_config=ctx.grpo_peft_config(),
             callbacks=ctx.callbacks("grpo", *saved),
-            # TRL runs the policy's tool calls and masks their results out of the loss; python_run shares the pool.
-            tools=build_toolbox(cfg, grader.pool, ctx.tokenizer.all_special_tokens).functions()
-            if cfg.tools.enabled
-            else None,
             grader=grader,
             observers=observers,
             rounds=arena,
@@ -129,6 +129,20 @@ def episode_rollouts(ctx: RunContext, trainer: AZRGRPOTrainer) -> EpisodeRollout
     from azr.training.episodes import EpisodeRollouts
 
     return EpisodeRollouts(CodeEnvironment(), TrainerBatches(trainer), {t.id: t for t in ctx.tasks})
+
+
+def tool_rollouts(ctx: RunContext) -> ToolRollout:
+    """TRL's `rollout_func` for GRPO with tools: every row one episode of the tool loop, played as GRPO samples (TRL's
+    tokenizer and chat template arguments, its `max_completion_length` and `max_tool_calling_iterations`)."""
+    from azr.rollouts import ChatTokens
+    from azr.tools import build_toolbox
+    from azr.training.tools import ToolRollout
+
+    args, tokenizer = ctx.args.grpo, ctx.tokenizer
+    toolbox = build_toolbox(ctx.cfg, ctx.rewards.grader.pool, tokenizer.all_special_tokens)
+    chat = ChatTokens(tokenizer, args.chat_template_kwargs)
+    tasks = {t.id: t for t in ctx.tasks}
+    return ToolRollout(toolbox, tasks, chat, args.max_completion_length, args.max_tool_calling_iterations)
 
 
 def heldout_evaluator(ctx: RunContext):

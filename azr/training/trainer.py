@@ -19,7 +19,7 @@ from azr.models import keep_vectors_fp32
 from azr.rewards import CodeGrader
 from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch
 from azr.training.callbacks import SandboxHealth
-from azr.training.feedback import final_answers
+from azr.training.episodes import episode_completions
 from azr.training.trl_private import TrainerBatches, fill_batch
 
 
@@ -117,7 +117,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         if self.rounds is not None:
             self.rounds.finish(inputs)  # waits for the opponent; TRL reads the reward columns from these rows next
         started = time.perf_counter()
-        completions = final_answers(inputs, completions)  # a feedback episode is scored on its last answer
+        completions = episode_completions(inputs, completions)  # a multi-turn episode: its answer, its tool calls
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         if self._mask_col is not None:
             rewards[torch.isnan(rewards[:, self._mask_col])] = torch.nan

@@ -68,6 +68,11 @@ class TrainerBatches:
         return trainer.num_generations if trainer.model.training else trainer.num_generations_eval
 
     @property
+    def max_completion_length(self) -> int:
+        """GRPO's `max_completion_length`: the most completion tokens of a row TRL trains."""
+        return int(self.trainer.args.max_completion_length)
+
+    @property
     def step(self) -> int:
         """The optimizer step the batch being built trains."""
         return self.trainer.state.global_step + 1

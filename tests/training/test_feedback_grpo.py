@@ -17,7 +17,8 @@ from azr.data import encode_all, load_tasks
 from azr.envs import FeedbackEnvironment, TaskPrompt
 from azr.prompts import reference_answer
 from azr.rollouts import ChatTokens, Continuation, Limits, Sampling, play, start_groups
-from azr.training.feedback import FeedbackRollout, final_answers, public_checks, transcript
+from azr.training.episodes import episode_completions
+from azr.training.feedback import FeedbackRollout, public_checks, transcript
 
 TASK = next(t for t in load_tasks("train") if t.id == "str-alternating-caps")
 PUBLIC, HIDDEN = TASK.split_tests()
@@ -84,8 +85,9 @@ def test_turn_two_continues_from_the_ids_turn_one_sampled_and_the_feedback_is_ma
         assert [c["passed"] for c in public_checks(episode)] == [False, True]
         assert episode.finish_reason == "done" and len(episode.policy_turns) == 2
     # what TRL would decode and score: the final answer, not the transcript
-    rows = [{"feedback_answer": e.answer} for e in episodes]
-    assert final_answers(rows, ["transcript"] * 2) == [[{"role": "assistant", "content": RIGHT}]] * 2
+    columns = FeedbackRollout.columns(episodes)
+    rows = [{key: values[i] for key, values in columns.items()} for i in range(len(episodes))]
+    assert episode_completions(rows, ["transcript"] * 2) == [[{"role": "assistant", "content": RIGHT}]] * 2
 
 
 def test_an_episode_stops_once_its_public_tests_pass(tokenizer, grader):

@@ -1,0 +1,83 @@
+"""GRPO with tools (`tools.enabled`): TRL's `rollout_func` that plays each row as an episode of
+`azr.envs.ToolEnvironment` through the episode runner and the trainer's own generation (HF generate, or the vLLM
+backend), with `env_mask` keeping the tool results out of the loss; the rewards score the calls, results and final
+answer the policy was shown (`COMPLETION`), as the generation log records them. Also the tool metrics of each log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from azr.data import Task
+from azr.envs import ToolEnvironment, events_of, shown_messages, turn_parser
+from azr.rollouts import ChatTokens, Episode, Limits, ScoredBatch
+from azr.tools import Toolbox
+from azr.training.episodes import COMPLETION, EpisodeRollouts
+
+if TYPE_CHECKING:
+    from trl import GRPOTrainer
+
+# The column of a row that counts its episode's tool calls and the failed ones (status other than ok).
+CALLS = "tool_calls"
+
+
+class ToolRollout:
+    """TRL's `rollout_func` for GRPO with tools, and an observer of each scored batch.
+
+    Each episode offers `toolbox`'s tools for at most `max_iterations` rounds of calls (TRL's
+    `max_tool_calling_iterations`; None: as many as the row holds) in a row of at most `max_completion` tokens after
+    the prompt, calls and results included (GRPO's `max_completion_length`): a result that would not fit is not shown
+    and the episode ends there, as TRL's own tool loop did. `metrics()` gives, since the last log, TRL's two tool
+    figures: `tools/call_frequency` (calls per episode) and `tools/failure_frequency` (failed calls per call)."""
+
+    def __init__(
+        self,
+        toolbox: Toolbox,
+        tasks: Mapping[str, Task],
+        chat: ChatTokens,
+        max_completion: int,
+        max_iterations: int | None = None,
+    ):
+        # Every policy turn takes at least one token of the row, so without a bound of its own on the calls the
+        # row's length ends an episode first.
+        max_turns = max_completion if max_iterations is None else max_iterations + 1
+        self.env = ToolEnvironment(toolbox, None, max_turns, None, turn_parser(chat, toolbox.schemas()))
+        limits = Limits(max_turns=max_turns, max_completion=max_completion)
+        self.rollouts = EpisodeRollouts(self.env, None, tasks, limits, columns=self.columns)
+        self.calls = self.failures = self.episodes = 0
+
+    @property
+    def last(self) -> list[Episode]:
+        """The last round's episodes (this process's rows, in order)."""
+        return self.rollouts.last
+
+    def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, list[object]]:
+        return self.rollouts(prompts, trainer)
+
+    @staticmethod
+    def columns(episodes: Sequence[Episode]) -> dict[str, list[Any]]:
+        """What the rewards score (the messages the policy wrote and was shown: `completion_text` reads the answer
+        after the last tool result) and each episode's [calls, failed calls]."""
+        events = [events_of(e) for e in episodes]
+        return {
+            COMPLETION: [shown_messages(e) for e in episodes],
+            CALLS: [[len(done), sum(not event.ok for event in done)] for done in events],
+        }
+
+    def observe(self, batch: ScoredBatch) -> None:
+        """Counts the calls of every process's rows (the batch is gathered)."""
+        for row in batch.inputs:
+            if CALLS in row:
+                calls, failed = row[CALLS]  # type: ignore[misc]
+                self.episodes, self.calls, self.failures = self.episodes + 1, self.calls + calls, self.failures + failed
+
+    def metrics(self) -> dict[str, float]:
+        if not self.episodes:
+            return {}
+        out = {
+            "tools/call_frequency": self.calls / self.episodes,
+            "tools/failure_frequency": self.failures / self.calls if self.calls else 0.0,
+        }
+        self.calls = self.failures = self.episodes = 0
+        return out
