@@ -1,5 +1,7 @@
 """Training on tool use: SFT on `azr gen` episodes with assistant-only loss (the mask checked token by token), and
-GRPO with tools on the tiny model, where TRL runs the policy's calls and the generation log shows call and result."""
+GRPO with tools, whose rows are episodes of the tool environment (`azr.training.tools.ToolRollout`): each turn's ids
+reach the next turn as sampled, tool results are masked out of the loss and out of a row too short for them, and two
+steps train the tiny model with the generation log showing call and result."""
 
 from __future__ import annotations
 
@@ -7,12 +9,19 @@ import json
 import re
 
 import pytest
+from recipes import tiny_grpo_args
 from scripted_policy import ReferencePolicy
 
 import azr.envs.gen as gen_module
 from azr.config import load_config
-from azr.envs import run_gen
+from azr.envs import events_of, run_gen, shown_messages
+from azr.prompts import completion_text
+from azr.rollouts import ScoredBatch
 from azr.tools import load_rollouts
+from azr.training.episodes import COMPLETION
+from azr.training.tools import CALLS
+
+torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +105,10 @@ def _forced_call_bias(tokenizer, text: str, context: int = 10) -> list:
 @pytest.mark.slow
 def test_sft_on_rollouts_then_two_grpo_steps_with_tools(tiny_model_dir, tmp_path, monkeypatch):
     """The whole path on the CPU: scripted episodes that call python_run, a short SFT warm start on them
-    (assistant-only loss), then two GRPO steps with tools where TRL parses the policy's call, runs python_run, feeds
-    the result back and masks it; the generation log shows call and result. A random 1 M model writes no calls, and
-    teaching it one by SFT takes minutes, so a sequence bias in grpo.generation_kwargs makes it write the probe call.
-    About a minute: the only test that runs TRL's tool loop."""
+    (assistant-only loss), then two GRPO steps with tools where the tool environment parses the policy's call, runs
+    python_run, feeds the result back and masks it; the generation log shows call and result. A random 1 M model
+    writes no calls, and teaching it one by SFT takes minutes, so a sequence bias in grpo.generation_kwargs makes it
+    write the probe call. About a minute."""
     from transformers import AutoTokenizer
 
     from azr.logs import read_jsonl_records
@@ -129,6 +138,172 @@ def test_sft_on_rollouts_then_two_grpo_steps_with_tools(tiny_model_dir, tmp_path
     assert {r["step"] for r in records} == {1, 2} and all("messages" in r for r in records)
     assistant, result = records[0]["messages"][0], records[0]["messages"][1]
     assert assistant["tool_calls"][0]["function"] == {"name": "python_run", "arguments": {"code": probe}}
-    assert result == {"role": "tool", "name": "python_run", "content": "42"}
+    assert {k: result[k] for k in ("role", "name", "content")} == {
+        "role": "tool",
+        "name": "python_run",
+        "content": "42",
+    }
+    assert result["tool_call_id"] == assistant["tool_calls"][0]["id"]  # the result answers that call
     grpo = [m for m in metrics if m.get("phase") == "grpo" and "tools/call_frequency" in m]
-    assert len(grpo) == 2 and all(m["tools/call_frequency"] > 0 for m in grpo)
+    assert len(grpo) == 2 and all(m["tools/call_frequency"] > 0 and "tools/failure_frequency" in m for m in grpo)
+
+
+# ------------------------------------------------------------------------------ GRPO's tool episodes, turn by turn
+PROBE_CALL = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
+PROBE_ANSWER = "```python\ndef f(x):\n    return x + 1\n```\nFinal answer: f"
+
+
+class ScriptedTurns:
+    """A `TokenSampler` that answers the k-th turn of every episode with `texts[k]`'s ids (closed by the end-of-turn
+    token), records every context it was asked to continue and what it sampled, and says each turn's budget."""
+
+    def __init__(self, tokenizer, texts: list[str]):
+        self.tokenizer = tokenizer
+        self.ids = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+        self.contexts, self.sampled, self.budgets = [], [], []
+
+    def complete(self, contexts, sampling):
+        from azr.rollouts import Continuation
+
+        turn = len(self.contexts)
+        self.contexts.append([list(c) for c in contexts])
+        self.budgets.append(sampling.max_new_tokens)
+        ids = [list(self.ids[turn]) for _ in contexts]
+        self.sampled.append(ids)
+        raw = self.tokenizer.decode(ids[0][:-1], skip_special_tokens=False)
+        text = self.tokenizer.decode(ids[0], skip_special_tokens=True)
+        return [Continuation(i, text, "stop", [-0.25] * len(i), raw) for i in ids]
+
+
+@pytest.fixture(scope="module")
+def tool_kit(tiny_model_dir):
+    """The tiny tokenizer, its chat template as episode ids, and a python_run toolbox on the real sandbox."""
+    from transformers import AutoTokenizer
+
+    from azr.config import SandboxConfig, ToolsConfig
+    from azr.rollouts import ChatTokens
+    from azr.sandbox import open_pool
+    from azr.tools import Toolbox
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    with open_pool("bwrap", workers=1) as pool:
+        toolbox = Toolbox(ToolsConfig(names=["python_run"]), SandboxConfig(timeout_s=5), pool=pool)
+        yield tokenizer, ChatTokens(tokenizer), toolbox
+
+
+def _tool_episodes(tool_kit, texts, max_completion=512, max_iterations=None, n=2):
+    """`n` episodes of one task played as GRPO plays them (`ToolRollout`'s environment and limits) with `texts` as
+    the policy's turns."""
+    from azr.data import load_tasks
+    from azr.envs import TaskPrompt
+    from azr.rollouts import Sampling, play, start_groups
+    from azr.training.tools import ToolRollout
+
+    tokenizer, chat, toolbox = tool_kit
+    task = load_tasks("train")[0]
+    rollout = ToolRollout(toolbox, {task.id: task}, chat, max_completion, max_iterations)
+    (episodes,) = start_groups(rollout.env, [TaskPrompt.of(task)], chat, n)
+    sampler = ScriptedTurns(tokenizer, texts)
+    play(rollout.env, episodes, sampler, chat, Sampling(n=1, max_new_tokens=max_completion), rollout.rollouts.limits)
+    return episodes, sampler, rollout
+
+
+def test_a_tool_turns_ids_reach_the_next_turn_as_sampled_and_the_tool_output_is_masked(tool_kit):
+    tokenizer = tool_kit[0]
+    episodes, sampler, rollout = _tool_episodes(tool_kit, [PROBE_CALL, PROBE_ANSWER])
+    assert len(sampler.contexts) == 2  # the call turn for both episodes, then the answer turn for both
+    prompt, first = episodes[0].prompt_ids, sampler.sampled[0][0]
+    assert "python_run" in tokenizer.decode(prompt)  # the tool schemas are rendered into the prompt
+    for episode, context in zip(episodes, sampler.contexts[1], strict=True):
+        # turn 2's context: the prompt, turn 1's ids exactly as sampled, then the tool result's ids
+        assert context[: len(prompt)] == prompt and context[len(prompt) : len(prompt) + len(first)] == first
+        result = context[len(prompt) + len(first) :]
+        assert tokenizer.decode(result).startswith("\n<|im_start|>user\n<tool_response>\n42")
+        second = sampler.sampled[1][0]
+        assert episode.completion_ids == first + result + second
+        assert episode.env_mask == [1] * len(first) + [0] * len(result) + [1] * len(second)
+        assert episode.logprobs == [-0.25] * len(first) + [0.0] * len(result) + [-0.25] * len(second)
+        assert episode.finish_reason == "answer"
+    columns = rollout.columns(episodes)
+    call, tool, answer = columns[COMPLETION][0]  # what the rewards score and the generation log keeps
+    assert call["tool_calls"][0]["function"] == {"name": "python_run", "arguments": {"code": "print(6 * 7)"}}
+    assert (tool["role"], tool["name"], tool["content"]) == ("tool", "python_run", "42")
+    assert completion_text(columns[COMPLETION][0]) == answer["content"] == PROBE_ANSWER
+    assert columns[CALLS] == [[1, 0], [1, 0]]
+    rows = [{CALLS: c} for c in columns[CALLS]]
+    rollout.observe(ScoredBatch(1, rows, [None] * 2, [None] * 2, torch.zeros(2, 1), ["tests"], []))
+    assert rollout.metrics() == {"tools/call_frequency": 1.0, "tools/failure_frequency": 0.0}
+    assert rollout.metrics() == {}  # since the last log
+
+
+def test_a_tool_result_past_the_rows_length_is_not_shown_and_ends_the_episode(tool_kit):
+    tokenizer = tool_kit[0]
+    call_ids = len(tokenizer(PROBE_CALL, add_special_tokens=False)["input_ids"]) + 1
+    episodes, sampler, _ = _tool_episodes(tool_kit, [PROBE_CALL, PROBE_ANSWER], max_completion=call_ids + 5)
+    assert len(sampler.contexts) == 1  # the result's ids would not fit: no second turn
+    for episode in episodes:
+        assert episode.finish_reason == "max_tokens" and episode.env_tokens == 0 and set(episode.env_mask) == {1}
+        assert len(episode.completion_ids) == call_ids
+        assert [m["role"] for m in shown_messages(episode)] == ["assistant"]  # the unshown result is left out
+    # a row long enough for the result leaves the next turn only what is left of it
+    episodes, sampler, _ = _tool_episodes(tool_kit, [PROBE_CALL, PROBE_ANSWER], max_completion=call_ids + 40)
+    shown = len(episodes[0].completion_ids) - call_ids - len(sampler.sampled[1][0])
+    assert sampler.budgets == [call_ids + 40, call_ids + 40 - call_ids - shown]
+
+
+def test_max_tool_calling_iterations_bounds_the_rounds_of_calls(tool_kit):
+    episodes, sampler, _ = _tool_episodes(tool_kit, [PROBE_CALL] * 4, max_iterations=1)
+    assert len(sampler.contexts) == 2  # one round of calls answered, then the last allowed turn
+    assert all(e.finish_reason == "max_turns" and len(e.policy_turns) == 2 for e in episodes)
+
+
+def test_a_grpo_round_with_tools_trains_the_policys_tokens_only(tool_kit, tiny_model_dir, tmp_path):
+    """TRL's round (as `AZRGRPOTrainer`) through `ToolRollout`: the tiny model is made to write the probe call
+    (a sequence bias), python_run runs it in the sandbox, and the batch TRL trains holds every episode's ids as
+    played, the tool results at mask 0, rewards on what the episode's rows say."""
+    from transformers import AutoModelForCausalLM
+
+    from azr.data import load_tasks
+    from azr.training.grpo import grpo_dataset, grpo_rows
+    from azr.training.tools import ToolRollout
+    from azr.training.trainer import AZRGRPOTrainer
+
+    tokenizer, chat, toolbox = tool_kit
+    tasks = load_tasks("train")[:2]
+    seen = []
+
+    def reward(completions, **kw):
+        seen.extend(completions)
+        return [float(len(completion_text(c)) % 3) for c in completions]
+
+    generation = {"sequence_bias": _forced_call_bias(tokenizer, PROBE_CALL)}
+    trainer = AZRGRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        reward_funcs=[reward],
+        args=tiny_grpo_args(
+            tmp_path,
+            max_completion_length=96,
+            generation_kwargs=generation,
+            chat_template_kwargs={"enable_thinking": False},  # the prefill the bias continues
+        ),
+        train_dataset=grpo_dataset(tasks),
+        processing_class=tokenizer,
+    )
+    rollout = ToolRollout(toolbox, {t.id: t for t in tasks}, chat, 96, max_iterations=1)
+    trainer.rollout_func = rollout
+    torch.manual_seed(0)
+    # each prompt twice, TRL's layout, each row its own dict as the dataloader gives them (TRL writes the rollout's
+    # columns into them)
+    output, _ = trainer._score_round([dict(row) for row in grpo_rows(tasks) for _ in range(2)])
+    episodes = rollout.last
+    assert len(episodes) == 4 and all(events_of(e) for e in episodes)  # every episode called python_run
+    mask, ids = output["tool_mask"], output["completion_ids"]
+    for row, episode in enumerate(episodes):
+        n = len(episode.completion_ids)
+        assert n <= 96 and ids[row, :n].tolist() == episode.completion_ids
+        assert mask[row, :n].tolist() == episode.env_mask and 0 in episode.env_mask
+        first = episode.turns[0]
+        assert episode.completion_ids[: len(first.ids)] == first.ids  # turn 1's ids as sampled
+        result = tokenizer.decode([i for i, m in zip(episode.completion_ids, episode.env_mask, strict=True) if not m])
+        assert "<tool_response>\n42\n</tool_response>" in result
+    assert seen == [shown_messages(e) for e in episodes]  # the rewards read the calls, results and answers shown
