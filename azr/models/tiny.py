@@ -18,7 +18,7 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</t
 # turn and calls are Hermes-style `<tool_call>{"name", "arguments"}</tool_call>` blocks (what vLLM's `hermes` parser
 # reads), results come back in a user turn as `<tool_response>` blocks, and `reasoning_content` is rendered as a
 # think block. Assistant turns are wrapped in `{% generation %}` (up to and including `<|im_end|>`) for TRL's
-# assistant-only loss. Each message renders the same whatever follows it (prefix-preserving, as TRL's tool loop
+# assistant-only loss. Each message renders the same whatever follows it (prefix-preserving, as the episode runner
 # needs), and a conversation without tools, calls or reasoning renders byte for byte as the plain ChatML template did.
 CHAT_TEMPLATE = (
     "{%- if tools -%}"
@@ -63,10 +63,10 @@ CHAT_TEMPLATE = (
 )
 
 # How transformers' `tokenizer.parse_response` reads a generated assistant turn of the template above back into a
-# message (TRL's tool loop and `azr.tools.parse_turn` call it): an optional think block, then the visible content, and
-# any number of Hermes-style call blocks whose JSON becomes an OpenAI `tool_calls` entry, up to the end of turn. It is
-# the same reading TRL ships for Qwen3's ChatML (`tests/models/test_tiny.py` pins the two together), written out here
-# because the template it parses is this module's.
+# message (`azr.tools.parse_turn` calls it for the tool environment): an optional think block, then the visible
+# content, and any number of Hermes-style call blocks whose JSON becomes an OpenAI `tool_calls` entry, up to the end
+# of turn. It is the same reading TRL ships for Qwen3's ChatML (`tests/models/test_tiny.py` pins the two together),
+# written out here because the template it parses is this module's.
 RESPONSE_TEMPLATE = {
     "defaults": {"role": "assistant"},
     "start_anchor": "<|im_start|>assistant\n",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -354,3 +355,42 @@ def test_feedback_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_pol
         assert r["feedback/turns"] == 2.0 and r["feedback/feedback_tokens"] > 0  # a random policy fails its test
         assert abs(r["sampling/importance_sampling_ratio/mean"] - 1) < 0.01, r
         assert r["sampling/sampling_logp_difference/max"] < 0.01, r
+
+
+@pytest.mark.slow(minutes=1.5)  # trains the tiny model with a vLLM server, two turns an episode
+def test_tool_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_policys_tokens(tiny_model_dir, tmp_path):
+    """`tools.enabled` with every turn sampled by the vLLM server: the server is made to write one python_run call a
+    turn (a structured-outputs regex), the tool environment runs it and shows the result, and the episode's second
+    turn continues from there. TRL's importance ratio (over the policy's tokens only; the results are masked) stays
+    at 1, so the server's log-probabilities of both turns reached TRL where they belong."""
+    python = require_vllm_python()
+    out = tmp_path / "run"
+    call = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
+    path = recipe(
+        tmp_path / "r.yaml",
+        tiny_model_dir,
+        out,
+        python,
+        max_steps=2,
+        tools={"enabled": True, "names": ["python_run"]},
+    )
+    recipe_data = yaml.safe_load(path.read_text())
+    recipe_data["grpo"] |= {
+        "max_completion_length": 96,
+        "max_tool_calling_iterations": 1,
+        "vllm_structured_outputs_regex": re.escape(call),
+    }
+    path.write_text(yaml.safe_dump(recipe_data))
+    proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
+    _, stderr = proc.communicate(timeout=1500)
+    assert proc.returncode == 0, stderr[-4000:]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    grpo = [r for r in records if r["phase"] == "grpo" and "loss" in r]
+    assert [r["step"] for r in grpo] == [1, 2]
+    for r in grpo:
+        assert r["tools/call_frequency"] == 2.0 and r["tools/failure_frequency"] == 0.0, r  # a call each turn
+        assert abs(r["sampling/importance_sampling_ratio/mean"] - 1) < 0.01, r
+        assert r["sampling/sampling_logp_difference/max"] < 0.01, r
+    generations = [json.loads(line) for f in sorted((out / "generations").glob("*.jsonl")) for line in f.open()]
+    shown = generations[0]["messages"]
+    assert [m["role"] for m in shown] == ["assistant", "tool", "assistant"] and shown[1]["content"] == "42"
