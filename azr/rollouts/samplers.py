@@ -191,8 +191,7 @@ class TrainerSampler:
         """One continuation of each context (a `TokenSampler`) through the trainer's own generation: the ids are
         passed as they are (never rendered again), `sampling.n` as the group size TRL passes its backend (a run of n
         identical contexts is one vLLM request). The decoding settings are GRPO's, and so is the length it samples
-        to: a continuation longer than `sampling.max_new_tokens` (what is left of an episode's row) is cut there, as
-        TRL's own tool loop cuts a turn."""
+        to: a continuation longer than `sampling.max_new_tokens` (what is left of an episode's row) is cut there."""
         view, budget = self.view, sampling.max_new_tokens
         completion_ids, logprobs = view.generate_ids([list(c) for c in contexts], max(sampling.n, 1))
         eos = eos_ids(view.policy, view.tokenizer)

@@ -357,12 +357,13 @@ def test_feedback_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_pol
         assert r["sampling/sampling_logp_difference/max"] < 0.01, r
 
 
-@pytest.mark.slow(minutes=1.5)  # trains the tiny model with a vLLM server, two turns an episode
+@pytest.mark.slow(minutes=2.5)  # trains the tiny model with a vLLM server, two turns an episode
 def test_tool_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_policys_tokens(tiny_model_dir, tmp_path):
     """`tools.enabled` with every turn sampled by the vLLM server: the server is made to write one python_run call a
     turn (a structured-outputs regex), the tool environment runs it and shows the result, and the episode's second
-    turn continues from there. TRL's importance ratio (over the policy's tokens only; the results are masked) stays
-    at 1, so the server's log-probabilities of both turns reached TRL where they belong."""
+    turn continues from there; the generation log shows call and result. (The regex masks the server's
+    distribution, so its log-probabilities are not the policy's here and TRL's importance ratio says nothing: the
+    feedback test above checks where a multi-turn episode's log-probabilities land.)"""
     python = require_vllm_python()
     out = tmp_path / "run"
     call = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
@@ -376,7 +377,7 @@ def test_tool_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_policys
     )
     recipe_data = yaml.safe_load(path.read_text())
     recipe_data["grpo"] |= {
-        "max_completion_length": 96,
+        "max_completion_length": 200,  # the regex lets the server spell a call in ~60 short tokens
         "max_tool_calling_iterations": 1,
         "vllm_structured_outputs_regex": re.escape(call),
     }
@@ -389,8 +390,9 @@ def test_tool_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_policys
     assert [r["step"] for r in grpo] == [1, 2]
     for r in grpo:
         assert r["tools/call_frequency"] == 2.0 and r["tools/failure_frequency"] == 0.0, r  # a call each turn
-        assert abs(r["sampling/importance_sampling_ratio/mean"] - 1) < 0.01, r
-        assert r["sampling/sampling_logp_difference/max"] < 0.01, r
     generations = [json.loads(line) for f in sorted((out / "generations").glob("*.jsonl")) for line in f.open()]
-    shown = generations[0]["messages"]
-    assert [m["role"] for m in shown] == ["assistant", "tool", "assistant"] and shown[1]["content"] == "42"
+    assert len(generations) == 16
+    for record in generations:  # each turn's call; the first one's result shown, the last allowed turn's not
+        shown = record["messages"]
+        assert [m["role"] for m in shown] == ["assistant", "tool", "assistant"] and shown[1]["content"] == "42"
+        assert all(m["tool_calls"][0]["function"]["name"] == "python_run" for m in shown[::2])
