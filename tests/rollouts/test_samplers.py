@@ -201,3 +201,6 @@ def test_the_trainers_samplers_continue_token_ids_as_given(tiny):
     assert all(o.finish_reason == "stop" and o.logprobs == [-0.25, -0.5] for o in outs)
     TrainerSampler(TrainerBatches(trainer)).complete([[7], [8], [7]], Sampling(n=1))
     assert seen[-1][1] == 1  # a later turn: every context its own request
+    # GRPO's generation samples to max_completion_length whatever the turn's budget: what is past it is cut
+    outs = TrainerSampler(TrainerBatches(trainer)).complete([[7], [8]], Sampling(n=1, max_new_tokens=1))
+    assert all(o.ids == [60] and o.logprobs == [-0.25] and o.finish_reason == "length" for o in outs)
