@@ -176,19 +176,25 @@ class ScriptedTurns:
 
 
 @pytest.fixture(scope="module")
-def tool_kit(tiny_model_dir):
+def tool_pool():
+    from azr.sandbox import open_pool
+
+    with open_pool("bwrap", workers=1) as pool:
+        yield pool
+
+
+@pytest.fixture(scope="module")
+def tool_kit(tiny_model_dir, tool_pool):
     """The tiny tokenizer, its chat template as episode ids, and a python_run toolbox on the real sandbox."""
     from transformers import AutoTokenizer
 
     from azr.config import SandboxConfig, ToolsConfig
     from azr.rollouts import ChatTokens
-    from azr.sandbox import open_pool
     from azr.tools import Toolbox
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    with open_pool("bwrap", workers=1) as pool:
-        toolbox = Toolbox(ToolsConfig(names=["python_run"]), SandboxConfig(timeout_s=5), pool=pool)
-        yield tokenizer, ChatTokens(tokenizer), toolbox
+    toolbox = Toolbox(ToolsConfig(names=["python_run"]), SandboxConfig(timeout_s=5), pool=tool_pool)
+    return tokenizer, ChatTokens(tokenizer), toolbox
 
 
 def _tool_episodes(tool_kit, texts, max_completion=512, max_iterations=None, n=2):
@@ -249,6 +255,25 @@ def test_a_tool_result_past_the_rows_length_is_not_shown_and_ends_the_episode(to
     episodes, sampler, _ = _tool_episodes(tool_kit, [PROBE_CALL, PROBE_ANSWER], max_completion=call_ids + 40)
     shown = len(episodes[0].completion_ids) - call_ids - len(sampler.sampled[1][0])
     assert sampler.budgets == [call_ids + 40, call_ids + 40 - call_ids - shown]
+
+
+def test_no_secret_reaches_a_training_row_through_python_run(tool_kit, tool_pool, monkeypatch):
+    """The sandbox has no key in its environment, and a key the recipe names that the program spells out anyway is
+    redacted before the result is tokenized into the row."""
+    from azr.config import SandboxConfig, ToolsConfig
+    from azr.tools import Toolbox
+
+    key = "sk-grpo-0123456789abcdef-SECRET"
+    monkeypatch.setenv("AZR_TEST_KEY", key)
+    tokenizer, chat, _ = tool_kit
+    secret = Toolbox(ToolsConfig(names=["python_run"]), SandboxConfig(timeout_s=5), pool=tool_pool, secrets=[key])
+    code = f"import os; print(sorted(os.environ)); print('{key[:12]}' + '{key[12:]}')"
+    call = '<tool_call>\n{"name": "python_run", "arguments": {"code": ' + json.dumps(code) + "}}\n</tool_call>"
+    episodes, _, _ = _tool_episodes((tokenizer, chat, secret), [call, PROBE_ANSWER], n=1)
+    (episode,) = episodes
+    shown = tokenizer.decode([i for i, m in zip(episode.completion_ids, episode.env_mask, strict=True) if not m])
+    assert "<redacted>" in shown and key not in shown and "AZR_TEST_KEY" not in shown
+    assert key not in json.dumps(shown_messages(episode))
 
 
 def test_max_tool_calling_iterations_bounds_the_rounds_of_calls(tool_kit):
