@@ -39,6 +39,7 @@ class ToolRollout:
         max_completion: int,
         max_iterations: int | None = None,
     ):
+        check_template(chat, toolbox.schemas())
         # Every policy turn takes at least one token of the row, so without a bound of its own on the calls the
         # row's length ends an episode first.
         max_turns = max_completion if max_iterations is None else max_iterations + 1
@@ -81,3 +82,20 @@ class ToolRollout:
         }
         self.calls = self.failures = self.episodes = 0
         return out
+
+
+def check_template(chat: ChatTokens, schemas: list[dict]) -> None:
+    """ValueError unless the chat template renders the tool schemas into the prompt and continues a conversation
+    with a call and its result (checked before training, not at the first call)."""
+    name = schemas[0]["function"]["name"]
+    if name not in chat.render([{"role": "user", "content": "."}], schemas):
+        raise ValueError("tools.enabled: the model's chat template does not render the tools it is offered")
+    call = {"id": "call_0", "type": "function", "function": {"name": name, "arguments": {}}}
+    assistant = {"role": "assistant", "content": "", "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "call_0", "name": name, "content": "."}
+    try:
+        chat.observation(assistant, [result], True, schemas)
+    except ValueError as exc:
+        raise ValueError(
+            f"tools.enabled: the model's chat template cannot continue a tool conversation ({exc})"
+        ) from exc

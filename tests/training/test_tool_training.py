@@ -332,3 +332,20 @@ def test_a_grpo_round_with_tools_trains_the_policys_tokens_only(tool_kit, tiny_m
         result = tokenizer.decode([i for i, m in zip(episode.completion_ids, episode.env_mask, strict=True) if not m])
         assert "<tool_response>\n42\n</tool_response>" in result
     assert seen == [shown_messages(e) for e in episodes]  # the rewards read the calls, results and answers shown
+
+
+def test_a_chat_template_that_cannot_carry_tools_is_refused_before_training(tool_kit):
+    from transformers import AutoTokenizer
+
+    from azr.rollouts import ChatTokens
+    from azr.training.tools import ToolRollout
+
+    tokenizer, _, toolbox = tool_kit
+    plain = AutoTokenizer.from_pretrained(tokenizer.name_or_path)
+    plain.chat_template = (  # ChatML that ignores `tools`
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    with pytest.raises(ValueError, match="does not render the tools it is offered"):
+        ToolRollout(toolbox, {}, ChatTokens(plain), 64)
+    ToolRollout(toolbox, {}, ChatTokens(tokenizer), 64)  # the tiny model's template carries them
