@@ -358,7 +358,7 @@ def test_feedback_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_pol
 
 
 @pytest.mark.slow(minutes=2.5)  # trains the tiny model with a vLLM server, two turns an episode
-def test_tool_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_policys_tokens(tiny_model_dir, tmp_path):
+def test_tool_episodes_in_adapter_mode_run_each_call_the_server_writes(tiny_model_dir, tmp_path):
     """`tools.enabled` with every turn sampled by the vLLM server: the server is made to write one python_run call a
     turn (a structured-outputs regex), the tool environment runs it and shows the result, and the episode's second
     turn continues from there; the generation log shows call and result. (The regex masks the server's
