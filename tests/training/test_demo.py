@@ -12,7 +12,7 @@ from run_files import read_generations, read_phases
 from azr.config import load_config
 
 
-@pytest.mark.slow(minutes=8)  # the whole demo: 478 s on 2 cores with no other job; it runs in CI
+@pytest.mark.slow(minutes=8)  # the whole demo if this test makes demo_run (478 s on 2 cores with no other job)
 @pytest.mark.timeout(1500)  # over 3x that: a loaded hour (598 s once) must not fail it, nor the suite's 600 s
 def test_the_demo_recipe_raises_the_train_pass_rate_by_grpo_alone(demo_run):
     """examples/tiny.yaml as shipped (seed 0) on the tiny model: GRPO alone, on its own graded samples, lifts the
