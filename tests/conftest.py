@@ -28,6 +28,21 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
 
 
+@pytest.fixture(scope="session")
+def demo_run(tiny_model_dir, tmp_path_factory) -> Path:
+    """examples/tiny.yaml as shipped (seed 0) on the tiny model through `azr train`, once for the whole session (under
+    pytest-xdist by the first worker to ask, the others waiting): the demo test checks this run, and the async demo
+    continues from its warm start, which is bit for bit the one its own recipe trains. The run's folder."""
+    from run_files import DEMO_RECIPE, once_per_session
+
+    def make(folder: Path) -> None:
+        sets = ["--set", f"model.name_or_path={tiny_model_dir}", "--set", "logging.console=plain"]
+        code = invoke(azr, "azr", ["train", "--config", str(DEMO_RECIPE), "--output-dir", str(folder), *sets])
+        assert code == 0, f"azr train of {DEMO_RECIPE.name} exited {code}: its log is in the captured output"
+
+    return once_per_session(tmp_path_factory, "demo-run", make)
+
+
 @dataclass(frozen=True)
 class LiveVllm:
     """What `vllm_server` yields: an OpenAI-compatible endpoint on 127.0.0.1 serving the tiny model."""
