@@ -22,7 +22,7 @@ from azr.data import Task, check_task_limits, load_tasks
 from azr.envs.task import TaskPrompt
 from azr.envs.tools import ToolEnvironment, events_of
 from azr.logs import JsonlWriter, read_jsonl_records
-from azr.rewards import build_rubric
+from azr.rewards import recipe_rubric
 from azr.rollouts import ChatTokens, Episode, GenerateSampler, Limits, TextPolicy, play, run_text, start_groups
 from azr.rollouts import Sampling as RolloutSampling
 from azr.secrets import public_url
@@ -47,7 +47,7 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
     )
     failed = 0
     if todo:
-        rubric = build_rubric(cfg.rewards, cfg.sandbox, answer_format=cfg.answer_format)
+        rubric = recipe_rubric(cfg, cfg.sandbox)
         grader = rubric.grader
         assert grader is not None  # built over cfg.sandbox
         with ExitStack() as stack:
