@@ -72,6 +72,11 @@ class Rubric:
             return None
         return sum(w * v for w, v in zip(self.weights, values, strict=True))  # type: ignore[operator]
 
+    def summed(self, values: Sequence[float | None]) -> float:
+        """The weighted sum as TRL's round takes it (a NaN sum): a reward without a value adds nothing. For a row
+        that was graded; one the sandbox could not grade is left out whole (`AZRGRPOTrainer` masks it)."""
+        return sum(w * v for w, v in zip(self.weights, values, strict=True) if v is not None)
+
     def score(self, completions: Sequence[Any], columns: dict[str, Any]) -> list[Scored]:
         """Every completion's rewards and total, against its row of `columns` (TRL's dataset columns, one row per
         completion); each program runs once, its outcome shared by the graded rewards. ValueError when the rubric

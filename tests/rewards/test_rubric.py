@@ -42,6 +42,7 @@ def test_the_total_is_weighted_and_none_when_a_reward_is_not_graded():
     assert rubric.names == ["code_reward", "format_reward"]
     assert rubric.total([1.0, 0.5]) == pytest.approx(1.1)
     assert rubric.total([None, 0.5]) is None
+    assert rubric.summed([None, 0.5]) == pytest.approx(0.1)  # as TRL sums a row: the missing reward adds nothing
 
 
 def test_the_self_play_blend_scales_the_rest_and_adds_its_reward_once():
