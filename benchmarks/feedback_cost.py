@@ -4,9 +4,10 @@ turn), sandbox (the public tests between turns and the reward stage) and trainin
 loss, optimizer).
 
 The same warm-started tiny policy, reloaded from disk for every run, trains K steps under the same GRPOConfig per
-arm; arms run in turn (single, 1, 2, 3, then again for each repeat) so that drift in the machine's load falls on all
-alike. Without --model the script builds the tiny model and warm-starts it as examples/tiny-feedback.yaml says (SFT
-on reference answers and near misses), so the policy writes code for the sandbox to run.
+arm. The arms interleave, each repeat in the reverse order of the one before (single, 1, 2, 3, then 3, 2, 1,
+single: ABBA), so a drift in the machine's load falls on every arm alike; each arm's figure is the median over its
+repeats. Without --model the script builds the tiny model and warm-starts it as examples/tiny-feedback.yaml says
+(SFT on reference answers and near misses), so the policy writes code for the sandbox to run.
 
 Usage: python benchmarks/feedback_cost.py [--model DIR] [--steps K] [--repeats R] [--sft-epochs E] [--json]
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -29,6 +31,7 @@ from azr.config import AzrConfig, FeedbackConfig, load_config
 
 RECIPE = Path(__file__).resolve().parent.parent / "examples" / "tiny-feedback.yaml"
 ARMS = ("single", "turns=1", "turns=2", "turns=3")
+FIGURES = ("step_seconds", "generation_per_step", "sandbox_per_step", "training_per_step", "turns_last_round")
 
 
 def _say(message: str) -> None:
@@ -56,14 +59,14 @@ def _trainer_class():
 def _run(arm: str, cfg: AzrConfig, policy: str, pool, out: Path) -> dict[str, Any]:
     from transformers import PrinterCallback, set_seed
 
-    from azr.rewards import build_rubric
+    from azr.rewards import recipe_rubric
     from azr.training import grpo_args, grpo_dataset, on_gpu
     from azr.training.feedback import FeedbackRollout
 
     set_seed(cfg.seed)
     model, tokenizer = load_policy(cfg, policy)
     tasks = training_tasks(cfg, tokenizer)
-    rubric = build_rubric(cfg.rewards, cfg.sandbox, pool=pool, answer_format=cfg.answer_format)
+    rubric = recipe_rubric(cfg, cfg.sandbox, pool)
     rollout = None
     if arm != "single":
         feedback = dataclasses.replace(cfg.feedback, max_turns=int(arm.split("=")[1]))
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from azr.models import quiet_third_party
-    from azr.rewards import build_rubric, pool_from_config
+    from azr.rewards import pool_from_config, recipe_rubric
 
     quiet_third_party()
     cfg = load_config(args.config)
@@ -127,11 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             policy = args.model
             if policy is None:
-                grader = build_rubric(cfg.rewards, cfg.sandbox, pool=pool).grader
+                grader = recipe_rubric(cfg, cfg.sandbox, pool).grader
                 policy, seconds, rows = warm_start(cfg, Path(tmp), grader)
                 _say(f"warm start: {rows} answers, {seconds:.0f} s")
             for repeat in range(args.repeats):
-                for arm in ARMS:
+                for arm in arm_order(repeat):
                     _say(f"{arm} (repeat {repeat + 1})")
                     runs.append(_run(arm, cfg, policy, pool, Path(tmp) / f"{arm}-{repeat}") | {"repeat": repeat})
     finally:
@@ -144,17 +147,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def arm_order(repeat: int) -> tuple[str, ...]:
+    """The arms of one repeat: ARMS, reversed on every other repeat (ABBA), so a load that drifts over the run
+    weighs on each arm as much."""
+    return ARMS if repeat % 2 == 0 else ARMS[::-1]
+
+
 def _by_arm(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    keys = ("step_seconds", "generation_per_step", "sandbox_per_step", "training_per_step", "turns_last_round")
+    """Each arm's median over its repeats of every figure (a repeat slowed by a burst of load does not move it)."""
     out = {}
     for arm in ARMS:
         mine = [r for r in runs if r["arm"] == arm]
-        out[arm] = {k: sum(r[k] for r in mine) / len(mine) for k in keys}
+        out[arm] = {k: statistics.median(r[k] for r in mine) for k in FIGURES}
     return out
 
 
 def _print(report: dict[str, Any]) -> None:
-    print(f"{report['steps']} GRPO steps per run, {report['repeats']} run(s) per arm; seconds per step")
+    print(f"{report['steps']} GRPO steps per run, {report['repeats']} run(s) per arm, in this order (s/step):")
+    print("  " + ", ".join(f"{r['arm']} {r['step_seconds']:.2f}" for r in report["runs"]))
+    print("seconds per step, median per arm over its runs")
     print(f"{'arm':<9} {'step':>7} {'generation':>11} {'sandbox':>8} {'training':>9} {'turns':>6} {'x single':>9}")
     base = report["arms"]["single"]["step_seconds"]
     for arm, r in report["arms"].items():

@@ -1,9 +1,11 @@
 """The tiny recipe the training tests start from: a LoRA of rank 4 on the tiny model, four tasks, two prompts of two
-completions a step for two steps, plain console, no pass-rate measurement. Each test states only what it changes."""
+completions a step for two steps, plain console, no pass-rate measurement. Each test states only what it changes.
+Also a reward that tells a random policy's samples apart, for tests of which groups train."""
 
 from __future__ import annotations
 
 import copy
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +60,11 @@ def tiny_grpo_args(output_dir: Path | str, **overrides: Any):
         "disable_tqdm": True,
     }
     return GRPOConfig(output_dir=str(output_dir), **{**base, **overrides})
+
+
+def answer_parity_reward(completions, **columns) -> list[float]:
+    """A custom reward (`rewards: [{name: "recipes:answer_parity_reward"}]`) that tells a random policy's samples
+    apart: the parity of the answer text's CRC-32 (a feedback episode's final answer where the row has one). Groups
+    of a model too weak to pass any test then differ, so dynamic sampling keeps, carries and trains them."""
+    texts = columns.get("feedback_answer") or [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [float(zlib.crc32(str(t).encode()) % 2) for t in texts]

@@ -97,3 +97,24 @@ def test_the_stdio_grading_arms_run_their_own_trees_azr_and_a_failed_command_sto
     argv = bench.commands(tasks, samples, tmp_path / "out", 1)["validate"]
     with pytest.raises(SystemExit, match=rf"^{fake_tree.resolve()}: azr data validate .* exited 1"):
         bench.timed(fake_tree.resolve(), argv)  # the fake cli prints and returns nothing: main() is no entry point
+
+
+def test_feedback_costs_arms_interleave_abba_and_each_arms_figure_is_its_median(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    bench = script("feedback_cost")
+    order = [arm for repeat in range(4) for arm in bench.arm_order(repeat)]
+    assert order[:8] == [*bench.ARMS, *reversed(bench.ARMS)] and order[8:] == order[:8]
+    for arm in bench.ARMS:  # over two repeats every arm's mean place in the run is the same: linear drift cancels
+        assert sum(i for i, a in enumerate(order[:8]) if a == arm) == 7
+    step = {"single": [1.0, 9.0, 2.0], "turns=1": [2.0, 2.5, 30.0], "turns=2": [3.0, 3.0, 3.0], "turns=3": [4, 5, 6]}
+    runs = [
+        {"arm": arm, "repeat": r, **{k: step[arm][r] for k in bench.FIGURES}}
+        for r in range(3)
+        for arm in bench.arm_order(r)
+    ]
+    arms = bench._by_arm(runs)
+    assert [arms[a]["step_seconds"] for a in bench.ARMS] == [2.0, 2.5, 3.0, 5]  # a burst in one repeat moves none
+    bench._print({"steps": 1, "repeats": 3, "runs": runs, "arms": arms})
+    out = capsys.readouterr().out
+    assert "single 1.00, turns=1 2.00, turns=2 3.00, turns=3 4.00, turns=3 5.00, turns=2 3.00" in out
+    assert "median per arm" in out and out.splitlines()[-1].split()[-1] == "2.50"  # x single of turns=3

@@ -21,10 +21,9 @@ def task_columns(tasks: Sequence[Task]) -> dict[str, list[object]]:
 
 
 def score_answers(rubric: Rubric, episodes: Sequence[Episode], answers: Sequence[str], tasks: Sequence[Task]) -> None:
-    """Grade `answers` (one per episode) against `tasks` in one batch and set each episode's `rewards` (with
-    `total`), `reward` and `info["grade"]`."""
-    grader = rubric.grader
-    if grader is None:
+    """Grade `answers` (one per episode) against `tasks` in one batch (`Rubric.score`) and set each episode's
+    `rewards` (with `total`), `reward` and `info["grade"]`."""
+    if rubric.grader is None:
         raise ValueError("score_answers: the rubric was only checked; build it with a sandbox to score")
     todo = [i for i, e in enumerate(episodes) if e.finish_reason != "error"]
     for i, episode in enumerate(episodes):
@@ -32,17 +31,12 @@ def score_answers(rubric: Rubric, episodes: Sequence[Episode], answers: Sequence
             episode.info["grade"], episode.rewards, episode.reward = dict(NOT_GRADED), {}, None
     if not todo:
         return
-    completions = [answers[i] for i in todo]
-    columns = task_columns([tasks[i] for i in todo])
-    outcomes = grader.outcomes(completions, columns)
-    per_func = [f(prompts=[None] * len(todo), completions=completions, **columns) for f in rubric.funcs]
-    for row, i in enumerate(todo):
-        values = [values[row] for values in per_func]
-        total = rubric.total(values)
-        details = {k: v for k, v in outcomes[row].details().items() if k != "per_test"}
+    scored = rubric.score([answers[i] for i in todo], task_columns([tasks[i] for i in todo]))
+    for i, one in zip(todo, scored, strict=True):
+        details = {k: v for k, v in one.outcome.details().items() if k != "per_test"}
         episode = episodes[i]
-        episode.rewards = {**dict(zip(rubric.names, values, strict=True)), "total": _rounded(total)}
-        episode.reward = total
+        episode.rewards = {**one.values, "total": _rounded(one.total)}
+        episode.reward = one.total
         episode.info["grade"] = {"status": details["status"], "passed": details["status"] == "passed", **details}
 
 

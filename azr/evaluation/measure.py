@@ -31,28 +31,21 @@ def sampled_groups(sampler: Sampler, tasks: Sequence[Task], sampling: Sampling) 
 
 
 def score_completions(rubric: Rubric, tasks: Sequence[Task], completions: list) -> dict[str, Any]:
-    """Pass rate and weighted mean reward under `rubric` (built to score) over completions grouped
-    `len(completions) // len(tasks)` per task."""
-    funcs, weights, grader = rubric.funcs, rubric.weights, rubric.grader
-    if grader is None:
+    """Pass rate and weighted mean reward under `rubric` (built to score; `Rubric.score`, as GRPO's episodes are
+    scored) over completions grouped `len(completions) // len(tasks)` per task, each completion's reward summed as
+    GRPO sums it (`Rubric.summed`). A completion the sandbox could not grade counts in neither."""
+    if rubric.grader is None:
         raise ValueError("score_completions: the rubric was only checked; build it with a sandbox to score")
     n = len(completions) // max(len(tasks), 1)
     rows = [t.grading_columns() | {"task_id": t.id} for t in tasks for _ in range(n)]
     columns: dict[str, Any] = {key: [row[key] for row in rows] for key in (*GRADING_COLUMNS, "task_id")}
-    per_func = [f(prompts=None, completions=completions, **columns) for f in funcs]
-    statuses = [d["status"] for d in grader.last_details] if len(grader.last_details) == len(completions) else []
-    totals, graded = [], 0
-    for i in range(len(completions)):
-        values = [f[i] for f in per_func]
-        if statuses and statuses[i] == "error":  # not graded: neither a pass nor a failure
-            continue
-        graded += 1
-        totals.append(sum(w * (v or 0.0) for w, v in zip(weights, values, strict=True)))
-    passed = sum(s == "passed" for s in statuses)
+    scored = rubric.score(completions, columns)
+    graded = [s for s in scored if s.status != "error"]  # not graded: neither a pass nor a failure
+    totals = [rubric.summed(list(s.values.values())) for s in graded]
     return {
         "completions": len(completions),
-        "graded": graded,
-        "pass_rate": passed / graded if graded else None,  # None (JSON null): nothing could be graded
+        "graded": len(graded),
+        "pass_rate": sum(s.status == "passed" for s in graded) / len(graded) if graded else None,  # None: JSON null
         "reward": sum(totals) / len(totals) if totals else None,
-        "tasks_solved": len({tasks[i // n].id for i, s in enumerate(statuses) if s == "passed"}) if n else 0,
+        "tasks_solved": len({tasks[i // n].id for i, s in enumerate(scored) if s.status == "passed"}) if n else 0,
     }

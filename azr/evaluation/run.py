@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import (
+    AzrConfig,
     EvalCommandConfig,
     FeedbackConfig,
     ModelConfig,
@@ -75,7 +76,8 @@ class EvalConfig:
     output_dir: Path | None = None
     answer_format: AnswerFormat = "relaxed"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    # the policy's chat-template switches as a recipe sets them (a recipe's defaults without one): training's prompt
+    template_kwargs: dict[str, Any] = field(default_factory=lambda: AzrConfig().template_kwargs())
     vllm: VllmConfig | None = None  # sample the local model through a vLLM server azr starts
     column_map: dict[str, str] = field(default_factory=dict)  # task field -> column of the task file
     checker: str | None = None  # a special judge's source, for every task's stdin/stdout cases
@@ -174,7 +176,8 @@ def eval_config_from_flags(*, config_path=None, overrides=(), **flags: Any) -> E
         if opt.endpoint
         else None
     )
-    template_kwargs = recipe.template_kwargs() if recipe else {}
+    # without a recipe, a default recipe's switches (thinking off): the prompt GRPO trained on, not the template's own
+    template_kwargs = (recipe or AzrConfig()).template_kwargs()
     # --vllm, or a recipe that generates through vLLM: its vllm: section says how to start the server
     sidecar = (recipe.vllm if recipe else VllmConfig()) if opt.vllm or (recipe and recipe.vllm.mode != "off") else None
     return EvalConfig(

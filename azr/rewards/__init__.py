@@ -37,7 +37,7 @@ from azr.rewards.harness import harness_preload
 from azr.rewards.health import InfraFailures
 from azr.rewards.oracle import sandbox_oracle
 from azr.rewards.outputs import Output, outputs_many
-from azr.rewards.rubric import Rubric, build_rubric, trained_rubric
+from azr.rewards.rubric import Rubric, Scored, build_rubric, recipe_rubric, trained_rubric
 from azr.rewards.stdio import compare_output
 from azr.rewards.verdicts import TestOutcome
 
@@ -53,6 +53,7 @@ __all__ = [
     "OutcomeCache",
     "Output",
     "Rubric",
+    "Scored",
     "SelfPlayReward",
     "TestOutcome",
     "build_rubric",
@@ -68,6 +69,7 @@ __all__ = [
     "public_feedback",
     "public_feedback_many",
     "public_task",
+    "recipe_rubric",
     "render_feedback",
     "run_program",
     "sandbox_oracle",

@@ -1,7 +1,8 @@
 """`Rubric`: a run's reward setup as one object, built once and checked when built — the reward functions, their
-weights, the answer parser every reward reads completions with, and the grader behind them. GRPO, the pass rate,
-the held-out evaluation and `azr gen` all score through one. `build_rubric` makes the recipe's; `trained_rubric`
-what GRPO trains with (self-play's reward blended in once). Absolute Zero's two role rewards are its own rubric.
+weights, the answer parser every reward reads completions with, and the grader behind them. GRPO's episodes, the
+pass rate, the held-out evaluation and `azr gen` all score through one (`Rubric.score`). `recipe_rubric` makes the
+recipe's (over `build_rubric`); `trained_rubric` what GRPO trains with (self-play's reward blended in once).
+Absolute Zero's two role rewards are its own rubric.
 """
 
 from __future__ import annotations
@@ -9,15 +10,30 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from azr.config import AzrConfig, RewardSpec, SandboxConfig
 from azr.errors import ConfigError
 from azr.prompts import Answer, AnswerFormat, parse_answer
-from azr.rewards.functions import CodeGrader, EpisodeReward, SelfPlayReward, instantiate
+from azr.rewards.functions import CodeGrader, EpisodeReward, Outcome, SelfPlayReward, instantiate
 from azr.rewards.grading import limits_from_config, pool_from_config
 from azr.sandbox import ExecutionProvider
 
 RewardFunc = Callable[..., list]  # TRL's contract: (prompts, completions, **columns) -> one value (or None) per row
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One completion under a rubric: each reward's value by name, their weighted `total` (None: not graded), and
+    the grader's `outcome` (the answer as read, the status, the tests passed)."""
+
+    values: dict[str, float | None]
+    total: float | None
+    outcome: Outcome
+
+    @property
+    def status(self) -> str:
+        return self.outcome.status
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,26 @@ class Rubric:
             return None
         return sum(w * v for w, v in zip(self.weights, values, strict=True))  # type: ignore[operator]
 
+    def summed(self, values: Sequence[float | None]) -> float:
+        """The weighted sum as TRL's round takes it (a NaN sum): a reward without a value adds nothing. For a row
+        that was graded; one the sandbox could not grade is left out whole (`AZRGRPOTrainer` masks it)."""
+        return sum(w * v for w, v in zip(self.weights, values, strict=True) if v is not None)
+
+    def score(self, completions: Sequence[Any], columns: dict[str, Any]) -> list[Scored]:
+        """Every completion's rewards and total, against its row of `columns` (TRL's dataset columns, one row per
+        completion); each program runs once, its outcome shared by the graded rewards. ValueError when the rubric
+        was only checked (no grader)."""
+        if self.grader is None:
+            raise ValueError("the rubric was only checked; build it with a sandbox to score")
+        completions = list(completions)
+        outcomes = self.grader.outcomes(completions, columns)
+        per_func = [f(prompts=[None] * len(completions), completions=completions, **columns) for f in self.funcs]
+        scored = []
+        for row, outcome in enumerate(outcomes):
+            values = [values[row] for values in per_func]
+            scored.append(Scored(dict(zip(self.names, values, strict=True)), self.total(values), outcome))
+        return scored
+
     def blended(self, weight: float) -> Rubric:
         """Self-play's blend: every weight scaled by (1 - `weight`) and the `selfplay` reward at `weight` (the one
         already among the functions, with its own tie values, or a default one added)."""
@@ -91,6 +127,14 @@ def build_rubric(
         return Rubric(tuple(funcs), tuple(float(spec.weight) for spec in specs), grader, answer_format)
     except ValueError as exc:
         raise ConfigError(f"rewards: {exc}") from None
+
+
+def recipe_rubric(
+    cfg: AzrConfig, sandbox: SandboxConfig | None = None, pool: ExecutionProvider | None = None
+) -> Rubric:
+    """The recipe's rubric: its `rewards`, read with its `answer_format`; what the pass rate, the held-out evaluation
+    and `azr gen` score with, and what GRPO's (`trained_rubric`) is made from. `sandbox`, `pool`: `build_rubric`'s."""
+    return build_rubric(cfg.rewards, sandbox, pool, answer_format=cfg.answer_format)
 
 
 def trained_rubric(cfg: AzrConfig, rubric: Rubric) -> Rubric:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from azr.config import AzrConfig, SandboxConfig
-from azr.rewards import CodeGrader, Rubric, build_rubric, trained_rubric
+from azr.rewards import CodeGrader, Rubric, recipe_rubric, trained_rubric
 from azr.sandbox import ExecutionProvider
 
 
@@ -42,5 +42,5 @@ def run_rewards(
 ) -> RunRewards:
     """The run's rubrics. With `sandbox`, built to score over `pool` (default: the shared pool of `sandbox`); without,
     only checked (every reward name and its params, no sandbox started). ConfigError names the field at fault."""
-    rubric = build_rubric(cfg.rewards, sandbox, pool, answer_format=cfg.answer_format)
+    rubric = recipe_rubric(cfg, sandbox, pool)
     return RunRewards(rubric, None if cfg.mode == "absolute_zero" else trained_rubric(cfg, rubric))

@@ -639,3 +639,27 @@ def test_the_flags_make_a_new_config_and_leave_the_loaded_recipe_as_it_was(tmp_p
     )
     assert cfg.model.quantization == "4bit" and cfg.sandbox.workers == 3
     assert recipe == before
+
+
+def test_a_model_evaluated_without_a_recipe_sees_the_prompt_grpo_trains_it_on(tiny_model_dir, tmp_path):
+    """`--model DIR` without `--config` takes a default recipe's chat-template switches (thinking off), so the tiny
+    model's template renders the same prompt ids as TRL's round does under a default recipe's GRPOConfig."""
+    from azr.config import load_config
+    from azr.evaluation import eval_config_from_flags
+    from azr.evaluation.run import build_sampler
+    from azr.prompts import chat_messages
+    from azr.rollouts import Prompt
+    from azr.training import build_trainer_args
+
+    cfg = eval_config_from_flags(dataset="held-out", model_path=str(tiny_model_dir), ks="1")
+    source = build_sampler(cfg, {"load_s": 0.0}).source
+    recipe = load_config(None, [f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path / 'run'}"])
+    trained_with = build_trainer_args(recipe, cpu=True).grpo.chat_template_kwargs
+    for task in HELD_OUT[:3]:
+        messages = chat_messages(task.prompt)
+        evaluated = source.prompt_text(Prompt(task.id, messages))
+        trl_round = source.tokenizer.apply_chat_template(  # as TRL's round tokenizes a batch of prompts
+            conversation=[messages], add_generation_prompt=True, tokenize=True, return_dict=True, **trained_with
+        )["input_ids"][0]
+        assert list(source.tokenizer(evaluated, add_special_tokens=False)["input_ids"]) == list(trl_round)
+        assert evaluated.endswith("<think>\n\n</think>\n\n")  # the switch reached the template: thinking off

@@ -1,15 +1,21 @@
-"""The `Rubric`: checked when built, the self-play blend, the weighted total, and the recipe's rubric built without a
-sandbox (names and params checked, no grader)."""
+"""The `Rubric`: checked when built, the self-play blend, the weighted total, scoring completions on the real sandbox
+(each program run once for every reward), the recipe's rubric built without a sandbox (names and params checked, no
+grader), and the one place a run's rubric is built."""
 
 from __future__ import annotations
 
+import ast
 import math
+from pathlib import Path
 
 import pytest
 
+import azr
 from azr.config import RewardSpec, load_config
+from azr.data.tasks import load_tasks
 from azr.errors import ConfigError
-from azr.rewards import Rubric, SelfPlayReward, build_rubric, trained_rubric
+from azr.prompts import reference_answer
+from azr.rewards import Rubric, SelfPlayReward, build_rubric, functions, recipe_rubric, trained_rubric
 
 
 def code_reward(completions, **_):
@@ -36,6 +42,7 @@ def test_the_total_is_weighted_and_none_when_a_reward_is_not_graded():
     assert rubric.names == ["code_reward", "format_reward"]
     assert rubric.total([1.0, 0.5]) == pytest.approx(1.1)
     assert rubric.total([None, 0.5]) is None
+    assert rubric.summed([None, 0.5]) == pytest.approx(0.1)  # as TRL sums a row: the missing reward adds nothing
 
 
 def test_the_self_play_blend_scales_the_rest_and_adds_its_reward_once():
@@ -86,3 +93,42 @@ def test_feedback_shaping_adds_the_episode_reward_once_at_weight_one():
     # one answer: nothing; a repair: -0.1 for the second answer, +0.5 x 0.5 for the rise; a fall earns no bonus
     assert episode(completions=[None] * 3, **columns) == pytest.approx([0.0, -0.1 + 0.25, -0.2])
     assert episode(completions=[None]) == [0.0]  # not a feedback row
+
+
+def test_a_rubric_scores_each_completion_with_every_reward_its_total_and_the_graders_outcome(grader):
+    task = load_tasks("held-out")[0]
+    right = reference_answer(task.solution, task.entry_point)
+    wrong = "```python\ndef pad_center(s, width, fill=' '):\n    return s\n```\nFinal answer: pad_center"
+    completions = [right, wrong, "no code at all"]
+    columns = {k: [v] * 3 for k, v in (task.grading_columns() | {"task_id": task.id}).items()}
+    rubric = Rubric((functions.TestsReward(grader), functions.FormatReward(), code_reward), (1.0, 0.1, 2.0), grader)
+    scored = rubric.score(completions, columns)
+    assert [s.status for s in scored] == ["passed", "failed", "no_code"]
+    assert scored[0].values == {"tests_reward": 1.0, "format_reward": 1.0, "code_reward": 1.0}
+    assert scored[0].total == pytest.approx(3.1)
+    assert 0.0 <= scored[1].values["tests_reward"] < 1.0 and scored[1].values["format_reward"] == 1.0
+    assert scored[2].values == {"tests_reward": 0.0, "format_reward": 0.0, "code_reward": 1.0}
+    assert scored[2].total == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="only checked"):
+        Rubric((code_reward,), (1.0,)).score(completions, columns)
+
+
+def test_a_runs_rubric_is_built_in_one_place():
+    """Issue 39: GRPO, the evaluation and `azr gen` share one rubric. Reward functions and weights are put together
+    only in azr/rewards/rubric.py (`recipe_rubric` over `build_rubric`) and Absolute Zero's own role rubric; no other
+    module builds one, and the recipe's rubric is `build_rubric` of its rewards read with its answer format."""
+    root = Path(azr.__file__).parent
+    builders = {"build_rubric", "Rubric", "instantiate"}
+    allowed = {"rewards/rubric.py": builders, "absolute_zero/rewards.py": {"Rubric"}}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in builders and name not in allowed.get(rel, set()):
+                    found.append(f"{rel}:{node.lineno} {name}")
+    assert found == []
+    cfg = load_config(None, ["model.name_or_path=tiny", "answer_format=relaxed", "rewards=[{name: tests}]"])
+    rubric = recipe_rubric(cfg)
+    assert rubric.names == ["tests_reward"] and rubric.answer_format == "relaxed" and rubric.grader is None

@@ -1,8 +1,9 @@
 """GRPO's execution-feedback episodes (`rollouts.env: feedback`) on the real sandbox and the tiny model's tokenizer:
 the ids of each turn stay in the next turn's context exactly as sampled, the feedback's tokens are the environment's
 (masked), an episode stops once its public tests pass, a wrong repair stays wrong, and no feedback turn ever shows a
-hidden test. The sampler here is scripted (it answers what a test needs); the slow test at the end trains two steps
-on the tiny model through TRL's own generation and round.
+hidden test. The sampler here is scripted (it answers what a test needs); the slow tests at the end train two steps
+on the tiny model through TRL's own generation and round, and through `azr train` with dynamic sampling and the
+curriculum.
 """
 
 from __future__ import annotations
@@ -264,3 +265,64 @@ def test_asynchronous_grpo_with_feedback_is_refused_at_load_with_the_reason():
         load_config(None, sets)
     assert "\n" not in str(caught.value) and "verdict on the turn before" in str(caught.value)
     assert load_config(None, sets[:2]).rollouts.env == "feedback"
+
+
+@pytest.mark.slow(minutes=3)  # azr train: two GRPO steps of the tiny model, up to three rounds a step
+@pytest.mark.timeout(900)
+def test_feedback_episodes_with_dynamic_sampling_and_the_curriculum(tiny_model_dir, tmp_path):
+    """Issue 40: `rollouts.env: feedback` with `sampling.dynamic` and the curriculum through `azr train` on the tiny
+    model and the real sandbox. A group is `num_generations` episodes of one task; dynamic sampling keeps a group by
+    its episodes' rewards (a reward that tells the random policy's final answers apart), carries the extra group
+    over to the next batch, and every trained row is an episode with its feedback masked; the curriculum counts
+    each graded episode once (not once per turn), and metrics.jsonl has both sections' keys."""
+    import json
+
+    from recipes import tiny_recipe, write_recipe
+
+    from azr.config import load_config
+    from azr.training.run import run_train
+    from azr.training.trainer import AZRGRPOTrainer
+
+    out = tmp_path / "run"
+    recipe = tiny_recipe(
+        tiny_model_dir,
+        out,
+        grpo={"max_completion_length": 8, "save_steps": 1},
+        rewards=[{"name": "tests", "weight": 1.0}, {"name": "recipes:answer_parity_reward", "weight": 1.0}],
+        rollouts={"env": "feedback"},
+        feedback={"max_turns": 2, "max_chars": 60},
+        sampling={"dynamic": True, "oversample": 1.5, "max_attempts": 2, "carry_over": 1},
+        curriculum={"enabled": True},
+    )
+    trained = []  # (tool_mask, completion_mask) of every row of every batch TRL trained
+    prepare = AZRGRPOTrainer._generate_and_score_completions
+
+    def kept(self, inputs):
+        batch = prepare(self, inputs)
+        trained.append((batch["tool_mask"].tolist(), batch["completion_mask"].tolist()))
+        return batch
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(AZRGRPOTrainer, "_generate_and_score_completions", kept)
+        assert run_train(load_config(write_recipe(tmp_path / "recipe.yaml", recipe))) == 0
+
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    grpo = [m for m in metrics if m.get("phase") == "grpo" and "sampling/kept_share" in m]
+    assert [m["step"] for m in grpo] == [1, 2]
+    assert all("feedback/turns" in m and "feedback/pass_turn2" in m for m in grpo)
+    assert grpo[0]["sampling/carried_over"] >= 1  # three groups of differing episodes for a batch of two
+    generations = [json.loads(line) for p in sorted((out / "generations").glob("*.jsonl")) for line in p.open()]
+    for start in range(0, len(generations), 2):  # in generation order: groups of num_generations episodes
+        group = generations[start : start + 2]
+        assert len({r["task_id"] for r in group}) == 1 and all(r["turns"] for r in group)
+    saved = {
+        s: json.loads((out / "checkpoints" / f"checkpoint-{s}" / "sampling_state.json").read_text()) for s in (1, 2)
+    }
+    graded = sum(r["status"] != "error" for r in generations if r["step"] == 1)
+    assert sum(t["attempts"] for t in saved[1]["groups"]["curriculum"].values()) == graded  # one per episode
+    assert saved[1]["totals"]["trained"] == 2 and saved[2]["totals"]["trained"] == 4
+    assert len(trained) == 2
+    for tool_mask, completion_mask in trained:  # every trained row: an episode, its feedback tokens masked out
+        assert len(tool_mask) == 4
+        for tools, completion in zip(tool_mask, completion_mask, strict=True):
+            assert 0 in [t for t, c in zip(tools, completion, strict=True) if c]
