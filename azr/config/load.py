@@ -177,11 +177,6 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
     check_vllm_config(cfg.vllm, cfg.model, cfg.grpo)
     check_heldout(cfg.eval, cfg.data.eval, cfg.mode)
     check_feedback(cfg.rollouts, cfg.feedback, cfg.mode, cfg.tools.enabled)
-    if cfg.rollouts.env == "feedback" and cfg.sampling.max_staleness:
-        raise ConfigError(
-            "sampling.max_staleness: not with rollouts.env 'feedback' (the asynchronous pipeline samples each group "
-            "in one request ahead of its round; a feedback turn waits for the sandbox's verdict on the turn before)"
-        )
     check_packages(cfg.sandbox.packages)
 
 

@@ -3,30 +3,33 @@
 task, tokenized as TRL tokenizes, played by the episode runner through the trainer's own generation (vLLM or
 `generate`, at GRPO's settings, the same calls TRL's round makes), and handed back as TRL's columns: prompt and
 completion ids, the sampler's log-probabilities, and `env_mask` where environment tokens are to be masked out of the
-loss. TRL's reward functions (the run's rubric) then score the rows; its advantages, as before.
+loss. TRL's reward functions (the run's rubric) then score the rows; its advantages, as before. With
+`sampling.max_staleness` the same episodes are played ahead by the asynchronous pipeline (`ahead_playbook`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from azr.data import Task
 from azr.envs import TaskPrompt
 from azr.rollouts import (
     ChatTokens,
+    Columns,
     Environment,
     Episode,
     Limits,
+    Playbook,
+    Row,
     Sampling,
     TrainerSampler,
+    eos_ids,
     play,
     rollout_columns,
     start_groups,
 )
 from azr.training.trl_private import TrainerBatches
-
-Columns = Callable[[Sequence[Episode]], dict[str, list[object]]]
 
 
 class EpisodeRollouts:
@@ -83,3 +86,23 @@ def play_asked(
     chat = ChatTokens(view.tokenizer, view.template_kwargs)
     play(env, episodes, TrainerSampler(view), chat, Sampling(n=run), limits)
     return episodes
+
+
+def ahead_playbook(
+    env: Environment,
+    view: TrainerBatches,
+    tasks: Mapping[str, Task],
+    limits: Limits = Limits(),
+    columns: Columns | None = None,
+) -> Playbook:
+    """What the asynchronous pipeline plays for each row, as `EpisodeRollouts` plays it in the round: an episode
+    of `env` from the row's conversation and its task, observations rendered with the trainer's chat template, the
+    same `limits` and `columns`."""
+    by_id = dict(tasks)
+
+    def task(row: Row) -> TaskPrompt:
+        task_id = str(row.get("task_id", ""))
+        return TaskPrompt(task_id, row["prompt"], by_id.get(task_id))  # type: ignore[arg-type]
+
+    eos = frozenset(eos_ids(view.policy, view.tokenizer))
+    return Playbook(env, task, view.tokenizer, view.template_kwargs, eos, limits, columns)
