@@ -78,7 +78,7 @@ class Playbook:
     tokenizer: PreTrainedTokenizerBase | None = None
     template_kwargs: dict = field(default_factory=dict)
     eos: frozenset[int] = frozenset()
-    limits: Limits = Limits()
+    limits: Limits = field(default_factory=Limits)
     columns: Columns | None = None
 
     def for_thread(self) -> Playbook:
