@@ -187,11 +187,6 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
             "sft.args.assistant_only_loss: feedback episodes train from their token ids, the loss on the policy's "
             "tokens already (it is for conversations rendered by the chat template)"
         )
-    if cfg.rollouts.env == "feedback" and cfg.sampling.max_staleness:
-        raise ConfigError(
-            "sampling.max_staleness: not with rollouts.env 'feedback' (the asynchronous pipeline samples each group "
-            "in one request ahead of its round; a feedback turn waits for the sandbox's verdict on the turn before)"
-        )
     check_packages(cfg.sandbox.packages)
 
 

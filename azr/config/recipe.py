@@ -170,8 +170,8 @@ def check_staleness(cfg: AzrConfig) -> None:
         ),
         "tools.enabled": (
             cfg.tools.enabled,
-            "the tool loop generates turn by turn, each turn waiting for the previous turn's tool results, and the "
-            "pipeline samples each group's whole completion ahead in one request",
+            "the tool loop's episodes are played in TRL's round only (its rollout), not yet by the pipeline's "
+            "playbook, which plays the code and feedback environments ahead",
         ),
         "grpo.vllm_importance_sampling_correction": (
             cfg.grpo.get("vllm_importance_sampling_correction") is False,

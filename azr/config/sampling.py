@@ -40,8 +40,10 @@ class SamplingConfig:
         0,
         "Asynchronous GRPO: how many policy versions (optimizer steps) a trained sample may lag the weights it trains. "
         "0 is synchronous GRPO (each step waits for its own generation). With N >= 1 the vLLM sidecar (vllm.mode: "
-        "adapter) generates the next N batches while the trainer trains, each sample tagged with the adapter version "
-        "that sampled it; a sample older than N is never trained (dropped, counted, regenerated). TRL's "
+        "adapter) plays the next N batches' episodes while the trainer trains (every turn of the run's environment: "
+        "with rollouts.env feedback the public tests run between turns), each episode tagged with the adapter "
+        "version that sampled its first turn; a sample older than N is never trained (dropped, counted, "
+        "regenerated). TRL's "
         "importance-sampling correction (grpo.vllm_importance_sampling_mode / _clip_max / _clip_min) weighs each "
         "sample against its sampler's log-probabilities.",
         ge=0,

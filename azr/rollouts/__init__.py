@@ -1,13 +1,15 @@
 """Rollouts: episodes (`episodes`: an episode's turns with token ids and masks; `environment`: the protocol every
 environment implements; `runner`: the one loop that plays them; `chat`: the chat template as episode ids), the rollout
 seam (`seam`: scored groups, the protocols of a trainer's round and of samplers), the samplers, and what goes into a
-generation batch: the group sampler, the curriculum, dynamic sampling, self-play rounds across
-processes, the asynchronous pipeline, advantages as functions of scores. The face of the package.
+generation batch: the group sampler, the curriculum, dynamic sampling, self-play rounds across processes, the
+asynchronous pipeline (`ahead`: the episodes it plays ahead of the trainer), advantages as functions of scores. The
+face of the package.
 
 Nothing here computes a reward, imports TRL or calls a trainer's round: `azr.training` runs the rounds and hands
 their scored groups in (`azr.training.trl_private`).
 """
 
+from azr.rollouts.ahead import Columns, EngineSampler, Playbook, VersionedEngine, play_ahead
 from azr.rollouts.chat import ChatTokens
 from azr.rollouts.curriculum import Curriculum, TaskStats
 from azr.rollouts.environment import Environment, HasId
@@ -65,8 +67,10 @@ __all__ = [
     "BackendSampler",
     "BatchView",
     "ChatTokens",
+    "Columns",
     "Continuation",
     "Curriculum",
+    "EngineSampler",
     "Environment",
     "Episode",
     "GenerateSampler",
@@ -77,6 +81,7 @@ __all__ = [
     "MainRounds",
     "Message",
     "OneProcess",
+    "Playbook",
     "Policy",
     "Processes",
     "Prompt",
@@ -97,6 +102,7 @@ __all__ = [
     "TrainerSampler",
     "TrainerView",
     "Turn",
+    "VersionedEngine",
     "build_sampling",
     "continuation",
     "eos_ids",
@@ -104,6 +110,7 @@ __all__ = [
     "group_signal",
     "keyed_advantages",
     "play",
+    "play_ahead",
     "rollout_columns",
     "run_groups",
     "run_text",

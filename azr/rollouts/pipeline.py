@@ -1,20 +1,22 @@
-"""Asynchronous GRPO's pipeline: completions for the next batches are sampled while the trainer trains.
+"""Asynchronous GRPO's pipeline: the next batches' episodes are played while the trainer trains.
 
-Each generation batch's rows are handed in (`swap`) and queued; producer threads, one per batch in flight, sample
-the queue in order, side by side, from the newest policy version the engine serves (adapter mode:
-`azr.serving.LoraSync`, one LoRA per version), and `swap` hands back the oldest queued rows, tagged with the version
-that sampled them. With a generation every `every` optimizer steps (TRL's steps_per_generation x num_iterations),
-`max_staleness` N keeps N // every batches in flight, so a batch is sampled during the steps before it trains; the
-first call queues its rows that many times plus one to fill the pipeline. A batch whose version lags the weights
-being trained by more than N (which the order of the queue rules out, but a stall could not) is dropped, counted,
-and sampled again now. TRL's round then takes the completions through its public `rollout_func` (this object is
-one), rewards them, computes the advantages and weighs each token by its importance ratio against the sampler's log-
-probabilities (TRL's `vllm_importance_sampling_*` correction). Nothing in flight is saved: a resumed run samples
-afresh, and no sample is trained twice. Each batch is sampled under a seed of its own (`batch_seed`: the run's seed,
-the version it is queued at, its place among that version's batches), so what a batch draws never depends on what
-else the engine was doing meanwhile: a run samples the same completions however its timing falls.
+Each generation batch's rows are handed in (`swap`) and queued; producer threads, one per batch in flight, play the
+queue in order, side by side: every row an episode of the run's environment (`azr.rollouts.ahead`: the one runner,
+each turn sampled from the newest policy version the engine serves, adapter mode's `azr.serving.LoraSync` with one
+LoRA per version, the environment answering between turns), and `swap` hands back the oldest queued rows, tagged
+with the version that sampled them (an episode's first turn's: the oldest of its turns). With a generation every
+`every` optimizer steps (TRL's steps_per_generation x num_iterations), `max_staleness` N keeps N // every batches in
+flight, so a batch is played during the steps before it trains; the first call queues its rows that many times plus
+one to fill the pipeline. A batch whose version lags the weights being trained by more than N (which the order of
+the queue rules out, but a stall could not) is dropped, counted, and played again now. TRL's round then takes the
+episodes through its public `rollout_func` (this object is one) as token ids, the sampler's log-probabilities and
+`env_mask`, rewards them, computes the advantages and weighs each policy token by its importance ratio against the
+sampler's log-probability (TRL's `vllm_importance_sampling_*` correction). Nothing in flight is saved: a resumed run
+samples afresh, and no sample is trained twice. Each batch is played under a seed of its own (`batch_seed`: the
+run's seed, the version it is queued at, its place among that version's batches), so what a batch draws never
+depends on what else the engine was doing meanwhile: a run samples the same episodes however its timing falls.
 
-Owns the queue, the producer and the `async/*` metrics; not the rewards, not the weights' transfer.
+Owns the queue, the producer and the `async/*` metrics; not the episodes' rules, the rewards, or the weights' transfer.
 """
 
 from __future__ import annotations
@@ -27,25 +29,14 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from azr.rollouts.ahead import Playbook, VersionedEngine, play_ahead
+from azr.rollouts.episodes import Episode
 from azr.rollouts.seam import VERSION, Row, ScoredGroup
 
 log = logging.getLogger(__name__)
 
-
-class VersionedEngine(Protocol):
-    """A generation engine apart from the trainer that serves several policy versions (`azr.serving.LoraSync`)."""
-
-    @property
-    def latest_version(self) -> int: ...
-
-    def sample_latest(
-        self, prompt_ids: list[list[int]], n: int, seed: int | None = None
-    ) -> tuple[int, list[list[int]], list[list[float]]]:
-        """`n` completions per prompt from the newest version: (version, token ids, per-token logprobs); with `seed`,
-        drawn from that seed alone (completion i of a prompt from `seed + i`, as vLLM seeds a request's `n`)."""
-        ...
+__all__ = ["AsyncRollouts", "Sampled", "VersionedEngine", "batch_seed", "outside_band"]
 
 
 @dataclass
@@ -55,36 +46,39 @@ class _Batch:
     seed: int | None = None
     done: threading.Event = field(default_factory=threading.Event)
     version: int = -1
-    completion_ids: list[list[int]] = field(default_factory=list)
-    logprobs: list[list[float]] = field(default_factory=list)
+    episodes: list[Episode] = field(default_factory=list)
+    columns: dict[str, list[object]] = field(default_factory=dict)
     seconds: float = 0.0
     error: BaseException | None = None
 
 
 @dataclass
 class Sampled:
-    """A batch's completions as TRL's round takes them, row by row: each row's prompt ids, completion ids and
-    per-token sampler log-probabilities, and the version that drew them. A slice (`part`) is one process's rows."""
+    """A batch's episodes as TRL's round takes them, row by row: TRL's `rollout_func` columns (prompt ids,
+    completion ids, the sampler's per-token log-probabilities, `env_mask` where an environment spoke, each row's
+    `policy_version`, and the playbook's own), and the version that drew them. A slice (`part`) is one process's
+    rows."""
 
     rows: list[Row]
-    prompt_ids: list[list[int]]
-    completion_ids: list[list[int]]
-    logprobs: list[list[float]]
+    columns: dict[str, list[object]]
     version: int
 
     def part(self, start: int, end: int) -> Sampled:
         cut = slice(start, end)
-        return Sampled(self.rows[cut], self.prompt_ids[cut], self.completion_ids[cut], self.logprobs[cut], self.version)
+        columns = {k: (v[cut] if v is not None else None) for k, v in self.columns.items()}
+        return Sampled(self.rows[cut], columns, self.version)  # type: ignore[arg-type]
 
     def tagged(self) -> list[Row]:
         """The rows, each with the version that sampled it (column `policy_version`)."""
-        return [{**row, VERSION: self.version} for row in self.rows]
+        versions = self.columns.get(VERSION) or [self.version] * len(self.rows)
+        return [{**row, VERSION: v} for row, v in zip(self.rows, versions, strict=True)]
 
 
 class AsyncRollouts:
     """The pipeline of one training run. `tokenize` turns a list of prompts into token ids (the trainer's own);
     `seed` (the run's) seeds each batch's sampling (None: the engine's own randomness, which depends on what else
-    it ran); call `start()` once the engine serves a version, and `close()` however training ends."""
+    it ran); `playbook` says which environment plays each row (default: one turn, scored by the trainer); call
+    `start()` once the engine serves a version, and `close()` however training ends."""
 
     def __init__(
         self,
@@ -94,6 +88,7 @@ class AsyncRollouts:
         group_size: int,
         every: int = 1,
         seed: int | None = None,
+        playbook: Playbook | None = None,
     ):
         if max_staleness < every:
             raise ValueError(f"AsyncRollouts: max_staleness {max_staleness} is below the {every} steps per generation")
@@ -101,6 +96,7 @@ class AsyncRollouts:
         # Generation batches in flight: a batch sampled d generations ahead is up to d x `every` versions old.
         self.depth = max_staleness // every
         self.seed = seed
+        self.playbook = playbook or Playbook()
         self._queued_at: Counter[int] = Counter()  # batches queued at each version (each gets a seed of its own)
         self._queue: deque[_Batch] = deque()  # handed in, not yet trained, oldest first
         self._todo: deque[_Batch] = deque()  # of which not yet sampled
@@ -111,10 +107,11 @@ class AsyncRollouts:
         self._window: Counter[str] = Counter()
         self._seconds: Counter[str] = Counter()
         self.dropped = 0  # samples dropped for staleness, in all
+        self.last: list[Episode] = []  # the episodes of the batch TRL's round took last (this process's)
 
     # ------------------------------------------------------------------------------------------------ producer
     def start(self) -> None:
-        """One producer per batch in flight: the batches queued ahead are sampled side by side (the engine batches
+        """One producer per batch in flight: the batches queued ahead are played side by side (the engine batches
         concurrent requests), so the requests in flight follow from the staleness bound, as generation throughput
         does when generation is the longer part of a step."""
         if not self._threads:
@@ -137,6 +134,7 @@ class AsyncRollouts:
         self._queue.clear()
 
     def _produce(self) -> None:
+        playbook = self.playbook.for_thread()
         while True:
             with self._wake:
                 while not self._todo and not self._stop:
@@ -144,13 +142,13 @@ class AsyncRollouts:
                 if self._stop:
                     return
                 batch = self._todo.popleft()
-            self._sample(batch)
+            self._sample(batch, playbook)
 
-    def _sample(self, batch: _Batch) -> None:
+    def _sample(self, batch: _Batch, playbook: Playbook) -> None:
         started = time.perf_counter()
         try:
-            batch.version, batch.completion_ids, batch.logprobs = self.engine.sample_latest(
-                batch.prompt_ids, self.size, batch.seed
+            batch.version, batch.episodes, batch.columns = play_ahead(
+                self.engine, playbook, batch.rows, batch.prompt_ids, self.size, batch.seed
             )
         except BaseException as exc:  # handed to the trainer, which raises it
             batch.error = exc
@@ -179,18 +177,18 @@ class AsyncRollouts:
             self.dropped += len(batch.rows)
             self._window["dropped"] += len(batch.rows)
             fresh = _Batch(batch.rows, batch.prompt_ids, self._next_seed(version_now))
-            self._sample(fresh)
+            self._sample(fresh, self.playbook)  # on the trainer's thread: its own tokenizer
             self._seconds["wait"] += fresh.seconds
             if fresh.error is not None:
                 raise fresh.error
             batch = fresh
-        ids = [ids for ids in batch.prompt_ids for _ in range(self.size)]
-        self._ready = Sampled(batch.rows, ids, list(batch.completion_ids), list(batch.logprobs), batch.version)
+        self._ready = Sampled(batch.rows, batch.columns, batch.version)
+        self.last = batch.episodes
         return self._ready.tagged()
 
     @property
     def ready(self) -> Sampled | None:
-        """What the last `swap` returned, with its completions (for the main process to hand out)."""
+        """What the last `swap` returned, with its episodes' columns (for the main process to hand out)."""
         return self._ready
 
     def hand(self, part: Sampled) -> list[Row]:
@@ -215,20 +213,16 @@ class AsyncRollouts:
         return batch_seed(self.seed, version_now, self._queued_at[version_now] - 1)
 
     def __call__(self, prompts: list[object], trainer: object) -> dict[str, list[object]]:
-        """TRL's `rollout_func`: the completions of the batch `swap` returned last (whose rows' prompts are
-        `prompts`, one per completion), as TRL takes them: prompt ids and completion ids per completion, each
-        completion token's sampler log-probability, and each row's `policy_version`."""
+        """TRL's `rollout_func`: the episodes of the batch `swap` returned last (whose rows' prompts are `prompts`,
+        one per episode), as TRL takes them: prompt ids and completion ids per episode, each completion token's
+        sampler log-probability (0.0 at an environment's tokens, which `env_mask` masks out of the loss), each
+        row's `policy_version`, and the playbook's columns."""
         batch, self._ready = self._ready, None
         if batch is None or len(prompts) != len(batch.rows):
             raise RuntimeError("sampling.max_staleness: TRL's round asked for completions the pipeline did not swap in")
         if any(p != r["prompt"] for p, r in zip(prompts, batch.rows, strict=True)):
             raise RuntimeError("sampling.max_staleness: TRL's round holds other prompts than the batch sampled")
-        return {
-            "prompt_ids": list(batch.prompt_ids),
-            "completion_ids": list(batch.completion_ids),
-            "logprobs": list(batch.logprobs),
-            VERSION: [batch.version] * len(batch.rows),
-        }
+        return {k: (list(v) if v is not None else None) for k, v in batch.columns.items()}  # type: ignore[misc]
 
     # ------------------------------------------------------------------------------------------------ metrics
     def observe(

@@ -1,8 +1,9 @@
 """The one loop that runs any `Environment`: `run_groups` plays `sampling.n` episodes of each task with a token-level
 sampler (every turn continues the episode's ids; observations join as the chat template's ids for them) and scores
-them through the environment; `run_text` plays one with an endpoint (messages only). Synchronous today: the
-asynchronous pipeline becomes its scheduler. Finish reasons: `done` (unless the environment names its own),
-`max_turns`, `max_tokens` (the episode's budget, or its completion's), `context` (the model's window) or `error`.
+them through the environment; `run_text` plays one with an endpoint (messages only). Now (GRPO's round) or ahead
+(the asynchronous pipeline schedules it: `azr.rollouts.ahead`). Finish reasons: `done` (unless the environment
+names its own), `max_turns`, `max_tokens` (the episode's budget, or its completion's), `context` (the model's window)
+or `error`.
 """
 
 from __future__ import annotations

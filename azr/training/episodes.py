@@ -4,23 +4,28 @@ episode, started from the row's conversation and its task, played by the episode
 generation (vLLM or `generate`, at GRPO's settings, the same calls TRL's round makes), and handed back as TRL's
 columns: prompt and completion ids, the sampler's log-probabilities, and `env_mask` where environment tokens are to
 be masked out of the loss. TRL's reward functions (the run's rubric) then score the rows; its advantages, as before.
+With `sampling.max_staleness` the same episodes are played ahead by the asynchronous pipeline (`ahead_playbook`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from azr.data import Task
 from azr.envs import TaskPrompt
 from azr.rollouts import (
     ChatTokens,
+    Columns,
     Environment,
     Episode,
     Limits,
     Message,
+    Playbook,
+    Row,
     Sampling,
     TrainerSampler,
+    eos_ids,
     play,
     rollout_columns,
     start_groups,
@@ -30,7 +35,6 @@ from azr.training.trl_private import TrainerBatches
 if TYPE_CHECKING:
     from trl import GRPOTrainer
 
-Columns = Callable[[Sequence[Episode]], dict[str, list[object]]]
 # The column of a row that holds what the rewards score in place of TRL's decoding of the whole transcript (a
 # multi-turn episode's final answer, or its calls and results): see `episode_completions`.
 COMPLETION = "episode_completion"
@@ -110,3 +114,23 @@ def episode_completions(inputs: Sequence[dict[str, Any]], completions: list[Any]
 def assistant(text: str) -> list[Message]:
     """`text` as a completion of one assistant message (what a reward reads as an answer)."""
     return [{"role": "assistant", "content": text}]
+
+
+def ahead_playbook(
+    env: Environment,
+    view: TrainerBatches,
+    tasks: Mapping[str, Task],
+    limits: Limits = Limits(),
+    columns: Columns | None = None,
+) -> Playbook:
+    """What the asynchronous pipeline plays for each row, as `EpisodeRollouts` plays it in the round: an episode
+    of `env` from the row's conversation and its task, observations rendered with the trainer's chat template, the
+    same `limits` and `columns`."""
+    by_id = dict(tasks)
+
+    def task(row: Row) -> TaskPrompt:
+        task_id = str(row.get("task_id", ""))
+        return TaskPrompt(task_id, row["prompt"], by_id.get(task_id))  # type: ignore[arg-type]
+
+    eos = frozenset(eos_ids(view.policy, view.tokenizer))
+    return Playbook(env, task, view.tokenizer, view.template_kwargs, eos, limits, columns)

@@ -18,7 +18,7 @@ from azr.training.trl_private import TrainerBatches
 if TYPE_CHECKING:
     from trl import GRPOTrainer
 
-    from azr.rollouts import AsyncRollouts
+    from azr.rollouts import AsyncRollouts, Playbook
     from azr.serving import LoraSync
     from azr.training.episodes import EpisodeRollouts
     from azr.training.feedback import FeedbackRollout
@@ -94,7 +94,8 @@ def grpo_phase(ctx: RunContext):
         if (backend := ctx.sidecar.generation(trainer)) is not None:
             use_generation_backend(trainer, backend)  # adapter mode: GRPO samples from the vLLM server
             if cfg.sampling.max_staleness:  # asynchronous GRPO: the server samples ahead, one LoRA per version
-                pipeline = asynchronous(trainer, backend, cfg.sampling.max_staleness)
+                playbook = ahead_playbook(ctx, trainer, episodes)
+                pipeline = asynchronous(trainer, backend, cfg.sampling.max_staleness, playbook)
                 sampling.pipeline = pipeline
         if pipeline is None:  # each round's rows are played as episodes of the run's environment
             TrainerBatches(trainer).use_rollouts(episodes or episode_rollouts(ctx, trainer))
@@ -107,19 +108,44 @@ def grpo_phase(ctx: RunContext):
     return finish_grpo(ctx, trainer, started)
 
 
-def asynchronous(trainer: AZRGRPOTrainer, backend: LoraSync, max_staleness: int) -> AsyncRollouts:
+def asynchronous(
+    trainer: AZRGRPOTrainer, backend: LoraSync, max_staleness: int, playbook: Playbook | None = None
+) -> AsyncRollouts:
     """Asynchronous GRPO over adapter mode's `backend` (`azr.serving.LoraSync`): it serves each policy version under
-    its own name, and TRL's round takes the completions the pipeline sampled ahead through its `rollout_func`."""
+    its own name, the pipeline plays each row's episode ahead (`playbook`; default: the one-turn code task), and
+    TRL's round takes the episodes through its `rollout_func`."""
+    from azr.config import steps_per_generation
+    from azr.envs import CodeEnvironment
     from azr.rollouts import AsyncRollouts
+    from azr.training.episodes import ahead_playbook as play_rows
 
     view = TrainerBatches(trainer)
     backend.serve_versions()
-    from azr.config import steps_per_generation
-
     every = steps_per_generation(trainer.args)  # optimizer steps between two generations
-    pipeline = AsyncRollouts(backend, view.tokenize, max_staleness, view.group_size, every, seed=trainer.args.seed)
+    playbook = playbook or play_rows(CodeEnvironment(), view, {})
+    pipeline = AsyncRollouts(
+        backend, view.tokenize, max_staleness, view.group_size, every, seed=trainer.args.seed, playbook=playbook
+    )
     view.use_rollouts(pipeline)
     return pipeline
+
+
+def ahead_playbook(
+    ctx: RunContext, trainer: AZRGRPOTrainer, episodes: FeedbackRollout | ToolRollout | None
+) -> Playbook:
+    """What asynchronous GRPO plays ahead for each row: the run's environment as the synchronous round plays it
+    (`episode_rollouts`, or a `FeedbackRollout`'s environment with its turns and columns). Tools are refused at load
+    with `sampling.max_staleness`, so their rollout never gets here."""
+    from azr.envs import CodeEnvironment
+    from azr.rollouts import Limits
+    from azr.training.episodes import ahead_playbook as play_rows
+    from azr.training.feedback import FeedbackRollout
+
+    view, tasks = TrainerBatches(trainer), {t.id: t for t in ctx.tasks}
+    if not isinstance(episodes, FeedbackRollout):
+        return play_rows(CodeEnvironment(), view, tasks)
+    feedback = episodes
+    return play_rows(feedback.env, view, tasks, Limits(max_turns=ctx.cfg.feedback.max_turns), feedback.columns)
 
 
 def episode_rollouts(ctx: RunContext, trainer: AZRGRPOTrainer) -> EpisodeRollouts:

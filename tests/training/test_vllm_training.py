@@ -396,3 +396,45 @@ def test_tool_episodes_in_adapter_mode_run_each_call_the_server_writes(tiny_mode
         shown = record["messages"]
         assert [m["role"] for m in shown] == ["assistant", "tool", "assistant"] and shown[1]["content"] == "42"
         assert all(m["tool_calls"][0]["function"]["name"] == "python_run" for m in shown[::2])
+
+
+@pytest.mark.slow(minutes=3)  # three GRPO steps with a vLLM server, two turns an episode, played ahead
+def test_asynchronous_grpo_plays_feedback_episodes_ahead_within_the_bound(tiny_model_dir, tmp_path):
+    """`rollouts.env: feedback` with `sampling.max_staleness: 1`: the pipeline plays each batch's episodes ahead
+    (both turns from the server, the public tests in the sandbox between them) while the trainer trains. Every
+    record keeps the bound and writes the feedback metrics; the first batch (fresh) has TRL's importance ratio at 1
+    over the policy's tokens, which holds only if the feedback's tokens are masked out (the sampler gives them no
+    log-probability) and both turns' server log-probabilities sit where their tokens are."""
+    python = require_vllm_python()
+    out = tmp_path / "run"
+    path = recipe(
+        tmp_path / "r.yaml",
+        tiny_model_dir,
+        out,
+        python,
+        max_steps=3,
+        rollouts={"env": "feedback"},
+        feedback={"max_turns": 2, "max_failures": 1, "max_chars": 80},
+        sampling={"max_staleness": 1},
+        # the hidden tests' verdicts (the `tests` reward's) give the pass rate by turn; the vowels give a spread
+        rewards=[{"name": "vowel_plugin:vowels", "weight": 1.0}, {"name": "tests", "weight": 0.1}],
+    )
+    proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
+    _, stderr = proc.communicate(timeout=1500)
+    assert proc.returncode == 0, stderr[-4000:]
+    records = grpo_records(out)
+    assert [r["step"] for r in records] == [1, 2, 3]
+    for r in records:
+        assert r["async/staleness_0"] + r["async/staleness_1"] == pytest.approx(1.0), r
+        assert r["async/dropped_samples"] == 0, r
+        assert r["feedback/turns"] == 2.0 and r["feedback/feedback_tokens"] > 0, r  # a random policy fails its test
+        assert {"feedback/pass_turn1", "feedback/pass_turn2", "alarms/public_overfit"} <= r.keys(), r
+    assert any(r["async/staleness_1"] > 0 for r in records)  # it played ahead
+    first = records[0]
+    assert first["async/staleness_0"] == 1.0
+    assert abs(first["sampling/importance_sampling_ratio/mean"] - 1) < 0.01, first
+    assert first["sampling/sampling_logp_difference/max"] < 0.01, first
+    generations = generation_records(out)
+    assert sorted(Counter(g["step"] for g in generations).items()) == [(1, 8), (2, 8), (3, 8)]
+    assert all(0 <= g["step"] - 1 - g["policy_version"] <= 1 for g in generations)
+    assert all(len(g["turns"]) == 2 and g["turns"][0]["feedback"] for g in generations)  # shown, then answered

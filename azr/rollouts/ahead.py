@@ -1,0 +1,145 @@
+"""Episodes played ahead of the trainer: what the asynchronous pipeline's producer does with one queued batch. A
+`Playbook` names the run's environment and how a row starts its episode; `play_ahead` plays the batch's episodes
+through the one runner (`azr.rollouts.runner.play`) with `EngineSampler`, a token sampler over the newest version
+a `VersionedEngine` serves, every turn seeded from the batch's seed, the environment answering between turns.
+Owns no queue and no timing (`azr.rollouts.pipeline` does), and no reward: the trainer's round scores the rows.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
+
+from azr.rollouts.chat import ChatTokens
+from azr.rollouts.environment import Environment, HasId
+from azr.rollouts.episodes import Episode, Message, rollout_columns
+from azr.rollouts.runner import Limits, play, start_groups
+from azr.rollouts.samplers import continuation
+from azr.rollouts.seam import VERSION, Continuation, Row, Sampling
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+Columns = Callable[[Sequence[Episode]], dict[str, list[object]]]
+
+
+class VersionedEngine(Protocol):
+    """A generation engine apart from the trainer that serves several policy versions (`azr.serving.LoraSync`)."""
+
+    @property
+    def latest_version(self) -> int: ...
+
+    def sample_latest(
+        self, prompt_ids: list[list[int]], n: int, seed: int | None = None
+    ) -> tuple[int, list[list[int]], list[list[float]]]:
+        """`n` completions per prompt from the newest version: (version, token ids, per-token logprobs); with `seed`,
+        drawn from that seed alone (completion i of a prompt from `seed + i`, as vLLM seeds a request's `n`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RowTask:
+    """A row as a task when the environment needs nothing but its id (a one-turn round the trainer scores)."""
+
+    id: str
+    row: Row
+
+
+def row_task(row: Row) -> HasId:
+    return RowTask(str(row.get("task_id", "")), row)
+
+
+class OneTurn:
+    """The environment of a plain GRPO round: one policy turn, no observation, scored by the trainer's rewards."""
+
+    tools = None
+
+    def start(self, task: HasId) -> list[Message]:
+        return []
+
+    def respond(self, episode: Episode, text: str) -> list[Message] | None:
+        return None
+
+    def score(self, episodes: Sequence[Episode]) -> None:
+        """Nothing: the trainer's reward functions score the rows."""
+
+
+@dataclass(frozen=True)
+class Playbook:
+    """What the pipeline plays for each queued row: an episode of `env` started from `task(row)`, at most
+    `limits.max_turns` policy turns. `tokenizer` (with the chat template's `template_kwargs`) decodes what is sampled
+    and renders each observation as ids once; `eos` ends a turn. `columns` adds columns per row for the rewards (a
+    multi-turn environment's final answer, say). The default plays a one-turn round from ids alone."""
+
+    env: Environment = field(default_factory=OneTurn)
+    task: Callable[[Row], HasId] = row_task
+    tokenizer: PreTrainedTokenizerBase | None = None
+    template_kwargs: dict = field(default_factory=dict)
+    eos: frozenset[int] = frozenset()
+    limits: Limits = field(default_factory=Limits)
+    columns: Columns | None = None
+
+    def for_thread(self) -> Playbook:
+        """This playbook with a tokenizer of its own: a fast tokenizer is not safe to share with a thread that
+        changes its padding or truncation (the trainer's, which tokenizes its batches meanwhile)."""
+        if self.tokenizer is None:
+            return self
+        return replace(self, tokenizer=copy.deepcopy(self.tokenizer))
+
+
+class EngineSampler:
+    """A `TokenSampler` over the newest version `engine` serves when each turn is asked: a run of `n` identical
+    contexts (a group's first turn) is one request for `n` completions, drawn from `seed + sampling.seed` (the
+    runner seeds turn k with `sampling.seed + k`); `versions` records the version each call was drawn by."""
+
+    def __init__(self, engine: VersionedEngine, seed: int | None, playbook: Playbook):
+        self.engine, self.seed, self.playbook = engine, seed, playbook
+        self.versions: list[int] = []
+
+    def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
+        n = max(sampling.n, 1)
+        seed = None if self.seed is None else self.seed + sampling.seed
+        version, ids, logprobs = self.engine.sample_latest([list(c) for c in contexts[::n]], n, seed)
+        if len(ids) != len(contexts):
+            raise RuntimeError(f"the engine returned {len(ids)} completions for {len(contexts)} contexts")
+        self.versions.append(version)
+        return [self._continuation(list(i), list(lp)) for i, lp in zip(ids, logprobs, strict=True)]
+
+    def _continuation(self, ids: list[int], logprobs: list[float]) -> Continuation:
+        book = self.playbook
+        if book.tokenizer is None:  # ids only: a one-turn round, which TRL decodes itself
+            return Continuation(ids, "", "stop" if ids and ids[-1] in book.eos else "length", logprobs)
+        return continuation(book.tokenizer, ids, set(book.eos), logprobs)
+
+
+def play_ahead(
+    engine: VersionedEngine,
+    playbook: Playbook,
+    rows: list[Row],
+    prompt_ids: list[list[int]],
+    group_size: int,
+    seed: int | None,
+) -> tuple[int, list[Episode], dict[str, list[object]]]:
+    """One episode per row of `rows` (whole groups of `group_size` in a row; `prompt_ids` one per group, as the
+    trainer tokenizes them), played to its end: the version each episode is tagged with (its first turn's, the
+    oldest that sampled it: a later turn is drawn by the newest version at its time), the episodes, and TRL's
+    `rollout_func` columns for them with `policy_version` and the playbook's own. A group's first turn is one
+    request for its `group_size` completions under `seed`, as a one-turn batch always was."""
+    book = playbook
+    groups = start_groups(book.env, [book.task(row) for row in rows], None, 1)
+    episodes = [e for group in groups for e in group]
+    for i, episode in enumerate(episodes):
+        episode.prompt_ids = list(prompt_ids[i // group_size])
+    sampler = EngineSampler(engine, seed, book)
+    chat = ChatTokens(book.tokenizer, book.template_kwargs)  # type: ignore[arg-type]  # only an observation uses it
+    play(book.env, episodes, sampler, chat, Sampling(n=group_size, seed=0), book.limits)
+    version = min(sampler.versions) if sampler.versions else engine.latest_version
+    for episode in episodes:
+        episode.version = version
+    columns = rollout_columns(episodes)
+    if book.columns is not None:
+        columns.update(book.columns(episodes))
+    columns[VERSION] = [e.version for e in episodes]
+    return version, episodes, columns
