@@ -168,11 +168,6 @@ def check_staleness(cfg: AzrConfig) -> None:
             "Absolute Zero generates through its own rollout function, proposals then solutions from buffers it "
             "fills as it trains, so there is no batch to sample ahead",
         ),
-        "tools.enabled": (
-            cfg.tools.enabled,
-            "the tool loop's episodes are played in TRL's round only (its rollout), not yet by the pipeline's "
-            "playbook, which plays the code and feedback environments ahead",
-        ),
         "grpo.vllm_importance_sampling_correction": (
             cfg.grpo.get("vllm_importance_sampling_correction") is False,
             "stale samples would be trained without the off-policy correction",

@@ -105,7 +105,10 @@ class EngineSampler:
         if len(ids) != len(contexts):
             raise RuntimeError(f"the engine returned {len(ids)} completions for {len(contexts)} contexts")
         self.versions.append(version)
-        return [self._continuation(list(i), list(lp)) for i, lp in zip(ids, logprobs, strict=True)]
+        # A row of bounded width (`limits.max_completion`): a continuation past what is left of it is cut there, as
+        # the trainer's own sampler cuts it (the server samples each request to GRPO's full length).
+        cut = sampling.max_new_tokens if self.playbook.limits.max_completion is not None else None
+        return [self._continuation(list(i[:cut]), list(lp[:cut])) for i, lp in zip(ids, logprobs, strict=True)]
 
     def _continuation(self, ids: list[int], logprobs: list[float]) -> Continuation:
         book = self.playbook
@@ -128,13 +131,17 @@ def play_ahead(
     `rollout_func` columns for them with `policy_version` and the playbook's own. A group's first turn is one
     request for its `group_size` completions under `seed`, as a one-turn batch always was."""
     book = playbook
-    groups = start_groups(book.env, [book.task(row) for row in rows], None, 1)
+    chat = ChatTokens(book.tokenizer, book.template_kwargs)  # type: ignore[arg-type]  # only tools and observations
+    # An environment with tools renders their schemas into the prompt (as the round does), which the trainer's
+    # tokenization of the rows would not.
+    groups = start_groups(book.env, [book.task(row) for row in rows], chat if book.env.tools else None, 1)
     episodes = [e for group in groups for e in group]
-    for i, episode in enumerate(episodes):
-        episode.prompt_ids = list(prompt_ids[i // group_size])
+    if not book.env.tools:
+        for i, episode in enumerate(episodes):
+            episode.prompt_ids = list(prompt_ids[i // group_size])
     sampler = EngineSampler(engine, seed, book)
-    chat = ChatTokens(book.tokenizer, book.template_kwargs)  # type: ignore[arg-type]  # only an observation uses it
-    play(book.env, episodes, sampler, chat, Sampling(n=group_size, seed=0), book.limits)
+    per_turn = book.limits.max_completion or Sampling().max_new_tokens
+    play(book.env, episodes, sampler, chat, Sampling(n=group_size, seed=0, max_new_tokens=per_turn), book.limits)
     version = min(sampler.versions) if sampler.versions else engine.latest_version
     for episode in episodes:
         episode.version = version

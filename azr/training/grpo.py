@@ -134,14 +134,17 @@ def ahead_playbook(
     ctx: RunContext, trainer: AZRGRPOTrainer, episodes: FeedbackRollout | ToolRollout | None
 ) -> Playbook:
     """What asynchronous GRPO plays ahead for each row: the run's environment as the synchronous round plays it
-    (`episode_rollouts`, or a `FeedbackRollout`'s environment with its turns and columns). Tools are refused at load
-    with `sampling.max_staleness`, so their rollout never gets here."""
+    (`episode_rollouts`, a `ToolRollout`'s tool loop with its limits and columns, or a `FeedbackRollout`'s
+    environment with its turns and columns)."""
     from azr.envs import CodeEnvironment
     from azr.rollouts import Limits
     from azr.training.episodes import ahead_playbook as play_rows
     from azr.training.feedback import FeedbackRollout
+    from azr.training.tools import ToolRollout
 
     view, tasks = TrainerBatches(trainer), {t.id: t for t in ctx.tasks}
+    if isinstance(episodes, ToolRollout):
+        return play_rows(episodes.env, view, tasks, episodes.rollouts.limits, episodes.columns)
     if not isinstance(episodes, FeedbackRollout):
         return play_rows(CodeEnvironment(), view, tasks)
     feedback = episodes

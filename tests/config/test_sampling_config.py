@@ -49,7 +49,6 @@ def test_bad_values_name_the_field(overrides, message):
         ([], "needs vllm.mode: adapter; HF generate"),
         (["vllm.mode=colocate"], "colocate mode generates inside"),
         (["vllm.mode=server", "vllm.gpus=[1]"], "NCCL sync replaces the served weights"),
-        (["vllm.mode=adapter", "tools.enabled=true"], "tools.enabled in this version (the tool loop's episodes are"),
         (["vllm.mode=adapter", "mode=absolute_zero"], "not with mode in this version (Absolute Zero generates"),
         (["vllm.mode=adapter", "grpo.vllm_importance_sampling_correction=false"], "without the off-policy correction"),
     ],

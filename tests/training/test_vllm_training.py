@@ -438,3 +438,47 @@ def test_asynchronous_grpo_plays_feedback_episodes_ahead_within_the_bound(tiny_m
     assert sorted(Counter(g["step"] for g in generations).items()) == [(1, 8), (2, 8), (3, 8)]
     assert all(0 <= g["step"] - 1 - g["policy_version"] <= 1 for g in generations)
     assert all(len(g["turns"]) == 2 and g["turns"][0]["feedback"] for g in generations)  # shown, then answered
+
+
+@pytest.mark.slow(minutes=3)  # three GRPO steps with a vLLM server, two turns an episode with a tool call, ahead
+def test_asynchronous_grpo_plays_tool_episodes_ahead_within_the_bound(tiny_model_dir, tmp_path):
+    """`tools.enabled` with `sampling.max_staleness: 1`: the pipeline's producer plays each batch's tool episodes
+    ahead (the server writes one python_run call a turn, the sandbox runs it in the producer, the second turn
+    continues from its result) while the trainer trains. Every record keeps the bound and counts a call each turn;
+    the generation log shows each call and the first one's result."""
+    python = require_vllm_python()
+    out = tmp_path / "run"
+    call = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
+    path = recipe(
+        tmp_path / "r.yaml",
+        tiny_model_dir,
+        out,
+        python,
+        max_steps=3,
+        tools={"enabled": True, "names": ["python_run"]},
+        sampling={"max_staleness": 1},
+    )
+    recipe_data = yaml.safe_load(path.read_text())
+    recipe_data["grpo"] |= {
+        "max_completion_length": 200,  # the regex lets the server spell a call in ~60 short tokens
+        "max_tool_calling_iterations": 1,
+        "vllm_structured_outputs_regex": re.escape(call),
+    }
+    path.write_text(yaml.safe_dump(recipe_data))
+    proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
+    _, stderr = proc.communicate(timeout=1500)
+    assert proc.returncode == 0, stderr[-4000:]
+    records = grpo_records(out)
+    assert [r["step"] for r in records] == [1, 2, 3]
+    for r in records:
+        assert r["async/staleness_0"] + r["async/staleness_1"] == pytest.approx(1.0), r
+        assert r["async/dropped_samples"] == 0, r
+        assert r["tools/call_frequency"] == 2.0 and r["tools/failure_frequency"] == 0.0, r  # a call each turn
+    assert any(r["async/staleness_1"] > 0 for r in records)  # it played ahead
+    generations = generation_records(out)
+    assert sorted(Counter(g["step"] for g in generations).items()) == [(1, 8), (2, 8), (3, 8)]
+    assert all(0 <= g["step"] - 1 - g["policy_version"] <= 1 for g in generations)
+    for record in generations:  # each turn's call; the first one's result shown, the last allowed turn's not
+        shown = record["messages"]
+        assert [m["role"] for m in shown] == ["assistant", "tool", "assistant"] and shown[1]["content"] == "42"
+        assert all(m["tool_calls"][0]["function"]["name"] == "python_run" for m in shown[::2])
