@@ -536,7 +536,9 @@ def test_public_sets_checks_each_sets_own_rules(tmp_path, capsys):
     case = {"type": "function_call", "fn_name": "sq", "input": [3], "output": [9]}
     pi = {"problem_id": "p", "prompt": "Write sq.", "verification_info": {"test_cases": [case]}}
     write_jsonl(tmp_path / "primeintellect.jsonl", [{**pi, "gold_standard_solution": f"```python\n{method}```"}])
-    only = ["--data", str(tmp_path), "--only", "livecodebench,primeintellect"]
+    he_plus = {**HUMANEVAL_PLUS_RELEASE, "test": "def check(candidate):\n    pass\n"}
+    write_jsonl(tmp_path / "humaneval+.jsonl", [he_plus])
+    only = ["--data", str(tmp_path), "--only", "livecodebench,primeintellect,humaneval+"]
     assert script.main([*only, "--unpinned"]) == 2  # LiveCodeBench is pinned, and these rows are not its file
     assert "livecodebench: " in capsys.readouterr().err
     assert script.main([*only, "--no-verify"]) == 0
@@ -544,3 +546,6 @@ def test_public_sets_checks_each_sets_own_rules(tmp_path, capsys):
     assert "livecodebench: decimal outputs with zeros added pass: 1/1 (as its harness: all pass)" in out
     assert "livecodebench: decimal outputs with a digit changed pass: 0/1 (as its harness: all fail)" in out
     assert "primeintellect: class-method gold solutions pass: 1/1 (as its harness: all pass)" in out
+    assert "humaneval+: references pass without `test`: 1/1 (as its harness: all pass)" in out
+    assert "humaneval+: float results x (1 + 1e-9) pass: 1/1 (as its harness: all pass)" in out
+    assert "humaneval+: float results x (1 + 1e-3) pass: 0/1 (as its harness: all fail)" in out
