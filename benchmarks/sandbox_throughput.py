@@ -7,9 +7,10 @@ Every rate counts only the runs that succeeded (exit 0; in the pool, status ok),
 failed never meets the goal: the failures are printed instead.
 
 With `--baseline DIR` (another checkout of azr, e.g. a `git worktree` of the last release) it then measures (b) for
-this tree and for DIR in turn, each in a fresh interpreter, `--rounds` times, and prints the ratio of the medians:
-is this change slower than that one, on this machine, now. Each of those interpreters imports the azr of its tree
-(`PYTHONPATH`, run in that tree) and reports `azr.__file__`, which is checked; a round with failed runs stops it.
+this tree and for DIR in turn (each first in alternate rounds), each in a fresh interpreter, `--rounds` times, and
+prints the ratio of the medians: is this change slower than that one, on this machine, now. Each of those
+interpreters imports the azr of its tree (`PYTHONPATH`, run in that tree) and reports `azr.__file__`, which is
+checked; a round with failed runs stops it.
 
 Usage: python benchmarks/sandbox_throughput.py [--n N] [--subprocess-n N] [--workers W] [--backend auto]
                                                [--baseline DIR [--rounds R]]
@@ -91,9 +92,11 @@ def _against_baseline(args: argparse.Namespace) -> None:
     if not (there / "azr" / "sandbox").is_dir():
         raise SystemExit(f"--baseline {args.baseline}: not a checkout of azr (no azr/sandbox/ in it)")
     ours, theirs = [], []
-    for _ in range(args.rounds):  # in turn, so that a change in the machine's load hits both alike
-        ours.append(pool_rate_of(here, args)["rate"])
-        theirs.append(pool_rate_of(there, args)["rate"])
+    for round_ in range(args.rounds):  # in turn, so that a change in the machine's load hits both alike, and
+        # first in alternate rounds: on a loaded machine the arm run first was the slower one, whichever tree it was
+        first, second = (ours, theirs) if round_ % 2 == 0 else (theirs, ours)
+        first.append(pool_rate_of(here if first is ours else there, args)["rate"])
+        second.append(pool_rate_of(here if second is ours else there, args)["rate"])
     print(f"(b) this tree, {args.rounds} rounds : " + ", ".join(f"{r:.1f}" for r in ours) + " runs/s")
     print(f"(b) {there.name}, {args.rounds} rounds : " + ", ".join(f"{r:.1f}" for r in theirs) + " runs/s")
     ratio = statistics.median(ours) / statistics.median(theirs)

@@ -1,10 +1,12 @@
 """Public code data sets through `azr data validate`: each source's published file, its reference solutions, and
 the same tasks with solutions swapped between tasks and with one operator mutated; prints a figures table.
 
-On a machine with internet it downloads each source's public file (the URLs are the SOURCES table: files on the
-Hugging Face hub, or GitHub release assets), each checked against its pinned SHA-256 (SHA256); `--data DIR` uses
-files already there instead, named `<source>.jsonl`, `.json`, `.parquet` or `.jsonl.gz`. Each run validates the
-first `--limit` rows of a source:
+On a machine with internet it downloads each source's public file at its pinned revision (the SOURCES table: files
+on the Hugging Face hub, or in the release repositories on GitHub), checked against its pinned size and SHA-256 as it
+arrives; `--data DIR` uses files already there instead, named `<source>.jsonl`, `.json`, `.parquet` or `.jsonl.gz`,
+checked the same way (`--no-verify` measures them whatever they hold: rows of one's own, or a partial copy). A
+source with no hash pinned runs only with `--unpinned`; `--pins` lists each pin and where it came from. Each run
+validates the first `--limit` rows of a source:
   - refs: the file's own reference solutions (all should pass: the source's own harness passes them);
   - swapped: each task given the next task's solution (all should fail);
   - mutated: each solution with its first operator that has a counterpart changed (`+` to `-`, `<` to `>=`, ...);
@@ -17,12 +19,15 @@ under the prompt's imports), HumanEval+ rows without `test` (the reference as or
 zeros added pass, with a digit changed fail) and PrimeIntellect's class methods (gold solutions that define
 `fn_name` in a class pass). Run from the repository root:
     python scripts/public_sets.py [--data DIR] [--only NAME,...] [--limit N] [--workers N] [--package NAME]...
+                                  [--unpinned] [--pins]
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
+import http.client
 import io
 import json
 import re
@@ -31,50 +36,95 @@ import sys
 import tempfile
 import tokenize
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 HUB = "https://huggingface.co/datasets"
-# name: (format, download URL, the column holding the reference solution; None: the release has none). The hub's
-# `refs/convert/parquet` branch is its own Parquet copy of a data set, where the repository's file names vary.
-SOURCES: dict[str, tuple[str, str, str | None]] = {
-    "mbpp+": (
+RAW = "https://raw.githubusercontent.com"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One public set: its format, where its file is (`{rev}` in the URL stands for `revision`), the column holding
+    its reference solutions (None: the release has none), and the pin a download must match: `revision` is a commit
+    where one is known, else a branch (then only a hash could hold the file still). `sha256` None means no hash is
+    known for the file; `pinned_by` says where a hash came from: "computed" (this project hashed the very
+    file that URL serves, from a copy of its repository at `revision`) or "published" (public code that downloads
+    the same revision states it; not recomputed here)."""
+
+    format: str
+    url: str
+    column: str | None
+    revision: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    pinned_by: str | None = None
+
+    @property
+    def location(self) -> str:
+        return self.url.format(rev=self.revision or "main")
+
+
+SOURCES: dict[str, Source] = {
+    "mbpp+": Source(
         "mbpp+",
-        "https://github.com/evalplus/mbppplus_release/releases/download/v0.2.0/MbppPlus.jsonl.gz",
+        f"{RAW}/evalplus/mbppplus_release/{{rev}}/MbppPlus.jsonl.gz",
         "canonical_solution",
+        revision="64fc4195b858a17cdfdb3324f0baf37939144e14",
+        sha256="af43697e8791c4c149bdfd6b489d8b5412507551ac20e28a439f650b8225db63",
+        size=336032,
+        pinned_by="computed",
     ),
-    "humaneval+": (
+    "humaneval+": Source(
         "humaneval+",
-        "https://github.com/evalplus/humanevalplus_release/releases/download/v0.1.10/HumanEvalPlus.jsonl.gz",
+        f"{RAW}/evalplus/humanevalplus_release/{{rev}}/HumanEvalPlus.jsonl.gz",
         "canonical_solution",
+        revision="200defce9e3429d28ca215b6dd061c0f7f31c18b",
+        sha256="272720b90ac375502c8ed23cd791c2a93dfb22a911641a494da74a426c09f101",
+        size=925932,
+        pinned_by="computed",
     ),
-    "livecodebench": ("livecodebench", f"{HUB}/livecodebench/code_generation_lite/resolve/main/test6.jsonl", None),
-    "kodcode": (
-        "kodcode",
-        f"{HUB}/KodCode/KodCode-Light-RL-10K/resolve/main/data/train-00000-of-00001.parquet",
-        "solution",
+    "livecodebench": Source(
+        "livecodebench",
+        f"{HUB}/livecodebench/code_generation_lite/resolve/{{rev}}/test6.jsonl",
+        None,
+        revision="0fe84c3912ea0c4d4a78037083943e8f0c4dd505",
+        sha256="bb4c364f71921c4495a6ad15abe1a927350b720009f4933e2e71f8af0f6fd1f5",
+        size=134303240,
+        pinned_by="published",
     ),
-    "bigcodebench": (
+    "kodcode": Source(
+        "kodcode", f"{HUB}/KodCode/KodCode-Light-RL-10K/resolve/{{rev}}/data/train-00000-of-00001.parquet", "solution"
+    ),
+    "bigcodebench": Source(
         "bigcodebench",
-        f"{HUB}/bigcode/bigcodebench/resolve/main/data/v0.1.4-00000-of-00001.parquet",
+        f"{HUB}/bigcode/bigcodebench/resolve/{{rev}}/data/v0.1.4-00000-of-00001.parquet",
         "canonical_solution",
+        revision="b74c0d0bf70d2c0bc459be537895cca163007f1a",
+        sha256="d9a4965821c9507ebdfb551c288656b2d5fe553234f5183044333ca8a4018267",
+        pinned_by="published",
     ),
-    "primeintellect": (
+    "primeintellect": Source(
         "primeintellect",
-        f"{HUB}/PrimeIntellect/verifiable-coding-problems/resolve/refs%2Fconvert%2Fparquet/default/train/0000.parquet",
+        f"{HUB}/PrimeIntellect/verifiable-coding-problems/resolve/{{rev}}/default/train/0000.parquet",
         "gold_standard_solution",
+        revision="refs%2Fconvert%2Fparquet",
     ),
-    "code_contests": (
+    "code_contests": Source(
         "code_contests",
-        f"{HUB}/deepmind/code_contests/resolve/main/data/test-00000-of-00001-9c49eeff30aacaa8.parquet",
+        f"{HUB}/deepmind/code_contests/resolve/{{rev}}/data/test-00000-of-00001-9c49eeff30aacaa8.parquet",
         "solutions",
+        revision="802411c3010cb00d1b05bad57ca77365a3c699d6",
+        sha256="aa426cbdb202bf8703b658bcb31fd1878ca7cfd33ca07d3b703dc94ca6a2b651",
+        size=63077400,
+        pinned_by="published",
     ),
-    "apps": ("apps", f"{HUB}/codeparrot/apps/resolve/main/test.jsonl", "solutions"),
+    "apps": Source("apps", f"{HUB}/codeparrot/apps/resolve/{{rev}}/test.jsonl", "solutions"),
 }
-# name: the SHA-256 of the file the URL served when its figures were taken. A file that differs is refused (a data set
-# changed under its URL changes every figure); an unpinned source prints its file's hash to pin and is measured only
-# with --unpinned. Hub URLs name a branch (`main`, `refs/convert/parquet`), so the hash is what holds them still.
-SHA256: dict[str, str | None] = {name: None for name in SOURCES}
+# A download larger than this, for a source whose size is not pinned, is stopped (the largest pinned file is
+# LiveCodeBench's 134 MB).
+MAX_DOWNLOAD = 1 << 30
 SUFFIXES = (".jsonl", ".json", ".parquet", ".jsonl.gz")
 SUMMARY = re.compile(r"(\d+) tasks, (\d+) passed, (\d+) failed, (\d+) without a reference solution")
 SWAPS = {"+": "-", "-": "+", "*": "+", "//": "*", "/": "*", "%": "*", "<": ">=", ">": "<=", "<=": ">", ">=": "<"}
@@ -90,40 +140,107 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--package", action="append", default=[], help="offer this installed package to programs (repeatable)"
     )
-    parser.add_argument("--unpinned", action="store_true", help="measure a source whose SHA256 is not pinned yet")
+    parser.add_argument("--unpinned", action="store_true", help="measure a source with no SHA-256 pinned yet")
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="with --data: measure the files whatever their hash (the figures then stand for those files only)",
+    )
+    parser.add_argument("--pins", action="store_true", help="list each source's revision and hash, and stop")
     args = parser.parse_args(argv)
+    if args.pins:
+        print_pins()
+        return 0
     names = args.only.split(",") if args.only else list(SOURCES)
     unknown = [n for n in names if n not in SOURCES]
     if unknown:
         parser.error(f"unknown source {unknown[0]!r} (one of {', '.join(SOURCES)})")
+    if args.no_verify and not args.data:
+        parser.error("--no-verify needs --data: a download is always checked against its pin")
     figures = []
     with tempfile.TemporaryDirectory(prefix="azr-public-") as tmp:
         for name in names:
-            path = _local(args.data, name) if args.data else _download(name, Path(tmp))
-            if path is None:
-                print(f"{name}: no file in {args.data}", file=sys.stderr)
-                continue
-            problem = check_pin(name, path, args.unpinned)
+            if args.data:
+                path = _local(args.data, name)
+                if path is None:
+                    print(f"{name}: no file in {args.data}", file=sys.stderr)
+                    continue
+                problem = None if args.no_verify else check_pin(name, path, args.unpinned)
+            else:
+                path, problem = download(name, Path(tmp), args.unpinned)
             if problem:
                 print(problem, file=sys.stderr)
                 return 2
             figures.append(_measure(name, path, Path(tmp), args.limit, _options(args)))
     _print_table(figures)
+    if args.no_verify:
+        print("(--no-verify: the files were not checked against the pins; the figures stand for these files only)")
     return 0
 
 
 def check_pin(name: str, path: Path, unpinned: bool) -> str | None:
     """Why `path` may not stand for source `name` (its SHA-256 is not the pinned one, or none is pinned and
     `unpinned` is not set); None when it may."""
-    import hashlib
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return _pin_problem(name, str(path), digest.hexdigest(), unpinned)
 
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    pinned = SHA256.get(name)
+
+def _pin_problem(name: str, what: str, digest: str, unpinned: bool) -> str | None:
+    pinned = SOURCES[name].sha256
     if pinned is not None and digest != pinned:
-        return f"{name}: {path} has SHA-256 {digest}, not the pinned {pinned}: the data set changed under its URL"
+        return f"{name}: {what} has SHA-256 {digest}, not the pinned {pinned}: the data set changed under its URL"
     if pinned is None and not unpinned:
-        return f"{name}: no SHA-256 pinned; {path} has {digest} (pin it in SHA256, or pass --unpinned)"
+        return f"{name}: no SHA-256 pinned; {what} has {digest} (pin it in SOURCES, or pass --unpinned)"
     return None
+
+
+def download(name: str, folder: Path, unpinned: bool) -> tuple[Path, str | None]:
+    """Source `name`'s file, fetched into `folder` and checked as it arrives: its path, or why it is refused. A file
+    refused (its hash or size not the pinned one, the transfer failed) is deleted: only a checked file is ever under
+    its final name."""
+    source = SOURCES[name]
+    url = source.location
+    suffix = next(s for s in sorted(SUFFIXES, key=len, reverse=True) if url.endswith(s))
+    path = folder / f"{name}{suffix}"
+    partial = path.with_name(path.name + ".part")
+    limit = source.size if source.size is not None else MAX_DOWNLOAD
+    digest, size = hashlib.sha256(), 0
+    print(f"{name}: downloading {url}", file=sys.stderr)
+    try:
+        with urllib.request.urlopen(url, timeout=300) as reply, partial.open("wb") as out:
+            while block := reply.read(1 << 20):
+                size += len(block)
+                if size > limit:
+                    raise _Refused(f"{name}: {url} sent more than the {limit} bytes pinned")
+                digest.update(block)
+                out.write(block)
+        if source.size is not None and size != source.size:
+            raise _Refused(f"{name}: {url} sent {size} bytes, not the {source.size} pinned")
+        problem = _pin_problem(name, url, digest.hexdigest(), unpinned)
+        if problem:
+            raise _Refused(problem)
+    except _Refused as refused:
+        partial.unlink(missing_ok=True)
+        return path, str(refused)
+    except (OSError, http.client.HTTPException) as error:  # URLError and timeouts are OSErrors
+        partial.unlink(missing_ok=True)
+        return path, f"{name}: {url}: download failed: {getattr(error, 'reason', None) or error}"
+    partial.replace(path)
+    return path, None
+
+
+class _Refused(Exception):
+    """A download that may not stand for its source (the message says why)."""
+
+
+def print_pins() -> None:
+    """Each source's revision, size and SHA-256, and where the hash came from."""
+    for name, source in SOURCES.items():
+        pin = f"sha256 {source.sha256} ({source.pinned_by})" if source.sha256 else "no sha256 pinned"
+        print(f"{name:<15}{source.revision or 'main':<42}{pin}\n{'':<15}{source.location}")
 
 
 def _options(args: argparse.Namespace) -> list[str]:
@@ -136,16 +253,6 @@ def _options(args: argparse.Namespace) -> list[str]:
 
 def _local(folder: Path, name: str) -> Path | None:
     return next((folder / f"{name}{s}" for s in SUFFIXES if (folder / f"{name}{s}").is_file()), None)
-
-
-def _download(name: str, tmp: Path) -> Path:
-    url = SOURCES[name][1]
-    suffix = next(s for s in sorted(SUFFIXES, key=len, reverse=True) if url.endswith(s))
-    path = tmp / f"{name}{suffix}"
-    print(f"{name}: downloading {url}", file=sys.stderr)
-    with urllib.request.urlopen(url, timeout=300) as reply, path.open("wb") as out:
-        out.write(reply.read())
-    return path
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -163,7 +270,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def _measure(name: str, path: Path, tmp: Path, limit: int, options: list[str]) -> dict[str, Any]:
-    fmt, _, column = SOURCES[name]
+    fmt, column = SOURCES[name].format, SOURCES[name].column
     rows = read_rows(path)
     rows = rows[:limit] if limit else rows
     if column is None and any(r.get("solution") for r in rows):
@@ -308,7 +415,7 @@ def _humaneval_plus_rules(rows: list[dict[str, Any]], tmp: Path, options: list[s
     run = _validate(path, "humaneval+", options)
     figures = [_figure("references pass without `test`", run["passed"], run["passed"] + run["failed"], "pass", run)]
     tasks = load_tasks(path, format="humaneval+", oracle=sandbox_oracle(SandboxConfig()))
-    floats = [t for t in tasks if t.solution and any('"atol"' in test for test in t.tests)]
+    floats = [t for t in tasks if t.solution and (t.atol is not None or any(_tolerant(test) for test in t.tests))]
     with open_pool("bwrap", workers=2) as pool:
         for scale, expect in (("1e-9", "pass"), ("1e-3", "fail")):
             pairs = [(t, _scaled(t.solution or "", t.entry_point or "", scale)) for t in floats]
@@ -316,6 +423,13 @@ def _humaneval_plus_rules(rows: list[dict[str, Any]], tmp: Path, options: list[s
             passed = sum(g.passed for g in grades)
             figures.append(_figure(f"float results x (1 + {scale}) pass", passed, len(floats), expect))
     return figures
+
+
+def _tolerant(test: Any) -> bool:
+    """Whether a test compares its floats within a tolerance of its own (EvalPlus's rule for float outputs)."""
+    from azr.data import AssertTest
+
+    return isinstance(test, AssertTest) and test.atol is not None
 
 
 def _scaled(solution: str, entry: str, scale: str) -> str:

@@ -79,6 +79,16 @@ def test_the_throughput_baseline_arm_runs_the_baselines_azr_and_failed_runs_stop
         bench.pool_rate_of(fake_tree, args)  # the fake's failures, so the fake ran
 
 
+def test_the_throughput_arms_go_first_in_turn(fake_tree, monkeypatch, capsys):
+    bench = script("sandbox_throughput")
+    order = []
+    monkeypatch.setattr(bench, "pool_rate_of", lambda tree, args: order.append(tree) or {"rate": 1.0})
+    bench._against_baseline(argparse.Namespace(baseline=str(fake_tree), rounds=4))
+    here, there = REPO, fake_tree.resolve()
+    assert order == [here, there, there, here, here, there, there, here]
+    assert "ratio of medians this / baseline: 1.000" in capsys.readouterr().out
+
+
 def test_a_throughput_rate_counts_only_successful_runs_and_failures_never_meet_the_goal(fake_tree):
     argv = [sys.executable, str(REPO / "benchmarks" / "sandbox_throughput.py"), "--n", "3000", "--subprocess-n", "2"]
     env = {**os.environ, "PYTHONPATH": str(fake_tree)}

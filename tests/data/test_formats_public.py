@@ -8,6 +8,8 @@ import base64
 import json
 import os
 import pickle
+import re
+import sys
 import zlib
 
 import pytest
@@ -415,6 +417,7 @@ def _public_sets():
     path = Path(__file__).resolve().parents[2] / "scripts" / "public_sets.py"
     spec = importlib.util.spec_from_file_location("public_sets", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 
@@ -440,15 +443,78 @@ def test_public_sets_mutates_one_operator_and_prints_the_figures(tmp_path, capsy
 
 
 def test_public_sets_refuse_a_file_that_is_not_the_pinned_one(tmp_path, monkeypatch):
+    import dataclasses
     import hashlib
 
     script = _public_sets()
     path = tmp_path / "apps.jsonl"
     path.write_text("{}\n")
-    monkeypatch.setitem(script.SHA256, "apps", hashlib.sha256(b"{}\n").hexdigest())
+    pinned = dataclasses.replace(script.SOURCES["apps"], sha256=hashlib.sha256(b"{}\n").hexdigest())
+    monkeypatch.setitem(script.SOURCES, "apps", pinned)
     assert script.check_pin("apps", path, unpinned=False) is None
     path.write_text("{} \n")
     assert "the data set changed under its URL" in script.check_pin("apps", path, unpinned=True)
+
+
+def test_public_sets_pin_each_hash_to_a_commit_and_say_where_it_came_from():
+    script = _public_sets()
+    pinned = {name: s for name, s in script.SOURCES.items() if s.sha256}
+    assert {"mbpp+", "humaneval+"} <= {name for name, s in pinned.items() if s.pinned_by == "computed"}
+    for name, source in pinned.items():
+        assert re.fullmatch(r"[0-9a-f]{64}", source.sha256), name
+        assert re.fullmatch(r"[0-9a-f]{40}", source.revision or ""), f"{name}: a hash pinned on a branch"
+        assert source.revision in source.location and source.pinned_by in ("computed", "published"), name
+    for source in script.SOURCES.values():
+        assert source.sha256 or not source.pinned_by
+
+
+def test_public_sets_download_keeps_only_a_file_that_matches_its_pin(tmp_path, monkeypatch):
+    import dataclasses
+    import hashlib
+    import http.server
+    import threading
+
+    body = b'{"task_id": "t"}\n'
+    served = {"/r/test.jsonl": body, "/apps/test.jsonl": body, "/apps/big.jsonl": body * 4}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            data = served.get(self.path)
+            self.send_response(200 if data else 404)
+            self.end_headers()
+            self.wfile.write(data or b"")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = _public_sets()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+
+        def pin(url, **fields):
+            source = dataclasses.replace(script.SOURCES["apps"], url=base + url, revision="r", **fields)
+            monkeypatch.setitem(script.SOURCES, "apps", source)
+            return script.download("apps", tmp_path, unpinned=False)
+
+        good = hashlib.sha256(body).hexdigest()
+        path, problem = pin("/{rev}/test.jsonl", sha256=good, size=len(body))
+        assert problem is None and path.read_bytes() == body
+        path.unlink()
+        path, problem = pin("/apps/test.jsonl", sha256="0" * 64)
+        assert problem == (
+            f"apps: {base}/apps/test.jsonl has SHA-256 {good}, not the pinned {'0' * 64}: the data set changed under"
+            " its URL"
+        )
+        _, too_big = pin("/apps/big.jsonl", sha256=good, size=len(body))
+        assert too_big == f"apps: {base}/apps/big.jsonl sent more than the {len(body)} bytes pinned"
+        _, missing = pin("/apps/gone.jsonl", sha256=good)
+        assert missing.startswith(f"apps: {base}/apps/gone.jsonl: download failed: ") and "\n" not in missing
+        assert list(tmp_path.iterdir()) == []  # nothing half-written, nothing refused kept
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_bad_row_is_refused_before_the_oracle_runs_anything(tmp_path):
@@ -470,8 +536,16 @@ def test_public_sets_checks_each_sets_own_rules(tmp_path, capsys):
     case = {"type": "function_call", "fn_name": "sq", "input": [3], "output": [9]}
     pi = {"problem_id": "p", "prompt": "Write sq.", "verification_info": {"test_cases": [case]}}
     write_jsonl(tmp_path / "primeintellect.jsonl", [{**pi, "gold_standard_solution": f"```python\n{method}```"}])
-    assert script.main(["--data", str(tmp_path), "--only", "livecodebench,primeintellect", "--unpinned"]) == 0
+    he_plus = {**HUMANEVAL_PLUS_RELEASE, "test": "def check(candidate):\n    pass\n"}
+    write_jsonl(tmp_path / "humaneval+.jsonl", [he_plus])
+    only = ["--data", str(tmp_path), "--only", "livecodebench,primeintellect,humaneval+"]
+    assert script.main([*only, "--unpinned"]) == 2  # LiveCodeBench is pinned, and these rows are not its file
+    assert "livecodebench: " in capsys.readouterr().err
+    assert script.main([*only, "--no-verify"]) == 0
     out = capsys.readouterr().out
     assert "livecodebench: decimal outputs with zeros added pass: 1/1 (as its harness: all pass)" in out
     assert "livecodebench: decimal outputs with a digit changed pass: 0/1 (as its harness: all fail)" in out
     assert "primeintellect: class-method gold solutions pass: 1/1 (as its harness: all pass)" in out
+    assert "humaneval+: references pass without `test`: 1/1 (as its harness: all pass)" in out
+    assert "humaneval+: float results x (1 + 1e-9) pass: 1/1 (as its harness: all pass)" in out
+    assert "humaneval+: float results x (1 + 1e-3) pass: 0/1 (as its harness: all fail)" in out

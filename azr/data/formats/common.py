@@ -4,7 +4,6 @@ Errors name `file:line` (or `file:row N`) and the column. Nothing here runs code
 from __future__ import annotations
 
 import ast
-import copy
 import json
 import re
 from typing import Any
@@ -105,7 +104,7 @@ def first_check(module: str, entry: str) -> str | None:
     found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check" and len(n.args.args) == 1]
     if len(found) != 1:
         return None
-    check = copy.deepcopy(found[0])
+    check = found[0]  # edited in place: the tree was parsed here, and `check` leaves it below
     first = next((i for i, stmt in enumerate(check.body) if _checks(stmt)), None)
     if first is None:
         return None
