@@ -357,24 +357,13 @@ def test_feedback_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_pol
         assert r["sampling/sampling_logp_difference/max"] < 0.01, r
 
 
-@pytest.mark.slow(minutes=2.5)  # trains the tiny model with a vLLM server, two turns an episode
-def test_tool_episodes_in_adapter_mode_run_each_call_the_server_writes(tiny_model_dir, tmp_path):
-    """`tools.enabled` with every turn sampled by the vLLM server: the server is made to write one python_run call a
-    turn (a structured-outputs regex), the tool environment runs it and shows the result, and the episode's second
-    turn continues from there; the generation log shows call and result. (The regex masks the server's
-    distribution, so its log-probabilities are not the policy's here and TRL's importance ratio says nothing: the
-    feedback test above checks where a multi-turn episode's log-probabilities land.)"""
+def run_tool_calls(model_dir: Path, tmp_path: Path, out: Path, max_steps: int, **sections) -> None:
+    """Train `max_steps` GRPO steps with `tools.enabled` (python_run), the vLLM server made to write one call a turn
+    (a structured-outputs regex: `print(6 * 7)`), at most one call an episode; the run must exit 0."""
     python = require_vllm_python()
-    out = tmp_path / "run"
     call = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
-    path = recipe(
-        tmp_path / "r.yaml",
-        tiny_model_dir,
-        out,
-        python,
-        max_steps=2,
-        tools={"enabled": True, "names": ["python_run"]},
-    )
+    tools = {"enabled": True, "names": ["python_run"]}
+    path = recipe(tmp_path / "r.yaml", model_dir, out, python, max_steps=max_steps, tools=tools, **sections)
     recipe_data = yaml.safe_load(path.read_text())
     recipe_data["grpo"] |= {
         "max_completion_length": 200,  # the regex lets the server spell a call in ~60 short tokens
@@ -385,17 +374,32 @@ def test_tool_episodes_in_adapter_mode_run_each_call_the_server_writes(tiny_mode
     proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
     _, stderr = proc.communicate(timeout=1500)
     assert proc.returncode == 0, stderr[-4000:]
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    grpo = [r for r in records if r["phase"] == "grpo" and "loss" in r]
-    assert [r["step"] for r in grpo] == [1, 2]
-    for r in grpo:
-        assert r["tools/call_frequency"] == 2.0 and r["tools/failure_frequency"] == 0.0, r  # a call each turn
-    generations = [json.loads(line) for f in sorted((out / "generations").glob("*.jsonl")) for line in f.open()]
-    assert len(generations) == 16
-    for record in generations:  # each turn's call; the first one's result shown, the last allowed turn's not
+
+
+def assert_call_then_result(generations: list[dict]) -> None:
+    """Each episode's turns: a python_run call, its result (42) shown, and the last allowed turn's call not run."""
+    for record in generations:
         shown = record["messages"]
         assert [m["role"] for m in shown] == ["assistant", "tool", "assistant"] and shown[1]["content"] == "42"
         assert all(m["tool_calls"][0]["function"]["name"] == "python_run" for m in shown[::2])
+
+
+@pytest.mark.slow(minutes=2.5)  # trains the tiny model with a vLLM server, two turns an episode
+def test_tool_episodes_in_adapter_mode_run_each_call_the_server_writes(tiny_model_dir, tmp_path):
+    """`tools.enabled` with every turn sampled by the vLLM server: the server is made to write one python_run call a
+    turn (a structured-outputs regex), the tool environment runs it and shows the result, and the episode's second
+    turn continues from there; the generation log shows call and result. (The regex masks the server's
+    distribution, so its log-probabilities are not the policy's here and TRL's importance ratio says nothing: the
+    feedback test above checks where a multi-turn episode's log-probabilities land.)"""
+    out = tmp_path / "run"
+    run_tool_calls(tiny_model_dir, tmp_path, out, max_steps=2)
+    grpo = grpo_records(out)
+    assert [r["step"] for r in grpo] == [1, 2]
+    for r in grpo:
+        assert r["tools/call_frequency"] == 2.0 and r["tools/failure_frequency"] == 0.0, r  # a call each turn
+    generations = generation_records(out)
+    assert len(generations) == 16
+    assert_call_then_result(generations)
 
 
 @pytest.mark.slow(minutes=3)  # three GRPO steps with a vLLM server, two turns an episode, played ahead
@@ -446,28 +450,8 @@ def test_asynchronous_grpo_plays_tool_episodes_ahead_within_the_bound(tiny_model
     ahead (the server writes one python_run call a turn, the sandbox runs it in the producer, the second turn
     continues from its result) while the trainer trains. Every record keeps the bound and counts a call each turn;
     the generation log shows each call and the first one's result."""
-    python = require_vllm_python()
     out = tmp_path / "run"
-    call = '<tool_call>\n{"name": "python_run", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
-    path = recipe(
-        tmp_path / "r.yaml",
-        tiny_model_dir,
-        out,
-        python,
-        max_steps=3,
-        tools={"enabled": True, "names": ["python_run"]},
-        sampling={"max_staleness": 1},
-    )
-    recipe_data = yaml.safe_load(path.read_text())
-    recipe_data["grpo"] |= {
-        "max_completion_length": 200,  # the regex lets the server spell a call in ~60 short tokens
-        "max_tool_calling_iterations": 1,
-        "vllm_structured_outputs_regex": re.escape(call),
-    }
-    path.write_text(yaml.safe_dump(recipe_data))
-    proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
-    _, stderr = proc.communicate(timeout=1500)
-    assert proc.returncode == 0, stderr[-4000:]
+    run_tool_calls(tiny_model_dir, tmp_path, out, max_steps=3, sampling={"max_staleness": 1})
     records = grpo_records(out)
     assert [r["step"] for r in records] == [1, 2, 3]
     for r in records:
@@ -478,7 +462,4 @@ def test_asynchronous_grpo_plays_tool_episodes_ahead_within_the_bound(tiny_model
     generations = generation_records(out)
     assert sorted(Counter(g["step"] for g in generations).items()) == [(1, 8), (2, 8), (3, 8)]
     assert all(0 <= g["step"] - 1 - g["policy_version"] <= 1 for g in generations)
-    for record in generations:  # each turn's call; the first one's result shown, the last allowed turn's not
-        shown = record["messages"]
-        assert [m["role"] for m in shown] == ["assistant", "tool", "assistant"] and shown[1]["content"] == "42"
-        assert all(m["tool_calls"][0]["function"]["name"] == "python_run" for m in shown[::2])
+    assert_call_then_result(generations)
