@@ -5,6 +5,12 @@ from the context it is asked to continue and records every context and every ans
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import http_stub
+from http_stub import StubServer
+
 from azr.data import load_tasks
 from azr.prompts import reference_answer
 from azr.rollouts import ChatTokens, Continuation
@@ -49,3 +55,21 @@ def scripted_local(tokenizer, template_kwargs: dict, sampler: ScriptedTokens | N
     from azr.envs.gen import LocalModel
 
     return LocalModel(sampler or ScriptedTokens(tokenizer), ChatTokens(tokenizer, template_kwargs), None, "scripted")
+
+
+@contextmanager
+def chat_endpoint(monkeypatch, reply: Callable[[str, int], str]) -> Iterator[StubServer]:
+    """A real loopback chat endpoint whose answer is `reply(user prompt, turn)`, the turn read from the conversation
+    (1 + the assistant messages in it)."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+    def payload(path: str, body: dict) -> dict:
+        messages = body["messages"]
+        text = reply(messages[1]["content"], 1 + sum(m["role"] == "assistant" for m in messages))
+        message = {"role": "assistant", "content": text}
+        usage = {"prompt_tokens": 5, "completion_tokens": 5}
+        return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+
+    monkeypatch.setattr(http_stub, "happy_payload", payload)
+    with StubServer() as stub:
+        yield stub

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 
-import http_stub
 import pytest
-from feedback_policy import BY_PROMPT, TASKS, ScriptedTokens, answer, plan, scripted_local
+from feedback_policy import BY_PROMPT, TASKS, ScriptedTokens, answer, chat_endpoint, plan, scripted_local
 from hidden_scan import hidden_marks
-from http_stub import StubServer
 
 import azr.envs.gen as gen_module
 from azr.config import load_config
@@ -45,19 +43,8 @@ def _observations(record: dict) -> list[str]:
 
 @pytest.fixture
 def repairer(monkeypatch):
-    """A real stub server answering each task by `_plan`, the turn read from the conversation."""
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-
-    def payload(path: str, body: dict) -> dict:
-        messages = body["messages"]
-        i, task = BY_PROMPT[messages[1]["content"]]
-        text = answer(i, task, 1 + sum(m["role"] == "assistant" for m in messages))
-        message = {"role": "assistant", "content": text}
-        usage = {"prompt_tokens": 5, "completion_tokens": 5}
-        return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
-
-    monkeypatch.setattr(http_stub, "happy_payload", payload)
-    with StubServer() as stub:
+    """A real stub server answering each task by `plan`."""
+    with chat_endpoint(monkeypatch, lambda prompt, turn: answer(*BY_PROMPT[prompt], turn)) as stub:
         yield stub
 
 

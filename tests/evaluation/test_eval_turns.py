@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import http_stub
 import pytest
+from feedback_policy import chat_endpoint
 from hidden_scan import hidden_marks
-from http_stub import StubServer
 
 from azr.config import load_config
 from azr.data import load_tasks
@@ -47,19 +46,12 @@ def _records(out: Path) -> list[dict]:
 @pytest.fixture
 def repairer(monkeypatch):
     """A real stub server answering each held-out task by `_plan`, the turn read from the conversation."""
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
 
-    def payload(path: str, body: dict) -> dict:
-        messages = body["messages"]
-        i, task = BY_PROMPT[messages[1]["content"]]
-        turn = 1 + sum(m["role"] == "assistant" for m in messages)
-        text = _right(task) if _plan(i, turn) == "right" else WRONG
-        message = {"role": "assistant", "content": text}
-        usage = {"prompt_tokens": 5, "completion_tokens": 5}
-        return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+    def reply(prompt: str, turn: int) -> str:
+        i, task = BY_PROMPT[prompt]
+        return _right(task) if _plan(i, turn) == "right" else WRONG
 
-    monkeypatch.setattr(http_stub, "happy_payload", payload)
-    with StubServer() as stub:
+    with chat_endpoint(monkeypatch, reply) as stub:
         yield stub
 
 
