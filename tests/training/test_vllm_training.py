@@ -385,6 +385,7 @@ def assert_call_then_result(generations: list[dict]) -> None:
 
 
 @pytest.mark.slow(minutes=2.5)  # trains the tiny model with a vLLM server, two turns an episode
+@pytest.mark.timeout(900)  # 229 s in a clean-clone CI run: twice that stays inside the limit
 def test_tool_episodes_in_adapter_mode_run_each_call_the_server_writes(tiny_model_dir, tmp_path):
     """`tools.enabled` with every turn sampled by the vLLM server: the server is made to write one python_run call a
     turn (a structured-outputs regex), the tool environment runs it and shows the result, and the episode's second
