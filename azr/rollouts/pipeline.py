@@ -36,7 +36,7 @@ from azr.rollouts.seam import VERSION, Row, ScoredGroup
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AsyncRollouts", "Sampled", "VersionedEngine", "batch_seed", "outside_band"]
+__all__ = ["AsyncRollouts", "Sampled", "batch_seed", "outside_band"]
 
 
 @dataclass

@@ -69,6 +69,17 @@ def train(recipe: Path, *flags: str, **popen) -> subprocess.Popen:
     return subprocess.Popen(argv, env=env, start_new_session=True, **popen)
 
 
+def run_to_end(path: Path) -> None:
+    """`azr train --config path` to its end; it must exit 0."""
+    proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
+    _, stderr = proc.communicate(timeout=1500)
+    assert proc.returncode == 0, stderr[-4000:]
+
+
+# Two turns an episode, one failing public test shown in 80 characters: the feedback runs' recipe sections.
+FEEDBACK_EPISODES = {"rollouts": {"env": "feedback"}, "feedback": {"max_turns": 2, "max_failures": 1, "max_chars": 80}}
+
+
 def server_pid(out: Path) -> int | None:
     try:
         return json.loads((out / "vllm" / "server.json").read_text())["pid"]
@@ -342,12 +353,9 @@ def test_feedback_episodes_in_adapter_mode_keep_the_servers_logprobs_for_the_pol
         out,
         python,
         max_steps=2,
-        rollouts={"env": "feedback"},
-        feedback={"max_turns": 2, "max_failures": 1, "max_chars": 80},
+        **FEEDBACK_EPISODES,
     )
-    proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
-    _, stderr = proc.communicate(timeout=1500)
-    assert proc.returncode == 0, stderr[-4000:]
+    run_to_end(path)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     grpo = [r for r in records if r["phase"] == "grpo" and "loss" in r]
     assert [r["step"] for r in grpo] == [1, 2]
@@ -371,9 +379,7 @@ def run_tool_calls(model_dir: Path, tmp_path: Path, out: Path, max_steps: int, *
         "vllm_structured_outputs_regex": re.escape(call),
     }
     path.write_text(yaml.safe_dump(recipe_data))
-    proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
-    _, stderr = proc.communicate(timeout=1500)
-    assert proc.returncode == 0, stderr[-4000:]
+    run_to_end(path)
 
 
 def assert_call_then_result(generations: list[dict]) -> None:
@@ -418,15 +424,12 @@ def test_asynchronous_grpo_plays_feedback_episodes_ahead_within_the_bound(tiny_m
         out,
         python,
         max_steps=3,
-        rollouts={"env": "feedback"},
-        feedback={"max_turns": 2, "max_failures": 1, "max_chars": 80},
+        **FEEDBACK_EPISODES,
         sampling={"max_staleness": 1},
         # the hidden tests' verdicts (the `tests` reward's) give the pass rate by turn; the vowels give a spread
         rewards=[{"name": "vowel_plugin:vowels", "weight": 1.0}, {"name": "tests", "weight": 0.1}],
     )
-    proc = train(path, stdout=PIPE, stderr=PIPE, text=True)
-    _, stderr = proc.communicate(timeout=1500)
-    assert proc.returncode == 0, stderr[-4000:]
+    run_to_end(path)
     records = grpo_records(out)
     assert [r["step"] for r in records] == [1, 2, 3]
     for r in records:
