@@ -28,6 +28,14 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0)
 
 
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    """The tiny model's tokenizer, loaded once per test module (a module may change it without touching another's)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
 @pytest.fixture(scope="session")
 def demo_run(tiny_model_dir, tmp_path_factory) -> Path:
     """examples/tiny.yaml as shipped (seed 0) on the tiny model through `azr train`, once for the whole session (under

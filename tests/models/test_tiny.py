@@ -21,13 +21,6 @@ PLAIN_CHATML = (
 )
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
 @pytest.mark.parametrize("switch", [{}, {"enable_thinking": False}, {"enable_thinking": True}])
 def test_conversations_without_tools_render_byte_for_byte_as_plain_chatml(tokenizer, switch):
     for task in load_tasks("train")[:40]:

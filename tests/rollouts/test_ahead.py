@@ -25,13 +25,6 @@ WRONG = reference_answer(TASK.solution.replace("upper = not upper", "upper = upp
 RIGHT = reference_answer(TASK.solution, TASK.entry_point)
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
 class Engine:
     """Answers a context that is a first prompt with `first`'s ids, any other with `then`'s; the version goes up by
     one after every request (the trainer publishing meanwhile). Records (contexts, n, seed, version) per request."""

@@ -28,13 +28,6 @@ ALSO_WRONG = reference_answer(TASK.solution.replace('"".join(out)', '"".join(out
 RIGHT = reference_answer(TASK.solution, TASK.entry_point)
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
 class Scripted:
     """A `TokenSampler` that answers the k-th turn of every episode with `answers[k]`'s ids (closed by the
     end-of-turn token) and records every context it was asked to continue."""

@@ -28,13 +28,6 @@ TEMPLATE = load_config(None, ["model.name_or_path=unused"]).template_kwargs()  #
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tiny_model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
-
-
-@pytest.fixture(scope="module")
 def episodes(tmp_path_factory, tokenizer) -> Path:
     """Six feedback episodes (right at once, repaired at turn 2, wrong twice) written by `azr gen`."""
     folder = tmp_path_factory.mktemp("episodes")
