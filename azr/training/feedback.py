@@ -57,14 +57,14 @@ class FeedbackRollout:
         self.seconds: dict[str, float] = defaultdict(float)
         self.last: list[Episode] = []  # the last round's episodes (tests read them)
         limits = Limits(max_turns=feedback.max_turns)
-        self._rollouts = EpisodeRollouts(self.env, None, self.tasks, limits, columns=self.columns)
+        self.rollouts = EpisodeRollouts(self.env, None, self.tasks, limits, columns=self.columns)
 
     def __call__(self, prompts: list[Any], trainer: GRPOTrainer) -> dict[str, Any]:
         started, sandbox = time.perf_counter(), self.env.seconds
-        out = self._rollouts(prompts, trainer)
+        out = self.rollouts(prompts, trainer)
         self.seconds["sandbox"] += self.env.seconds - sandbox
         self.seconds["generation"] += time.perf_counter() - started - (self.env.seconds - sandbox)
-        self.last = self._rollouts.last
+        self.last = self.rollouts.last
         return out
 
     @staticmethod

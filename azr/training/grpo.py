@@ -133,22 +133,12 @@ def asynchronous(
 def ahead_playbook(
     ctx: RunContext, trainer: AZRGRPOTrainer, episodes: FeedbackRollout | ToolRollout | None
 ) -> Playbook:
-    """What asynchronous GRPO plays ahead for each row: the run's environment as the synchronous round plays it
-    (`episode_rollouts`, a `ToolRollout`'s tool loop with its limits and columns, or a `FeedbackRollout`'s
-    environment with its turns and columns)."""
-    from azr.envs import CodeEnvironment
-    from azr.rollouts import Limits
+    """What asynchronous GRPO plays ahead for each row: the run's episodes as the synchronous round plays them (the
+    same environment, limits and columns: `episode_rollouts`, or a `ToolRollout`'s or `FeedbackRollout`'s)."""
     from azr.training.episodes import ahead_playbook as play_rows
-    from azr.training.feedback import FeedbackRollout
-    from azr.training.tools import ToolRollout
 
-    view, tasks = TrainerBatches(trainer), {t.id: t for t in ctx.tasks}
-    if isinstance(episodes, ToolRollout):
-        return play_rows(episodes.env, view, tasks, episodes.rollouts.limits, episodes.columns)
-    if not isinstance(episodes, FeedbackRollout):
-        return play_rows(CodeEnvironment(), view, tasks)
-    feedback = episodes
-    return play_rows(feedback.env, view, tasks, Limits(max_turns=ctx.cfg.feedback.max_turns), feedback.columns)
+    rollouts = episode_rollouts(ctx, trainer) if episodes is None else episodes.rollouts
+    return play_rows(rollouts.env, TrainerBatches(trainer), rollouts.tasks, rollouts.limits, rollouts.columns)
 
 
 def episode_rollouts(ctx: RunContext, trainer: AZRGRPOTrainer) -> EpisodeRollouts:
