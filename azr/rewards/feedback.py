@@ -33,13 +33,13 @@ CLOSING = "Fix the program and give the whole corrected program again, in the sa
 def public_task(task: Task) -> Task:
     """The task with its public tests only (`Task.split_tests`): what feedback runs."""
     public, _ = task.split_tests()
-    return dataclasses.replace(task, tests=_without_hidden_functions(public), public_tests=None)
+    return dataclasses.replace(task, tests=_without_hidden_functions(public), public_tests=None, public_parts=[])
 
 
 def hidden_task(task: Task) -> Task | None:
     """The task with its hidden tests only, which score a feedback episode; None when it has none."""
     _, hidden = task.split_tests()
-    return dataclasses.replace(task, tests=hidden, public_tests=None) if hidden else None
+    return dataclasses.replace(task, tests=hidden, public_tests=None, public_parts=[]) if hidden else None
 
 
 def public_feedback(

