@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from azr.rollouts.chat import ChatTokens
 from azr.rollouts.environment import Environment, HasId
 from azr.rollouts.episodes import ENV, POLICY, Episode, Message, Turn
+from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.seam import Continuation, Reply, Sampling, TextPolicy, TokenSampler
 
 
@@ -78,10 +79,14 @@ def play(
     chat: ChatTokens,
     sampling: Sampling,
     limits: Limits = Limits(),
+    processes: Processes = OneProcess(),
 ) -> None:
     """Run `episodes` (started, with prompt ids) to their end, turn by turn. On the first turn `sampling.n` says
-    the episodes come in runs of `n` sharing one prompt (a group's, in TRL's layout; 1: no such runs)."""
+    the episodes come in runs of `n` sharing one prompt (a group's, in TRL's layout; 1: no such runs). With several
+    `processes` (a trainer's ranks, each playing its share), every process makes the same sampler calls with as
+    many contexts each, as long as any has an episode going (`_agree`)."""
     live = [e for e in episodes if not e.done]
+    filler = episodes[0].prompt_ids if episodes else []
     for index in range(limits.max_turns):
         batches: dict[int, list[Episode]] = defaultdict(list)
         for episode in live:
@@ -91,16 +96,35 @@ def play(
         # `n` tells the sampler the contexts come in runs of n identical ones (a group's first turn, when every
         # episode of it is live and none was cut): a vLLM backend samples each run as one request.
         whole = index == 0 and len(live) == len(episodes) and all(b == [*live] for b in batches.values())
+        calls = {budget: len(batch) for budget, batch in batches.items()}
+        if processes.world > 1:
+            calls, whole = _agree(processes, calls, whole)
+        if not calls:
+            return
         turn_sampling = replace(sampling, n=sampling.n if whole else 1, seed=sampling.seed + index)
-        for budget, batch in batches.items():
-            outs = sampler.complete([e.context_ids for e in batch], replace(turn_sampling, max_new_tokens=budget))
-            for episode, out in zip(batch, outs, strict=True):
+        for budget, width in calls.items():
+            batch = batches.get(budget, [])
+            contexts = [e.context_ids for e in batch] + [filler] * (width - len(batch))
+            outs = sampler.complete(contexts, replace(turn_sampling, max_new_tokens=budget))
+            for episode, out in zip(batch, outs[: len(batch)], strict=True):
                 _take_turn(env, episode, out, chat, limits, last=index == limits.max_turns - 1)
         live = [e for e in live if not e.done]
-        if not live:
-            return
     for episode in live:
         episode.finish_reason = "max_turns"
+
+
+def _agree(processes: Processes, calls: dict[int, int], whole: bool) -> tuple[dict[int, int], bool]:
+    """The sampler calls of a turn every process makes: one per token budget any process has episodes at, in
+    one order, each as wide as the widest process's batch at it (the others fill theirs with a prompt and drop
+    what it gives back). A trainer's generation gathers every process's contexts (TRL's vLLM modes, ZeRO-3's
+    gathered weights), so a process that asked less, or nothing while another still plays, would hang the run or
+    hand a process the continuations of another's contexts."""
+    parts = processes.gather((calls, whole))
+    widest: dict[int, int] = {}
+    for part, _ in parts:
+        for budget, width in part.items():
+            widest[budget] = max(widest.get(budget, 0), width)
+    return {budget: widest[budget] for budget in sorted(widest, reverse=True)}, all(w for _, w in parts)
 
 
 def _budget(episode: Episode, per_turn: int, limits: Limits) -> int:

@@ -99,7 +99,7 @@ def play_asked(
         for episode, ids in zip(episodes, view.tokenize([e.prompt for e in episodes]), strict=True):
             episode.prompt_ids = ids
     sampling = Sampling(n=run, max_new_tokens=view.max_completion_length)
-    play(env, episodes, TrainerSampler(view), chat, sampling, limits)
+    play(env, episodes, TrainerSampler(view), chat, sampling, limits, view.processes)
     return episodes
 
 

@@ -24,6 +24,7 @@ from azr.rollouts import (
     split_groups,
     unsplittable,
 )
+from azr.training.ranks import Ranks
 
 if TYPE_CHECKING:
     from trl import GRPOTrainer
@@ -89,6 +90,12 @@ class TrainerBatches:
     def rank(self) -> int:
         """This process's index: its rows' place among every process's rewards."""
         return int(self.trainer.accelerator.process_index)
+
+    @property
+    def processes(self) -> Ranks:
+        """The trainer's processes, for the collectives of a round azr plays (`azr.rollouts.play`)."""
+        accelerator = self.trainer.accelerator
+        return Ranks(accelerator.process_index, accelerator.num_processes, accelerator.local_process_index)
 
     @property
     def device(self) -> Any:
