@@ -402,9 +402,11 @@ def _signature(code_prompt: str, entry: str) -> str:
 
 
 def _humaneval_plus_rules(rows: list[dict[str, Any]], tmp: Path, options: list[str]) -> list[dict[str, Any]]:
-    """EvalPlus's released rows have no `test`: the reference is the oracle of their inputs. Its evaluator takes a
-    float output within `allclose(rtol=1e-07, atol=1e-06)`: the reference with every float result scaled by
-    1 + 1e-9 passes, scaled by 1 + 1e-3 fails."""
+    """EvalPlus's released rows have no `test`: the reference is the oracle of their inputs. Its evaluator takes an
+    output within `allclose(rtol=1e-07, atol=1e-06)` from the first float output of a column on (base, then plus):
+    with every float result of the reference scaled by 1 + 1e-9, each test that compares within a tolerance
+    passes; scaled by 1 + 1e-3, the task fails. (A test before any float output compares exactly, in EvalPlus too:
+    such a test, where the output mixes floats with other values, fails at 1 + 1e-9 in both.)"""
     from azr.config import SandboxConfig
     from azr.data import load_tasks
     from azr.rewards import grade_many, sandbox_oracle
@@ -417,19 +419,24 @@ def _humaneval_plus_rules(rows: list[dict[str, Any]], tmp: Path, options: list[s
     tasks = load_tasks(path, format="humaneval+", oracle=sandbox_oracle(SandboxConfig()))
     floats = [t for t in tasks if t.solution and (t.atol is not None or any(_tolerant(test) for test in t.tests))]
     with open_pool("bwrap", workers=2) as pool:
-        for scale, expect in (("1e-9", "pass"), ("1e-3", "fail")):
-            pairs = [(t, _scaled(t.solution or "", t.entry_point or "", scale)) for t in floats]
-            grades = grade_many(pairs, pool, Limits(wall_s=30.0))
-            passed = sum(g.passed for g in grades)
-            figures.append(_figure(f"float results x (1 + {scale}) pass", passed, len(floats), expect))
+        pairs = [(t, _scaled(t.solution or "", t.entry_point or "", "1e-9")) for t in floats]
+        grades = grade_many(pairs, pool, Limits(wall_s=60.0))
+        verdicts = [(t, g.per_test or [False] * len(t.tests)) for t, g in zip(floats, grades, strict=True)]
+        within = [ok for t, per in verdicts for test, ok in zip(t.tests, per, strict=True) if _tolerant(test, t)]
+        figures.append(_figure("tolerant tests, float results x (1 + 1e-9): pass", sum(within), len(within), "pass"))
+        pairs = [(t, _scaled(t.solution or "", t.entry_point or "", "1e-3")) for t in floats]
+        passed = sum(g.passed for g in grade_many(pairs, pool, Limits(wall_s=60.0)))
+        figures.append(_figure("tasks, float results x (1 + 1e-3): pass", passed, len(floats), "fail"))
     return figures
 
 
-def _tolerant(test: Any) -> bool:
-    """Whether a test compares its floats within a tolerance of its own (EvalPlus's rule for float outputs)."""
+def _tolerant(test: Any, task: Any = None) -> bool:
+    """Whether a test compares its floats within a tolerance: its own (EvalPlus's rule for float outputs), or
+    `task`'s (a task with a non-zero `atol`)."""
     from azr.data import AssertTest
 
-    return isinstance(test, AssertTest) and test.atol is not None
+    own = isinstance(test, AssertTest) and test.atol is not None
+    return own or (task is not None and task.atol is not None and isinstance(test, AssertTest))
 
 
 def _scaled(solution: str, entry: str, scale: str) -> str:

@@ -55,16 +55,26 @@ def is_function_name(name: Any) -> bool:
 
 
 def call_test(
-    call: str, args: Sequence[Any], expected: Any, where: str, kwargs: Mapping[str, Any] | None = None
+    call: str,
+    args: Sequence[Any],
+    expected: Any,
+    where: str,
+    kwargs: Mapping[str, Any] | None = None,
+    as_set: bool = False,
 ) -> str:
     """`assert CALL(*args, **kwargs) == expected` for values given as data; each must be a Python literal (what
     JSON holds always is, but for infinities and NaN). CALL is a function's name, or `Solution().method`: code is
-    built from it, so anything else is refused."""
+    built from it, so anything else is refused. `as_set`: `assert set(CALL(...)) == {...}`, the output's elements
+    compared as a set (in any order, repeats aside; `expected` a list of hashable values)."""
     if not all(is_function_name(part.removesuffix("()") if i == 0 else part) for i, part in enumerate(call.split("."))):
         raise DataError(f"{where}: the function to call must be a Python identifier, got {show(call)}")
     pieces = [_literal(a, f"{where}.args[{i}]") for i, a in enumerate(args)]
     pieces += [f"{k}={_literal(v, f'{where}.kwargs.{k}')}" for k, v in (kwargs or {}).items()]
-    return f"assert {call}({', '.join(pieces)}) == {_literal(expected, f'{where}.output')}"
+    output = f"{call}({', '.join(pieces)})"
+    if as_set:  # written in one order (by repr), whatever the process's hash order: the same row, the same test
+        items = [_literal(v, f"{where}.output") for v in sorted(set(expected), key=repr)]
+        return f"assert set({output}) == {'{' + ', '.join(items) + '}' if items else 'set()'}"
+    return f"assert {output} == {_literal(expected, f'{where}.output')}"
 
 
 def call_case(

@@ -388,13 +388,62 @@ def test_humaneval_plus_release_rows_grade_with_the_reference_as_oracle_and_eval
     assert not grade(unchecked, unchecked.solution).passed
 
 
-def test_evalplus_tolerance_follows_its_evaluator():
-    from azr.data.formats.evalplus import with_evalplus_tolerance
+def test_evalplus_tolerance_holds_from_the_first_float_output_on_column_by_column(tmp_path):
+    """EvalPlus's evaluator checks the base inputs, then the plus inputs, each in one loop whose `atol`, once a
+    float output (a float, or a non-empty list or tuple of floats) has set it to 1e-6, stays set: a mixed list
+    after a float output compares within it, the same list before one exactly (evalplus 0.3.1,
+    `evalplus.eval.unsafe_execute`)."""
+    row = {"task_id": "HumanEval/42", "prompt": "def f(x):\n", "entry_point": "f", "canonical_solution": "    ..."}
+    row |= {"base_input": [[1], [2]], "base_output": [[0.5, 2], [0.5]]}  # mixed first: exact, then floats
+    row |= {"plus_input": [[3], [4], [5]], "plus_output": [[0.5, 2], [0.5], [0.5, 2]], "atol": 0}
+    (task,) = load_tasks(write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval+")
+    assert [getattr(t, "atol", None) for t in task.tests] == [None, 1e-06, None, 1e-06, 1e-06]
+    scaled = "def f(x):\n    return [0.5 * (1 + 1e-9), 2] if x != 2 and x != 4 else [0.5 * (1 + 1e-9)]\n"
+    # the mixed list passes only after a float output in its own column: EvalPlus's verdicts, input by input
+    assert grade(task, scaled).per_test == [False, True, False, True, True]
+    assert not grade(task, scaled.replace("1e-9", "1e-3")).per_test[4]  # beyond rtol 1e-7 and atol 1e-6
 
-    assert with_evalplus_tolerance("assert f() == 1", 1, 0.0) == "assert f() == 1"  # exact, as EvalPlus
-    assert with_evalplus_tolerance("assert f() == [1, 2.0]", [1, 2.0], 0.0) == "assert f() == [1, 2.0]"
-    assert with_evalplus_tolerance("assert f() == [2.0]", [2.0], 0.0) == AssertTest("assert f() == [2.0]", 1e-06, 1e-07)
-    assert with_evalplus_tolerance("assert f() == 2", 2, 0.5).atol == 0.5
+
+def test_a_reference_that_returns_none_gives_a_test_and_one_that_raises_gives_none(tmp_path):
+    """HumanEval/137 returns None for equal inputs: that is its output, checked as any other (EvalPlus compares
+    `out == exp`); an input the reference raises on has no output and is no test."""
+    row = {"task_id": "HumanEval/137", "prompt": "def cmp(a, b):\n", "entry_point": "cmp", "atol": 0}
+    row |= {
+        "canonical_solution": "    if a == 'x':\n        raise ValueError\n    return None if a == b else max(a, b)\n"
+    }
+    row |= {"base_input": [[1, 2], [3, 3]], "plus_input": [[4, 4], ["x", 1]]}
+    (task,) = load_tasks(
+        write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval+", oracle=sandbox_oracle(SandboxConfig())
+    )
+    assert [t.source for t in task.tests] == [
+        "assert cmp(1, 2) == 2",
+        "assert cmp(3, 3) == None",
+        "assert cmp(4, 4) == None",
+    ]
+    assert grade(task, task.solution).passed
+    assert grade(task, "def cmp(a, b):\n    return max(a, b)\n").per_test == [True, False, False]
+
+
+def test_mbpp_plus_set_output_tasks_compare_as_sets_as_evalplus_does(tmp_path):
+    """EvalPlus compares the outputs of eight MBPP+ tasks as sets (`MBPP_OUTPUT_SET_EQ_TASKS`): a list made from
+    a set is in the process's hash order, so its reference's own order need not come back."""
+    row = {"task_id": "Mbpp/2", "prompt": "Shared elements.", "entry_point": "similar_elements"}
+    row |= {"canonical_solution": "def similar_elements(a, b):\n    return list(set(a) & set(b))\n"}
+    row |= {"assertion": "assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))"}
+    row |= {"base_input": [[[3, 4, 5, 6], [5, 7, 4, 10]]], "plus_input": [[["a", "b", "c"], ["c", "b"]]]}
+    row |= {"plus_output": [["b", "c"]], "atol": 0}
+    (task,) = load_tasks(write_jsonl(tmp_path / "mbpp.jsonl", [row]), format="mbpp+")
+    assert task.tests[-1] == AssertTest("assert set(similar_elements(('a', 'b', 'c'), ('c', 'b'))) == {'b', 'c'}")
+    reverse = "def similar_elements(a, b):\n    return sorted(set(a) & set(b), reverse=True)\n"
+    assert grade(task, reverse).passed  # the reference's elements in another order
+    assert grade(task, reverse.replace(")\n", ")[:1]\n")).per_test == [False, False]
+    other = {**row, "task_id": "Mbpp/9", "entry_point": "shared"}  # not one of the eight: its order counts
+    other |= {
+        "canonical_solution": "def shared(a, b):\n    return ['b', 'c']\n",
+        "assertion": "assert shared((1,), (1,))",
+    }
+    (ordered,) = load_tasks(write_jsonl(tmp_path / "mbpp9.jsonl", [other]), format="mbpp+")
+    assert ordered.tests[-1] == AssertTest("assert shared(('a', 'b', 'c'), ('c', 'b')) == ['b', 'c']")
 
 
 def test_humaneval_plus_runs_check_then_the_plus_inputs(tmp_path):
@@ -547,5 +596,5 @@ def test_public_sets_checks_each_sets_own_rules(tmp_path, capsys):
     assert "livecodebench: decimal outputs with a digit changed pass: 0/1 (as its harness: all fail)" in out
     assert "primeintellect: class-method gold solutions pass: 1/1 (as its harness: all pass)" in out
     assert "humaneval+: references pass without `test`: 1/1 (as its harness: all pass)" in out
-    assert "humaneval+: float results x (1 + 1e-9) pass: 1/1 (as its harness: all pass)" in out
-    assert "humaneval+: float results x (1 + 1e-3) pass: 0/1 (as its harness: all fail)" in out
+    assert "humaneval+: tolerant tests, float results x (1 + 1e-9): pass: 4/4 (as its harness: all pass)" in out
+    assert "humaneval+: tasks, float results x (1 + 1e-3): pass: 0/1 (as its harness: all fail)" in out

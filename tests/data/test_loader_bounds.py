@@ -191,7 +191,7 @@ def test_a_checker_file_is_a_bounded_read_of_a_regular_file(tmp_path, monkeypatc
 
 def test_an_oracle_value_python_cannot_print_is_no_expected_value():
     from azr.data.formats import evalplus
-    from azr.data.formats.evalplus import oracle_outputs
+    from azr.data.formats.evalplus import NO_VALUE, oracle_outputs
 
     mark = evalplus._MARK
-    assert oracle_outputs(f"{mark}0x{'f' * 5000}\n{mark}[1, 2]\n", 2) == [None, [1, 2]]
+    assert oracle_outputs(f"{mark}0x{'f' * 5000}\n{mark}[1, 2]\n", 2) == [NO_VALUE, [1, 2]]

@@ -32,8 +32,33 @@ from azr.errors import DataError
 # task sets none.
 EVALPLUS_RTOL = 1e-07
 EVALPLUS_FLOAT_ATOL = 1e-06
+# MBPP+ tasks whose outputs EvalPlus compares as sets (`set(out) == set(exp)`: the order of a list built from a set
+# is the process's hash order), by entry point, as its evaluator lists them (`MBPP_OUTPUT_SET_EQ_TASKS`).
+SET_OUTPUTS = frozenset(
+    {
+        "similar_elements",
+        "find_char_long",
+        "common_in_nested_lists",
+        "extract_singly",
+        "larg_nnum",
+        "intersection_array",
+        "find_dissimilar",
+        "Diff",
+    }
+)
 NO_OUTPUTS = "# no outputs: the reference solution computes them in the sandbox when tasks are graded\n"
 _MARK = "\x1eazr-oracle "  # starts each value line the oracle prints, so the solution's own prints are ignored
+
+
+class _NoValue:
+    """What the oracle gives for an input the reference failed on (it raised, or printed what is no literal): not a
+    test. Apart from None, which is a value like any other (HumanEval/137 returns it for equal inputs)."""
+
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+
+NO_VALUE = _NoValue()
 
 
 def mbpp_plus(row: Row, where: str) -> Row:
@@ -45,7 +70,7 @@ def mbpp_plus(row: Row, where: str) -> Row:
         **row_id(row, "task_id"),
         "prompt": need(row, where, "prompt"),
         "solution": row.get("canonical_solution"),
-        "tests": list(tests) + _output_tests(row, where, entry, _template(base, entry), "plus"),
+        "tests": list(tests) + _output_tests(row, where, entry, _template(base, entry), "plus", entry in SET_OUTPUTS),
         "entry_point": entry,
         "setup": "import math",
         "public_tests": len(tests),
@@ -85,9 +110,13 @@ def _tolerance(row: Row, where: str) -> Row:
     return {"atol": float(atol), "rtol": EVALPLUS_RTOL} if atol else {}
 
 
-def _output_tests(row: Row, where: str, entry: str | None, template: list[Any] | None, column: str) -> list[Any]:
+def _output_tests(
+    row: Row, where: str, entry: str | None, template: list[Any] | None, column: str, as_sets: bool = False
+) -> list[Any]:
     """One test per `{column}_input` whose output is known (from the file or the oracle), compared as EvalPlus
-    compares (`evalplus_tolerance`); none without outputs."""
+    compares (`with_evalplus_tolerance`; `as_sets`: as sets, for `SET_OUTPUTS`); none without outputs. EvalPlus
+    checks a task's base inputs, then its plus inputs, each in one pass whose tolerance, once a float output
+    (`_is_floats`) has set it, holds for the outputs after it: so here, column by column, in order."""
     outputs = row.get(f"{column}_output")
     if outputs is None or not entry:
         return []
@@ -97,25 +126,35 @@ def _output_tests(row: Row, where: str, entry: str | None, template: list[Any] |
     atol = _tolerance(row, where).get("atol", 0.0)
     tests = []
     for i, (args, expected) in enumerate(zip(inputs, outputs, strict=True)):
-        if expected is None:
-            continue  # the reference raised, timed out, or printed no value for it: not a test
+        if expected is NO_VALUE:
+            continue  # the reference raised, timed out, or printed what is no literal: not a test
+        if atol == 0 and _is_floats(expected):
+            atol = EVALPLUS_FLOAT_ATOL  # and so for every output after this one, as EvalPlus's loop keeps it
+        at = f"{where}: column '{column}_input'[{i}]"
+        as_set = as_sets and isinstance(expected, list) and _hashable(expected)
         try:
-            test = call_test(entry, shape(args, template), expected, f"{where}: column '{column}_input'[{i}]")
+            test = call_test(entry, shape(args, template), expected, at, as_set=as_set)
         except DataError:
             continue  # NaN or infinity, which no assert can compare: EvalPlus's own harness special-cases them
-        tests.append(with_evalplus_tolerance(test, expected, atol))
+        tests.append(with_evalplus_tolerance(test, atol))
     return tests
 
 
-def with_evalplus_tolerance(test: str, expected: Any, atol: float) -> str | AssertTest:
+def with_evalplus_tolerance(test: str, atol: float) -> str | AssertTest:
     """EvalPlus's comparison of an output with the reference's (`evalplus.eval.unsafe_execute`): equal, or, where
-    the task's `atol` is non-zero (1e-6 when the expected value is a float or a non-empty list or tuple of floats),
+    the tolerance `atol` is non-zero (the task's, or 1e-6 from the first float output on: `_output_tests`),
     `np.allclose(out, exp, rtol=1e-07, atol=atol)`; with no tolerance, equal only."""
-    if atol == 0 and _is_floats(expected):
-        atol = EVALPLUS_FLOAT_ATOL
     if atol == 0:
         return test
     return AssertTest(test, atol, EVALPLUS_RTOL)
+
+
+def _hashable(values: list[Any]) -> bool:
+    try:
+        set(values)
+    except TypeError:
+        return False
+    return True
 
 
 def _is_floats(value: Any) -> bool:
@@ -207,22 +246,24 @@ def oracle_program(row: Row, where: str, format: str) -> str:
 
 
 def oracle_outputs(stdout: str | None, count: int) -> list[Any] | None:
-    """The values an oracle program printed, one per plus input (None where it failed or printed what is no
+    """The values an oracle program printed, one per plus input (`NO_VALUE` where it failed or printed what is no
     literal); None when the run itself failed or printed fewer lines than inputs."""
     if stdout is None:
         return None
     lines = [line[len(_MARK) :] for line in stdout.split("\n") if line.startswith(_MARK)]
     if len(lines) != count:
         return None
-    return [_literal_or_none(text) for text in lines]
+    return [_literal(text) for text in lines]
 
 
-def _literal_or_none(text: str) -> Any:
-    """A printed repr as its value; None for an empty line (the reference failed), what is no literal, or a value
-    Python could not print back (an integer past its digit limit, as a hexadecimal repr can give)."""
+def _literal(text: str) -> Any:
+    """A printed repr as its value; `NO_VALUE` for an empty line (the reference failed), what is no literal, or a
+    value Python could not print back (an integer past its digit limit, as a hexadecimal repr can give)."""
+    if not text:
+        return NO_VALUE
     try:
-        value = ast.literal_eval(text) if text else None
+        value = ast.literal_eval(text)
         repr(value)  # ValueError: an integer too long to print; RecursionError: nested too deep
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
+        return NO_VALUE
     return value
