@@ -6,7 +6,7 @@ transformers or trl at import.
 """
 
 from azr.envs.code import CodeEnvironment
-from azr.envs.feedback import PUBLIC, FeedbackEnvironment
+from azr.envs.feedback import PUBLIC, FeedbackEnvironment, public_checks, shaping_columns
 from azr.envs.gen import build_policy, episode_seed, gen_settings, gen_tasks, local_model, run_gen, vllm_tool_args
 from azr.envs.scoring import score_answers, task_columns
 from azr.envs.task import TaskPrompt
@@ -25,8 +25,10 @@ __all__ = [
     "gen_settings",
     "gen_tasks",
     "local_model",
+    "public_checks",
     "run_gen",
     "score_answers",
+    "shaping_columns",
     "shown_messages",
     "task_columns",
     "turn_parser",

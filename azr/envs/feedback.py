@@ -7,13 +7,25 @@ The runner (`azr.rollouts.play`) samples and tokenizes; GRPO reads the episodes 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from azr.config import FeedbackConfig
 from azr.data import Task
 from azr.envs.scoring import score_answers
 from azr.envs.task import TaskPrompt
 from azr.prompts import parse_answer
-from azr.rewards import NO_CODE, CodeGrader, Rubric, grade_many, hidden_task, public_task, render_feedback
+from azr.rewards import (
+    EPISODE_TURNS,
+    NO_CODE,
+    PUBLIC_FIRST,
+    PUBLIC_LAST,
+    CodeGrader,
+    Rubric,
+    grade_many,
+    hidden_task,
+    public_task,
+    render_feedback,
+)
 from azr.rollouts import Episode, Message
 
 PUBLIC = "public"  # a policy turn's info: {"passed", "fraction", "feedback"} on the public tests
@@ -52,7 +64,24 @@ class FeedbackEnvironment:
     def score(self, episodes: Sequence[Episode]) -> None:
         if self.rubric is None:
             raise ValueError("FeedbackEnvironment: built without a rubric, it cannot score")
-        score_answers(self.rubric, episodes, [e.answer for e in episodes], [hidden(_task(e)) for e in episodes])
+        answers, tasks = [e.answer for e in episodes], [hidden(_task(e)) for e in episodes]
+        score_answers(self.rubric, episodes, answers, tasks, shaping_columns(episodes))
+
+
+def public_checks(episode: Episode) -> list[dict[str, Any]]:
+    """Each policy turn's verdict on the public tests, in order (`FeedbackEnvironment.respond`'s)."""
+    return [dict(t.info[PUBLIC]) for t in episode.policy_turns if PUBLIC in t.info]  # type: ignore[arg-type]
+
+
+def shaping_columns(episodes: Sequence[Episode]) -> dict[str, list[Any]]:
+    """What feedback's shaping reward reads of each episode (`azr.rewards.EpisodeReward`): the answers it took and
+    the public pass fraction of its first and last, wherever an episode is scored (GRPO's rows, `azr gen`'s records)."""
+    publics = [public_checks(e) for e in episodes]
+    return {
+        EPISODE_TURNS: [len(e.policy_turns) for e in episodes],
+        PUBLIC_FIRST: [p[0]["fraction"] if p else 0.0 for p in publics],
+        PUBLIC_LAST: [p[-1]["fraction"] if p else 0.0 for p in publics],
+    }
 
 
 def hidden(task: Task) -> Task:

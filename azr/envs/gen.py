@@ -23,7 +23,7 @@ from azr.envs.feedback import PUBLIC, FeedbackEnvironment
 from azr.envs.task import TaskPrompt
 from azr.envs.tools import ToolEnvironment, events_of, turn_parser
 from azr.logs import JsonlWriter, read_jsonl_records
-from azr.rewards import Rubric, recipe_rubric
+from azr.rewards import Rubric, recipe_rubric, with_shaping
 from azr.rollouts import (
     ENV,
     POLICY,
@@ -59,7 +59,7 @@ def run_gen(cfg: AzrConfig, out: Path, resume: bool = False, vllm: bool = False)
     )
     failed = 0
     if todo:
-        rubric = recipe_rubric(cfg, cfg.sandbox)
+        rubric = with_shaping(cfg, recipe_rubric(cfg, cfg.sandbox))  # a feedback episode's rewards are GRPO's
         with ExitStack() as stack:
             policy = build_policy(cfg, kind, stack)
             env = gen_environment(cfg, policy, rubric)

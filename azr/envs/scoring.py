@@ -5,7 +5,7 @@ reward function's value, the weighted total, and the grader's verdict (status, t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from azr.data import GRADING_COLUMNS, Task
 from azr.rewards import Rubric
@@ -20,9 +20,16 @@ def task_columns(tasks: Sequence[Task]) -> dict[str, list[object]]:
     return {key: [row[key] for row in rows] for key in GRADING_COLUMNS} | {"task_id": [t.id for t in tasks]}
 
 
-def score_answers(rubric: Rubric, episodes: Sequence[Episode], answers: Sequence[str], tasks: Sequence[Task]) -> None:
+def score_answers(
+    rubric: Rubric,
+    episodes: Sequence[Episode],
+    answers: Sequence[str],
+    tasks: Sequence[Task],
+    columns: Mapping[str, Sequence[object]] | None = None,
+) -> None:
     """Grade `answers` (one per episode) against `tasks` in one batch (`Rubric.score`) and set each episode's
-    `rewards` (with `total`), `reward` and `info["grade"]`."""
+    `rewards` (with `total`), `reward` and `info["grade"]`. `columns` (one value per episode) are read by the
+    rewards beside the tasks' own (an environment's, such as feedback's shaping)."""
     if rubric.grader is None:
         raise ValueError("score_answers: the rubric was only checked; build it with a sandbox to score")
     todo = [i for i, e in enumerate(episodes) if e.finish_reason != "error"]
@@ -31,7 +38,8 @@ def score_answers(rubric: Rubric, episodes: Sequence[Episode], answers: Sequence
             episode.info["grade"], episode.rewards, episode.reward = dict(NOT_GRADED), {}, None
     if not todo:
         return
-    scored = rubric.score([answers[i] for i in todo], task_columns([tasks[i] for i in todo]))
+    read = task_columns([tasks[i] for i in todo]) | {k: [v[i] for i in todo] for k, v in (columns or {}).items()}
+    scored = rubric.score([answers[i] for i in todo], read)
     for i, one in zip(todo, scored, strict=True):
         details = {k: v for k, v in one.outcome.details().items() if k != "per_test"}
         episode = episodes[i]

@@ -37,7 +37,7 @@ from azr.rewards.harness import harness_preload
 from azr.rewards.health import InfraFailures
 from azr.rewards.oracle import sandbox_oracle
 from azr.rewards.outputs import Output, outputs_many
-from azr.rewards.rubric import Rubric, Scored, build_rubric, recipe_rubric, trained_rubric
+from azr.rewards.rubric import Rubric, Scored, build_rubric, recipe_rubric, trained_rubric, with_shaping
 from azr.rewards.stdio import compare_output
 from azr.rewards.verdicts import TestOutcome
 
@@ -79,4 +79,5 @@ __all__ = [
     "trained_rubric",
     "validate_references",
     "verdict_check",
+    "with_shaping",
 ]

@@ -141,9 +141,15 @@ def trained_rubric(cfg: AzrConfig, rubric: Rubric) -> Rubric:
     """What GRPO trains with from the recipe's `rubric`: blended with self-play's reward when `self_play.enabled`;
     with execution feedback's shaping (`feedback.turn_penalty`, `feedback.improvement_bonus`) as one more reward of
     weight 1 when either is set and the recipe does not list `episode` itself."""
-    trained = rubric.blended(cfg.self_play.weight) if cfg.self_play.enabled else rubric
+    return with_shaping(cfg, rubric.blended(cfg.self_play.weight) if cfg.self_play.enabled else rubric)
+
+
+def with_shaping(cfg: AzrConfig, rubric: Rubric) -> Rubric:
+    """`rubric` with execution feedback's shaping (`feedback.turn_penalty`, `feedback.improvement_bonus`) as one
+    more reward of weight 1, for a feedback recipe that sets either and does not list `episode` itself: what GRPO
+    pays a feedback episode, and what `azr gen` records of one."""
     shaping = cfg.feedback.turn_penalty or cfg.feedback.improvement_bonus
-    if cfg.rollouts.env == "feedback" and shaping and "episode_reward" not in trained.names:
-        episode = EpisodeReward(cfg.feedback.turn_penalty, cfg.feedback.improvement_bonus)
-        trained = replace(trained, funcs=(*trained.funcs, episode), weights=(*trained.weights, 1.0))
-    return trained
+    if cfg.rollouts.env != "feedback" or not shaping or "episode_reward" in rubric.names:
+        return rubric
+    episode = EpisodeReward(cfg.feedback.turn_penalty, cfg.feedback.improvement_bonus)
+    return replace(rubric, funcs=(*rubric.funcs, episode), weights=(*rubric.weights, 1.0))

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from azr.alarms import Alarm
 from azr.config import FeedbackConfig
 from azr.data import Task
-from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, task_columns
+from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, shaping_columns, task_columns
 from azr.prompts import parse_answer, reference_answer
-from azr.rewards import EPISODE_TURNS, PUBLIC_FIRST, PUBLIC_LAST, CodeGrader, Rubric, grade_many, hidden_task
+from azr.rewards import CodeGrader, Rubric, grade_many, hidden_task
 from azr.rollouts import ENV, POLICY, Episode, Limits, ScoredBatch, Turn, start_groups
 from azr.training.episodes import COMPLETION, EpisodeRollouts, assistant
 
@@ -72,12 +72,9 @@ class FeedbackRollout:
         """The columns the rewards read besides TRL's: the final answer (what they score, `COMPLETION`), the turns
         taken, the public pass fraction of the first and the last answer (the shaping reward's), and the transcript
         (the generation log's)."""
-        publics = [public_checks(e) for e in episodes]
         return {
             COMPLETION: [assistant(e.answer) for e in episodes],
-            EPISODE_TURNS: [len(e.policy_turns) for e in episodes],
-            PUBLIC_FIRST: [p[0]["fraction"] if p else 0.0 for p in publics],
-            PUBLIC_LAST: [p[-1]["fraction"] if p else 0.0 for p in publics],
+            **shaping_columns(episodes),
             EPISODE: [transcript(e) for e in episodes],
         }
 
@@ -183,11 +180,6 @@ def _row_task(row: dict[str, Any]) -> Task:
         atol=row.get("atol"),
         rtol=row.get("rtol"),
     )
-
-
-def public_checks(episode: Episode) -> list[dict[str, Any]]:
-    """Each policy turn's verdict on the public tests, in order (`FeedbackEnvironment.respond`'s)."""
-    return [dict(t.info[PUBLIC]) for t in episode.policy_turns if PUBLIC in t.info]  # type: ignore[arg-type]
 
 
 def transcript(episode: Episode) -> list[dict[str, Any]]:

@@ -22,11 +22,12 @@ from azr.rollouts import ChatTokens, Continuation
 from azr.tools import SCHEMA
 
 
-def recipe(write, **gen) -> object:
+def recipe(write, feedback: dict | None = None, **gen) -> object:
     settings = {"max_tasks": len(TASKS), "samples": 1, "max_new_tokens": 400, "max_tokens": 2000, **gen}
     text = (
         "model: {name_or_path: unused}\nsandbox: {workers: 1, backend: bwrap}\nlogging: {console: plain}\n"
-        f"rollouts: {{env: feedback}}\nfeedback: {{max_turns: 2}}\ngen: {json.dumps(settings)}\n"
+        f"rollouts: {{env: feedback}}\nfeedback: {json.dumps({'max_turns': 2, **(feedback or {})})}\n"
+        f"gen: {json.dumps(settings)}\n"
     )
     return write("gen.yaml", text)
 
@@ -85,6 +86,26 @@ def test_an_endpoint_episode_is_written_turn_by_turn_and_scored_on_hidden_tests(
         for message in messages[2:]:
             for mark in hidden_marks(task):
                 assert mark not in message["content"]
+
+
+def test_a_records_rewards_are_those_grpo_pays_the_episode_shaping_included(write, repairer, tmp_path):
+    """With `feedback.turn_penalty` and `feedback.improvement_bonus` set, a record's rewards hold the shaping GRPO
+    adds (`episode_reward`: -0.1 per answer after the first, 0.5 times the rise of the public pass fraction) and
+    its total, so rollouts filtered by reward for fine-tuning are ranked as GRPO ranks them."""
+    endpoint = {"base_url": repairer.url, "model": "m", "max_retries": 0}
+    shaping = {"turn_penalty": 0.1, "improvement_bonus": 0.5}
+    totals = {}
+    for name, feedback in (("plain", None), ("shaped", shaping)):
+        cfg = load_config(recipe(write, feedback=feedback, policy="endpoint", endpoint=endpoint), [])
+        out = tmp_path / f"{name}.jsonl"
+        assert run_gen(cfg, out) == 0
+        totals[name] = {r["task_id"]: r["rewards"] for r in _records(out)}
+    for task_id, rewards in totals["shaped"].items():
+        i = next(j for j, t in enumerate(TASKS) if t.id == task_id)
+        # right at once: no shaping; wrong then repaired: -0.1 + 0.5 * (1 - 0); wrong twice: -0.1
+        assert rewards["episode_reward"] == pytest.approx([0.0, 0.4, -0.1][i % 3])
+        assert "episode_reward" not in totals["plain"][task_id]  # nothing set: no shaping, as in GRPO
+        assert rewards["total"] == pytest.approx(totals["plain"][task_id]["total"] + rewards["episode_reward"])
 
 
 def test_a_local_policy_records_the_ids_it_was_sampled_on(write, tmp_path, tiny_model_dir, monkeypatch):

@@ -15,11 +15,11 @@ from recipes import tiny_grpo_args
 
 from azr.config import FeedbackConfig
 from azr.data import encode_all, load_tasks
-from azr.envs import FeedbackEnvironment, TaskPrompt
+from azr.envs import FeedbackEnvironment, TaskPrompt, public_checks
 from azr.prompts import reference_answer
 from azr.rollouts import ChatTokens, Continuation, Limits, Sampling, play, start_groups
 from azr.training.episodes import episode_completions
-from azr.training.feedback import FeedbackRollout, public_checks, transcript
+from azr.training.feedback import FeedbackRollout, transcript
 
 TASK = next(t for t in load_tasks("train") if t.id == "str-alternating-caps")
 PUBLIC, HIDDEN = TASK.split_tests()
