@@ -131,7 +131,7 @@ def _output_tests(
         if atol == 0 and _is_floats(expected):
             atol = EVALPLUS_FLOAT_ATOL  # and so for every output after this one, as EvalPlus's loop keeps it
         at = f"{where}: column '{column}_input'[{i}]"
-        as_set = as_sets and isinstance(expected, list) and _hashable(expected)
+        as_set = as_sets and isinstance(expected, (list, tuple, set)) and _hashable(expected)
         try:
             test = call_test(entry, shape(args, template), expected, at, as_set=as_set)
         except DataError:
@@ -246,14 +246,15 @@ def oracle_program(row: Row, where: str, format: str) -> str:
 
 
 def oracle_outputs(stdout: str | None, count: int) -> list[Any] | None:
-    """The values an oracle program printed, one per plus input (`NO_VALUE` where it failed or printed what is no
-    literal); None when the run itself failed or printed fewer lines than inputs."""
+    """The values an oracle program printed, one per input in order (`NO_VALUE` where it failed, printed what is
+    no literal, or printed nothing before the run stopped or its output was cut); None when the run printed
+    nothing, or more values than inputs."""
     if stdout is None:
         return None
     lines = [line[len(_MARK) :] for line in stdout.split("\n") if line.startswith(_MARK)]
-    if len(lines) != count:
+    if not lines or len(lines) > count:
         return None
-    return [_literal(text) for text in lines]
+    return [_literal(text) for text in lines] + [NO_VALUE] * (count - len(lines))
 
 
 def _literal(text: str) -> Any:
