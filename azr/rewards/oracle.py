@@ -10,29 +10,19 @@ from collections.abc import Sequence
 from azr.config import SandboxConfig
 from azr.data import Oracle
 from azr.rewards.grading import limits_from_config, pool_from_config
-from azr.sandbox import ExecResult
 
 ORACLE_WALL_S = 60.0  # one program runs a task's reference on all its inputs (up to a thousand for MBPP+)
 ORACLE_OUTPUT_BYTES = 8 << 20  # under the sandbox's file size limit, which captured output counts against
 
 
 def sandbox_oracle(cfg: SandboxConfig) -> Oracle:
-    """Programs -> their stdout: whole where one exited cleanly, else its complete lines (what it printed before
-    its output was cut, or before it stopped: a reference whose outputs over a thousand inputs pass the cap still
-    gives those that fit); None where it printed nothing."""
+    """Programs -> their stdout, or None where one did not exit cleanly or its output was cut."""
     limits = dataclasses.replace(
         limits_from_config(cfg), wall_s=max(cfg.timeout_s, ORACLE_WALL_S), output_bytes=ORACLE_OUTPUT_BYTES
     )
 
     def run(programs: Sequence[str]) -> list[str | None]:
         results = pool_from_config(cfg).map(list(programs), limits)
-        return [_complete_lines(r) for r in results]
+        return [r.stdout if r.status == "ok" and r.exit_code == 0 and not r.stdout_truncated else None for r in results]
 
     return run
-
-
-def _complete_lines(result: ExecResult) -> str | None:
-    text = result.stdout or ""
-    if result.status != "ok" or result.exit_code != 0 or result.stdout_truncated:
-        text = text[: text.rfind("\n") + 1]  # a line cut short is no value
-    return text or None

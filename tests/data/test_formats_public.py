@@ -424,19 +424,6 @@ def test_a_reference_that_returns_none_gives_a_test_and_one_that_raises_gives_no
     assert grade(task, "def cmp(a, b):\n    return max(a, b)\n").per_test == [True, False, False]
 
 
-def test_an_oracle_run_cut_short_keeps_the_outputs_printed_before_the_cut(tmp_path):
-    """A reference whose outputs over all its inputs pass the oracle's output cap (HumanEval/15, /100 and /130 of
-    EvalPlus's release print more than 8 MiB) keeps a test for each input whose output came whole; the rest are no
-    tests, and the task is not left without any."""
-    row = {"task_id": "HumanEval/15", "prompt": "def seq(n):\n", "entry_point": "seq", "atol": 0}
-    row |= {"canonical_solution": "    return 'ab' * n\n", "base_input": [[1], [2], [6_000_000], [3]]}
-    (task,) = load_tasks(
-        write_jsonl(tmp_path / "he.jsonl", [row]), format="humaneval+", oracle=sandbox_oracle(SandboxConfig())
-    )
-    assert [t.source for t in task.tests] == ["assert seq(1) == 'ab'", "assert seq(2) == 'abab'"]
-    assert grade(task, task.solution).passed and not grade(task, "def seq(n):\n    return 'ab'\n").passed
-
-
 def test_mbpp_plus_set_output_tasks_compare_as_sets_as_evalplus_does(tmp_path):
     """EvalPlus compares the outputs of eight MBPP+ tasks as sets (`MBPP_OUTPUT_SET_EQ_TASKS`): a list made from
     a set is in the process's hash order, so its reference's own order need not come back."""

@@ -246,15 +246,16 @@ def oracle_program(row: Row, where: str, format: str) -> str:
 
 
 def oracle_outputs(stdout: str | None, count: int) -> list[Any] | None:
-    """The values an oracle program printed, one per input in order (`NO_VALUE` where it failed, printed what is
-    no literal, or printed nothing before the run stopped or its output was cut); None when the run printed
-    nothing, or more values than inputs."""
+    """The values an oracle program printed, one per input (`NO_VALUE` where it failed or printed what is no
+    literal); None when the run itself failed, its output was cut (a reference whose outputs over all its inputs
+    pass the cap: its values are too large to grade within the sandbox's limits too), or it printed fewer lines
+    than inputs."""
     if stdout is None:
         return None
     lines = [line[len(_MARK) :] for line in stdout.split("\n") if line.startswith(_MARK)]
-    if not lines or len(lines) > count:
+    if len(lines) != count:
         return None
-    return [_literal(text) for text in lines] + [NO_VALUE] * (count - len(lines))
+    return [_literal(text) for text in lines]
 
 
 def _literal(text: str) -> Any:
