@@ -64,10 +64,17 @@ class Grade:
         return self.tests_passed / self.tests_total if self.tests_total else 0.0
 
 
+# Each test of a program runs in a fork of it (`azr.rewards.runner`): a few milliseconds apiece, more where the
+# solution imports a large module, whose pages every fork copies. A task without a time limit of its own gets at least
+# this much wall time per test, so that a right program with a thousand tests (EvalPlus's plus inputs: HumanEval/162's
+# reference ran out of the default 5 s at its 954th) is not cut off by a default meant for a handful.
+TEST_FORK_S = 0.01
+
+
 def task_limits(task: Task, base: Limits) -> Limits:
-    """`base`, with the task's own timeout and memory where it sets them. For a stdin/stdout task the timeout is
-    each case's, and the program (all cases, one after another) gets their sum, plus room on the report channel
-    for every case's output."""
+    """`base`, with the task's own timeout and memory where it sets them, and at least `TEST_FORK_S` of wall time
+    per test where it sets no timeout. For a stdin/stdout task the timeout is each case's, and the program (all
+    cases, one after another) gets their sum, plus room on the report channel for every case's output."""
     if task.stdio:
         cases = [c for c in task.tests if isinstance(c, StdioCase)]
         report = sum(2 * output_cap(c) + 1024 for c in cases) + base.report_bytes
@@ -80,11 +87,12 @@ def task_limits(task: Task, base: Limits) -> Limits:
     # Values as large as the expected ones come back on the report channel: room for twice the tests' own text
     # (the expected literals are in it), so a right answer is never cut off after the first large ones.
     report = 2 * sum(len(encode(t)) for t in task.tests) + (64 << 10)
-    if not task.timeout_s and not task.memory_mb and report <= base.report_bytes:  # the usual case: base as it is
+    wall_s = task.timeout_s or max(base.wall_s, TEST_FORK_S * len(task.tests))
+    if wall_s == base.wall_s and not task.memory_mb and report <= base.report_bytes:  # the usual task: base as it is
         return base
     return dataclasses.replace(
         base,
-        wall_s=task.timeout_s or base.wall_s,
+        wall_s=wall_s,
         memory_mb=task.memory_mb or base.memory_mb,
         report_bytes=min(max(report, base.report_bytes), base.file_size_mb << 20),
     )

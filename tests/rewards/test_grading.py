@@ -730,6 +730,14 @@ def test_secrets_in_the_environment_never_reach_the_program(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------- tasks and data
+def test_a_task_of_many_tests_gets_wall_time_for_each_of_its_forks_unless_it_sets_its_own():
+    base = Limits(wall_s=5.0)
+    many = Task("t", "p", [f"assert {i} == {i}" for i in range(1200)])
+    assert task_limits(many, base).wall_s == 12.0  # 10 ms a test: each runs in a fork of the program
+    assert task_limits(Task("t", "p", many.tests[:400]), base) == base  # the default covers it
+    assert task_limits(Task("t", "p", many.tests, timeout_s=3.0), base).wall_s == 3.0  # the task's own wins
+
+
 def test_task_limits_override_the_defaults():
     base = Limits(wall_s=2.0, memory_mb=512, open_files=10)
     assert task_limits(Task("t", "p", ["assert 1"]), base) == base
