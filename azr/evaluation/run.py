@@ -54,7 +54,7 @@ from azr.evaluation.samples import (
 )
 from azr.evaluation.turns import run_turns, scored_problems, turn_summary
 from azr.logs import atomic_write_json
-from azr.models import read_adapter_config
+from azr.models import local_source, read_adapter_config
 from azr.prompts import AnswerFormat
 from azr.rewards import sandbox_oracle, start_pool
 from azr.secrets import public_url
@@ -218,6 +218,8 @@ def _warm_started_base(adapter: Path, output_dir: Path) -> str:
 def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> ItemSampler:
     """The endpoint or the local model (loaded here) that samples are drawn from."""
     t0 = time.monotonic()
+    if cfg.model is not None:
+        cfg = replace(cfg, model=local_source(cfg.model))  # a .gguf file: its imported folder
     if cfg.endpoint is not None:
         sampler: ItemSampler = EndpointSampler(cfg.endpoint, cfg.sampling)
     elif cfg.vllm is not None:

@@ -1,5 +1,6 @@
 """Models: loading the policy (HF, quantized, unsloth), its adapter through peft (LoRA, IA³, LN tuning), merging an
-adapter into full weights for export, and the tiny offline model used by tests and the demo.
+adapter into full weights for export, GGUF files imported as plain folders, and the tiny offline model used by tests
+and the demo.
 
 The face of the models package; importing it stays cheap (torch and friends are imported inside functions).
 """
@@ -12,6 +13,7 @@ from azr.models.adapters import (
     trainable_parameters,
 )
 from azr.models.export import ExportPlan, export_merged, plan_export
+from azr.models.gguf import import_gguf, imported_folder, is_gguf_source
 from azr.models.loading import (
     build_model_and_tokenizer,
     count_parameters,
@@ -20,7 +22,7 @@ from azr.models.loading import (
     sharded_launch,
 )
 from azr.models.noise import quiet_third_party
-from azr.models.source import check_model
+from azr.models.source import check_model, local_source
 from azr.models.tiny import CHAT_TEMPLATE, build_tiny_model
 
 __all__ = [
@@ -32,8 +34,12 @@ __all__ = [
     "check_model",
     "count_parameters",
     "export_merged",
+    "import_gguf",
+    "imported_folder",
+    "is_gguf_source",
     "keep_vectors_fp32",
     "load_tokenizer",
+    "local_source",
     "norm_module_names",
     "plan_export",
     "quiet_third_party",

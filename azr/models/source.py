@@ -13,6 +13,7 @@ from pathlib import Path
 
 from azr.config import ModelConfig
 from azr.errors import ConfigError
+from azr.models.gguf import imported_folder, inspect_gguf, is_gguf_source, resolve_gguf_source
 
 HUB_TIMEOUT_S = 10.0
 # Any one of these files makes a folder loadable: a model, or a peft adapter that names its base.
@@ -23,10 +24,33 @@ def check_model(cfg: ModelConfig) -> None:
     """Raise ConfigError when the policy could not be loaded as `cfg` says (source or loader)."""
     check_loader(cfg)
     name = cfg.name_or_path
-    if looks_local(name):
+    if is_gguf_source(name):
+        try:
+            inspect_gguf(resolve_gguf_source(name))
+        except ConfigError as exc:
+            raise ConfigError(f"model.name_or_path: {exc}") from None
+    elif looks_local(name):
         _check_folder(Path(name).expanduser())
     else:
         _check_hub_id(name, cfg.revision)
+
+
+def local_source(cfg: ModelConfig) -> ModelConfig:
+    """`cfg` with a `.gguf` source replaced by the folder it is imported into, once (the first run pays about half
+    a minute; later ones reuse the folder): every reader of the model (trainer, vLLM server, adapters, export)
+    then reads one plain folder. Any other source as it is."""
+    if not is_gguf_source(cfg.name_or_path):
+        return cfg
+    import dataclasses
+
+    folder = imported_folder(resolve_gguf_source(cfg.name_or_path), model_cache())
+    return dataclasses.replace(cfg, name_or_path=str(folder))
+
+
+def model_cache() -> Path:
+    """Where imported models live: $XDG_CACHE_HOME/azr/models (~/.cache/azr/models)."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "azr" / "models"
 
 
 def check_loader(cfg: ModelConfig) -> None:

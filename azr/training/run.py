@@ -15,12 +15,14 @@ files (`azr.training.ranks`); ranks wait for each other where one reads what the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
 from azr.config import AzrConfig
+from azr.models import local_source
 from azr.training.absolute_zero import absolute_zero_phase
 from azr.training.context import open_run
 from azr.training.grpo import grpo_phase
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     """Train as `cfg` says; returns the process exit code."""
     preflight(cfg)  # every user error, before anything is written or loaded
+    cfg = dataclasses.replace(cfg, model=local_source(cfg.model))  # a .gguf file: its folder, imported once
     started = time.monotonic()
     with ExitStack() as stack:
         ctx = open_run(cfg, resume_from, stack)
@@ -78,8 +81,6 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
 def load_policy(cfg: AzrConfig, folder: Path, adapter: bool = True):
     """The policy saved by a finished phase: the base model with its trainable adapter, or the full model (also
     what a warm start of all weights saved, `adapter=False`)."""
-    import dataclasses
-
     from azr.models import build_model_and_tokenizer
 
     if not (adapter and cfg.model.adapter.enabled):
