@@ -2,8 +2,9 @@
 
 The format (`strict`): after any `<think>…</think>` reasoning, exactly one fenced ```python block holding the whole
 solution, followed by a line that starts with `Final answer:`. `relaxed` takes the last fenced block of any
-language and needs no answer line. Reading answers lives here, beside the prompt that asks for them, so the two
-cannot drift apart; scoring them is `rewards`' job.
+language and needs no answer line; without a closed fence, it takes the part of an unclosed one that parses
+(`unclosed_block`: an answer cut off by the token budget). Reading answers lives here, beside the prompt that asks
+for them, so the two cannot drift apart; scoring them is `rewards`' job.
 """
 
 from __future__ import annotations
@@ -82,8 +83,44 @@ def parse_answer(text: str, mode: AnswerFormat = "strict") -> Answer:
     problem = _strict_problem(visible, blocks)
     if mode == "strict":
         return Answer(blocks[0].group(2) if not problem else None, not problem, problem)
-    code = blocks[-1].group(2) if blocks else None
+    code = blocks[-1].group(2) if blocks else unclosed_block(visible)
     return Answer(code, not problem, problem)
+
+
+_OPEN_FENCE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n", re.MULTILINE)
+SALVAGE_LINES = 400  # the most trailing lines dropped looking for code that parses (a few ms)
+
+
+def unclosed_block(visible: str) -> str | None:
+    """The code of a fence opened and never closed (relaxed mode): what a small model writes when a repetition loop
+    runs its answer to the token budget, often after a whole function. The longest run of whole top-level
+    statements from the fence's start that parses as Python; None when there is none. A statement still open at
+    the cut (an indented last line: a function whose body the loop was still writing) is dropped whole, never
+    run half-written, so a truncated loop earns nothing."""
+    opened = list(_OPEN_FENCE.finditer(visible))
+    if not opened:
+        return None
+    lines = visible[opened[-1].end() :].splitlines()
+    for end in range(len(lines), max(len(lines) - SALVAGE_LINES, 0), -1):
+        follows = next((line for line in lines[end:] if line.strip()), None)
+        if follows is None:  # cut at the end of the text: its last line must be top-level too
+            follows = next((line for line in reversed(lines[:end]) if line.strip()), "")
+        if follows[:1] in (" ", "\t"):
+            continue  # cutting here would end inside an indented block
+        code = "\n".join(lines[:end]).rstrip()
+        if code and _parses(code):
+            return code + "\n"
+    return None
+
+
+def _parses(code: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _strict_problem(visible: str, blocks: list[re.Match]) -> str:
