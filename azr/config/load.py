@@ -169,6 +169,8 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
     for i, spec in enumerate(cfg.rewards):
         if not spec.name:
             raise ConfigError(f"rewards[{i}].name: required")
+    if cfg.reward_control != "none" and cfg.mode == "absolute_zero":
+        raise ConfigError("reward_control: shuffles the code task's rewards; Absolute Zero's have no control arm")
     trainer_sections = (("grpo", cfg.grpo), ("sft.args", cfg.sft.args if cfg.sft.enabled else {}))
     for section, values in trainer_sections:
         for key, owner in MANAGED_TRAINER_FIELDS.items():

@@ -335,6 +335,12 @@ class AzrConfig:
     data: DataConfig = field(factory=DataConfig, help="Task datasets.")
     sandbox: SandboxConfig = field(factory=SandboxConfig, help="Execution of model code.")
     rewards: list[RewardSpec] = field(factory=_default_rewards, help="Reward functions and their weights.")
+    reward_control: Literal["none", "shuffle"] = field(
+        "none",
+        "The control arm of a learning claim: 'shuffle' trains GRPO on the rewards permuted within each batch (each "
+        "completion paid another one's reward: the same mean and spread, no link to what it wrote); the logged pass "
+        "rate and every evaluation stay real. 'none' trains on the rewards.",
+    )
     answer_format: Literal["strict", "relaxed"] = field(
         "strict",
         "How answers are read: 'strict' runs code only from exactly one python block followed by a 'Final answer:' "

@@ -15,6 +15,7 @@ from typing import Any
 from azr.config import AzrConfig, RewardSpec, SandboxConfig
 from azr.errors import ConfigError
 from azr.prompts import Answer, AnswerFormat, parse_answer
+from azr.rewards.control import Shuffled
 from azr.rewards.functions import CodeGrader, EpisodeReward, Outcome, SelfPlayReward, instantiate
 from azr.rewards.grading import limits_from_config, pool_from_config
 from azr.sandbox import ExecutionProvider
@@ -140,8 +141,12 @@ def recipe_rubric(
 def trained_rubric(cfg: AzrConfig, rubric: Rubric) -> Rubric:
     """What GRPO trains with from the recipe's `rubric`: blended with self-play's reward when `self_play.enabled`;
     with execution feedback's shaping (`feedback.turn_penalty`, `feedback.improvement_bonus`) as one more reward of
-    weight 1 when either is set and the recipe does not list `episode` itself."""
-    return with_shaping(cfg, rubric.blended(cfg.self_play.weight) if cfg.self_play.enabled else rubric)
+    weight 1 when either is set and the recipe does not list `episode` itself; with `reward_control: shuffle`, each
+    function's values permuted within the batch (`azr.rewards.control`)."""
+    trained = with_shaping(cfg, rubric.blended(cfg.self_play.weight) if cfg.self_play.enabled else rubric)
+    if cfg.reward_control == "shuffle":  # the control arm: the same rewards, permuted within each batch
+        trained = replace(trained, funcs=tuple(Shuffled(f, cfg.seed) for f in trained.funcs))
+    return trained
 
 
 def with_shaping(cfg: AzrConfig, rubric: Rubric) -> Rubric:
