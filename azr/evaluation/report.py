@@ -55,6 +55,7 @@ def build_report(
         "ks": list(ks),
         "pass_at_k": {f"pass@{k}": m.value for k, m in means.items()},
         "problems_counted": {f"pass@{k}": m.problems for k, m in means.items()},
+        "tests_passed": _mean_fraction(per_problem),
         "by_tag": by_tag,
         "counts": {
             "samples": len(records),
@@ -75,16 +76,32 @@ def build_report(
     }
 
 
+def _mean_fraction(per_problem: dict[str, dict[str, Any]]) -> float | None:
+    """The mean over problems (each the mean over its graded samples) of the fraction of tests passed."""
+    fractions = [v["tests"] / v["n"] for v in per_problem.values() if v["n"]]
+    return round(sum(fractions) / len(fractions), 6) if fractions else None
+
+
 def problem_counts(records: Sequence[dict[str, Any]], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """{problem: {n: graded samples, c: correct ones, samples: all records}}; ungraded samples are not in n."""
-    out: dict[str, dict[str, Any]] = {pid: {"n": 0, "c": 0, "samples": 0} for pid in ids}
+    """{problem: {n: graded samples, c: correct ones, tests: the sum over graded samples of the fraction of tests
+    each passed, samples: all records}}; ungraded samples are not in n."""
+    out: dict[str, dict[str, Any]] = {pid: {"n": 0, "c": 0, "tests": 0.0, "samples": 0} for pid in ids}
     for r in records:
-        entry = out.setdefault(r["task_id"], {"n": 0, "c": 0, "samples": 0})
+        entry = out.setdefault(r["task_id"], {"n": 0, "c": 0, "tests": 0.0, "samples": 0})
         entry["samples"] += 1
         if r.get("status") not in RETRIED:
             entry["n"] += 1
             entry["c"] += bool(r.get("passed"))
+            entry["tests"] += test_fraction(r)
     return out
+
+
+def test_fraction(record: dict[str, Any]) -> float:
+    """The fraction of its tests a graded sample passed (1.0 or 0.0 for a task graded as one check)."""
+    total = record.get("tests_total") or 0
+    if isinstance(total, int) and total > 0 and isinstance(record.get("tests_passed"), int):
+        return min(record["tests_passed"], total) / total
+    return float(bool(record.get("passed")))
 
 
 def print_report(report: dict[str, Any], out: Path, console=None) -> None:
@@ -99,6 +116,8 @@ def print_report(report: dict[str, Any], out: Path, console=None) -> None:
     table.add_column("problems", justify="right")
     for name, value in report["pass_at_k"].items():
         table.add_row(name, _show(value), str(report["problems_counted"][name]))
+    if report.get("tests_passed") is not None:
+        table.add_row("tests passed (mean fraction)", _show(report["tests_passed"]), str(report["problems"]))
     tags = report["by_tag"]
     if 1 < len(tags) <= 20:  # one tag per dataset (humaneval) says nothing the first rows do not
         for tag, row in tags.items():
@@ -140,8 +159,9 @@ def _show(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def load_counts(path: Path) -> tuple[dict[str, Any], dict[str, tuple[int, int]]]:
-    """A report and its per-problem (n, c), from the report or else from the samples.jsonl beside it."""
+def load_counts(path: Path) -> tuple[dict[str, Any], dict[str, tuple[int, int, float | None]]]:
+    """A report and its per-problem (n, c, sum of test fractions or None in a report older than that count), from
+    the report or else from the samples.jsonl beside it."""
     try:
         report = load_json(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -156,12 +176,17 @@ def load_counts(path: Path) -> tuple[dict[str, Any], dict[str, tuple[int, int]]]
         if not samples.is_file():
             raise DataError(f"{path}: has no per-problem results and there is no {SAMPLES_FILE} beside it")
         per = problem_counts(read_jsonl_records(samples), [])
-    return report, {pid: (int(v["n"]), int(v["c"])) for pid, v in per.items()}
+    return report, {pid: (int(v["n"]), int(v["c"]), _number(v.get("tests"))) for pid, v in per.items()}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def compare_reports(a: Path, b: Path, resamples: int = 10_000, seed: int = 0) -> list[tuple[str, Difference]]:
     """Per pass@k (k in either report): B - A over the problems both graded with at least k samples, and a 95%
-    paired-bootstrap interval."""
+    paired-bootstrap interval; then the same for the mean fraction of tests passed (`tests passed`) where both
+    reports count it."""
     report_a, counts_a = load_counts(a)
     report_b, counts_b = load_counts(b)
     shared = sorted(set(counts_a) & set(counts_b))
@@ -172,9 +197,14 @@ def compare_reports(a: Path, b: Path, resamples: int = 10_000, seed: int = 0) ->
     for k in ks:
         ids = [pid for pid in shared if counts_a[pid][0] >= k and counts_b[pid][0] >= k]
         if ids:
-            scores_a = [pass_at_k(*counts_a[pid], k) for pid in ids]
-            scores_b = [pass_at_k(*counts_b[pid], k) for pid in ids]
+            scores_a = [pass_at_k(*counts_a[pid][:2], k) for pid in ids]
+            scores_b = [pass_at_k(*counts_b[pid][:2], k) for pid in ids]
             rows.append((f"pass@{k}", paired_bootstrap(scores_a, scores_b, resamples, seed=seed)))
+    ids = [pid for pid in shared if all(c[pid][0] and c[pid][2] is not None for c in (counts_a, counts_b))]
+    if ids:
+        fractions_a = [counts_a[pid][2] / counts_a[pid][0] for pid in ids]  # type: ignore[operator]
+        fractions_b = [counts_b[pid][2] / counts_b[pid][0] for pid in ids]  # type: ignore[operator]
+        rows.append(("tests passed", paired_bootstrap(fractions_a, fractions_b, resamples, seed=seed)))
     return rows
 
 

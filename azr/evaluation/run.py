@@ -235,18 +235,50 @@ def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> ItemSampler:
 
 
 def _sample_and_grade(cfg: EvalConfig, sampler: ItemSampler, todo: list, store: SampleStore, timings: dict) -> None:
+    progress = Progress(len(todo))
     for start in range(0, len(todo), sampler.chunk):
         chunk = todo[start : start + sampler.chunk]
         t0 = time.monotonic()
         generated = sampler.sample(chunk)
         timings["generation_s"] += time.monotonic() - t0
+        progress.generated(generated)
         if cfg.turns > 1:  # each sample an episode: feedback turns, scored on the hidden tests
             args = (cfg.turns, cfg.feedback, cfg.sandbox, cfg.answer_format, timings)
             store.write(run_turns(chunk, generated, sampler, *args))
         else:
             items = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(chunk, generated, strict=True)]
             store.write(graded(items, cfg.sandbox, cfg.answer_format, timings))
-        log.info("eval: %d of %d samples generated and graded", start + len(chunk), len(todo))
+        log.info("eval: %s", progress.line())
+
+
+class Progress:
+    """How far an evaluation's generation has come: samples done of all, tokens/s, time left at the pace so far."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.tokens, self.started = total, 0, 0, time.monotonic()
+        self.counted = True  # every sample so far said how many tokens it took
+
+    def generated(self, samples: list) -> None:
+        self.done += len(samples)
+        for g in samples:
+            if g.tokens is None:
+                self.counted = self.counted and g.text is None
+            else:
+                self.tokens += g.tokens
+
+    def line(self) -> str:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        left = (self.total - self.done) * elapsed / self.done if self.done else float("nan")
+        rate = f", {self.tokens / elapsed:.1f} tokens/s" if self.counted and self.tokens else ""
+        share = 100 * self.done / self.total if self.total else 100.0
+        return f"{self.done}/{self.total} samples ({share:.0f}%){rate}, {_duration(left)} left"
+
+
+def _duration(seconds: float) -> str:
+    if seconds != seconds:  # NaN: nothing done yet
+        return "?"
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def _feedback_problems(cfg: EvalConfig, problems: list[Problem]) -> tuple[list[Problem], list[str]]:

@@ -52,6 +52,7 @@ class Generated:
     text: str | None  # None: the request failed for good
     error: str | None = None
     version: int | None = None  # the policy version that sampled it (a sampler of the rollout seam; else unknown)
+    tokens: int | None = None  # tokens generated (progress: tokens/s); None where the source does not say
 
 
 class ItemSampler(Protocol):
@@ -88,7 +89,17 @@ class ModelSampler:
             groups = self.source.sample(prompts, sampling)
         else:
             groups = sampled_groups(self.source, [problem.task for problem, _ in items], sampling)
-        return [Generated(text, version=g.version) for g in groups for text in g.texts]
+        return generated(groups)
+
+
+def generated(groups) -> list[Generated]:
+    """One `Generated` per completion of `groups` (a seam sampler's), with its token count."""
+    out = []
+    for g in groups:
+        mask = g.tensors.get("completion_mask")
+        counts = mask.sum(dim=1).tolist() if mask is not None else [None] * len(g.texts)
+        out += [Generated(t, version=g.version, tokens=c) for t, c in zip(g.texts, counts, strict=True)]
+    return out
 
 
 class ServedSampler:
@@ -108,12 +119,12 @@ class ServedSampler:
         if conversations is not None:  # each item its own conversation: one sample of each
             prompts = [Prompt(p.id, list(c)) for (p, _), c in zip(items, conversations, strict=True)]
             groups = self.source.sample(prompts, dataclasses.replace(self.sampling, n=1))
-            return [Generated(text, version=g.version) for g in groups for text in g.texts]
+            return generated(groups)
         n = self.sampling.n
         if len(items) % n:
             raise ValueError(f"{len(items)} items are not whole groups of {n} samples per problem")
         groups = sampled_groups(self.source, [problem.task for problem, _ in items[::n]], self.sampling)
-        return [Generated(text, version=g.version) for g in groups for text in g.texts]
+        return generated(groups)
 
 
 class LocalSampler(ModelSampler):
@@ -152,7 +163,7 @@ class EndpointSampler:
         )
         self.api, self.sampling = spec.api, sampling
         self.mode = "continuation" if spec.api == "completions" else "answer"
-        self.chunk = max(64, 8 * spec.concurrency)  # progress is saved after each chunk
+        self.chunk = max(32, 4 * spec.concurrency)  # progress is saved (and shown) after each chunk
 
     def sample(
         self, items: list[tuple[Problem, int]], conversations: list[Conversation] | None = None
@@ -161,7 +172,12 @@ class EndpointSampler:
             raise ConfigError("--turns: execution feedback is a conversation; it needs --api chat")
         chats = conversations or [None] * len(items)
         replies = self.client.run_all([self._request(p, i, c) for (p, i), c in zip(items, chats, strict=True)])
-        return [Generated(r.text, None) if r.ok else Generated(None, r.error or "no text") for r in replies]
+        return [
+            Generated(r.text, None, tokens=r.usage.completion_tokens or None)
+            if r.ok
+            else Generated(None, r.error or "no text")
+            for r in replies
+        ]
 
     def _request(self, problem: Problem, index: int, conversation: Conversation | None = None):
         s = self.sampling

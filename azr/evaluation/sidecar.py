@@ -38,7 +38,10 @@ class SidecarSampler:
             serve_model(vllm, model, adapter, template_kwargs=template_kwargs or None, log_path=log_path)
         )
         # One request per sample, as many in flight as the server batches at once.
-        spec = EndpointSpec(endpoint.base_url, endpoint.model, "chat", concurrency=8, timeout_s=vllm.request_timeout_s)
+        concurrency = batched_sequences(vllm.extra_args)
+        spec = EndpointSpec(
+            endpoint.base_url, endpoint.model, "chat", concurrency=concurrency, timeout_s=vllm.request_timeout_s
+        )
         self._sampler = EndpointSampler(spec, sampling)
         self.mode, self.chunk, self.endpoint = self._sampler.mode, self._sampler.chunk, endpoint
 
@@ -48,3 +51,18 @@ class SidecarSampler:
 
     def close(self) -> None:
         self._stack.close()
+
+
+DEFAULT_IN_FLIGHT = 8
+
+
+def batched_sequences(extra_args: list[str]) -> int:
+    """How many sequences the server batches at once: its `--max-num-seqs` among `vllm.extra_args` (either
+    `--max-num-seqs N` or `--max-num-seqs=N`), else 8."""
+    for i, arg in enumerate(extra_args):
+        value = arg.split("=", 1)[1] if arg.startswith("--max-num-seqs=") else None
+        if arg == "--max-num-seqs" and i + 1 < len(extra_args):
+            value = extra_args[i + 1]
+        if value is not None and value.isdigit() and int(value) > 0:
+            return int(value)
+    return DEFAULT_IN_FLIGHT
