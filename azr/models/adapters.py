@@ -53,21 +53,50 @@ def build_peft_config(adapter: AdapterConfig, model) -> peft.PeftConfig | None:
                 adapter.bias,
                 model.dtype,
             )
+        if targets in (None, "all-linear"):  # peft takes layers_to_transform with a list of names only
+            targets = linear_module_names(model) if adapter.top_layers is not None else "all-linear"
         return peft.LoraConfig(
             r=adapter.r,
             lora_alpha=adapter.alpha,
             lora_dropout=adapter.dropout,
-            target_modules=targets if targets is not None else "all-linear",
+            target_modules=targets,
             use_dora=adapter.dora,
             use_rslora=adapter.rslora,
             bias=adapter.bias,
             modules_to_save=norm_module_names(model) if adapter.train_norms else None,
+            layers_to_transform=_top_layers(adapter.top_layers, model),
             task_type="CAUSAL_LM",
         )
     if adapter.kind == "ia3":
         targets, forward = _ia3_modules(adapter, model.config.model_type)
         return peft.IA3Config(target_modules=targets, feedforward_modules=forward, task_type="CAUSAL_LM")
     return peft.LNTuningConfig(target_modules=targets or norm_module_names(model), task_type="CAUSAL_LM")
+
+
+def linear_module_names(model) -> list[str]:
+    """The names (last part) of every linear layer but the output head: what peft's 'all-linear' adapts."""
+    import torch
+
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    return sorted(
+        {
+            name.rsplit(".", 1)[-1]
+            for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and module is not head and name
+        }
+    )
+
+
+def _top_layers(count: int | None, model) -> list[int] | None:
+    """The indices of the last `count` transformer layers (None: every layer)."""
+    if count is None:
+        return None
+    layers = getattr(model.config, "num_hidden_layers", None)
+    if not isinstance(layers, int):
+        raise ConfigError("model.adapter.top_layers: the model's config gives no num_hidden_layers")
+    if count > layers:
+        raise ConfigError(f"model.adapter.top_layers: {count}, but the model has {layers} layers")
+    return list(range(layers - count, layers))
 
 
 def _ia3_modules(adapter: AdapterConfig, model_type: str) -> tuple[Any, list[str]]:

@@ -6,6 +6,7 @@ reward names, Absolute Zero's seed files and the model's source. Nothing starts 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from azr.absolute_zero import read_triplets
@@ -13,6 +14,8 @@ from azr.config import AzrConfig, check_batch, check_recipe
 from azr.models import check_model, quiet_third_party
 from azr.training.args import TrainerArgs, on_gpu, reward_weights, trainer_args, vllm_placeholders
 from azr.training.trainer_args import grpo_args, sft_args
+
+log = logging.getLogger(__name__)
 
 
 def preflight(cfg: AzrConfig) -> TrainerArgs:
@@ -28,4 +31,33 @@ def preflight(cfg: AzrConfig) -> TrainerArgs:
         for path in cfg.absolute_zero.seed_files:
             read_triplets(Path(path))  # a malformed seed file stops the run (file:line) before anything is written
     check_model(cfg.model)
+    if cpu:
+        warn_memory(cfg, grpo.per_device_train_batch_size)
     return trainer_args(cfg, grpo, sft)
+
+
+PROMPT_ALLOWANCE = 512  # tokens of prompt counted per sequence (the shipped tasks' prompts take 150-400)
+MEMORY_SHARE = 0.9  # of the machine's RAM, beyond which a recipe is warned about
+
+
+def warn_memory(cfg: AzrConfig, micro_batch: int) -> None:
+    """A warning, before the model loads, when the recipe's step is estimated to need more than this machine has
+    (`azr.models.memory`), naming the knobs that bring it down."""
+    from azr.config import sequence_lengths
+    from azr.models.memory import GIB, estimate_training_memory, machine_memory, model_shape
+
+    shape, total = model_shape(cfg.model.name_or_path), machine_memory()
+    if shape is None or total is None:
+        return
+    tokens = sequence_lengths(cfg)["max_completion_length"] + PROMPT_ALLOWANCE
+    estimate = estimate_training_memory(shape, cfg.model, micro_batch, tokens, cfg.vllm)
+    if estimate is None or estimate.total <= MEMORY_SHARE * total:
+        return
+    log.warning(
+        "memory: this recipe's training step is estimated at %s, more than this machine's %.1f GiB; lower "
+        "grpo.per_device_train_batch_size (now %d; raise gradient_accumulation_steps to keep the batch), "
+        "grpo.max_completion_length, or set model.gradient_checkpointing: true or model.adapter.top_layers",
+        estimate.describe(),
+        total / GIB,
+        micro_batch,
+    )
