@@ -381,12 +381,54 @@ def test_compare_prints_differences_with_a_paired_bootstrap_interval(cli, tmp_pa
     code, out, err = cli("eval", "--compare", tmp_path / "a" / "report.json", tmp_path / "b" / "report.json")
     assert code == 0, err
     assert re.search(r"pass@1 .*1\.0000 .*0\.5000 .*-0\.5000 .*\[-0\.\d+, -0\.\d+\] .*40", out), out
-    [(name, diff)] = compare_reports(tmp_path / "a" / "report.json", tmp_path / "b" / "report.json")
+    assert re.search(r"tests passed .*1\.0000 .*0\.5000 .*-0\.5000", out), out
+    [(name, diff), (tests, fraction)] = compare_reports(tmp_path / "a" / "report.json", tmp_path / "b" / "report.json")
     assert name == "pass@1" and diff.low < -0.5 < diff.high < 0
+    assert tests == "tests passed" and fraction.delta == diff.delta  # HumanEval: one check a task
+    assert _report(tmp_path / "a")["tests_passed"] == 1.0 and _report(tmp_path / "b")["tests_passed"] == 0.5
     report = _report(tmp_path / "b")
     del report["per_problem"]  # an older report: the per-problem results come from samples.jsonl beside it
     (tmp_path / "b" / "report.json").write_text(json.dumps(report))
     assert compare_reports(tmp_path / "a" / "report.json", tmp_path / "b" / "report.json")[0][1] == diff
+    older = _report(tmp_path / "a")  # a report written before the tests count: pass@k only
+    for entry in older["per_problem"].values():
+        del entry["tests"]
+    (tmp_path / "a" / "report.json").write_text(json.dumps(older))
+    assert [n for n, _ in compare_reports(tmp_path / "a" / "report.json", tmp_path / "b" / "report.json")] == ["pass@1"]
+
+
+def test_the_mean_fraction_of_tests_counts_partial_passes():
+    from azr.evaluation.report import problem_counts, test_fraction
+
+    records = [
+        {"task_id": "t", "status": "failed", "passed": False, "tests_passed": 1, "tests_total": 4},
+        {"task_id": "t", "status": "passed", "passed": True, "tests_passed": 4, "tests_total": 4},
+        {"task_id": "t", "status": "request_failed", "passed": False, "tests_passed": 0, "tests_total": 4},
+    ]
+    assert [test_fraction(r) for r in records[:2]] == [0.25, 1.0]
+    assert problem_counts(records, ["t"])["t"] == {"n": 2, "c": 1, "tests": 1.25, "samples": 3}
+
+
+def test_progress_says_samples_tokens_per_second_and_time_left(monkeypatch):
+    from azr.evaluation import run as eval_run
+    from azr.evaluation.samplers import Generated
+
+    clock = iter([100.0, 110.0, 200.0, 201.0])
+    monkeypatch.setattr(eval_run.time, "monotonic", lambda: next(clock))
+    progress = eval_run.Progress(40)
+    progress.generated([Generated("x", tokens=50)] * 10)
+    assert progress.line() == "10/40 samples (25%), 50.0 tokens/s, 30s left"
+    quiet = eval_run.Progress(2)
+    quiet.generated([Generated("x")])  # a source that does not count tokens: no rate rather than a wrong one
+    assert "tokens/s" not in quiet.line()
+
+
+def test_the_sidecar_sends_as_many_requests_as_the_server_batches():
+    from azr.evaluation.sidecar import batched_sequences
+
+    assert batched_sequences(["--enforce-eager", "--max-num-seqs", "16"]) == 16
+    assert batched_sequences(["--max-num-seqs=24"]) == 24
+    assert batched_sequences(["--max-num-seqs"]) == batched_sequences([]) == 8
 
 
 # ------------------------------------------------------------------------------------------------------ bad input

@@ -129,3 +129,22 @@ def test_unsloth_errors_are_config_errors(monkeypatch):
         ConfigError, match=r"^model\.backend=unsloth: unsloth is not installed; pip install 'azr\[unsloth\]'$"
     ):
         build_model_and_tokenizer(cfg)
+
+
+def test_lora_on_the_top_layers_only_trains_those_layers(tiny_model_dir):
+    import peft
+
+    from azr.config.adapter import check_adapter
+
+    model, _ = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
+    layers = model.config.num_hidden_layers
+    config = build_peft_config(AdapterConfig(kind="lora", r=4, top_layers=1), model)
+    assert config.layers_to_transform == [layers - 1] and "q_proj" in config.target_modules
+    trained = [n for n, p in peft.get_peft_model(model, config).named_parameters() if p.requires_grad]
+    assert trained and all(f".layers.{layers - 1}." in n for n in trained)
+    with pytest.raises(ConfigError, match=r"^model\.adapter\.top_layers: 99, but the model has"):
+        build_peft_config(AdapterConfig(kind="lora", top_layers=99), model)
+    with pytest.raises(ConfigError, match=r"^model\.adapter\.top_layers: a LoRA option"):
+        check_adapter(AdapterConfig(kind="ia3", top_layers=2), "none")
+    with pytest.raises(ConfigError, match=r"^model\.adapter\.top_layers: needs target_modules as a list"):
+        check_adapter(AdapterConfig(kind="lora", top_layers=2, target_modules=".*q_proj"), "none")
