@@ -128,3 +128,25 @@ def test_feedback_costs_arms_interleave_abba_and_each_arms_figure_is_its_median(
     out = capsys.readouterr().out
     assert "single 1.00, turns=1 2.00, turns=2 3.00, turns=3 4.00, turns=3 5.00, turns=2 3.00" in out
     assert "median per arm" in out and out.splitlines()[-1].split()[-1] == "2.50"  # x single of turns=3
+
+
+def test_the_real_model_benchmark_counts_transitions_and_pairs_tasks(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # its sibling vllm_cpu.py, as when run as a script
+    bench = script("real_model")
+
+    def record(task, index, status, passed, tests):
+        return {"task_id": task, "index": index, "status": status, "passed": passed, "tests_passed": tests,
+                "tests_total": 4}  # fmt: skip
+
+    before = {("a", 0): record("a", 0, "no_code", False, 0), ("b", 0): record("b", 0, "failed", False, 2),
+              ("c", 0): record("c", 0, "passed", True, 4)}  # fmt: skip
+    after = {("a", 0): record("a", 0, "failed", False, 1), ("b", 0): record("b", 0, "passed", True, 4),
+             ("c", 0): record("c", 0, "no_code", False, 0)}  # fmt: skip
+    assert bench.transitions(before, after) == {
+        "no code -> code": 1, "code -> no code": 1, "fails -> passes": 1, "passes -> fails": 1,
+    }  # fmt: skip
+    tasks_before, tasks_after = bench.per_task(before), bench.per_task(after)
+    assert tasks_before["b"] == (0.0, 0.5) and tasks_after["b"] == (1.0, 1.0)
+    figures = bench.compare(tasks_before, tasks_after)
+    assert figures["pass@1"]["delta"] == 0.0 and figures["pass@1"]["tasks"] == 3
+    assert abs(figures["tests passed"]["delta"] - (1.25 - 1.5) / 3) < 1e-9
