@@ -329,6 +329,20 @@ def test_files_and_fetch_files_are_bounded():
 
 
 @pytest.mark.slow(minutes=0.1)
+@pytest.mark.parametrize("api", ["azr", "sandboxfusion"])
+def test_the_remote_provider_carries_stdin_files_and_fetch_both_ways(server, api):
+    """azr's own client sends a raw run's parts too: as fields (`api: azr`) or inside the envelope's request."""
+    from azr.config import RemoteSandboxConfig
+    from azr.sandbox import Limits, RemoteProvider
+
+    code = "import sys\nopen('out.txt', 'w').write(open('in/a.txt').read() * 2)\nprint(sys.stdin.read()[::-1])"
+    with RemoteProvider(RemoteSandboxConfig(urls=[server], api=api, backoff_s=0.0)) as provider:
+        result = provider.run(code, Limits(wall_s=10), stdin="abc", files={"in/a.txt": b64("xy")}, fetch=["out.txt"])
+    assert (result.status, result.exit_code, result.stdout) == ("ok", 0, "cba\n"), result
+    assert {k: base64.b64decode(v) for k, v in result.files.items()} == {"out.txt": b"xyxy"}
+
+
+@pytest.mark.slow(minutes=0.1)
 def test_fetched_files_past_the_cap_are_left_out_and_named(tmp_path):
     from azr.sandbox import Limits, open_pool
 
