@@ -11,6 +11,7 @@ wipes the scratch space. Modules the settings preload (the caller's code, never 
 start: every program finds them imported.
 """
 
+import atexit
 import binascii
 import builtins
 import contextlib
@@ -436,18 +437,23 @@ def _child(code, script, redirects, rlimits, run_dir):
 
 
 def _finalize():
-    """What the interpreter does at exit before it flushes: wait for non-daemon threads, run atexit handlers."""
-    with contextlib.suppress(BaseException):
-        threading = sys.modules.get("threading")
-        if threading is not None:
+    """What the interpreter does at exit before it flushes: wait for non-daemon threads, run atexit handlers. Plain
+    try blocks: this runs after every program, and each object it makes or touches is a page the child copies."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:  # noqa: SIM105 (no suppress object to make and touch after every program)
             threading._shutdown()
-    with contextlib.suppress(BaseException):
-        import atexit
-
+        except BaseException:
+            pass
+    try:  # noqa: SIM105
         atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
-            stream.flush()
+    except BaseException:
+        pass
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        pass
 
 
 def _exit_code(value):
