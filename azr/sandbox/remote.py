@@ -239,8 +239,9 @@ class RemoteProvider:
             fields = answer.get("azr")
             if not isinstance(fields, dict):
                 raise _Retry(f"no result in the answer ({answer.get('message') or answer.get('status')})")
-            known = {f.name for f in dataclasses.fields(ExecResult)}
-            result = ExecResult(**{k: v for k, v in fields.items() if k in known})
+            known = {f.name for f in dataclasses.fields(ExecResult)} - {"files"}
+            files = answer.get("files") if isinstance(answer.get("files"), dict) else {}
+            result = ExecResult(**{k: v for k, v in fields.items() if k in known}, files=files)
             if result.status == "error":  # the server's own pool failed: another server may not
                 raise _Retry(result.note or "the server's sandbox failed")
             return result

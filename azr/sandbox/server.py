@@ -139,8 +139,8 @@ def build_app(
             state["in"] -= 1
         meter.add()
         answer = fusion_answer(result)
-        if run.as_azr:
-            answer["azr"] = dataclasses.asdict(result)
+        if run.as_azr:  # the fetched files travel once, in SandboxFusion's `files`
+            answer["azr"] = {k: v for k, v in dataclasses.asdict(result).items() if k != "files"}
         return JSONResponse(answer)
 
     async def run_jupyter(request: Request) -> JSONResponse:
@@ -241,7 +241,20 @@ def _files(given: Any, caps: ServeLimits) -> dict[str, str]:
         if total > caps.max_files_mb << 20:
             raise ValueError(f"files: over {caps.max_files_mb} MiB in all")
         kept[name] = content
+    paths = {os.path.normpath(name): name for name in kept}
+    for path, name in paths.items():
+        if path == ".":
+            raise ValueError(f"files: {name[:80]!r} names the working directory, a directory, not a file")
+        for parent in _parents(path):
+            if parent in paths:
+                raise ValueError(f"files: {paths[parent][:80]!r} is a file and the directory of {name[:80]!r}")
     return kept
+
+
+def _parents(path: str) -> list[str]:
+    """ "a/b/c" -> ["a", "a/b"]."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _fetch_files(given: Any, caps: ServeLimits) -> tuple[str, ...]:

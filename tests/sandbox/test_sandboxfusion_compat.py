@@ -298,6 +298,8 @@ def test_what_is_not_offered_is_a_4xx_naming_the_field(server):
         ({"a/../../up.txt": b64("x")}, "relative"),
         ({"a.txt": "not base64!"}, "base64"),
         ({"dir/": b64("x")}, "directory"),
+        ({".": b64("x")}, "directory"),
+        ({"a": b64("x"), "a/b": b64("y")}, "directory"),
         ({"x" * 300: b64("x")}, "255 bytes"),
         ([["a.txt", b64("x")]], "object"),
     ):
