@@ -136,5 +136,6 @@ def sandbox_serve(
             shown = f"[{host}]" if ":" in host else host
             click.echo(f"azr sandbox serve: http://{shown}:{bound} ({pool.backend.name}, {pool.size} workers)")
 
-        serve(pool, host, port, pool.size, token, caps, ready)
+        offered = {name for _, name in pool.backend.packages}  # importable top-level names (`pytest` for its mode)
+        serve(pool, host, port, pool.size, token, caps, ready, offered)
     return 0

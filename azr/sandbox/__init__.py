@@ -1,8 +1,9 @@
 """Sandbox: run one untrusted program under limits and report how it ended. Knows nothing of tests or rewards.
 
-Covered (bwrap and nsjail backends; tests/sandbox/test_hostile.py proves each): no network, loopback included;
-read-only system directories and nothing else of the host (no home, repository, /etc or host /tmp); a private
-tmpfs /tmp wiped after every program; an environment built from fixed values, so no API key is ever visible; new
+Covered (bwrap and nsjail backends; tests/sandbox/test_hostile.py proves each): no network, the host's loopback
+included (the sandbox's own, where `localhost` resolves, reaches nothing else); read-only system directories and
+nothing else of the host (no home, repository, /etc but a hosts file of azr's, or host /tmp); private tmpfs /tmp
+and /mnt wiped after every program; an environment built from fixed values, so no API key is ever visible; new
 pid/user/ipc/uts/mount namespaces, so the caller's processes are invisible and cannot be signalled; per program a
 new session and rlimits on CPU, address space, file size, open files and processes (plus, as root, where the
 kernel ignores RLIMIT_NPROC, per-worker pids and memory cgroups, or a polled process count where cgroups are

@@ -28,6 +28,9 @@ SCRATCH = "/tmp"  # private tmpfs inside the namespaced backends
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 NSJAIL_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 WORKER_SOURCE = Path(__file__).with_name("worker.py")
+# The sandbox's /etc/hosts (its only file in /etc): `localhost` and the sandbox's own name resolve, to loopback.
+HOSTS_FILE = Path(__file__).with_name("hosts")
+MOUNT_SCRATCH = "/mnt"  # a second private tmpfs, wiped like /tmp: programs written for SandboxFusion write there
 
 
 class SandboxUnavailable(RuntimeError):
@@ -89,7 +92,8 @@ def bwrap_argv(
     packages=(),
     disable_userns: bool = True,
 ) -> list[str]:
-    """bwrap flags: every namespace, no network, read-only system dirs, private /tmp, uid nobody, no caps, no new
+    """bwrap flags: every namespace, no network, read-only system dirs, private /tmp and /mnt, an /etc/hosts naming
+    localhost, uid nobody, no caps, no new
     user namespaces inside (`--disable-userns`, bwrap 0.8+: a program could otherwise make one and hold every
     capability in it, more kernel surface than a grader needs); each offered package's files bound read-only under
     PACKAGES_DIR."""
@@ -105,6 +109,7 @@ def bwrap_argv(
         argv += ["--ro-bind", python_prefix, python_prefix]
     for path, name in packages:
         argv += ["--ro-bind", path, f"{PACKAGES_DIR}/{name}"]
+    argv += ["--ro-bind", str(HOSTS_FILE), "/etc/hosts"]
     size = str(tmp_size_mb << 20)  # both tmpfs are memory: bounded, or a program could fill half the host's RAM
     argv += [
         "--proc",
@@ -119,6 +124,10 @@ def bwrap_argv(
         size,
         "--tmpfs",
         SCRATCH,
+        "--size",
+        size,
+        "--tmpfs",
+        MOUNT_SCRATCH,
     ]
     argv += ["--remount-ro", "/", "--chdir", SCRATCH, "--"]
     return argv
@@ -146,7 +155,10 @@ def nsjail_argv(
     for device in NSJAIL_DEVICES:
         if os.path.exists(device):
             argv += ["--bindmount_ro", device]
-    argv += ["--mount", f"none:{SCRATCH}:tmpfs:size={tmp_size_mb << 20}", "--cwd", SCRATCH, "--"]
+    argv += ["--bindmount_ro", f"{HOSTS_FILE}:/etc/hosts"]
+    for place in (SCRATCH, MOUNT_SCRATCH):
+        argv += ["--mount", f"none:{place}:tmpfs:size={tmp_size_mb << 20}"]
+    argv += ["--cwd", SCRATCH, "--"]
     return argv
 
 

@@ -11,9 +11,11 @@ import base64
 import binascii
 import json
 import os
+from collections.abc import Mapping, Sequence
 
 from azr.sandbox.backends import WORKER_SOURCE, sandbox_env
 from azr.sandbox.limits import Limits
+from azr.sandbox.pool import program_request
 
 _TEMPLATE = """import base64, json, os, signal, tempfile, types
 _w = types.ModuleType("_azr_worker")
@@ -24,7 +26,7 @@ _w._STREAMS = _w._make_streams()
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 _settings = {{"scratch": tempfile.mkdtemp(prefix="azr-"), "env": {env!r}, "host_pidns": _w.pid_namespace()}}
 try:
-    _reply = _w.Worker(_settings).run({{"code": {code!r}, "limits": {limits!r}}})
+    _reply = _w.Worker(_settings).run({request!r})
 except Exception as exc:
     _reply = {{"status": "error", "note": "envelope: %s: %s" % (type(exc).__name__, exc)}}
 _reply.pop("recycle", None)
@@ -32,12 +34,18 @@ os.write(_out, ({tag!r} + base64.b64encode(json.dumps(_reply).encode()).decode()
 """
 
 
-def wrap(code: str, limits: Limits) -> tuple[str, str]:
-    """(program, tag): `code` in its envelope under `limits`, and the tag its reply line is framed by."""
+def wrap(
+    code: str,
+    limits: Limits,
+    stdin: str | None = None,
+    files: Mapping[str, str] | None = None,
+    fetch: Sequence[str] = (),
+) -> tuple[str, str]:
+    """(program, tag): `code` in its envelope under `limits` (with its stdin, files and files to fetch, as the
+    pool's worker takes them), and the tag its reply line is framed by."""
     tag = f"@@azr-{os.urandom(16).hex()}@@"
-    source = _TEMPLATE.format(
-        worker=WORKER_SOURCE.read_text(), env=sandbox_env(), code=code, limits=limits.to_wire(), tag=tag
-    )
+    request = program_request(code, limits, stdin, files, fetch)
+    source = _TEMPLATE.format(worker=WORKER_SOURCE.read_text(), env=sandbox_env(), request=request, tag=tag)
     return source, tag
 
 

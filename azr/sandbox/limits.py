@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 ExecStatus = Literal["ok", "timeout", "memory", "crashed", "error"]
@@ -21,10 +21,11 @@ class Limits:
     processes: int = 32  # RLIMIT_NPROC (plus a pids cgroup when azr runs as root)
     output_bytes: int = 64 * 1024  # stdout and stderr are each cut here and marked truncated
     report_bytes: int = 1 << 20  # the report channel (descriptor 3), used by grading for test verdicts
+    fetch_bytes: int = 16 << 20  # files asked back after the run, all together; those past it are left out
 
     def __post_init__(self):
         names = ("wall_s", "cpu_s", "memory_mb", "file_size_mb", "open_files", "processes", "output_bytes")
-        for name in (*names, "report_bytes"):
+        for name in (*names, "report_bytes", "fetch_bytes"):
             value = getattr(self, name)
             if name == "cpu_s" and value is None:
                 continue
@@ -45,6 +46,7 @@ class Limits:
             ("RLIMIT_NPROC", self.processes, self.processes),
         ]
         caps = {"wall_s": self.wall_s, "output_bytes": self.output_bytes, "report_bytes": self.report_bytes}
+        caps["fetch_bytes"] = self.fetch_bytes
         return {**caps, "rlimits": rlimits}
 
 
@@ -52,7 +54,8 @@ class Limits:
 class ExecResult:
     """How one program ended. `status` is `ok` when it exited by itself (whatever its exit code), `timeout`
     (wall or CPU limit), `memory` (MemoryError under the address-space limit), `crashed` (killed by a signal, or
-    it took its worker down with it) or `error` (the sandbox itself failed: an infrastructure fault)."""
+    it took its worker down with it) or `error` (the sandbox itself failed: an infrastructure fault). `files` holds
+    the files a run asked back (name -> base64 content), those that existed and fit."""
 
     status: ExecStatus
     exit_code: int | None = None
@@ -66,3 +69,4 @@ class ExecResult:
     duration_s: float = 0.0
     backend: str = ""
     note: str = ""
+    files: dict[str, str] = field(default_factory=dict)

@@ -164,9 +164,18 @@ class SandboxPool:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def run(self, code: str, limits: Limits | None = None) -> ExecResult:
+    def run(
+        self,
+        code: str,
+        limits: Limits | None = None,
+        *,
+        stdin: str | None = None,
+        files: Mapping[str, str] | None = None,
+        fetch: Sequence[str] = (),
+    ) -> ExecResult:
         """Run one program; the result's status says what happened, it never raises for the program's sake."""
         limits = limits or Limits()
+        request = program_request(code, limits, stdin, files, fetch)
         if self._closed:
             raise RuntimeError("the sandbox pool is closed")
         worker = self._idle.get()
@@ -179,7 +188,7 @@ class SandboxPool:
             self.stats["errors"] += 1
             return ExecResult("error", backend=self.backend.name, note=f"sandbox worker did not start: {exc}")
         try:
-            worker.send({"code": code, "limits": limits.to_wire()})
+            worker.send(request)
             reply = worker.receive(limits.wall_s + REPLY_GRACE_S)
         except _WorkerLost as exc:
             self._retire(worker)
@@ -322,7 +331,23 @@ def reply_result(reply: dict, backend: str) -> ExecResult:
         duration_s=float(reply.get("duration_s", 0.0)),
         backend=backend,
         note=reply.get("note", ""),
+        files=dict(reply.get("files") or {}),
     )
+
+
+def program_request(
+    code: str, limits: Limits, stdin: str | None, files: Mapping[str, str] | None, fetch: Sequence[str]
+) -> dict:
+    """What a worker is sent for one program (the envelope's request too): only the parts a run has, so that the
+    common run (no stdin, files or fetch) carries nothing more than its code and limits."""
+    request: dict = {"code": code, "limits": limits.to_wire()}
+    if stdin:
+        request["stdin"] = stdin
+    if files:
+        request["files"] = sorted(files.items())
+    if fetch:
+        request["fetch"] = list(fetch)
+    return request
 
 
 def _claim(home: Path) -> int:

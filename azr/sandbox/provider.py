@@ -1,8 +1,11 @@
 """The execution provider interface: what grading asks of whatever runs untrusted programs.
 
-A *program* is Python source run as `__main__` by the provider's interpreter, with descriptor 3 open for writing as
-its report channel; it gets no files but a private, empty, writable working directory (`/tmp` in the sandbox) and
-no stdin (a stdin/stdout task's cases travel inside the program, which feeds them to child processes itself).
+A *program* is Python source run as CPython runs a script (a file in a private, writable working directory under
+`/tmp` in the sandbox, executed as the `__main__` module), with descriptor 3 open for writing as its report channel.
+Grading gives it nothing else: no files and no stdin (a stdin/stdout task's cases travel inside the program, which
+feeds them to child processes itself). A raw run (`azr sandbox serve`'s `/run_code`) may also give it `stdin` (its
+descriptor 0), `files` (name -> base64 content, written into the working directory first) and ask files back
+(`fetch`: names relative to the working directory or absolute, returned base64 in `ExecResult.files`).
 Its *limits* are a `Limits` (wall clock, CPU, memory, file size, open files, processes, output and report caps).
 What comes back is an `ExecResult`: how it ended (`ok`, `timeout`, `memory`, `crashed`, or `error` for the
 provider's own failure, never a program's), its exit code or signal, its stdout and stderr (cut at the caps), what it
@@ -48,7 +51,15 @@ class ExecutionProvider(Protocol):
         """Counters since the provider opened (e.g. a remote provider's retries and lost programs); may be empty."""
         ...
 
-    def run(self, code: str, limits: Limits | None = None) -> ExecResult:
+    def run(
+        self,
+        code: str,
+        limits: Limits | None = None,
+        *,
+        stdin: str | None = None,
+        files: Mapping[str, str] | None = None,
+        fetch: Sequence[str] = (),
+    ) -> ExecResult:
         """One program; never raises for anything the program does."""
         ...
 

@@ -105,10 +105,18 @@ class RemoteProvider:
             down = sum(s.down_until > time.monotonic() for s in self._servers)
             return {f"remote_{k}": float(v) for k, v in self._stats.items()} | {"remote_servers_down": float(down)}
 
-    def run(self, code: str, limits: Limits | None = None) -> ExecResult:
+    def run(
+        self,
+        code: str,
+        limits: Limits | None = None,
+        *,
+        stdin: str | None = None,
+        files: Mapping[str, str] | None = None,
+        fetch: Sequence[str] = (),
+    ) -> ExecResult:
         """One program on some server; status `error` (with the last reason) when none could run it."""
         limits = limits or Limits()
-        body, tag = self._body(code, limits)
+        body, tag = self._body(code, limits, stdin, dict(files or {}), list(fetch))
         timeout = limits.wall_s + self.cfg.timeout_s
         reason = "no server tried"
         tried: list[_Server] = []
@@ -179,11 +187,14 @@ class RemoteProvider:
 
     # The wire ----------------------------------------------------------------------------------------------------
 
-    def _body(self, code: str, limits: Limits) -> tuple[dict[str, Any], str]:
+    def _body(
+        self, code: str, limits: Limits, stdin: str | None, files: dict[str, str], fetch: list[str]
+    ) -> tuple[dict[str, Any], str]:
         if self.cfg.api == "azr":
             body = {"code": code, "language": "python", "run_timeout": limits.wall_s, "memory_limit_MB": -1}
+            body |= {"stdin": stdin, "files": files, "fetch_files": fetch}
             return body | {"limits": dataclasses.asdict(limits)}, ""
-        program, tag = envelope.wrap(code, limits)
+        program, tag = envelope.wrap(code, limits, stdin, files, fetch)
         # The envelope enforces azr's limits itself; the server's own limits only catch the envelope: room for both.
         memory = 4 * limits.memory_mb + 256
         return {
@@ -228,8 +239,9 @@ class RemoteProvider:
             fields = answer.get("azr")
             if not isinstance(fields, dict):
                 raise _Retry(f"no result in the answer ({answer.get('message') or answer.get('status')})")
-            known = {f.name for f in dataclasses.fields(ExecResult)}
-            result = ExecResult(**{k: v for k, v in fields.items() if k in known})
+            known = {f.name for f in dataclasses.fields(ExecResult)} - {"files"}
+            files = answer.get("files") if isinstance(answer.get("files"), dict) else {}
+            result = ExecResult(**{k: v for k, v in fields.items() if k in known}, files=files)
             if result.status == "error":  # the server's own pool failed: another server may not
                 raise _Retry(result.note or "the server's sandbox failed")
             return result

@@ -1,20 +1,28 @@
 """`azr sandbox serve`: a local provider (azr's pool) behind HTTP, speaking SandboxFusion's POST `/run_code`.
 
-A request in SandboxFusion's shape (`code`, `language: python`, `stdin`, `run_timeout`, `memory_limit_MB`) gets its
-answer's shape (`status` Success/Failed/SandboxError, `run_result` {`status` Finished/TimeLimitExceeded/Error,
-`return_code`, `stdout`, `stderr`, `execution_time`}); one that also carries azr's `limits` gets the pool's own
-`ExecResult` back as `azr` (its status and report channel). `GET /health` says the isolation, queue and programs/s.
-Guards: a token (constant-time compare) on every route when one is set, a request-size cap, limit ceilings, and
-a queue cap past which requests get 503 (the client tries another server).
+A request in SandboxFusion's shape (`code`, `language` python or pytest, `stdin`, `run_timeout`, `memory_limit_MB`,
+`files`, `fetch_files`; `compile_timeout` accepted) is run as SandboxFusion runs it, a script in a fresh working
+directory, and gets its answer's shape (`status` Success/Failed/SandboxError, `run_result` {`status`
+Finished/TimeLimitExceeded/Error, `return_code`, `stdout`, `stderr`, `execution_time`}, `files`); one that also
+carries azr's `limits` gets the pool's own `ExecResult` back as `azr` (its status and report channel). What is not
+offered (other languages, `/run_jupyter`) is a 4xx naming the field. `GET /health` says the isolation, queue and
+programs/s. Guards: a token (constant-time compare) on every route when one is set, a request-size cap, limit and
+file ceilings, and a queue cap past which requests get 503 (the client tries another server).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import collections
 import dataclasses
+import functools
 import hmac
 import json
+import math
+import os
 import time
+from collections.abc import Collection
 from typing import Any
 
 from azr.sandbox.limits import ExecResult, Limits
@@ -22,12 +30,25 @@ from azr.sandbox.provider import ExecutionProvider
 from azr.sandbox.remote import preload_digests
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-# stdin for a SandboxFusion-style request: the program runs on an in-memory stdin, under its own file name, so its
-# tracebacks read as they would without the wrapper.
-_STDIN_WRAPPER = """import io as _io, sys as _sys
-_sys.stdin = _io.StringIO({stdin!r})
-exec(compile({code!r}, "<program>", "exec"), {{"__name__": "__main__", "__builtins__": __builtins__}})
-"""
+LANGUAGES = ("python", "pytest")
+# SandboxFusion's pytest mode is `pytest FILE` in the working directory: the code goes in as a file, this runs it.
+_PYTEST_DRIVER = "import sys\nimport pytest\n\nsys.argv[1:] = [{name!r}]\nraise SystemExit(pytest.console_main())\n"
+_UNOFFERED = (
+    "not offered by azr sandbox serve: only Python runs here ('python', 'pytest'); other languages need their "
+    "toolchains in the sandbox (docs/sandbox-and-rewards.md)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """One `/run_code` request, checked: what the provider is asked to run, and whether azr's result goes back."""
+
+    code: str
+    limits: Limits
+    stdin: str | None = None
+    files: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> base64, as SandboxFusion sends them
+    fetch: tuple[str, ...] = ()
+    as_azr: bool = False
 
 
 @dataclasses.dataclass
@@ -38,6 +59,9 @@ class ServeLimits:
     max_queue: int = 256  # requests waiting beyond those running
     max_wall_s: float = 120.0
     max_memory_mb: int = 8192
+    max_files: int = 1000  # `files` entries and `fetch_files` names, each
+    max_files_mb: int = 16  # `files` decoded, all together; and files fetched back, all together
+    max_path_chars: int = 1024
 
 
 class _Meter:
@@ -60,8 +84,15 @@ class _Meter:
         return len(self.done) / max(time.monotonic() - self.done[0], 1e-3)
 
 
-def build_app(provider: ExecutionProvider, workers: int, token: str | None = None, caps: ServeLimits | None = None):
-    """The Starlette app over `provider`, `workers` programs at a time."""
+def build_app(
+    provider: ExecutionProvider,
+    workers: int,
+    token: str | None = None,
+    caps: ServeLimits | None = None,
+    offered: Collection[str] = (),
+):
+    """The Starlette app over `provider`, `workers` programs at a time; `offered` names the packages its programs
+    may import (`language: pytest` needs pytest among them)."""
     import anyio
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -95,21 +126,28 @@ def build_app(provider: ExecutionProvider, workers: int, token: str | None = Non
             if len(body) > caps.max_request_bytes:
                 return JSONResponse({"detail": f"request over {caps.max_request_bytes} bytes"}, status_code=413)
         try:
-            code, limits, as_azr = _parse(json.loads(body), caps)
+            run = parse_request(json.loads(body), caps, offered)
         except (ValueError, TypeError) as exc:
             return JSONResponse({"detail": str(exc)[:300]}, status_code=422)
         if state["in"] >= workers + caps.max_queue:
             return JSONResponse({"detail": "queue full"}, status_code=503)
         state["in"] += 1
+        job = functools.partial(provider.run, run.code, run.limits, stdin=run.stdin, files=run.files, fetch=run.fetch)
         try:
-            result = await anyio.to_thread.run_sync(provider.run, code, limits, limiter=limiter)
+            result = await anyio.to_thread.run_sync(job, limiter=limiter)
         finally:
             state["in"] -= 1
         meter.add()
         answer = fusion_answer(result)
-        if as_azr:
-            answer["azr"] = dataclasses.asdict(result)
+        if run.as_azr:  # the fetched files travel once, in SandboxFusion's `files`
+            answer["azr"] = {k: v for k, v in dataclasses.asdict(result).items() if k != "files"}
         return JSONResponse(answer)
+
+    async def run_jupyter(request: Request) -> JSONResponse:
+        if (denied := refused(request)) is not None:
+            return denied
+        detail = "/run_jupyter: not offered by azr sandbox serve (no Jupyter kernel runs in its sandbox); use /run_code"
+        return JSONResponse({"detail": detail}, status_code=404)
 
     async def health(request: Request) -> JSONResponse:
         if (denied := refused(request)) is not None:
@@ -128,38 +166,132 @@ def build_app(provider: ExecutionProvider, workers: int, token: str | None = Non
             }
         )
 
-    return Starlette(routes=[Route("/run_code", run_code, methods=["POST"]), Route("/health", health)])
+    routes = [Route("/run_code", run_code, methods=["POST"]), Route("/run_jupyter", run_jupyter, methods=["POST"])]
+    return Starlette(routes=[*routes, Route("/health", health)])
 
 
-def _parse(request: Any, caps: ServeLimits) -> tuple[str, Limits, bool]:
-    """(program, limits, azr-shaped?) from a request body; ValueError naming the field at fault."""
+def parse_request(request: Any, caps: ServeLimits, offered: Collection[str] = ()) -> RunRequest:
+    """A `/run_code` body as a `RunRequest`; ValueError naming the field at fault."""
     if not isinstance(request, dict):
         raise ValueError("the body must be a JSON object")
     code, language = request.get("code"), request.get("language", "python")
     if not isinstance(code, str):
         raise ValueError("code: expected a string")
-    if language != "python":
-        raise ValueError(f"language: only 'python' is served here, got {language!r}")
-    if request.get("files"):
-        raise ValueError("files: not offered by azr sandbox serve (programs get an empty working directory)")
+    if language not in LANGUAGES:
+        raise ValueError(f"language: {str(language)[:40]!r} is {_UNOFFERED}")
+    if language == "pytest" and "pytest" not in offered:
+        raise ValueError("language: 'pytest' needs pytest offered to programs (azr sandbox serve --package pytest)")
+    for name in ("run_timeout", "compile_timeout"):  # compile_timeout: nothing is compiled apart from the run
+        value = request.get(name, 10)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name}: expected a positive number of seconds, got {str(value)[:40]!r}")
     if "limits" in request:
         if not isinstance(request["limits"], dict):
             raise ValueError("limits: expected an object")
         limits = Limits(**request["limits"])
     else:
         memory = request.get("memory_limit_MB", -1)
+        if isinstance(memory, bool) or not isinstance(memory, int):
+            raise ValueError("memory_limit_MB: expected an integer (-1: the default)")
         # SandboxFusion caps no output; an envelope's one line carries a whole reply (report included)
-        limits = Limits(wall_s=float(request.get("run_timeout", 10)), output_bytes=64 << 20, file_size_mb=64)
-        if isinstance(memory, int) and memory > 0:
+        limits = Limits(
+            wall_s=float(request.get("run_timeout", 10)),
+            output_bytes=64 << 20,
+            file_size_mb=64,
+            fetch_bytes=caps.max_files_mb << 20,
+        )
+        if memory > 0:
             limits = dataclasses.replace(limits, memory_mb=memory)
     if limits.wall_s > caps.max_wall_s or limits.memory_mb > caps.max_memory_mb:
         raise ValueError(f"limits: at most {caps.max_wall_s:g} s and {caps.max_memory_mb} MiB here")
     stdin = request.get("stdin")
-    if stdin:
-        if not isinstance(stdin, str):
-            raise ValueError("stdin: expected a string")
-        code = _STDIN_WRAPPER.format(stdin=stdin, code=code)
-    return code, limits, "limits" in request
+    if stdin is not None and not isinstance(stdin, str):
+        raise ValueError("stdin: expected a string")
+    if stdin and not _encodes(stdin):
+        raise ValueError("stdin: not encodable as UTF-8 (a lone surrogate)")
+    files = _files(request.get("files"), caps)
+    fetch = _fetch_files(request.get("fetch_files"), caps)
+    if language == "pytest":
+        name = f"tmp{os.urandom(4).hex()}.py"  # SandboxFusion's `pytest FILE`, under a name like its own
+        files[name] = base64.b64encode(code.encode("utf-8", "surrogatepass")).decode()
+        code = _PYTEST_DRIVER.format(name=name)
+    return RunRequest(code, limits, stdin or None, files, fetch, "limits" in request)
+
+
+def _files(given: Any, caps: ServeLimits) -> dict[str, str]:
+    """`files`: name -> base64 content, written into the working directory; as in SandboxFusion, a null content
+    or a name holding IGNORE_THIS_FILE is skipped. Names are relative, stay inside, and are bounded."""
+    if given is None:
+        return {}
+    if not isinstance(given, dict):
+        raise ValueError("files: expected an object of name -> base64 content")
+    if len(given) > caps.max_files:
+        raise ValueError(f"files: at most {caps.max_files} files here")
+    kept, total = {}, 0
+    for name, content in given.items():
+        _check_path(name, "files", caps, relative=True)
+        if content is None or "IGNORE_THIS_FILE" in name:
+            continue
+        if not isinstance(content, str):
+            raise ValueError(f"files[{name!r}]: expected base64 text")
+        try:
+            total += len(base64.b64decode(content, validate=True))
+        except (binascii.Error, ValueError):
+            raise ValueError(f"files[{name!r}]: not base64") from None
+        if total > caps.max_files_mb << 20:
+            raise ValueError(f"files: over {caps.max_files_mb} MiB in all")
+        kept[name] = content
+    paths = {os.path.normpath(name): name for name in kept}
+    for path, name in paths.items():
+        if path == ".":
+            raise ValueError(f"files: {name[:80]!r} names the working directory, a directory, not a file")
+        for parent in _parents(path):
+            if parent in paths:
+                raise ValueError(f"files: {paths[parent][:80]!r} is a file and the directory of {name[:80]!r}")
+    return kept
+
+
+def _parents(path: str) -> list[str]:
+    """ "a/b/c" -> ["a", "a/b"]."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _fetch_files(given: Any, caps: ServeLimits) -> tuple[str, ...]:
+    """`fetch_files`: names relative to the working directory, or absolute (SandboxFusion's own tests fetch
+    `/mnt/b`); only files in places programs write come back (their working directory, /tmp, /mnt, /dev/shm)."""
+    if given is None:
+        return ()
+    if not isinstance(given, list) or not all(isinstance(name, str) for name in given):
+        raise ValueError("fetch_files: expected a list of file names")
+    if len(given) > caps.max_files:
+        raise ValueError(f"fetch_files: at most {caps.max_files} names here")
+    for name in given:
+        _check_path(name, "fetch_files", caps, relative=False)
+    return tuple(dict.fromkeys(given))
+
+
+def _check_path(name: Any, field: str, caps: ServeLimits, relative: bool) -> None:
+    if not isinstance(name, str) or not name or len(name) > caps.max_path_chars:
+        raise ValueError(f"{field}: a name must be a string of 1 to {caps.max_path_chars} characters")
+    shown = repr(name[:80])
+    if "\x00" in name or not _encodes(name):
+        raise ValueError(f"{field}: {shown}: a name holds a NUL or a lone surrogate")
+    parts = name.split("/")
+    if relative and (name.startswith("/") or ".." in parts):
+        raise ValueError(f"{field}: {shown}: names are relative to the working directory, without '..'")
+    if relative and not parts[-1]:
+        raise ValueError(f"{field}: {shown}: names a directory, not a file")
+    if any(len(part.encode()) > 255 for part in parts):
+        raise ValueError(f"{field}: {shown}: a path component is over 255 bytes")
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def fusion_answer(result: ExecResult) -> dict[str, Any]:
@@ -179,12 +311,20 @@ def fusion_answer(result: ExecResult) -> dict[str, Any]:
         "stdout": result.stdout,
         "stderr": result.stderr,
     }
-    message = result.note if status == "SandboxError" else ""
-    return {"status": status, "message": message, "compile_result": None, "run_result": run, "files": {}}
+    message = result.note if status == "SandboxError" or result.note.startswith("fetch_files:") else ""
+    answer = {"status": status, "message": message, "compile_result": None, "run_result": run}
+    return answer | {"executor_pod_name": None, "files": dict(result.files)}
 
 
 def serve(
-    provider: ExecutionProvider, host: str, port: int, workers: int, token: str | None, caps: ServeLimits, ready
+    provider: ExecutionProvider,
+    host: str,
+    port: int,
+    workers: int,
+    token: str | None,
+    caps: ServeLimits,
+    ready,
+    offered: Collection[str] = (),
 ) -> None:
     """Serve until interrupted; `ready(port)` is called once the socket listens (port 0 picks a free one)."""
     import socket
@@ -199,6 +339,6 @@ def serve(
     sock.bind((host, port))
     sock.listen(1024)
     ready(sock.getsockname()[1])
-    app = build_app(provider, workers, token, caps)
+    app = build_app(provider, workers, token, caps, offered)
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=30)
     uvicorn.Server(config).run(sockets=[sock])

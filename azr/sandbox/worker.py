@@ -3,11 +3,16 @@
 Started once per pool slot as `python -I -S -c <this file> <settings-json>`; standard library only, because it runs
 under the sandbox's interpreter with no site-packages. It speaks length-prefixed JSON frames on its stdin/stdout,
 forks one child per program, and returns what the child wrote. It never runs program code itself: only children
-do, after `setsid`, rlimits, a fresh working directory, closed descriptors and a fixed environment. After every
-program it kills and reaps everything the program left behind, and wipes the scratch space. Modules the settings
-preload (the caller's code, never a program's) run once here, at start: every program finds them imported.
+do, after `setsid`, rlimits, a fresh working directory, closed descriptors and a fixed environment. A child runs
+its program as CPython runs a script: a file in its working directory (beside the request's `files`) executed as
+the `__main__` module, the request's stdin on descriptor 0, the exit code (or SIGINT death) CPython would give.
+After every program it kills and reaps everything the program left behind, hands back the files asked for, and
+wipes the scratch space. Modules the settings preload (the caller's code, never a program's) run once here, at
+start: every program finds them imported.
 """
 
+import atexit
+import binascii
 import builtins
 import contextlib
 import gc
@@ -16,10 +21,10 @@ import os
 import resource
 import select
 import signal
+import stat
 import struct
 import sys
 import time
-import traceback
 import types
 
 try:
@@ -85,6 +90,38 @@ def _read_exactly(fd, n):
     return b"".join(chunks)
 
 
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _place_program(run_dir, code, files):
+    """Write the request's files (name, base64 content) into the working directory, then the program beside them
+    under a fresh name (as SandboxFusion's `tmpXXXXXXXX.py`); the program's path. A name must stay inside."""
+    for name, content in files:
+        path = os.path.normpath(os.path.join(run_dir, name))
+        if os.path.isabs(name) or not path.startswith(run_dir + "/"):
+            raise ValueError(f"files: {name!r} is outside the working directory")
+        os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            _write_all(fd, binascii.a2b_base64(content))
+        finally:
+            os.close(fd)
+    while True:
+        script = os.path.join(run_dir, f"tmp{os.urandom(4).hex()}.py")
+        try:
+            fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            continue
+        try:
+            _write_all(fd, code.encode("utf-8", "surrogatepass"))
+        finally:
+            os.close(fd)
+        return script
+
+
 def _read_capped(fd, cap):
     """(text, truncated): the first `cap` bytes the child wrote to `fd`, decoded leniently."""
     data = os.pread(fd, cap + 1, 0)
@@ -101,8 +138,9 @@ class Worker:
         # kill(-1) is a fast "everything but me and init" only inside a pid namespace of our own.
         own = pid_namespace()
         self.private_pids = own is not None and own != settings["host_pidns"]
-        # Where a program can write: the scratch space, and /dev/shm inside a namespace (ours alone there).
-        self.places = [self.scratch] + (["/dev/shm"] if self.private_pids and os.path.isdir("/dev/shm") else [])
+        # Where a program can write: the scratch space, and /dev/shm and /mnt inside a namespace (private tmpfs).
+        shared = [p for p in ("/dev/shm", "/mnt") if self.private_pids and os.path.isdir(p)]
+        self.places = [self.scratch, *shared]
         # Where nothing else bounds process counts (root without a pids cgroup), count them ourselves: inside our own
         # pid namespace /proc lists only the sandbox's processes.
         self.process_guard = settings.get("process_guard") if self.private_pids else None
@@ -126,22 +164,33 @@ class Worker:
         # Opened here, beside the working directory, and read back through these descriptors: a program that
         # replaces the paths (FIFO, symlink) only changes names, never what the worker reads.
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        names = (*CAPTURED, "stdin") if request.get("stdin") else CAPTURED
         files = {
             name: os.open(
                 os.path.join(self.scratch, f".{name}-{tag}"), flags | (os.O_APPEND if name == "report" else 0), 0o600
             )
-            for name in CAPTURED
+            for name in names
         }
-        for name in CAPTURED:  # reachable through descriptors only: no program can open the report channel by name
+        for name in names:  # reachable through descriptors only: no program can open the report channel by name
             os.unlink(os.path.join(self.scratch, f".{name}-{tag}"))
         # Prepared before the fork: each page of the worker that the child touches is a page the child must copy.
-        redirects = ((files["stdout"], 1), (files["stderr"], 2), (files["report"], REPORT_FD))  # 0 is /dev/null
+        redirects = [(files["stdout"], 1), (files["stderr"], 2), (files["report"], REPORT_FD)]
+        if "stdin" in files:  # a file read from its start, as a pipe would be; without stdin, 0 stays /dev/null
+            _write_all(files["stdin"], request["stdin"].encode("utf-8", "surrogatepass"))
+            os.lseek(files["stdin"], 0, os.SEEK_SET)
+            redirects.append((files["stdin"], 0))
         rlimits = [(getattr(resource, name), (soft, hard)) for name, soft, hard in limits["rlimits"]]
+        try:
+            script = _place_program(run_dir, request["code"], request.get("files") or ())
+        except BaseException:
+            for fd in files.values():
+                os.close(fd)
+            raise
         started = time.monotonic()
         try:
             pid = os.fork()
             if pid == 0:
-                _child(request["code"], redirects, rlimits, run_dir)  # never returns
+                _child(request["code"], script, redirects, rlimits, run_dir)  # never returns
             finished = self._wait_exit(pid, started + limits["wall_s"])
             # The child is still unreaped, so its pid (and process group id) cannot have been reused yet.
             self._kill_group(pid)
@@ -156,6 +205,8 @@ class Worker:
         finally:
             for fd in files.values():
                 os.close(fd)
+        # Every process of the program is gone: nothing can swap a file while it is read.
+        fetched, note = self._fetch(run_dir, request.get("fetch") or (), limits.get("fetch_bytes", 0))
         self._wipe()
         code = sig = None
         if not finished:
@@ -166,7 +217,7 @@ class Worker:
         else:
             code = os.WEXITSTATUS(wait_status)
             status = "memory" if code != 0 and b"MemoryError" in stderr_tail else "exited"
-        return {
+        reply = {
             "status": status,
             "exit_code": code,
             "signal": sig,
@@ -179,6 +230,39 @@ class Worker:
             "duration_s": duration,
             "recycle": self.dirty,
         }
+        if request.get("fetch"):
+            reply["files"] = fetched
+        if note:
+            reply["note"] = note
+        return reply
+
+    def _fetch(self, run_dir, names, cap):
+        """({name: base64} of the regular files asked for, note): a name is relative to the working directory or
+        absolute, and must lie in a place programs write (what is elsewhere the caller can read itself); a missing
+        file is left out, as SandboxFusion does, and so is one past the `cap` bytes left for all (named in the note)."""
+        found, over = {}, []
+        for name in names:
+            path = os.path.realpath(os.path.join(run_dir, name))
+            if not any(path.startswith(place.rstrip("/") + "/") for place in self.places):
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                if info.st_size > cap:
+                    over.append(name)
+                    continue
+                data = os.pread(fd, info.st_size, 0)
+            finally:
+                os.close(fd)
+            cap -= len(data)
+            found[name] = binascii.b2a_base64(data, newline=False).decode()
+        note = f"fetch_files: not returned, past the size cap: {', '.join(over)}" if over else ""
+        return found, note
 
     def _wait_exit(self, pid, deadline):
         """True when the child exits before `deadline` (left unreaped; a traced stop is no exit); False at the limit."""
@@ -311,9 +395,9 @@ def pid_namespace():
         return None
 
 
-def _child(code, redirects, rlimits, run_dir):
-    """In the forked child: confine, then run the program as __main__. Never returns."""
-    exit_code = 1
+def _child(code, script, redirects, rlimits, run_dir):
+    """In the forked child: confine, then run the program as CPython runs `python script`. Never returns."""
+    exit_code, interrupted = 1, False
     try:
         os.setsid()
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -325,23 +409,51 @@ def _child(code, redirects, rlimits, run_dir):
         for which, both in rlimits:
             resource.setrlimit(which, both)
         os.environ["HOME"] = os.environ["TMPDIR"] = run_dir  # the rest was set by the worker, from fixed values
-        sys.argv = ["<program>"]
+        sys.argv = [script]
+        sys.path.insert(0, run_dir)  # the script's directory, as for `python script`: its own modules import
         sys.stdin, sys.stdout, sys.stderr = _STREAMS  # made once by the worker, on descriptors just redirected
-        compiled = compile(code, "<program>", "exec")
+        # A real module named __main__ with a file behind it: pickle and multiprocessing find the program's own
+        # objects, unittest.main() and doctest.testmod() its tests, inspect and tracebacks its source.
+        main = types.ModuleType("__main__")
+        main.__file__, main.__cached__, main.__builtins__ = script, None, builtins
+        main.__loader__ = _SourceFileLoader("__main__", script)
+        sys.modules["__main__"] = main  # the worker's own functions keep their globals (a dict, never cleared)
+        compiled = compile(code, script, "exec")
         exit_code = 0
-        exec(compiled, {"__name__": "__main__", "__builtins__": __builtins__})
+        exec(compiled, main.__dict__)
     except SystemExit as exc:
         exit_code = _exit_code(exc.code)
-    except BaseException:
-        exit_code = 1
+    except BaseException as exc:
+        exit_code, interrupted = 1, isinstance(exc, KeyboardInterrupt)
+        with contextlib.suppress(BaseException):  # as the interpreter prints it: from the program's frame on
+            exc.__traceback__ = exc.__traceback__.tb_next
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+    _finalize()
+    if interrupted:  # CPython ends an uncaught KeyboardInterrupt by SIGINT, which callers see as -2
         with contextlib.suppress(BaseException):
-            traceback.print_exc()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+    os._exit(exit_code)
+
+
+def _finalize():
+    """What the interpreter does at exit before it flushes: wait for non-daemon threads, run atexit handlers. Plain
+    try blocks: this runs after every program, and each object it makes or touches is a page the child copies."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:  # noqa: SIM105 (no suppress object to make and touch after every program)
+            threading._shutdown()
+        except BaseException:
+            pass
+    try:  # noqa: SIM105
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:
         pass
-    os._exit(exit_code)
 
 
 def _exit_code(value):
@@ -366,6 +478,7 @@ def _make_streams():
 
 
 _STREAMS = None
+_SourceFileLoader = sys.modules["_frozen_importlib_external"].SourceFileLoader  # always loaded: no import cost
 
 
 def main():

@@ -13,7 +13,10 @@ import pytest
 
 from azr.sandbox import Limits, cgroups, open_pool
 from azr.sandbox.backends import (
+    HOSTS_FILE,
+    MOUNT_SCRATCH,
     NSJAIL_DEVICES,
+    SANDBOX_HOSTNAME,
     SANDBOX_UID,
     SCRATCH,
     WORKER_SOURCE,
@@ -96,9 +99,19 @@ def test_nsjail_symlinks_are_source_colon_destination():
 
 def test_nsjail_tmpfs_size_is_in_bytes():
     # Mount options go to mount(2) as they are, and tmpfs reads a bare size= as bytes.
-    assert _values(_nsjail(tmp_size_mb=64), "--mount") == [f"none:{SCRATCH}:tmpfs:size={64 << 20}"]
-    assert _values(_nsjail(), "--mount") == [f"none:{SCRATCH}:tmpfs:size={256 << 20}"]
+    for size in (64, 256):
+        argv = _nsjail(tmp_size_mb=size)
+        assert _values(argv, "--mount") == [f"none:{p}:tmpfs:size={size << 20}" for p in (SCRATCH, MOUNT_SCRATCH)]
     assert _values(_nsjail(), "--cwd") == [SCRATCH]
+
+
+def test_the_only_file_of_etc_is_a_hosts_file_that_names_localhost():
+    assert f"{HOSTS_FILE}:/etc/hosts" in _values(_nsjail(), "--bindmount_ro")
+    argv = _bwrap()
+    at = argv.index(str(HOSTS_FILE))
+    assert argv[at - 1 : at + 2] == ["--ro-bind", str(HOSTS_FILE), "/etc/hosts"]
+    names = {name for line in HOSTS_FILE.read_text().splitlines() for name in line.split()[1:]}
+    assert {"localhost", SANDBOX_HOSTNAME} <= names
 
 
 def test_nsjail_maps_nobody_to_the_caller():
@@ -117,7 +130,7 @@ def test_nsjail_binds_the_interpreter_prefix_only_outside_system_dirs():
     assert OUTSIDE_PREFIX in _values(_nsjail(OUTSIDE_PREFIX), "--bindmount_ro")
     for inside in ("/usr", "/usr/local", "/usr/lib/python3"):
         binds = _values(_nsjail(inside), "--bindmount_ro")
-        assert [bind for bind in binds if not bind.startswith("/dev/")] == ["/usr:/usr"], inside
+        assert [bind for bind in binds if not bind.startswith("/dev/")] == ["/usr:/usr", f"{HOSTS_FILE}:/etc/hosts"]
 
 
 def test_nsjail_argv_ends_with_double_dash():
@@ -165,15 +178,15 @@ def test_bwrap_binds_nothing_of_the_host_beyond_system_dirs():
         for source in _bwrap_binds(argv):
             for path in FORBIDDEN:
                 assert not _exposes(source, path) or source == OUTSIDE_PREFIX, (source, path)
-    assert _bwrap_binds(_bwrap("/usr/local")) == ["/usr"]
-    assert _bwrap_binds(_bwrap()) == ["/usr", OUTSIDE_PREFIX]
+    assert _bwrap_binds(_bwrap("/usr/local")) == ["/usr", str(HOSTS_FILE)]
+    assert _bwrap_binds(_bwrap()) == ["/usr", OUTSIDE_PREFIX, str(HOSTS_FILE)]
 
 
-def test_bwrap_private_tmp_and_dev_shm_are_sized_then_read_only_root():
-    """Both tmpfs are memory: unsized, /dev/shm would let a program fill half the host's RAM."""
+def test_bwrap_private_tmp_mnt_and_dev_shm_are_sized_then_read_only_root():
+    """Every tmpfs is memory: unsized, /dev/shm would let a program fill half the host's RAM."""
     argv = _bwrap(tmp_size_mb=64)
     sized = [argv[i + 1 : i + 4] for i, arg in enumerate(argv) if arg == "--size"]
-    assert sized == [[str(64 << 20), "--tmpfs", "/dev/shm"], [str(64 << 20), "--tmpfs", SCRATCH]]
+    assert sized == [[str(64 << 20), "--tmpfs", place] for place in ("/dev/shm", SCRATCH, MOUNT_SCRATCH)]
     assert argv.index("--dev") < argv.index("/dev/shm")  # mounted over the /dev that --dev creates
     assert _values(argv, "--remount-ro") == ["/"]
     assert _values(argv, "--proc") == ["/proc"]
