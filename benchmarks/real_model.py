@@ -9,6 +9,8 @@ resumes where it stopped):
                      `reward_control: shuffle` (the recipe's rewards permuted within each batch: the same mean and
                      spread, no link to the answer), same seed, same tasks, same steps
   3. eval ARM        the arm's final adapter, as in 1 (same seeds: sample i of a task is drawn from the same seed)
+  4. grade           every arm's answers graded again by this tree (`azr eval --samples` of `answer` rows), so all
+                     arms are read and graded by the same code
 Then per arm and data set (and both pooled): pass@1 and the mean fraction of tests passed, each with its paired
 bootstrap 95% CI against the base model (`azr eval --compare`'s statistics) and the recipe against the control; the
 samples' transitions (no code -> code, fails -> passes, passes -> fails, code -> no code); the train pass rate the
@@ -100,6 +102,28 @@ def train(args, out: Path, arm: str, clock: dict) -> Path:
         command += ["--set", item]
     run_stage(f"train {arm}", command, out / "logs" / f"train-{arm}.log", clock)
     return folder / "final"
+
+
+def regrade(out: Path, arm: str, reports: dict[str, Path], clock: dict) -> dict[str, Path]:
+    """Every arm's answers graded again by this tree, in one stage each (`azr eval --samples` with `answer` rows):
+    all arms are then read and graded by the same code, whichever tree generated them."""
+    graded = {}
+    for dataset, report in reports.items():
+        folder = out / "graded" / arm / dataset
+        graded[dataset] = folder / "report.json"
+        if graded[dataset].is_file():
+            continue
+        rows = sorted(samples(report).values(), key=lambda r: (r["task_id"], r["index"]))
+        answers = out / "graded" / f"{arm}-{dataset}.jsonl"
+        answers.parent.mkdir(parents=True, exist_ok=True)
+        lines = [json.dumps({"task_id": r["task_id"], "answer": r["completion"]}) + "\n" for r in rows]
+        answers.write_text("".join(lines))
+        command = _azr(
+            "eval", "--config", str(RECIPE), "--samples", str(answers), "--dataset", dataset,
+            "--output-dir", str(folder),
+        )  # fmt: skip
+        run_stage(f"grade {arm} {dataset}", command, out / "logs" / f"grade-{arm}-{dataset}.log", clock)
+    return graded
 
 
 def samples(report: Path) -> dict[tuple[str, int], dict]:
@@ -255,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         for arm in arms:
             adapter = train(args, out, arm, clock)
             reports[arm] = evaluate(args, out, arm, adapter, clock)
+        reports = {arm: regrade(out, arm, arm_reports, clock) for arm, arm_reports in reports.items()}
     finally:
         clock_file.write_text(json.dumps(clock, indent=1))
     result = summarise(out, reports, arms, clock, args)

