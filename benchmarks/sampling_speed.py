@@ -4,11 +4,13 @@ adapter mode and `azr eval --vllm` sample), on the same prompts at the same sett
 
 Both arms sample the first --prompts held-out tasks through azr's evaluation samplers (`LocalSampler`,
 `SidecarSampler`), --samples completions each, at --temperature with --max-new-tokens, and count the tokens each
-completion took. Times cover generation only: the model load and the server's start-up are reported apart. Arms run
-A B A B ... (--repeats) so that drift in the machine's load falls on both.
+completion took; with --adapter, both sample the model with that LoRA adapter (peft's unmerged layers in `generate`,
+vLLM's LoRA kernels in the server), as GRPO's adapter mode does after its first step. Times cover generation only:
+the model load and the server's start-up are reported apart. Arms run A B A B ... (--repeats) so that drift in the
+machine's load falls on both.
 
-Usage: python benchmarks/sampling_speed.py [--model DIR] [--vllm-python PY] [--prompts N] [--samples N]
-           [--max-new-tokens N] [--temperature T] [--repeats R] [--json]
+Usage: python benchmarks/sampling_speed.py [--model DIR] [--adapter DIR] [--vllm-python PY] [--prompts N]
+           [--samples N] [--max-new-tokens N] [--temperature T] [--repeats R] [--json]
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def _say(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=REPO / "runs" / "smollm2-135m-instruct")
+    parser.add_argument("--adapter", type=Path, default=None, help="a LoRA adapter on the model, in both arms")
     parser.add_argument("--vllm-python", default=None)
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--samples", type=int, default=1)
@@ -67,10 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         env={"VLLM_CPU_KVCACHE_SPACE": "2"},
     )
     started = time.monotonic()
-    local = samplers.LocalSampler(model, None, sampling, {})
+    adapter = str(args.adapter) if args.adapter else None
+    local = samplers.LocalSampler(model, adapter, sampling, {})
     setup = {"generate: model load s": round(time.monotonic() - started, 1)}
     started = time.monotonic()
-    served = SidecarSampler(vllm, model, None, sampling, {})
+    served = SidecarSampler(vllm, model, adapter, sampling, {})
     setup["vLLM: server start s"] = round(time.monotonic() - started, 1)
     rates: dict[str, list[float]] = {"generate": [], "vLLM server": []}
     try:
