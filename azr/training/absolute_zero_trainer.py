@@ -42,7 +42,7 @@ class AbsoluteZeroTrainer(AZRGRPOTrainer):
     def __init__(self, *args: Any, rollout: Rollout, baseline: str = "group", **kwargs: Any):
         with warnings.catch_warnings():  # TRL flags rollout_func as experimental; azr pins the contract it uses
             warnings.filterwarnings("ignore", message=".*rollout_func.*")
-            super().__init__(*args, rollout_func=self._rollout_rows, mask_reward=None, **kwargs)
+            super().__init__(*args, rollout_func=self._rollout_rows, **kwargs)  # its role rewards are optional
         self.rollout, self.baseline = rollout, baseline
 
     def _rollout_rows(self, prompts: list[object], trainer: object) -> dict[str, Any]:

@@ -252,11 +252,12 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
 
 
 # ------------------------------------------------------------------------------------- the trainer's changes
-class _FlakyTestsReward:
-    """A tests reward whose sandbox failed on some rows: None there (not graded), 1.0 elsewhere."""
+class _FlakyCodeReward:
+    """A custom code reward whose sandbox failed on some rows: None there (not graded), 1.0 elsewhere. Not the
+    built-in `tests` reward: any reward's None that is not declared optional masks its row."""
 
     def __init__(self, failing: set[int]):
-        self.__name__ = "tests_reward"
+        self.__name__ = "api_judge_reward"
         self.failing = failing
 
     def __call__(self, prompts=None, completions=None, **columns):
@@ -278,7 +279,7 @@ def small_trainer(tiny_model_dir, tmp_path):
     batches: list = []
     trainer = AZRGRPOTrainer(
         model=model,
-        reward_funcs=[_FlakyTestsReward({1, 2}), FormatReward()],
+        reward_funcs=[_FlakyCodeReward({1, 2}), FormatReward()],
         args=tiny_grpo_args(tmp_path / "checkpoints", max_completion_length=8),
         train_dataset=grpo_dataset(load_tasks("train")[:2]),
         processing_class=tokenizer,
@@ -288,13 +289,8 @@ def small_trainer(tiny_model_dir, tmp_path):
     return trainer, batches
 
 
-def test_rows_the_tests_reward_could_not_grade_are_masked_whole(small_trainer):
-    import torch
-    from trl import GRPOTrainer
-
-    trainer, batches = small_trainer
-    tasks = load_tasks("train")[:2]
-    inputs = [
+def _flaky_inputs(tasks):
+    return [
         {
             "prompt": chat_messages(t.prompt),
             "task_id": t.id,
@@ -305,6 +301,15 @@ def test_rows_the_tests_reward_could_not_grade_are_masked_whole(small_trainer):
         for t in tasks
         for _ in range(2)
     ]
+
+
+def test_rows_a_custom_reward_could_not_grade_are_masked_whole(small_trainer):
+    import torch
+    from trl import GRPOTrainer
+
+    trainer, batches = small_trainer
+    tasks = load_tasks("train")[:2]
+    inputs = _flaky_inputs(tasks)
     texts = [reference_answer(tasks[0].solution, tasks[0].entry_point), "no code", "no code either", "still none"]
     prompts = [row["prompt"] for row in inputs]
     completions = [[{"role": "assistant", "content": text}] for text in texts]
@@ -326,14 +331,37 @@ def test_rows_the_tests_reward_could_not_grade_are_masked_whole(small_trainer):
     records = batch.records()
     json.dumps(records, allow_nan=False)  # strict JSON: no NaN token
     assert [r["rewards"] for r in records] == [
-        {"tests_reward": 1.0, "format_reward": 1.0},
-        {"tests_reward": None, "format_reward": None},
-        {"tests_reward": None, "format_reward": None},
-        {"tests_reward": 1.0, "format_reward": 0.0},
+        {"api_judge_reward": 1.0, "format_reward": 1.0},
+        {"api_judge_reward": None, "format_reward": None},
+        {"api_judge_reward": None, "format_reward": None},
+        {"api_judge_reward": 1.0, "format_reward": 0.0},
     ]
     assert [r["step"] for r in records] == [1] * 4 and [r["completion"] for r in records] == texts
     assert [r["task_id"] for r in records] == [tasks[0].id] * 2 + [tasks[1].id] * 2
     assert records[0]["prompt"] == tasks[0].prompt
+
+
+def test_an_ungraded_row_is_out_of_the_loss_and_its_group_and_counted(small_trainer):
+    """A round whose custom reward could not score rows 1 and 2: their advantage is 0, their completion mask is
+    zeroed (no KL term, no tokens in the loss's normaliser), each group's graded row is its own baseline, and the
+    training log counts them."""
+    import torch
+
+    trainer, _ = small_trainer
+    trainer.model.train()
+    output, rewards = trainer._score_round(_flaky_inputs(load_tasks("train")[:2]))
+    assert torch.isnan(rewards[[1, 2]]).all() and torch.isfinite(rewards[[0, 3]]).all()
+    assert output["advantages"].tolist() == [0.0] * 4  # a group of one graded row has no spread to learn from
+    mask = output["completion_mask"]
+    assert mask[[1, 2]].sum() == 0 and mask[0].sum() > 0 and mask[3].sum() > 0
+    assert int(output["num_items_in_batch"]) == int(mask.sum())
+    logged = trainer._ungraded_metrics()
+    assert logged == {
+        "rewards/ungraded": 0.5,
+        "rewards/api_judge_reward/ungraded": 0.5,
+        "rewards/format_reward/ungraded": 0.0,
+    }
+    assert trainer._scored_rows == 0 and trainer._ungraded.sum() == 0  # counted again from the next log on
 
 
 def test_each_epochs_prompt_order_depends_on_the_seed_and_epoch_only(small_trainer):
