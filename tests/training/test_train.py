@@ -251,6 +251,75 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
     assert all(p.grad is None for n, p in policy.named_parameters() if ".lora_" not in n)
 
 
+# ------------------------------------------------------------------------------------------- one weigher
+@pytest.mark.slow  # trains the tiny model
+def test_the_rubrics_weights_weigh_the_advantages_the_logged_reward_the_pass_rate_and_the_held_out_reward(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """Non-default weights: tests x 2 (the tiny model passes none: 0), a constant 1 x 0.25, the answer's parity x
+    0.5, so every total is 0.25 or 0.75 (unit weights would give 1 or 2). TRL's advantages (unscaled, so they show
+    the weights), its logged reward, the train pass rate's mean reward and the held-out one all weigh so."""
+    import torch
+
+    from azr.rollouts import group_advantages, weighted_totals
+    from azr.training.trainer import AZRGRPOTrainer
+
+    rounds = []
+    score_round = AZRGRPOTrainer._score_round
+
+    def recorded(self, rows):
+        output, rewards = score_round(self, rows)
+        rounds.append((output["advantages"].detach().clone(), rewards.detach().clone(), list(self.reward_func_names)))
+        return output, rewards
+
+    monkeypatch.setattr(AZRGRPOTrainer, "_score_round", recorded)
+    rewards = [
+        {"name": "tests", "weight": 2.0},
+        {"name": "recipes:one_reward", "weight": 0.25},
+        {"name": "recipes:answer_parity_reward", "weight": 0.5},
+    ]
+    out = tmp_path / "run"
+    recipe = _recipe(
+        tmp_path / "recipe.yaml",
+        tiny_model_dir,
+        out,
+        rewards=rewards,
+        grpo={"num_generations": 4, "per_device_train_batch_size": 8, "scale_rewards": "none"},
+        eval={"every_steps": 2, "max_tasks": 2, "samples": 2},
+    )
+    assert _train(recipe) == 0
+    weights = torch.tensor([2.0, 0.25, 0.5])
+    assert len(rounds) == 2 and all(
+        names == ["tests_reward", "one_reward", "answer_parity_reward"] for *_, names in rounds
+    )
+    for advantages, scored, _ in rounds:
+        assert torch.isfinite(scored).all() and (scored[:, 0] == 0).all()  # graded, and no test passed
+        expected = group_advantages(weighted_totals(scored, weights), 4, scale=False)
+        assert advantages.tolist() == pytest.approx(expected.tolist())
+    assert any(a.abs().max() > 0 for a, *_ in rounds)  # some group's parities differ: the check has teeth
+    assert {abs(v) for a, *_ in rounds for v in a.tolist()} <= {0.0, 0.125, 0.25, 0.375}  # 0.5 x parity's spread
+
+    records = read_jsonl(out / "metrics.jsonl")
+    generations = read_generations(out)
+    for step in (1, 2):
+        (logged,) = [r for r in records if r["phase"] == "grpo" and r["step"] == step and "loss" in r]
+        totals = [
+            sum(w * r["rewards"][n] for w, n in zip(weights.tolist(), rounds[0][2], strict=True))
+            for r in generations
+            if r["step"] == step
+        ]
+        assert logged["reward"] == pytest.approx(sum(totals) / len(totals))
+
+    def weighed(mean: float, graded: int) -> bool:  # 0.25 + 0.5 x (the share of odd answers)
+        odd = (mean - 0.25) / 0.5 * graded
+        return 0.25 <= mean <= 0.75 and abs(odd - round(odd)) < 1e-6
+
+    passrates = [r for r in records if r["phase"] in ("eval_before", "eval_after")]
+    assert len(passrates) == 2 and all(weighed(r["reward"], r["graded"]) for r in passrates)
+    heldout = [r for r in records if r.get("kind") == "eval"]  # before the first step, and at step 2
+    assert len(heldout) == 2 and all(weighed(r["mean_reward"], r["counts"]["graded"]) for r in heldout)
+
+
 # ------------------------------------------------------------------------------------- the trainer's changes
 class _FlakyCodeReward:
     """A custom code reward whose sandbox failed on some rows: None there (not graded), 1.0 elsewhere. Not the
