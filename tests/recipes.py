@@ -68,3 +68,8 @@ def answer_parity_reward(completions, **columns) -> list[float]:
     of a model too weak to pass any test then differ, so dynamic sampling keeps, carries and trains them."""
     texts = columns.get("feedback_answer") or [c[-1]["content"] if isinstance(c, list) else c for c in completions]
     return [float(zlib.crc32(str(t).encode()) % 2) for t in texts]
+
+
+def one_reward(completions, **columns) -> list[float]:
+    """A custom reward of 1.0 for every completion: with it, a weighted total shows its weight exactly."""
+    return [1.0 for _ in completions]

@@ -45,6 +45,7 @@ class _RoleReward:
     last batch, what decided its reward (empty for the other role's rows), for the generation log."""
 
     role = ""
+    optional = True  # None on the other role's rows: not this reward's rows (a row with no value at all is masked)
 
     def __init__(self, judge: Judge, values: RewardValues):
         self.judge, self.values = judge, values

@@ -40,6 +40,8 @@ MANAGED_TRAINER_FIELDS = {
     "seed": "seed",
     "gradient_checkpointing": "model.gradient_checkpointing",
     "activation_checkpointing": "model.gradient_checkpointing",  # transformers 5's name for the same switch
+    # The rubric alone weighs the rewards (training, the pass rate, held-out evaluation, azr gen): one source.
+    "reward_weights": "rewards[i].weight",
 }
 # Fields that may hold a local path, each with the test of whether its value is one (vs a hub id, a split name).
 PATH_FIELDS: dict[str, typing.Callable[[str, Path], bool]] = {

@@ -334,7 +334,13 @@ class AzrConfig:
     sft: SftConfig = field(factory=SftConfig, help="Optional supervised warm start before GRPO.")
     data: DataConfig = field(factory=DataConfig, help="Task datasets.")
     sandbox: SandboxConfig = field(factory=SandboxConfig, help="Execution of model code.")
-    rewards: list[RewardSpec] = field(factory=_default_rewards, help="Reward functions and their weights.")
+    rewards: list[RewardSpec] = field(
+        factory=_default_rewards,
+        help=(
+            "Reward functions and their weights: the one weigher. GRPO's advantages and logged reward, the pass rate, "
+            "held-out evaluation and azr gen all sum rewards[i].weight x value (grpo.reward_weights is refused)."
+        ),
+    )
     reward_control: Literal["none", "shuffle"] = field(
         "none",
         "The control arm of a learning claim: 'shuffle' trains GRPO on the rewards permuted within each batch (each "

@@ -32,8 +32,9 @@ def sampled_groups(sampler: Sampler, tasks: Sequence[Task], sampling: Sampling) 
 
 def score_completions(rubric: Rubric, tasks: Sequence[Task], completions: list) -> dict[str, Any]:
     """Pass rate and weighted mean reward under `rubric` (built to score; `Rubric.score`, as GRPO's episodes are
-    scored) over completions grouped `len(completions) // len(tasks)` per task, each completion's reward summed as
-    GRPO sums it (`Rubric.summed`). A completion the sandbox could not grade counts in neither."""
+    scored) over completions grouped `len(completions) // len(tasks)` per task, each completion's reward weighed as
+    GRPO weighs it (`Rubric.total`). A completion the sandbox could not grade counts in neither; one a reward could
+    not score (a custom reward's infrastructure failure) is left out of the mean reward."""
     if rubric.grader is None:
         raise ValueError("score_completions: the rubric was only checked; build it with a sandbox to score")
     n = len(completions) // max(len(tasks), 1)
@@ -41,7 +42,7 @@ def score_completions(rubric: Rubric, tasks: Sequence[Task], completions: list) 
     columns: dict[str, Any] = {key: [row[key] for row in rows] for key in (*GRADING_COLUMNS, "task_id")}
     scored = rubric.score(completions, columns)
     graded = [s for s in scored if s.status != "error"]  # not graded: neither a pass nor a failure
-    totals = [rubric.summed(list(s.values.values())) for s in graded]
+    totals = [s.total for s in graded if s.total is not None]
     return {
         "completions": len(completions),
         "graded": len(graded),

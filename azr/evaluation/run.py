@@ -54,7 +54,7 @@ from azr.evaluation.samples import (
 )
 from azr.evaluation.turns import run_turns, scored_problems, turn_summary
 from azr.logs import atomic_write_json
-from azr.models import local_source, read_adapter_config
+from azr.models import check_model, local_source, read_adapter_config
 from azr.prompts import AnswerFormat
 from azr.rewards import sandbox_oracle, start_pool
 from azr.secrets import public_url
@@ -107,6 +107,8 @@ def run_eval(cfg: EvalConfig) -> int:
         raise ConfigError(f"-n {cfg.sampling.n}: must be at least the largest k ({max(cfg.ks)})")
     if given is None and cfg.model is None and cfg.endpoint is None:
         raise ConfigError("eval: nothing to evaluate; give --model, --endpoint or --samples")
+    if given is None and cfg.model is not None:
+        check_model(cfg.model)  # the model's source, as training checks it: one line, before any model is loaded
     out = Path(cfg.output_dir) if cfg.output_dir else default_output_dir()
     settings = eval_settings(cfg, len(problems))
     check_output_dir(out, settings)

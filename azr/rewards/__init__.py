@@ -37,7 +37,15 @@ from azr.rewards.harness import harness_preload
 from azr.rewards.health import InfraFailures
 from azr.rewards.oracle import sandbox_oracle
 from azr.rewards.outputs import Output, outputs_many
-from azr.rewards.rubric import Rubric, Scored, build_rubric, recipe_rubric, trained_rubric, with_shaping
+from azr.rewards.rubric import (
+    Rubric,
+    Scored,
+    build_rubric,
+    is_optional,
+    recipe_rubric,
+    trained_rubric,
+    with_shaping,
+)
 from azr.rewards.stdio import compare_output
 from azr.rewards.verdicts import TestOutcome
 
@@ -63,6 +71,7 @@ __all__ = [
     "grade_stream",
     "harness_preload",
     "hidden_task",
+    "is_optional",
     "limits_from_config",
     "outputs_many",
     "pool_from_config",

@@ -89,23 +89,41 @@ def _without_hidden_functions(public: list[Test]) -> list[Test]:
 
 def _public_module(source: str, names: set[str], kind: str) -> str:
     """`source` without the test functions and methods not named in `names` (`test_f`, `Cls::test_m` for pytest,
-    `Cls.test_m` for unittest); the rest as it was."""
+    `Cls.test_m` for unittest); the rest as it was, line for line. Cut by the lines each definition spans (its
+    decorators included), never by unparsing the tree: `ast.unparse` recurses once per level of an expression, and a
+    module nested hundreds deep would end the run in a RecursionError."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return source
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
     sep = "." if kind == "unittest" else "::"
+    lines = source.splitlines(keepends=True)
+    cuts: list[tuple[int, int, str]] = []  # (first line, last line, what replaces them), 1-based and inclusive
 
-    def hidden(name: str) -> bool:
-        return name.startswith("test") and name not in names
+    def span(node: ast.stmt) -> tuple[int, int]:
+        return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]), node.end_lineno or 0
 
-    tree.body = [n for n in tree.body if not (isinstance(n, functions) and hidden(n.name))]
+    def hidden(name: str, qualified: str) -> bool:
+        return name.startswith("test") and qualified not in names
+
     for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            node.body = [m for m in node.body if not (isinstance(m, functions) and hidden(f"{node.name}{sep}{m.name}"))]
-            node.body = node.body or [ast.Pass()]
-    return ast.unparse(tree) + "\n"
+        if isinstance(node, functions) and hidden(node.name, node.name):
+            cuts.append((*span(node), ""))
+        elif isinstance(node, ast.ClassDef):
+            gone = [m for m in node.body if isinstance(m, functions) and hidden(m.name, f"{node.name}{sep}{m.name}")]
+            if gone and node.body[0].lineno == node.lineno:  # `class T: def test_a(self): ...` on one line
+                return source if len(gone) < len(node.body) else _cut(lines, [(*span(node), "")])
+            for m in gone:  # each method becomes `pass` at its own indentation: the class body is never left empty
+                cuts.append((*span(m), " " * m.col_offset + "pass\n"))
+    return _cut(lines, cuts)
+
+
+def _cut(lines: list[str], cuts: list[tuple[int, int, str]]) -> str:
+    for first, last, replacement in sorted(cuts, reverse=True):
+        lines[first - 1 : last] = [replacement] if replacement else []
+    text = "".join(lines)
+    return text if text.endswith("\n") else text + "\n"
 
 
 def render_feedback(grade: Grade, cfg: FeedbackConfig) -> str:

@@ -151,10 +151,14 @@ def _column(columns: dict[str, Any], name: str, i: int) -> Any:
 
 
 class Reward:
-    """Base of the registered rewards: TRL's calling convention, a name for its logs, and no exceptions out."""
+    """Base of the registered rewards: TRL's calling convention, a name for its logs, and no exceptions out.
+    `optional`: whether its None means "does not apply to this row" (the row is scored on the other rewards);
+    otherwise, as for any reward function without the attribute, a None is an infrastructure failure and the row is
+    not graded (`azr.rewards.rubric.is_optional`)."""
 
     name = "reward"
     needs_grader = False
+    optional = False
 
     @property
     def __name__(self) -> str:  # TRL names each reward's metrics after the function
@@ -263,7 +267,7 @@ class SelfPlayReward(Reward):
     task, read from the `opponent_passed` column (True / False / None: opponent unavailable or not asked). None
     without that column or where the policy's code could not be graded."""
 
-    name, needs_grader = "selfplay", True
+    name, needs_grader, optional = "selfplay", True, True  # no opponent's verdict: the row keeps its other rewards
 
     def __init__(self, grader: CodeGrader, win=1.0, both_pass=0.5, both_fail=0.0, loss=0.0):
         self.grader, self.values = grader, {"win": win, "both_pass": both_pass, "both_fail": both_fail, "loss": loss}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from azr.config import SandboxConfig
-from azr.data import AssertTest, StdioCase, Task, encode, module_tests
+from azr.data import AssertTest, ModuleTest, StdioCase, Task, encode, module_tests
 from azr.rewards.harness import build_checker_program, build_program, harness_preload, preloads_harness
 from azr.rewards.plans import TestPlan, plan_test
 from azr.rewards.stdio import output_cap
@@ -85,8 +85,12 @@ def task_limits(task: Task, base: Limits) -> Limits:
             report_bytes=min(report, base.file_size_mb << 20),
         )
     # Values as large as the expected ones come back on the report channel: room for twice the tests' own text
-    # (the expected literals are in it), so a right answer is never cut off after the first large ones.
+    # (the expected literals are in it), so a right answer is never cut off after the first large ones. A module
+    # test's values are computed as it runs (`"a" * 100_000`), and each check reports both sides and the twin's
+    # value of its pure one: their size is not in the text, so the channel gets all the file-size limit allows.
     report = 2 * sum(len(encode(t)) for t in task.tests) + (64 << 10)
+    if any(isinstance(t, ModuleTest) for t in task.tests):
+        report = max(report, base.file_size_mb << 20)
     wall_s = task.timeout_s or max(base.wall_s, TEST_FORK_S * len(task.tests))
     if wall_s == base.wall_s and not task.memory_mb and report <= base.report_bytes:  # the usual task: base as it is
         return base

@@ -2,7 +2,9 @@
 weights, the answer parser every reward reads completions with, and the grader behind them. GRPO's episodes, the
 pass rate, the held-out evaluation and `azr gen` all score through one (`Rubric.score`). `recipe_rubric` makes the
 recipe's (over `build_rubric`); `trained_rubric` what GRPO trains with (self-play's reward blended in once).
-Absolute Zero's two role rewards are its own rubric.
+Absolute Zero's two role rewards are its own rubric. A reward's None is an infrastructure failure that leaves the
+whole completion ungraded (out of the loss, its group's mean and spread, and every reported reward), unless the
+reward is `optional` (`is_optional`: its None means it does not apply to the row).
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ from azr.rewards.grading import limits_from_config, pool_from_config
 from azr.sandbox import ExecutionProvider
 
 RewardFunc = Callable[..., list]  # TRL's contract: (prompts, completions, **columns) -> one value (or None) per row
+
+
+def is_optional(func: RewardFunc) -> bool:
+    """Whether `func`'s None means "does not apply to this row" (self-play without an opponent's verdict, Absolute
+    Zero's other role) rather than an infrastructure failure, which leaves the row ungraded. Declared by an
+    `optional = True` attribute; any reward function without one (a custom reward included) is not optional."""
+    return getattr(func, "optional", False) is True
 
 
 @dataclass(frozen=True)
@@ -67,15 +76,19 @@ class Rubric:
         """The answer in a completion, as every reward of this rubric reads it."""
         return parse_answer(text, self.answer_format)
 
-    def total(self, values: Sequence[float | None]) -> float | None:
-        """The weighted sum of one completion's rewards; None when any is None (not graded)."""
-        if any(v is None for v in values):
-            return None
-        return sum(w * v for w, v in zip(self.weights, values, strict=True))  # type: ignore[operator]
+    @property
+    def required(self) -> list[bool]:
+        """Per function: whether its None leaves the row ungraded (every function that is not `is_optional`)."""
+        return [not is_optional(f) for f in self.funcs]
 
-    def summed(self, values: Sequence[float | None]) -> float:
-        """The weighted sum as TRL's round takes it (a NaN sum): a reward without a value adds nothing. For a row
-        that was graded; one the sandbox could not grade is left out whole (`AZRGRPOTrainer` masks it)."""
+    def total(self, values: Sequence[float | None]) -> float | None:
+        """The weighted sum of one completion's rewards, the one weighing of every score azr trains on or reports
+        (GRPO's round sums the same weights over the same rows: `AZRGRPOTrainer` masks what this calls ungraded).
+        None (not graded) when a reward that is not optional has no value, or none has; an optional reward without
+        a value adds nothing."""
+        present = [v is not None for v in values]
+        if not any(present) or any(r and not p for r, p in zip(self.required, present, strict=True)):
+            return None
         return sum(w * v for w, v in zip(self.weights, values, strict=True) if v is not None)
 
     def score(self, completions: Sequence[Any], columns: dict[str, Any]) -> list[Scored]:

@@ -1,7 +1,9 @@
 """Advantages as pure functions of scores: each completion's weighted reward against the mean of the rows it is
 compared with, its prompt group (GRPO's baseline, as TRL computes it in its round) or another key such as Absolute
 Zero's (task type, role), divided by their standard deviation when scaled. A row without a reward (NaN) stays out
-of every baseline and gets 0. No trainer and no TRL: tests/rollouts/test_advantages.py checks them as functions.
+of every baseline and gets 0; `ungraded` says which rows those are (a reward that applies to every row had an
+infrastructure failure, or none had a value), as `azr.rewards.Rubric.total` does for one row. The weights are
+always the rubric's. No trainer and no TRL: tests/rollouts/test_advantages.py checks them as functions.
 """
 
 from __future__ import annotations
@@ -11,6 +13,13 @@ from collections.abc import Hashable, Sequence
 import torch
 
 EPSILON = 1e-4  # added to the standard deviation before dividing, as TRL does
+
+
+def ungraded(rewards: torch.Tensor, required: torch.Tensor) -> torch.Tensor:
+    """Per row of `rewards` ((rows, reward functions), NaN where a function gave None): whether it is not graded, a
+    function that applies to every row (`required`, one bool per function) having no value, or none having one."""
+    missing = torch.isnan(rewards)
+    return (missing & required.to(rewards.device).bool()).any(dim=1) | missing.all(dim=1)
 
 
 def weighted_totals(rewards: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

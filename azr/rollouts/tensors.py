@@ -15,7 +15,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from azr.rollouts.advantages import weighted_totals
 from azr.rollouts.seam import RolloutTiming, ScoredGroup
 
 # The per-row keys of a generation batch for text prompts (what TRL 1.16's round returns), by padding side.
@@ -32,14 +31,13 @@ RIGHT_PADDED = {
 KNOWN = LEFT_PADDED | RIGHT_PADDED | {"advantages", "num_items_in_batch"}
 
 
-def group_signal(rewards: torch.Tensor, weights: torch.Tensor, size: int) -> list[bool]:
-    """For each run of `size` rows: whether its rewards differ. `rewards` is (rows, reward functions), NaN where a
-    reward does not apply; a row NaN throughout was not graded and never counts, so a group needs two graded rows
-    whose weighted rewards are not all equal (a standard deviation not close to 0, as TRL's frac_reward_zero_std)."""
-    total = weighted_totals(rewards, weights)
+def group_signal(totals: torch.Tensor, size: int) -> list[bool]:
+    """For each run of `size` rows: whether its rewards differ. `totals` is each row's weighted reward (the rubric's
+    weighing, `weighted_totals`), NaN for a row that was not graded, which never counts: a group needs two graded
+    rows whose totals are not all equal (a standard deviation not close to 0, as TRL's frac_reward_zero_std)."""
     out = []
-    for start in range(0, rewards.shape[0] - size + 1, size):
-        values = total[start : start + size]
+    for start in range(0, totals.shape[0] - size + 1, size):
+        values = totals[start : start + size]
         values = values[~torch.isnan(values)]
         out.append(values.numel() >= 2 and not torch.isclose(values.std(), torch.zeros(())).item())
     return out
@@ -57,14 +55,14 @@ def split_groups(
     born: int,
     *,
     rewards: torch.Tensor | None = None,
-    weights: torch.Tensor | None = None,
+    totals: torch.Tensor | None = None,
     names: Sequence[str] = (),
     versions: Sequence[int] = (),
     timing: RolloutTiming | None = None,
 ) -> list[ScoredGroup]:
     """A round's output (TRL's dict), its input rows and the signal of each group, as scored groups; with
-    `rewards` (these rows', (rows, reward functions), NaN where not graded) and `weights`, each group's rewards and
-    their breakdown by `names`; `versions` is each group's sampling policy version."""
+    `rewards` (these rows', (rows, reward functions), NaN where not graded) and their `totals` (`weighted_totals`),
+    each group's rewards and their breakdown by `names`; `versions` is each group's sampling policy version."""
     unknown = unsplittable(output)
     if unknown:
         raise NotImplementedError(
@@ -83,20 +81,19 @@ def split_groups(
             version=versions[i] if i < len(versions) else 0,
             timing=timing or RolloutTiming(),
         )
-        if rewards is not None and weights is not None:
-            group.rewards, group.breakdown = _scores(rewards[part], weights, names)
+        if rewards is not None and totals is not None:
+            group.rewards, group.breakdown = _scores(rewards[part], totals[part], names)
         groups.append(group)
     return groups
 
 
 def _scores(
-    rewards: torch.Tensor, weights: torch.Tensor, names: Sequence[str]
+    rewards: torch.Tensor, totals: torch.Tensor, names: Sequence[str]
 ) -> tuple[list[float | None], dict[str, list[float | None]]]:
-    """The weighted total of each row (None where no reward applies: not graded) and each function's rewards."""
-    totals = [None if t != t else float(t) for t in weighted_totals(rewards, weights).tolist()]
+    """The weighted total of each row (None where it was not graded) and each function's rewards."""
     columns = rewards.float().t().tolist()
     breakdown = {n: [None if v != v else v for v in col] for n, col in zip(names, columns, strict=False)}
-    return totals, breakdown
+    return [None if t != t else float(t) for t in totals.tolist()], breakdown
 
 
 def join_groups(

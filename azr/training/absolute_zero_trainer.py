@@ -16,7 +16,7 @@ from accelerate.utils import gather_object
 
 from azr.absolute_zero import Rollout
 from azr.envs import CodeEnvironment, TaskPrompt
-from azr.rollouts import Episode, ScoredBatch, keyed_advantages, weighted_totals
+from azr.rollouts import Episode, ScoredBatch, keyed_advantages
 from azr.training.episodes import play_asked
 from azr.training.trainer import AZRGRPOTrainer
 from azr.training.trl_private import TrainerBatches
@@ -42,7 +42,7 @@ class AbsoluteZeroTrainer(AZRGRPOTrainer):
     def __init__(self, *args: Any, rollout: Rollout, baseline: str = "group", **kwargs: Any):
         with warnings.catch_warnings():  # TRL flags rollout_func as experimental; azr pins the contract it uses
             warnings.filterwarnings("ignore", message=".*rollout_func.*")
-            super().__init__(*args, rollout_func=self._rollout_rows, mask_reward=None, **kwargs)
+            super().__init__(*args, rollout_func=self._rollout_rows, **kwargs)  # its role rewards are optional
         self.rollout, self.baseline = rollout, baseline
 
     def _rollout_rows(self, prompts: list[object], trainer: object) -> dict[str, Any]:
@@ -56,7 +56,7 @@ class AbsoluteZeroTrainer(AZRGRPOTrainer):
         if self.baseline == "type_role" and self.model.training and rewards is not None:
             # TRL merged the rollout's columns into these rows; the keys of every process's rows, in rank order
             keys = gather_object([f"{row['az_type']}/{row['az_role']}" for row in rows])
-            total = weighted_totals(rewards, self.reward_weights)
+            total = TrainerBatches(self).totals(rewards)
             advantages = keyed_advantages(total, keys, self.scale_rewards != "none")
             start = self.accelerator.process_index * len(rows)
             output["advantages"] = advantages[start : start + len(rows)].to(output["advantages"].device)

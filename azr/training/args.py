@@ -1,7 +1,8 @@
 """The trainer arguments a run trains with: `TrainerArgs` (TRL's GRPOConfig and SFTConfig and their token budgets),
 built by `build_trainer_args` from a checked recipe through `azr.training.trainer_args`, once per run after its vLLM
-server has started (the preflight builds them with the server's fields empty). TRL's reward weights are those of
-the rubric GRPO trains with (`azr.training.rubrics`, checked here without starting a sandbox).
+server has started (the preflight builds them with the server's fields empty). TRL's reward weights are always
+those of the rubric GRPO trains with (`azr.training.rubrics`, checked here without starting a sandbox): a recipe
+weighs its rewards with `rewards[i].weight`, and `grpo.reward_weights` is refused at load.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from azr.models import keep_vectors_fp32
-from azr.rewards import CodeGrader
-from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch
+from azr.rewards import CodeGrader, is_optional
+from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch, ungraded
 from azr.training.callbacks import SandboxHealth
 from azr.training.episodes import episode_completions
 from azr.training.trl_private import TrainerBatches, fill_batch
@@ -28,10 +28,14 @@ class AZRGRPOTrainer(GRPOTrainer):
 
     - IA³ scales and trained norm weights are held in float32 (`azr.models.keep_vectors_fp32`): TRL casts the
       trainable parameters of a quantized model to bfloat16, where steps near 1.0 round away.
-    - `_calculate_rewards` masks every row whose code could not be graded (the `tests` reward is None, i.e. an
-      infrastructure error): TRL sums rewards with nansum, so such a row would otherwise keep its format reward and
-      be pushed up or down for the sandbox's failure. A row that is NaN throughout gets advantage 0 and stays out
-      of its group's baseline in TRL. It also times the reward stage, and passes the scored batch to observers.
+    - `_calculate_rewards` masks every row a reward could not score (None from a reward that is not optional,
+      `azr.rewards.is_optional`: the `tests` reward's sandbox error, a custom reward's infrastructure failure):
+      TRL sums rewards with nansum, so such a row would otherwise keep its format reward and be pushed up or down
+      for the failure. A row NaN throughout stays out of its group's mean and spread in TRL and gets advantage 0;
+      `_score_round` also takes it out of the loss (its completion mask zeroed). The masked rows are counted
+      (`rewards/ungraded`, and `rewards/<name>/ungraded` per reward, in every training log). It also times the
+      reward stage, and passes the scored batch to observers. The reward weights are the rubric's: TRL's
+      `reward_weights` are set from it (`azr.training.trainer_args`) and no recipe field can replace them.
     - The prompt order of each epoch depends on the seed and the epoch only: TRL's sampler draws every epoch's
       shuffle from one generator, which a resumed run restarts, so it would replay the first epoch's order.
     - `grader` (and `health`: more counters, such as Absolute Zero's validator and judge) is checked after every
@@ -60,7 +64,6 @@ class AZRGRPOTrainer(GRPOTrainer):
         self,
         *args: Any,
         grader: CodeGrader | None = None,
-        mask_reward: str | None = "tests_reward",
         observers: Sequence[Callable[[ScoredBatch], None]] = (),
         rounds: RoundHooks | None = None,
         sampling: RolloutFilter | None = None,
@@ -80,7 +83,11 @@ class AZRGRPOTrainer(GRPOTrainer):
         self.reward_seconds = 0.0  # reward-stage wall time since the metrics callback last read it
         self.generation_seconds = 0.0  # the rest of TRL's generation and scoring, likewise (rewards excluded)
         self._lengths: list[int] = []  # completion lengths (every process's) since the last log
-        self._mask_col = self.reward_func_names.index(mask_reward) if mask_reward in self.reward_func_names else None
+        # Per reward function: whether its None leaves the row ungraded; then the rows masked since the last log,
+        # and each function's share of them.
+        self._required = torch.tensor([not is_optional(f) for f in self.reward_funcs], dtype=torch.bool)
+        self._ungraded = torch.zeros(len(self.reward_funcs) + 1)  # [rows masked, each function's Nones among them]
+        self._scored_rows = 0
         checked = ([grader] if grader is not None else []) + list(health)
         if checked:
             self.add_callback(SandboxHealth(checked, self.summed_over_processes))
@@ -107,7 +114,22 @@ class AZRGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(rows)
         self.generation_seconds += time.perf_counter() - started - (self.reward_seconds - rewards_before)
         self.adjust_advantages(output, rows)
+        self._mask_ungraded(output, len(rows))
         return output, self.round_rewards
+
+    def _mask_ungraded(self, output: dict[str, Any], count: int) -> None:
+        """Take this process's ungraded rows (NaN throughout: `_calculate_rewards`) out of the loss: their advantage
+        is 0 already, and their completion mask is zeroed, so they add no KL term and no tokens to the loss's
+        normaliser. `num_items_in_batch` is counted again (a collective, as TRL's own count: every round)."""
+        if self.round_rewards is None or "completion_mask" not in output:
+            return
+        start = self.accelerator.process_index * count
+        masked = torch.isnan(self.round_rewards[start : start + count]).all(dim=1)
+        if masked.any():
+            mask = output["completion_mask"]
+            output["completion_mask"] = mask * (~masked).to(mask.device, mask.dtype).unsqueeze(1)
+        if "num_items_in_batch" in output:
+            output["num_items_in_batch"] = TrainerBatches(self).items_in_batch(output)
 
     def adjust_advantages(self, output: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         """A hook for a trainer whose baseline is not TRL's group mean (Absolute Zero's per task type and role):
@@ -119,8 +141,12 @@ class AZRGRPOTrainer(GRPOTrainer):
         started = time.perf_counter()
         completions = episode_completions(inputs, completions)  # a multi-turn episode: its answer, its tool calls
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        if self._mask_col is not None:
-            rewards[torch.isnan(rewards[:, self._mask_col])] = torch.nan
+        masked = ungraded(rewards, self._required)
+        if self.model.training:
+            missing = torch.isnan(rewards[masked]) & self._required.to(rewards.device)
+            self._ungraded += torch.cat([masked.sum().view(1), missing.sum(dim=0)]).float().cpu()
+            self._scored_rows += len(rewards)
+        rewards[masked] = torch.nan
         self.reward_seconds += time.perf_counter() - started
         self.round_rewards = rewards.detach()  # every process's rows, in rank order (TRL gathered them)
         if self.model.training:  # for the p95 TRL does not log (a collective, as TRL's own gather of the lengths)
@@ -164,7 +190,22 @@ class AZRGRPOTrainer(GRPOTrainer):
             if self._lengths and "loss" in logs:  # a training step's log: the rounds generated since the last one
                 logs = {**logs, "completions/p95_length": _p95(self._lengths)}
                 self._lengths = []
+            if self._scored_rows and "loss" in logs:
+                logs = {**logs, **self._ungraded_metrics()}
         super().log(logs, start_time)
+
+    def _ungraded_metrics(self) -> dict[str, float]:
+        """The share of the rows scored since the last log that were masked (`rewards/ungraded`), and of them each
+        reward's Nones (`rewards/<name>/ungraded`), for the rewards whose None masks a row."""
+        share = (self._ungraded / self._scored_rows).tolist()
+        names = [n for n, required in zip(self.reward_func_names, self._required.tolist(), strict=True) if required]
+        shares = [v for v, required in zip(share[1:], self._required.tolist(), strict=True) if required]
+        self._ungraded.zero_()
+        self._scored_rows = 0
+        return {
+            "rewards/ungraded": share[0],
+            **{f"rewards/{n}/ungraded": v for n, v in zip(names, shares, strict=True)},
+        }
 
 
 class _EpochSampler(RepeatSampler):

@@ -45,7 +45,8 @@ def grpo_args(
     vllm_fields: dict[str, Any] | None = None,
     warn: bool = True,
 ):
-    """trl.GRPOConfig from `grpo:`, with azr's managed fields, the thinking switch and budget, CPU defaults, and
+    """trl.GRPOConfig from `grpo:`, with azr's managed fields (`weights`: the trained rubric's, TRL's
+    `reward_weights`), the thinking switch and budget, CPU defaults, and
     `vllm_fields`, the fields of TRL's vLLM modes for `vllm.mode` server and colocate (`trl_vllm.grpo_fields`; none
     by default, as with `vllm.mode: off`).
     `warn`: deprecation warnings naming a user key are logged as warnings (else, once checked, to the debug log)."""
@@ -62,14 +63,8 @@ def grpo_args(
         values.update(use_cpu=True, bf16=False, fp16=False)
     values["max_completion_length"] = sequence_lengths(cfg)["max_completion_length"]
     values["chat_template_kwargs"] = cfg.template_kwargs()
-    if values.get("reward_weights") is None:
-        values["reward_weights"] = list(weights)
-    if len(values["reward_weights"]) != len(weights):
-        raise ConfigError(
-            f"grpo.reward_weights: {len(values['reward_weights'])} weights for {len(weights)} reward functions "
-            f"(the rewards: list{', with self_play adding its own' if cfg.self_play.enabled else ''})"
-        )
     managed = {"output_dir": str(Path(cfg.output_dir) / "checkpoints"), "seed": cfg.seed, "disable_tqdm": True}
+    managed["reward_weights"] = list(weights)  # the rubric's (grpo.reward_weights is refused at load)
     managed[_checkpointing_field(GRPOConfig)] = cfg.model.gradient_checkpointing
     managed |= vllm_fields or {}
     args = trl_config(GRPOConfig, "grpo", cfg.grpo, {**values, **managed}, warn)

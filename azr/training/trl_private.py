@@ -23,6 +23,7 @@ from azr.rollouts import (
     group_signal,
     split_groups,
     unsplittable,
+    weighted_totals,
 )
 from azr.training.ranks import Ranks
 
@@ -50,8 +51,8 @@ class GenerationBackend(Protocol):
 
 class TrainerBatches:
     """What batch composition needs of an `AZRGRPOTrainer` (or any object with the same few attributes): one
-    scored round of generation, the group size, the step being trained, reward weights, padding, the policy's
-    log-probabilities, and the two collectives the filter adds to TRL's own."""
+    scored round of generation, the group size, the step being trained, the weighing of its rewards, padding, the
+    policy's log-probabilities, and the two collectives the filter adds to TRL's own."""
 
     def __init__(self, trainer: GRPOTrainer):
         self.trainer = trainer
@@ -78,9 +79,11 @@ class TrainerBatches:
         """The optimizer step the batch being built trains."""
         return self.trainer.state.global_step + 1
 
-    @property
-    def reward_weights(self) -> torch.Tensor:
-        return self.trainer.reward_weights
+    def totals(self, rewards: torch.Tensor) -> torch.Tensor:
+        """Each row's weighted reward ((rows, reward functions) in; NaN for a row not graded): the one place azr
+        weighs a round's rewards, with TRL's `reward_weights`, which are the trained rubric's (set by
+        `azr.training.trainer_args` from `rewards[i].weight`; no recipe field replaces them)."""
+        return weighted_totals(rewards, self.trainer.reward_weights)
 
     @property
     def reward_names(self) -> list[str]:
@@ -300,19 +303,21 @@ class TrlRounds:
         timing = RolloutTiming(started, time.perf_counter() - clock)
         # The whole round's rewards (every process's, in rank order) are whole groups even when a process's rows are
         # not: every process counts the same.
-        signals = group_signal(rewards, trl.reward_weights, size) if len(rewards) % size == 0 else []
+        totals = trl.totals(rewards)
+        signals = group_signal(totals, size) if len(rewards) % size == 0 else []
         if len(rows) % size or unsplittable(output):  # a group split over processes; an image batch
             return ScoredRound(output, [], signals)
-        mine = rewards[trl.rank * len(rows) : (trl.rank + 1) * len(rows)]
+        part = slice(trl.rank * len(rows), (trl.rank + 1) * len(rows))
+        mine, my_totals = rewards[part], totals[part]
         now = trl.step - 1  # a round samples from the weights it trains unless the rows say otherwise
         versions = [int(rows[i].get(VERSION, now)) for i in range(0, len(rows), size)]  # type: ignore[call-overload]
         groups = split_groups(
             output,
             rows,
-            group_signal(mine, trl.reward_weights, size),
+            group_signal(my_totals, size),
             born,
             rewards=mine,
-            weights=trl.reward_weights,
+            totals=my_totals,
             names=trl.reward_names,
             versions=versions,
             timing=timing,

@@ -77,6 +77,7 @@ def test_set_overrides_coerce_to_the_field_type(override, getter, expected):
         ("model.name_or_path.x=1", "--set model.name_or_path.x: 'model.name_or_path' is a value, not a section"),
         ("nokey", "--set 'nokey': expected KEY=VALUE"),
         ("grpo.output_dir=x", "grpo.output_dir: azr sets it from 'output_dir'"),
+        ("grpo.reward_weights=[2.0,0.1]", "grpo.reward_weights: azr sets it from 'rewards[i].weight'; set that"),
     ],
 )
 def test_bad_overrides_name_the_field(override, message):

@@ -102,6 +102,22 @@ def test_livecodebench_private_cases_never_unpickle_an_object(tmp_path):
         load_tasks(path, format="livecodebench")
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"public_test_cases": json.dumps([{"input": "1\n", "output": "1\n", "testtype": ["stdin"]}])},
+            r"test case 0: testtype: expected 'stdin' or 'functional', got \['stdin'\]",
+        ),
+        ({"starter_code": ["class Solution:"]}, r"column 'starter_code': expected text, got \['class Solution:'\]"),
+    ],
+)
+def test_livecodebench_rows_of_the_wrong_shape_are_one_line_errors(tmp_path, change, message):
+    path = write_jsonl(tmp_path / "lcb.jsonl", [LCB_CALL, {**LCB_CALL, **change}])
+    with pytest.raises(DataError, match=rf"^{path}:2: {message}$"):
+        load_tasks(path, format="livecodebench")
+
+
 KOD_TEST = (
     "import pytest\nfrom solution import mean\n\ndef test_one():\n    assert mean([1, 2]) == pytest.approx(1.5)\n\n"
 )

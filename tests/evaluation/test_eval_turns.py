@@ -96,6 +96,24 @@ def test_an_endpoint_repairs_on_feedback_scored_on_hidden_tests_and_sees_none(cl
             assert mark not in feedback, (task.id, mark)
 
 
+def test_a_test_module_nested_700_deep_is_a_failed_sample_not_a_traceback(cli, monkeypatch, tmp_path):
+    """The module is cut to its public tests for the feedback (by lines: `ast.unparse` recursed through the 700-deep
+    expression), and grading, which cannot plan a module that deep, fails it: a sample like any other."""
+    deep = "+".join(["1"] * 700)
+    module = (
+        f"from solution import f\n\ndef test_a():\n    assert f(1) == {deep}\n\ndef test_b():\n    assert f(2) == 2\n"
+    )
+    row = {"id": "deep", "prompt": "Write f.", "tests": [{"pytest": module}], "public_tests": 1}
+    (tmp_path / "deep.jsonl").write_text(json.dumps(row) + "\n")
+    answer = "```python\ndef f(x):\n    return 700 if x == 1 else x\n```\nFinal answer: f"
+    with chat_endpoint(monkeypatch, lambda prompt, turn: answer) as stub:
+        flags = ["--dataset", tmp_path / "deep.jsonl", "--turns", "2", "--output-dir", tmp_path / "out", "-n", "1"]
+        code, _, err = cli("eval", "--endpoint", stub.url, "--endpoint-model", "m", *flags)
+    assert code == 0 and "Traceback" not in err, err
+    (record,) = _records(tmp_path / "out")
+    assert not record["passed"] and record["turns"][0]["feedback"].startswith("Your program failed 1 of the 1")
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -458,6 +458,8 @@ def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, monkeypatch):
         (["eval", "--model", "m", "--dataset", "held-out", "-n", "2", "-k", "1,5"], r"-n 2: must be at least"),
         (["eval", "--samples", "x.jsonl", "--dataset", "held-out", "-n", "2"], r"-n: not used with --samples"),
         (["eval", "--model", "m"], r"--dataset: required"),
+        (["eval", "--model", "nosuchname", "--dataset", "held-out"], r"model\.name_or_path: 'nosuchname' is not in"),
+        (["eval", "--model", tmp_path / "none", "--dataset", "held-out"], r"model\.name_or_path: no such directory"),
         (["eval", "--endpoint", "http://x/v1", "--endpoint-model", "m", "--dataset", "nope"], r"nope: task file not"),
         (["eval", "--compare", tmp_path / "a.json", tmp_path / "b.json"], r"a\.json: report not found"),
         (["eval", "--adapter", tmp_path, "--dataset", "held-out", "--samples", "x"], r"--adapter: needs --model"),

@@ -148,6 +148,20 @@ def test_nothing_of_a_hidden_test_appears_in_any_feedback(pool, tmp_path):
         assert HIDDEN_INPUT in json.dumps(encode_all(hidden_task(task).tests))
 
 
+def test_a_test_module_nested_700_deep_is_cut_to_its_public_tests_without_a_recursion_error(pool, tmp_path):
+    """`azr eval --turns` cuts a module to its public tests before running them: by the lines each hidden test spans,
+    so an expression nested hundreds deep (which `ast.unparse` recurses through) is a failed sample, not a crash.
+    (Grading cannot plan a module that deep either, and says so: never a pass.)"""
+    deep = "+".join(["1"] * 700)
+    module = f"from solution import f\n\ndef test_a():\n    assert f(1) == {deep}\n\nclass TestB:\n"
+    module += f"    def test_b(self):\n        assert f({HIDDEN_INPUT!r}) == {HIDDEN_EXPECTED!r}\n"
+    task = _task(tmp_path, {"id": "m", "prompt": "p", "tests": [{"pytest": module}], "public_tests": 1})
+    assert HIDDEN_INPUT not in json.dumps(encode_all(public_task(task).tests))  # the method is cut too
+    ((passed, text),) = public_feedback_many([(task, "def f(x):\n    return 700\n")], FeedbackConfig(), pool, LIMITS)
+    assert not passed and "Error: no tests ran" in text and HIDDEN_INPUT not in text
+    assert grade(hidden_task(task), "def f(x):\n    return 700\n", pool, LIMITS).failures == ["test 0: no tests ran"]
+
+
 def test_the_humaneval_public_check_reads_as_a_call_of_the_entry_point(pool):
     from azr.data.humaneval import load_humaneval
 

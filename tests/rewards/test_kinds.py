@@ -154,6 +154,19 @@ def test_wrong_programs_fail_a_pytest_module(pool, name):
     assert g.tests_passed <= 2, (name, g.per_test, g.failures)
 
 
+def test_a_right_answer_whose_values_are_100_000_characters_long_passes(pool):
+    """KodCode's large-input tests build their values as they run (`"a" * 100_000`): each check reports both sides
+    and the twin its pure one, far more than the module's own text, and none may be cut off the report channel."""
+    module = "from solution import *\n" + "".join(
+        f"\ndef test_large_{c}():\n    s = {c!r} * 100_000\n    assert echo(s) == {c!r} * 100_000\n" for c in "abcdef"
+    )
+    t = task([{"pytest": module}])
+    right, wrong = "def echo(s):\n    return s\n", "def echo(s):\n    return s[:-1]\n"
+    g, bad = grades(pool, [(t, right), (t, wrong)])
+    assert (g.status, g.tests_passed, g.tests_total) == ("passed", 6, 6), g.failures
+    assert (bad.status, bad.tests_passed) == ("failed", 0)
+
+
 def test_a_plain_string_that_only_defines_tests_is_read_as_a_module(pool):
     t = task(PYTEST_MODULE)  # as a column map would give it: one string
     assert len(t.tests) == 8

@@ -41,8 +41,17 @@ def test_the_total_is_weighted_and_none_when_a_reward_is_not_graded():
     rubric = Rubric((code_reward, format_reward), (1.0, 0.2))
     assert rubric.names == ["code_reward", "format_reward"]
     assert rubric.total([1.0, 0.5]) == pytest.approx(1.1)
-    assert rubric.total([None, 0.5]) is None
-    assert rubric.summed([None, 0.5]) == pytest.approx(0.1)  # as TRL sums a row: the missing reward adds nothing
+    assert rubric.total([None, 0.5]) is None  # a custom reward's None: an infrastructure failure, never a 0
+    assert rubric.total([1.0, None]) is None and rubric.total([None, None]) is None
+
+
+def test_an_optional_rewards_none_adds_nothing_and_any_other_none_leaves_the_row_ungraded():
+    rubric = Rubric((code_reward, format_reward, SelfPlayReward(None)), (1.0, 0.2, 0.5))  # type: ignore[arg-type]
+    assert rubric.required == [True, True, False]
+    assert rubric.total([1.0, 0.5, None]) == pytest.approx(1.1)  # no opponent's verdict: the rest still counts
+    assert rubric.total([1.0, 0.5, 1.0]) == pytest.approx(1.6)
+    assert rubric.total([None, 0.5, 1.0]) is None
+    assert rubric.total([None, None, None]) is None
 
 
 def test_the_self_play_blend_scales_the_rest_and_adds_its_reward_once():

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from azr.rollouts import group_advantages, keyed_advantages, weighted_totals  # noqa: E402
+from azr.rollouts import group_advantages, keyed_advantages, ungraded, weighted_totals  # noqa: E402
 
 NAN = float("nan")
 
@@ -41,3 +41,21 @@ def test_weighted_totals_keep_ungraded_rows_out():
     rewards = torch.tensor([[1.0, 1.0], [0.0, NAN], [NAN, NAN]])
     totals = weighted_totals(rewards, torch.tensor([1.0, 0.1]))
     assert totals[:2].tolist() == pytest.approx([1.1, 0.0]) and math.isnan(totals[2])
+
+
+def test_a_row_a_required_reward_could_not_score_is_ungraded_and_out_of_its_groups_mean_and_spread():
+    """Rewards (tests, format, self-play): self-play is optional, so its None leaves a row graded; the tests
+    reward's or a custom reward's None (an infrastructure failure) leaves it ungraded, whatever the format reward
+    says. Masked, the row gets advantage 0 and the others' advantages are those of the group without it."""
+    rewards = torch.tensor([[1.0, 1.0, NAN], [NAN, 1.0, 0.5], [0.0, 0.0, NAN], [0.5, 1.0, 0.5], [NAN, NAN, NAN]])
+    masked = ungraded(rewards, torch.tensor([True, True, False]))
+    assert masked.tolist() == [False, True, False, False, True]
+    weights = torch.tensor([1.0, 0.1, 0.5])
+    rewards[masked] = NAN  # as AZRGRPOTrainer masks them
+    totals = weighted_totals(rewards, weights)
+    assert totals[[0, 2, 3]].tolist() == pytest.approx([1.1, 0.0, 0.85]) and torch.isnan(totals[[1, 4]]).all()
+    four = group_advantages(totals[:4], 4, scale=True)
+    without = group_advantages(totals[[0, 2, 3]], 3, scale=True)  # the group as if the masked row never was
+    assert four[1] == 0 and four[[0, 2, 3]].tolist() == pytest.approx(without.tolist())
+    kept = totals[[0, 2, 3]]
+    assert four[0] == pytest.approx(float((kept[0] - kept.mean()) / (kept.std() + 1e-4)))

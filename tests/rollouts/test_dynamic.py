@@ -17,6 +17,7 @@ import torch
 from recipes import tiny_grpo_args
 
 from azr.config import SamplingConfig
+from azr.rollouts.advantages import weighted_totals
 from azr.rollouts.dynamic import RolloutFilter
 from azr.rollouts.tensors import KNOWN, group_signal, join_groups, split_groups
 from azr.training.trl_private import TrainerBatches, fill_batch
@@ -31,12 +32,12 @@ SCRIPT = {"c": [1.0] * 4, "v": [0.0, 1.0, 0.0, 1.0], "m": [1.0, NAN, 1.0, NAN], 
 def test_only_graded_rows_that_differ_make_a_signal():
     rows = [v for kind in "cvmd" for v in SCRIPT[kind]]
     rewards = torch.tensor(rows).unsqueeze(1)
-    assert group_signal(rewards, torch.tensor([1.0]), G) == [False, True, False, True]
+    assert group_signal(weighted_totals(rewards, torch.tensor([1.0])), G) == [False, True, False, True]
     # Two reward functions: the weighted sum decides; a row NaN in one function is still graded by the other.
     two = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, NAN], [1.0, 0.0], [NAN, NAN], [1.0, 0.0]])
-    assert group_signal(two, torch.tensor([1.0, 1.0]), 2) == [False, False, False]
-    assert group_signal(two, torch.tensor([1.0, 0.5]), 2) == [True, False, False]
-    assert group_signal(torch.tensor([[0.3], [0.3 + 1e-12]]), torch.tensor([1.0]), 2) == [False]  # float noise
+    assert group_signal(weighted_totals(two, torch.tensor([1.0, 1.0])), 2) == [False, False, False]
+    assert group_signal(weighted_totals(two, torch.tensor([1.0, 0.5])), 2) == [True, False, False]
+    assert group_signal(torch.tensor([0.3, 0.3 + 1e-12]), 2) == [False]  # float noise
 
 
 class ScriptedGroups:
@@ -214,7 +215,7 @@ def test_joining_one_rounds_groups_gives_back_its_tensors():
     rows = [{"task_id": t, "prompt": t} for t in ("c1", "v1", "d1") for _ in range(G)]
     output, rewards = trainer._score_round(rows)
     output["completion_mask"][:, -1] = 0  # the round's last column is used by nobody: TRL would not have padded it
-    groups = split_groups(output, rows, group_signal(rewards, trainer.reward_weights, G), born=1)
+    groups = split_groups(output, rows, group_signal(weighted_totals(rewards, trainer.reward_weights), G), born=1)
     assert [(g.task_id, g.signal) for g in groups] == [("c1", False), ("v1", True), ("d1", True)]
     joined = join_groups(groups, pad_id=-1, multiple=None, device="cpu")
     assert joined.keys() == output.keys() - {"num_items_in_batch"}

@@ -160,6 +160,15 @@ def test_config_check_runs_the_checks_without_training(cli, tmp_path, model_dir,
     assert not (tmp_path / "run").exists()
     code, _, err = cli("config", "check", "--config", recipe, "--set", "grpo.num_generations=1")
     assert code == 2 and err.startswith("azr: error: grpo.num_generations: GRPO needs at least 2")
+    # One weigher: the rubric's rewards[i].weight; TRL's own field would weigh training apart from every report.
+    code, out, err = cli("config", "check", "--config", recipe, "--set", "grpo.reward_weights=[2.0,0.1]")
+    assert (code, out) == (2, "") and err == (
+        "azr: error: grpo.reward_weights: azr sets it from 'rewards[i].weight'; set that instead\n"
+    )
+    code, out, _ = cli(
+        "config", "check", "--config", recipe, "--set", "rewards.0.weight=2", "--set", "rewards.1.weight=0.5"
+    )
+    assert code == 0 and out.rstrip().endswith("rewards 2, 0.5; SFT warm start 3 epochs")
 
 
 @pytest.mark.parametrize("where", ["in the recipe", "as --set"])

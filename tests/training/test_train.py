@@ -251,12 +251,82 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
     assert all(p.grad is None for n, p in policy.named_parameters() if ".lora_" not in n)
 
 
+# ------------------------------------------------------------------------------------------- one weigher
+@pytest.mark.slow  # trains the tiny model
+def test_the_rubrics_weights_weigh_the_advantages_the_logged_reward_the_pass_rate_and_the_held_out_reward(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """Non-default weights: tests x 2 (the tiny model passes none: 0), a constant 1 x 0.25, the answer's parity x
+    0.5, so every total is 0.25 or 0.75 (unit weights would give 1 or 2). TRL's advantages (unscaled, so they show
+    the weights), its logged reward, the train pass rate's mean reward and the held-out one all weigh so."""
+    import torch
+
+    from azr.rollouts import group_advantages, weighted_totals
+    from azr.training.trainer import AZRGRPOTrainer
+
+    rounds = []
+    score_round = AZRGRPOTrainer._score_round
+
+    def recorded(self, rows):
+        output, rewards = score_round(self, rows)
+        rounds.append((output["advantages"].detach().clone(), rewards.detach().clone(), list(self.reward_func_names)))
+        return output, rewards
+
+    monkeypatch.setattr(AZRGRPOTrainer, "_score_round", recorded)
+    rewards = [
+        {"name": "tests", "weight": 2.0},
+        {"name": "recipes:one_reward", "weight": 0.25},
+        {"name": "recipes:answer_parity_reward", "weight": 0.5},
+    ]
+    out = tmp_path / "run"
+    recipe = _recipe(
+        tmp_path / "recipe.yaml",
+        tiny_model_dir,
+        out,
+        rewards=rewards,
+        grpo={"num_generations": 4, "per_device_train_batch_size": 8, "scale_rewards": "none"},
+        eval={"every_steps": 2, "max_tasks": 2, "samples": 2},
+    )
+    assert _train(recipe) == 0
+    weights = torch.tensor([2.0, 0.25, 0.5])
+    assert len(rounds) == 2 and all(
+        names == ["tests_reward", "one_reward", "answer_parity_reward"] for *_, names in rounds
+    )
+    for advantages, scored, _ in rounds:
+        assert torch.isfinite(scored).all() and (scored[:, 0] == 0).all()  # graded, and no test passed
+        expected = group_advantages(weighted_totals(scored, weights), 4, scale=False)
+        assert advantages.tolist() == pytest.approx(expected.tolist())
+    assert any(a.abs().max() > 0 for a, *_ in rounds)  # some group's parities differ: the check has teeth
+    assert {abs(v) for a, *_ in rounds for v in a.tolist()} <= {0.0, 0.125, 0.25, 0.375}  # 0.5 x parity's spread
+
+    records = read_jsonl(out / "metrics.jsonl")
+    generations = read_generations(out)
+    for step in (1, 2):
+        (logged,) = [r for r in records if r["phase"] == "grpo" and r["step"] == step and "loss" in r]
+        totals = [
+            sum(w * r["rewards"][n] for w, n in zip(weights.tolist(), rounds[0][2], strict=True))
+            for r in generations
+            if r["step"] == step
+        ]
+        assert logged["reward"] == pytest.approx(sum(totals) / len(totals))
+
+    def weighed(mean: float, graded: int) -> bool:  # 0.25 + 0.5 x (the share of odd answers)
+        odd = (mean - 0.25) / 0.5 * graded
+        return 0.25 <= mean <= 0.75 and abs(odd - round(odd)) < 1e-6
+
+    passrates = [r for r in records if r["phase"] in ("eval_before", "eval_after")]
+    assert len(passrates) == 2 and all(weighed(r["reward"], r["graded"]) for r in passrates)
+    heldout = [r for r in records if r.get("kind") == "eval"]  # before the first step, and at step 2
+    assert len(heldout) == 2 and all(weighed(r["mean_reward"], r["counts"]["graded"]) for r in heldout)
+
+
 # ------------------------------------------------------------------------------------- the trainer's changes
-class _FlakyTestsReward:
-    """A tests reward whose sandbox failed on some rows: None there (not graded), 1.0 elsewhere."""
+class _FlakyCodeReward:
+    """A custom code reward whose sandbox failed on some rows: None there (not graded), 1.0 elsewhere. Not the
+    built-in `tests` reward: any reward's None that is not declared optional masks its row."""
 
     def __init__(self, failing: set[int]):
-        self.__name__ = "tests_reward"
+        self.__name__ = "api_judge_reward"
         self.failing = failing
 
     def __call__(self, prompts=None, completions=None, **columns):
@@ -278,7 +348,7 @@ def small_trainer(tiny_model_dir, tmp_path):
     batches: list = []
     trainer = AZRGRPOTrainer(
         model=model,
-        reward_funcs=[_FlakyTestsReward({1, 2}), FormatReward()],
+        reward_funcs=[_FlakyCodeReward({1, 2}), FormatReward()],
         args=tiny_grpo_args(tmp_path / "checkpoints", max_completion_length=8),
         train_dataset=grpo_dataset(load_tasks("train")[:2]),
         processing_class=tokenizer,
@@ -288,13 +358,8 @@ def small_trainer(tiny_model_dir, tmp_path):
     return trainer, batches
 
 
-def test_rows_the_tests_reward_could_not_grade_are_masked_whole(small_trainer):
-    import torch
-    from trl import GRPOTrainer
-
-    trainer, batches = small_trainer
-    tasks = load_tasks("train")[:2]
-    inputs = [
+def _flaky_inputs(tasks):
+    return [
         {
             "prompt": chat_messages(t.prompt),
             "task_id": t.id,
@@ -305,6 +370,15 @@ def test_rows_the_tests_reward_could_not_grade_are_masked_whole(small_trainer):
         for t in tasks
         for _ in range(2)
     ]
+
+
+def test_rows_a_custom_reward_could_not_grade_are_masked_whole(small_trainer):
+    import torch
+    from trl import GRPOTrainer
+
+    trainer, batches = small_trainer
+    tasks = load_tasks("train")[:2]
+    inputs = _flaky_inputs(tasks)
     texts = [reference_answer(tasks[0].solution, tasks[0].entry_point), "no code", "no code either", "still none"]
     prompts = [row["prompt"] for row in inputs]
     completions = [[{"role": "assistant", "content": text}] for text in texts]
@@ -326,14 +400,37 @@ def test_rows_the_tests_reward_could_not_grade_are_masked_whole(small_trainer):
     records = batch.records()
     json.dumps(records, allow_nan=False)  # strict JSON: no NaN token
     assert [r["rewards"] for r in records] == [
-        {"tests_reward": 1.0, "format_reward": 1.0},
-        {"tests_reward": None, "format_reward": None},
-        {"tests_reward": None, "format_reward": None},
-        {"tests_reward": 1.0, "format_reward": 0.0},
+        {"api_judge_reward": 1.0, "format_reward": 1.0},
+        {"api_judge_reward": None, "format_reward": None},
+        {"api_judge_reward": None, "format_reward": None},
+        {"api_judge_reward": 1.0, "format_reward": 0.0},
     ]
     assert [r["step"] for r in records] == [1] * 4 and [r["completion"] for r in records] == texts
     assert [r["task_id"] for r in records] == [tasks[0].id] * 2 + [tasks[1].id] * 2
     assert records[0]["prompt"] == tasks[0].prompt
+
+
+def test_an_ungraded_row_is_out_of_the_loss_and_its_group_and_counted(small_trainer):
+    """A round whose custom reward could not score rows 1 and 2: their advantage is 0, their completion mask is
+    zeroed (no KL term, no tokens in the loss's normaliser), each group's graded row is its own baseline, and the
+    training log counts them."""
+    import torch
+
+    trainer, _ = small_trainer
+    trainer.model.train()
+    output, rewards = trainer._score_round(_flaky_inputs(load_tasks("train")[:2]))
+    assert torch.isnan(rewards[[1, 2]]).all() and torch.isfinite(rewards[[0, 3]]).all()
+    assert output["advantages"].tolist() == [0.0] * 4  # a group of one graded row has no spread to learn from
+    mask = output["completion_mask"]
+    assert mask[[1, 2]].sum() == 0 and mask[0].sum() > 0 and mask[3].sum() > 0
+    assert int(output["num_items_in_batch"]) == int(mask.sum())
+    logged = trainer._ungraded_metrics()
+    assert logged == {
+        "rewards/ungraded": 0.5,
+        "rewards/api_judge_reward/ungraded": 0.5,
+        "rewards/format_reward/ungraded": 0.0,
+    }
+    assert trainer._scored_rows == 0 and trainer._ungraded.sum() == 0  # counted again from the next log on
 
 
 def test_each_epochs_prompt_order_depends_on_the_seed_and_epoch_only(small_trainer):

@@ -99,7 +99,6 @@ BAD = [
     ),
     ("grpo", {"max_completion_length": None}, "grpo.max_completion_length: expected a positive integer, got None"),
     ("grpo", {"chat_template_kwargs": "x"}, "grpo.chat_template_kwargs: expected a mapping, got 'x'"),
-    ("grpo", {"reward_weights": [1.0]}, "grpo.reward_weights: 1 weights for 2 reward functions"),
     (
         "grpo",
         {"report_to": "tensorbaord"},

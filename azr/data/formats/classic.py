@@ -17,7 +17,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from azr.data.formats.common import HARNESS_PRELUDE, Row, first_check, need, need_text, parsed, row_id
+from azr.data.formats.common import (
+    HARNESS_PRELUDE,
+    Row,
+    first_check,
+    need,
+    need_text,
+    optional_text,
+    parsed,
+    row_id,
+)
 from azr.data.iotests import is_function_name
 from azr.errors import DataError, show
 from azr.inputs import load_json
@@ -84,9 +93,7 @@ def apps(row: Row, where: str) -> Row:
     inputs, outputs = io.get("inputs"), io.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs) or not inputs:
         raise DataError(f"{where}: column 'input_output': needs equally long, non-empty 'inputs' and 'outputs'")
-    starter = row.get("starter_code") or ""
-    if not isinstance(starter, str):
-        raise DataError(f"{where}: column 'starter_code': expected text, got {show(starter)}")
+    starter = optional_text(row, where, "starter_code")
     fn = io.get("fn_name")
     if fn is not None and fn != "" and not is_function_name(fn):  # code is built from it: `(lambda *a: 2)` is not
         raise DataError(f"{where}: column 'input_output': fn_name: expected a Python identifier, got {show(fn)}")

@@ -45,6 +45,14 @@ def need_text(row: Row, where: str, *names: str) -> str:
     return value
 
 
+def optional_text(row: Row, where: str, name: str) -> str:
+    """A text column that may be missing or empty (""); DataError naming it when it holds anything but text."""
+    value = row.get(name) or ""
+    if not isinstance(value, str):
+        raise DataError(f"{where}: column '{name}': expected text, got {show(value)}")
+    return value
+
+
 def parsed(value: Any, where: str, column: str) -> Any:
     """A column that data sets store either as JSON text or as the value itself."""
     if not isinstance(value, str):

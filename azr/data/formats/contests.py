@@ -23,7 +23,17 @@ import zlib
 from typing import Any
 
 from azr.data.formats.classic import call_cases
-from azr.data.formats.common import HARNESS_PRELUDE, Row, io_lists, need, need_text, parsed, row_id, unfenced
+from azr.data.formats.common import (
+    HARNESS_PRELUDE,
+    Row,
+    io_lists,
+    need,
+    need_text,
+    optional_text,
+    parsed,
+    row_id,
+    unfenced,
+)
 from azr.data.formats.pickled import PickleError, load_plain
 from azr.errors import DataError, show
 
@@ -66,7 +76,7 @@ def decoded_cases(value: Any, where: str, column: str) -> list[Row]:
 
 def livecodebench(row: Row, where: str) -> Row:
     question = need_text(row, where, "question_content")
-    starter = row.get("starter_code") or ""
+    starter = optional_text(row, where, "starter_code")
     cases = decoded_cases(need(row, where, "public_test_cases"), where, "public_test_cases")
     public = len(cases)
     if row.get("private_test_cases") not in (None, ""):
@@ -74,8 +84,13 @@ def livecodebench(row: Row, where: str) -> Row:
     for i, case in enumerate(cases):
         if not isinstance(case, dict):
             raise DataError(f"{where}: test case {i}: expected an object (input, output, testtype), got {show(case)}")
+    for i, case in enumerate(cases):
+        if case.get("testtype") not in ("stdin", "functional"):
+            raise DataError(
+                f"{where}: test case {i}: testtype: expected 'stdin' or 'functional', got {show(case.get('testtype'))}"
+            )
     kinds = {c.get("testtype") for c in cases}
-    if not cases or len(kinds) != 1 or not kinds <= {"stdin", "functional"}:
+    if not cases or len(kinds) != 1:
         raise DataError(f"{where}: column 'public_test_cases': expected cases of one testtype, stdin or functional")
     out: Row = {"prelude": HARNESS_PRELUDE, "public_tests": public}
     if kinds == {"functional"}:
