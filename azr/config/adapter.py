@@ -45,6 +45,7 @@ class AdapterConfig:
         "backward pass then stops at the lowest adapted layer: with a third of the layers, a training step costs "
         "about half (the knob that most shortens a step on a CPU).",
         gt=0,
+        le=4096,
     )
     dora: bool = field(
         False,

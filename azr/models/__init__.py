@@ -21,18 +21,22 @@ from azr.models.loading import (
     resolve_dtype,
     sharded_launch,
 )
+from azr.models.memory import GIB, MemoryEstimate, estimate_training_memory, machine_memory, model_shape
 from azr.models.noise import quiet_third_party
 from azr.models.source import check_model, local_source
 from azr.models.tiny import CHAT_TEMPLATE, build_tiny_model
 
 __all__ = [
     "CHAT_TEMPLATE",
+    "GIB",
     "ExportPlan",
+    "MemoryEstimate",
     "build_model_and_tokenizer",
     "build_peft_config",
     "build_tiny_model",
     "check_model",
     "count_parameters",
+    "estimate_training_memory",
     "export_merged",
     "import_gguf",
     "imported_folder",
@@ -40,6 +44,8 @@ __all__ = [
     "keep_vectors_fp32",
     "load_tokenizer",
     "local_source",
+    "machine_memory",
+    "model_shape",
     "norm_module_names",
     "plan_export",
     "quiet_third_party",

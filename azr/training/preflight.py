@@ -44,7 +44,7 @@ def warn_memory(cfg: AzrConfig, micro_batch: int) -> None:
     """A warning, before the model loads, when the recipe's step is estimated to need more than this machine has
     (`azr.models.memory`), naming the knobs that bring it down."""
     from azr.config import sequence_lengths
-    from azr.models.memory import GIB, estimate_training_memory, machine_memory, model_shape
+    from azr.models import GIB, estimate_training_memory, machine_memory, model_shape
 
     shape, total = model_shape(cfg.model.name_or_path), machine_memory()
     if shape is None or total is None:

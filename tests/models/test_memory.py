@@ -39,7 +39,7 @@ def test_a_recipe_past_the_machine_is_warned_about_before_the_model_loads(tmp_pa
     pf = importlib.import_module("azr.training.preflight")  # the module; the package's face names its function
 
     (tmp_path / "config.json").write_text(json.dumps(SMOLLM2))
-    monkeypatch.setattr("azr.models.memory.machine_memory", lambda: 16 * GIB)
+    monkeypatch.setattr("azr.models.machine_memory", lambda: 16 * GIB)
     sets = [f"model.name_or_path={tmp_path}", "model.gradient_checkpointing=false", "grpo.max_completion_length=256"]
     with caplog.at_level(logging.WARNING, logger="azr.training.preflight"):
         pf.warn_memory(load_config(None, sets), 16)
