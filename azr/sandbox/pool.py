@@ -131,6 +131,7 @@ class SandboxPool:
         self._live: set[_Worker] = set()
         self._lock = threading.Lock()
         self._closed = False
+        self._warned_seccomp = False
         self._home = Path(tempfile.mkdtemp(prefix=f"azr-sandbox-{label}-" if label else "azr-sandbox-"))
         self._owner = _claim(self._home)
         self._packages_path = PACKAGES_DIR if backend.namespaced else str(self._home / "packages")
@@ -307,6 +308,9 @@ class SandboxPool:
         if not hello.get("ready"):
             self._retire(worker)
             raise OSError(f"{self.backend.name}: unexpected greeting {hello!r}")
+        if hello.get("seccomp") and not self._warned_seccomp:
+            self._warned_seccomp = True
+            log.warning("sandbox: %s: programs may leave keyring keys for later ones", hello["seccomp"])
         return worker
 
     def _retire(self, worker: _Worker) -> None:
