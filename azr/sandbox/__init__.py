@@ -59,6 +59,7 @@ __all__ = [
     "namespace_hints",
     "open_pool",
     "open_provider",
+    "resolve_backend",
     "run_doctor",
     "run_untrusted",
     "serve",

@@ -1009,9 +1009,16 @@ def test_memory_error_after_long_stderr_is_still_reported_as_memory(pool):
     assert r.status == "memory" and r.stderr_truncated, r
 
 
-@pytest.mark.parametrize("bad", [{"wall_s": float("inf")}, {"cpu_s": 0}, {"report_bytes": 0}, {"memory_mb": -1}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        *({"wall_s": float("inf")}, {"cpu_s": 0}, {"report_bytes": 0}, {"memory_mb": -1}, {"wall_s": 10**401}),
+        *({"memory_mb": 0.5}, {"file_size_mb": 0.5}, {"output_bytes": 1e18}, {"processes": True}, {"wall_s": True}),
+    ],
+)
 def test_limits_must_be_finite_and_positive(bad):
-    with pytest.raises(ValueError, match="finite positive"):
+    """Each limit as the type it is: a float size or count is refused here, never in the wire conversion."""
+    with pytest.raises(ValueError, match=r"must be a (finite positive number|positive integer)"):
         Limits(**bad)
 
 
