@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from feedback_policy import chat_endpoint
-from hidden_scan import hidden_marks
+from hidden_scan import every_hidden_mark, hidden_marks, stasher
 
 from azr.config import load_config
 from azr.data import load_tasks
@@ -226,62 +226,14 @@ def test_the_run_samplers_sample_each_conversation_once_with_a_seed_of_its_turn(
     assert second.n == first.n == 1 and second.seed != first.seed  # turn 2 draws from a seed of its own
 
 
-# A turn-1 answer that tries to carry its hidden tests into the feedback: during the hidden run it finds the harness's
-# payload in its callers' frames and stashes the tests in a POSIX message queue (or the user keyring); during the
-# public run, on the same pool, it reads them back and raises them, so that they would show in the feedback.
-STASHER = """```python
-import ctypes, ctypes.util, json, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-rt = ctypes.CDLL(ctypes.util.find_library("rt") or None, use_errno=True)
-rt.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
-rt.mq_send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint]
-rt.mq_receive.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p]
-rt.mq_receive.restype = ctypes.c_ssize_t
-NAME, KEY = b"/azr-stash", b"azr-stash"
-
-def payload_tests():
-    frame = sys._getframe()
-    while frame is not None:
-        for text in frame.f_code.co_consts:
-            if isinstance(text, str) and text.startswith("{") and '"tests"' in text:
-                return json.dumps(json.loads(text)["tests"])
-        frame = frame.f_back
-    return ""
-
-def read_stash():
-    found = []
-    fd = rt.mq_open(NAME, os.O_RDONLY | os.O_NONBLOCK, 0, None)
-    buf = ctypes.create_string_buffer(1 << 16)
-    while fd >= 0 and (n := rt.mq_receive(fd, buf, len(buf), None)) > 0:
-        found.append(buf.raw[:n].decode())
-    key = libc.syscall(249, b"user", KEY, None, ctypes.c_int(0))
-    if key > 0 and (n := libc.syscall(250, 11, ctypes.c_long(key), buf, len(buf))) > 0:
-        found.append(buf.raw[:n].decode())
-    return "".join(found)
-
-STASH = read_stash()
-if not STASH:
-    tests = payload_tests().encode()[:8000]
-    fd = rt.mq_open(NAME, os.O_CREAT | os.O_WRONLY, 0o600, None)
-    if fd >= 0:
-        rt.mq_send(fd, tests, len(tests), 0)
-    libc.syscall(248, b"user", KEY, tests, len(tests), ctypes.c_int(-4))
-
-def ENTRY(*args, **kwargs):
-    raise ValueError("stashed: " + STASH[:250])
-```
-Final answer: ENTRY"""
-
-
 def test_a_program_that_stashes_its_hidden_tests_between_runs_finds_nothing_to_show(cli, monkeypatch, tmp_path):
-    """Turn 1 grades on the hidden tests, then the same pool runs the public ones: with one worker every public run
-    follows a hidden run of the same program on the same worker. What it stashed there (a message queue, a key)
-    is gone, so no feedback holds a hidden test."""
+    """Turn 1 grades on the hidden tests, then the same pool runs the public ones: with one worker every program's
+    public run follows hidden runs on the same worker. What they stashed there (a message queue, a key) is gone, so
+    no feedback holds a hidden test of any task."""
     tasks = HELD_OUT[:4]
 
     def reply(prompt: str, turn: int) -> str:
-        return STASHER.replace("ENTRY", BY_PROMPT[prompt][1].entry_point)
+        return stasher(BY_PROMPT[prompt][1].entry_point)
 
     dataset = tmp_path / "tasks.jsonl"
     dataset.write_text("".join(json.dumps(t.to_json()) + "\n" for t in tasks))
@@ -296,5 +248,5 @@ def test_a_program_that_stashes_its_hidden_tests_between_runs_finds_nothing_to_s
     for task in tasks:
         feedback = feedbacks[task.id]
         assert "ValueError: stashed:" in feedback, feedback  # the public run ran, and found nothing stashed
-        for mark in hidden_marks(task):
+        for mark in every_hidden_mark(tasks):
             assert mark not in feedback, (task.id, mark, feedback)
