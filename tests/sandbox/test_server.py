@@ -102,7 +102,8 @@ def test_eight_overrunning_programs_on_a_one_worker_server_all_come_back_timeout
 @pytest.mark.slow(minutes=0.3)
 def test_an_abandoned_request_is_dropped_from_the_queue_never_run(server):
     url = server("--workers", "1")
-    first = threading.Thread(target=post, args=(url, {"code": "import time\ntime.sleep(3)", "run_timeout": 10}))
+    # long enough for three clients to come and go behind it on a loaded machine
+    first = threading.Thread(target=post, args=(url, {"code": "import time\ntime.sleep(8)", "run_timeout": 15}))
     first.start()
     deadline = time.monotonic() + 30
     while health(url)["running"] == 0:  # the first holds the one worker
@@ -154,9 +155,9 @@ def _closed_within(sock: socket.socket, deadline: float) -> bool:
 @pytest.mark.slow(minutes=0.3)
 def test_slow_clients_are_closed_in_bounded_time_and_the_server_still_answers(server):
     """Ten slow connections, eight unauthenticated: four never send a byte, four dribble their headers, two send
-    headers and then dribble a body. All are closed within a few seconds of the time-outs, and past the connection
-    cap a new connection is closed at once."""
-    url = server("--header-timeout", "1", "--body-timeout", "2", "--max-connections", "12")
+    headers and then dribble a body. All are closed within a few seconds of the time-outs (3 s for headers, 2 s for
+    a body), and past the connection cap a new connection is closed at once."""
+    url = server("--header-timeout", "3", "--body-timeout", "2", "--max-connections", "12")
     host, port = url.removeprefix("http://").rsplit(":", 1)
     socks = [socket.create_connection((host, int(port))) for _ in range(10)]
     started = time.monotonic()
@@ -177,11 +178,11 @@ def test_slow_clients_are_closed_in_bounded_time_and_the_server_still_answers(se
     dribbler.start()
     try:
         crowd = [socket.create_connection((host, int(port))) for _ in range(4)]  # 14 open: two past the cap
-        assert all(_closed_within(s, time.monotonic() + 0.5) for s in crowd[2:])  # at once: no header timer yet
+        assert all(_closed_within(s, time.monotonic() + 1.5) for s in crowd[2:])  # at once, before any time-out
         for s in crowd:
             s.close()
-        closed = [_closed_within(s, started + 8.0) for s in socks]
-        assert all(closed), f"still open after 8 s: {[i for i, c in enumerate(closed) if not c]}"
+        closed = [_closed_within(s, started + 10.0) for s in socks]
+        assert all(closed), f"still open after 10 s: {[i for i, c in enumerate(closed) if not c]}"
     finally:
         stop_dribbling.set()
         for sock in socks:
