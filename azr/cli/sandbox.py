@@ -108,16 +108,31 @@ def sandbox_doctor(backend, url, token_env, packages) -> int:
 )
 @click.option("--max-timeout", type=FiniteFloat(), default=120.0, show_default=True, help="Largest wall limit, s.")
 @click.option("--max-memory-mb", type=click.IntRange(min=1), default=8192, show_default=True, help="Largest memory.")
+@click.option(
+    "--header-timeout", type=FiniteFloat(), default=10.0, show_default=True, help="Seconds for a request's headers."
+)
+@click.option("--body-timeout", type=FiniteFloat(), default=60.0, show_default=True, help="Seconds its body may take.")
+@click.option(
+    "--max-connections", type=click.IntRange(min=1), default=1024, show_default=True, help="Open connections at once."
+)
+@click.option(
+    "--allow-unisolated",
+    is_flag=True,
+    help="Serve on the 'process' backend (also auto's fallback), whose programs read this machine's files, reach its "
+    "network and read the server's own environment (its token). Refused without this flag.",
+)
 @package_option
 def sandbox_serve(
-    host, port, token_env, workers, backend, max_request_mb, max_queue, max_timeout, max_memory_mb, packages
-) -> int:
+    host, port, token_env, workers, backend, max_request_mb, max_queue, max_timeout, max_memory_mb, header_timeout,
+    body_timeout, max_connections, allow_unisolated, packages,
+) -> int:  # fmt: skip
     """Serve this machine's sandbox over HTTP (POST /run_code in SandboxFusion's shape, GET /health) for
-    `sandbox.provider: remote`. Any address but loopback needs --token-env."""
+    `sandbox.provider: remote`. Any address but loopback needs --token-env; a backend without isolation needs
+    --allow-unisolated."""
     import os
 
     from azr.rewards import harness_preload
-    from azr.sandbox import LOOPBACK, ServeLimits, open_pool, serve
+    from azr.sandbox import LOOPBACK, ServeLimits, open_pool, resolve_backend, serve
 
     token = None
     if token_env:
@@ -126,8 +141,21 @@ def sandbox_serve(
             raise UserError(f"--token-env: the environment variable {token_env} is not set")
     elif host not in LOOPBACK:
         raise UserError(f"--host {host}: any address but loopback needs a token (--token-env NAME)")
+    if resolve_backend(backend, packages=tuple(packages)).name == "process" and not allow_unisolated:
+        raise UserError(
+            f"--backend {backend}: the 'process' backend has no isolation (programs could read the server's token and "
+            "files); pass --allow-unisolated to serve it anyway"
+        )
     setup_logging()
-    caps = ServeLimits(max_request_mb << 20, max_queue, max_timeout, max_memory_mb)
+    caps = ServeLimits(
+        max_request_mb << 20,
+        max_queue,
+        max_timeout,
+        max_memory_mb,
+        max_connections=max_connections,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+    )
     memory = 4 * max_memory_mb + 512  # a worker's cgroup (as root): room for its largest program and its /tmp
     with open_pool(backend, workers, max_memory_mb=memory, preload=harness_preload(), packages=packages) as pool:
         pool.start()

@@ -148,6 +148,14 @@ class RemoteSandboxConfig:
         gt=0,
         le=3600,
     )
+    queue_timeout_s: float = field(
+        300.0,
+        "Time a request may wait in a server's queue for a free worker, on top of timeout_s: a program's own time "
+        "starts when it runs, so one that overruns is a timeout however long it queued; past this the request is "
+        "dropped (azr sandbox serve never runs an abandoned one) and retried elsewhere.",
+        gt=0,
+        le=86400,
+    )
     retries: int = field(
         3,
         "Further attempts per program after a timeout, a 5xx or a lost connection, each on another server.",

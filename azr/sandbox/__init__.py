@@ -8,7 +8,8 @@ pid/user/ipc/uts/mount namespaces, so the caller's processes are invisible and c
 new session and rlimits on CPU, address space, file size, open files and processes (plus, as root, where the
 kernel ignores RLIMIT_NPROC, per-worker pids and memory cgroups, or a polled process count where cgroups are
 read-only); a wall clock enforced from outside the program; output caps; every leftover process killed before the
-next program starts.
+next program starts; nothing left for the next program (scratch files, /dev/shm, System V IPC and POSIX message
+queues wiped; keyring calls refused by a seccomp filter, SPEC_FUNCTIONS.md section 4).
 
 Not covered: kernel exploits and side channels; a program may kill or stop its own worker (the pool blames the
 program and replaces the worker); without root (no memory cgroup) memory is bounded per process and per tmpfs,
@@ -58,6 +59,7 @@ __all__ = [
     "namespace_hints",
     "open_pool",
     "open_provider",
+    "resolve_backend",
     "run_doctor",
     "run_untrusted",
     "serve",

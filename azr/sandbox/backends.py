@@ -92,11 +92,10 @@ def bwrap_argv(
     packages=(),
     disable_userns: bool = True,
 ) -> list[str]:
-    """bwrap flags: every namespace, no network, read-only system dirs, private /tmp and /mnt, an /etc/hosts naming
-    localhost, uid nobody, no caps, no new
-    user namespaces inside (`--disable-userns`, bwrap 0.8+: a program could otherwise make one and hold every
-    capability in it, more kernel surface than a grader needs); each offered package's files bound read-only under
-    PACKAGES_DIR."""
+    """bwrap flags: every namespace, no network, read-only system dirs, private /tmp, /mnt, /dev/shm and mqueue
+    mount, an /etc/hosts naming localhost, uid nobody, no caps, no new user namespaces inside (`--disable-userns`,
+    bwrap 0.8+: a program could otherwise make one and hold every capability in it, more kernel surface than a
+    grader needs); each offered package's files bound read-only under PACKAGES_DIR."""
     argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     if disable_userns:
         argv.append("--disable-userns")
@@ -116,6 +115,8 @@ def bwrap_argv(
         "/proc",
         "--dev",
         "/dev",
+        "--mqueue",  # the IPC namespace's POSIX message queues as files: the worker wipes them after each program
+        "/dev/mqueue",
         "--size",
         size,
         "--tmpfs",

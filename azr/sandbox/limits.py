@@ -24,13 +24,20 @@ class Limits:
     fetch_bytes: int = 16 << 20  # files asked back after the run, all together; those past it are left out
 
     def __post_init__(self):
-        names = ("wall_s", "cpu_s", "memory_mb", "file_size_mb", "open_files", "processes", "output_bytes")
-        for name in (*names, "report_bytes", "fetch_bytes"):
+        """Each limit checked as the type it is: seconds a finite positive number, the rest positive integers (a
+        float count or size would pass here and fail in `to_wire`, with a worker already taken)."""
+        for name in ("wall_s", "cpu_s"):
             value = getattr(self, name)
             if name == "cpu_s" and value is None:
                 continue
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"Limits.{name} must be a finite positive number, got {value!r}")
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (number and 0 < _seconds(value) < math.inf):
+                raise ValueError(f"Limits.{name} must be a finite positive number, got {value!r:.80}")
+        sizes = ("memory_mb", "file_size_mb", "open_files", "processes", "output_bytes", "report_bytes", "fetch_bytes")
+        for name in sizes:
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                raise ValueError(f"Limits.{name} must be a positive integer, got {value!r:.80}")
 
     def to_wire(self) -> dict:
         """What the worker needs: the wall limit and output caps it enforces, and the (resource, soft, hard) rlimits
@@ -48,6 +55,13 @@ class Limits:
         caps = {"wall_s": self.wall_s, "output_bytes": self.output_bytes, "report_bytes": self.report_bytes}
         caps["fetch_bytes"] = self.fetch_bytes
         return {**caps, "rlimits": rlimits}
+
+
+def _seconds(value: float) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer past any float
+        return math.inf
 
 
 @dataclass

@@ -131,6 +131,7 @@ class SandboxPool:
         self._live: set[_Worker] = set()
         self._lock = threading.Lock()
         self._closed = False
+        self._warned_seccomp = False
         self._home = Path(tempfile.mkdtemp(prefix=f"azr-sandbox-{label}-" if label else "azr-sandbox-"))
         self._owner = _claim(self._home)
         self._packages_path = PACKAGES_DIR if backend.namespaced else str(self._home / "packages")
@@ -180,29 +181,31 @@ class SandboxPool:
             raise RuntimeError("the sandbox pool is closed")
         worker = self._idle.get()
         self.stats["runs"] += 1
+        kept = None  # what goes back to the idle queue, whatever happens here: this worker, or None for a new one
         try:
             if worker is None:
-                worker = self._start()
-        except OSError as exc:
-            self._idle.put(None)
-            self.stats["errors"] += 1
-            return ExecResult("error", backend=self.backend.name, note=f"sandbox worker did not start: {exc}")
-        try:
-            worker.send(request)
-            reply = worker.receive(limits.wall_s + REPLY_GRACE_S)
-        except _WorkerLost as exc:
-            self._retire(worker)
-            self.stats["workers_lost"] += 1
-            status = "timeout" if exc.hung else "crashed"
-            note = f"the sandbox worker {'stopped answering' if exc.hung else 'died'} while running this program"
-            return ExecResult(status, backend=self.backend.name, note=note, duration_s=limits.wall_s)
-        if reply.get("recycle") or reply.get("status") == "error" or self._closed:  # closed meanwhile: release it
-            self._retire(worker)
-        else:
-            self._idle.put(worker)
-        if reply.get("status") == "error":
-            self.stats["errors"] += 1
-        return reply_result(reply, self.backend.name)
+                try:
+                    worker = self._start()
+                except OSError as exc:
+                    self.stats["errors"] += 1
+                    return ExecResult("error", backend=self.backend.name, note=f"sandbox worker did not start: {exc}")
+            try:
+                worker.send(request)
+                reply = worker.receive(limits.wall_s + REPLY_GRACE_S)
+            except _WorkerLost as exc:
+                self.stats["workers_lost"] += 1
+                status = "timeout" if exc.hung else "crashed"
+                note = f"the sandbox worker {'stopped answering' if exc.hung else 'died'} while running this program"
+                return ExecResult(status, backend=self.backend.name, note=note, duration_s=limits.wall_s)
+            if reply.get("status") == "error":
+                self.stats["errors"] += 1
+            elif not (reply.get("recycle") or self._closed):  # closed meanwhile: release it
+                kept = worker
+            return reply_result(reply, self.backend.name)
+        finally:
+            if worker is not None and kept is None:
+                self._discard(worker)
+            self._idle.put(kept)
 
     def map(self, codes: Sequence[str], limits: Limits | Sequence[Limits] | None = None) -> list[ExecResult]:
         """Run programs in parallel over the pool's workers, results in input order. A program the pool could not
@@ -234,10 +237,12 @@ class SandboxPool:
 
         def start_one() -> None:
             worker = self._idle.get()
-            if worker is None and not self._closed:
-                with contextlib.suppress(OSError):
-                    worker = self._start()
-            self._idle.put(worker)
+            try:
+                if worker is None and not self._closed:
+                    with contextlib.suppress(OSError):
+                        worker = self._start()
+            finally:
+                self._idle.put(worker)
 
         for _ in range(self.size):
             with contextlib.suppress(RuntimeError):  # closed meanwhile
@@ -302,18 +307,21 @@ class SandboxPool:
         try:
             hello = worker.receive(START_TIMEOUT_S)
         except (_WorkerLost, ValueError) as exc:
-            self._retire(worker)
+            self._discard(worker)
             raise OSError(f"{self.backend.name}: {worker.stderr_tail() or exc}") from None
         if not hello.get("ready"):
-            self._retire(worker)
+            self._discard(worker)
             raise OSError(f"{self.backend.name}: unexpected greeting {hello!r}")
+        if hello.get("seccomp") and not self._warned_seccomp:
+            self._warned_seccomp = True
+            log.warning("sandbox: %s: programs may leave keyring keys for later ones", hello["seccomp"])
         return worker
 
-    def _retire(self, worker: _Worker) -> None:
+    def _discard(self, worker: _Worker) -> None:
+        """Kill `worker` and forget it; its slot goes back to the idle queue (as None) by whoever took it."""
         worker.kill()
         with self._lock:
             self._live.discard(worker)
-        self._idle.put(None)
 
 
 def reply_result(reply: dict, backend: str) -> ExecResult:

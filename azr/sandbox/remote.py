@@ -117,7 +117,9 @@ class RemoteProvider:
         """One program on some server; status `error` (with the last reason) when none could run it."""
         limits = limits or Limits()
         body, tag = self._body(code, limits, stdin, dict(files or {}), list(fetch))
-        timeout = limits.wall_s + self.cfg.timeout_s
+        # The server queues a request until a worker is free and times the program from its start: the wait goes
+        # on top, so that no overrun is mistaken for a lost request (and retried, then masked as an error).
+        timeout = limits.wall_s + self.cfg.timeout_s + self.cfg.queue_timeout_s
         reason = "no server tried"
         tried: list[_Server] = []
         for attempt in range(self.cfg.retries + 1):

@@ -6,8 +6,13 @@ directory, and gets its answer's shape (`status` Success/Failed/SandboxError, `r
 Finished/TimeLimitExceeded/Error, `return_code`, `stdout`, `stderr`, `execution_time`}, `files`); one that also
 carries azr's `limits` gets the pool's own `ExecResult` back as `azr` (its status and report channel). What is not
 offered (other languages, `/run_jupyter`) is a 4xx naming the field. `GET /health` says the isolation, queue and
-programs/s. Guards: a token (constant-time compare) on every route when one is set, a request-size cap, limit and
-file ceilings, and a queue cap past which requests get 503 (the client tries another server).
+programs/s. Guards: a token (constant-time compare, `Authorization: Bearer` in any case) on every route when one is
+set; a connection cap and time-outs for a request's headers and body (slow clients are closed, never waited on); a
+size cap; 422 for every malformed body (deep nesting, odd keys, numbers past any limit, limits of the wrong type);
+limit and file ceilings; a queue cap past which requests get 503 (the client tries another server). A request waits
+in the queue until a worker is free and is dropped, never run, when its client goes away first (or past
+`max_queue_s`, 503): its program's time starts when it runs, so an overrun is the program's `timeout` however long
+it queued.
 """
 
 from __future__ import annotations
@@ -18,13 +23,13 @@ import collections
 import dataclasses
 import functools
 import hmac
-import json
 import math
 import os
 import time
 from collections.abc import Collection
 from typing import Any
 
+from azr.inputs import load_json
 from azr.sandbox.limits import ExecResult, Limits
 from azr.sandbox.provider import ExecutionProvider
 from azr.sandbox.remote import preload_digests
@@ -62,6 +67,17 @@ class ServeLimits:
     max_files: int = 1000  # `files` entries and `fetch_files` names, each
     max_files_mb: int = 16  # `files` decoded, all together; and files fetched back, all together
     max_path_chars: int = 1024
+    max_output_bytes: int = 64 << 20  # the largest stdout, stderr or report cap a request may ask for
+    max_connections: int = 1024  # open at once; one past it is closed as it is accepted
+    header_timeout_s: float = 10.0  # a request's headers must arrive within this of its first byte (or connection)
+    body_timeout_s: float = 60.0  # and its body within this of its headers
+    max_queue_s: float = 300.0  # longest a request waits for a worker before it gets 503
+
+
+# Ceilings of the limits a request may set that no ServeLimits names: past any real program, short of overflowing
+# an rlimit; each refused with 422 naming it.
+_CEILINGS = {"file_size_mb": 1 << 20, "open_files": 1 << 20, "processes": 1 << 22}
+_LIMIT_FIELDS = frozenset(f.name for f in dataclasses.fields(Limits))
 
 
 class _Meter:
@@ -95,24 +111,64 @@ def build_app(
     may import (`language: pytest` needs pytest among them)."""
     import anyio
     from starlette.applications import Starlette
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     caps = caps or ServeLimits()
-    limiter = anyio.CapacityLimiter(workers)
+    turns = anyio.CapacityLimiter(workers)  # a request holds one while its program runs
+    threads = anyio.CapacityLimiter(workers)  # the threads those runs block (anyio's default would be 40)
     meter = _Meter()
     state = {"in": 0}
     digests = preload_digests(provider.preload)
-    expected = f"Bearer {token}".encode() if token else None
+    expected = token.encode() if token else None
 
     def refused(request: Request) -> JSONResponse | None:
         if expected is None:
             return None
-        given = request.headers.get("authorization", "").encode()
-        if hmac.compare_digest(given, expected):
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        # RFC 7235: the scheme is case-insensitive
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected):
             return None
         return JSONResponse({"detail": "missing or wrong token"}, status_code=401)
+
+    async def read_body(request: Request) -> bytes | None:
+        """The whole body, or None past the size cap."""
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > caps.max_request_bytes:
+                return None
+        return body
+
+    async def wait_turn(request: Request) -> str:
+        """'' once this task holds a turn on a worker; else why not: its client went away while it queued (it is
+        dropped, never run), or it queued past `max_queue_s`."""
+        try:
+            turns.acquire_nowait()
+            return ""
+        except anyio.WouldBlock:
+            pass
+        held = gone = False
+
+        async def watch(scope) -> None:  # the body is read: the next message is the client's disconnect
+            nonlocal gone
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            scope.cancel()
+
+        with anyio.move_on_after(caps.max_queue_s):
+            async with anyio.create_task_group() as group:
+                group.start_soon(watch, group.cancel_scope)
+                await turns.acquire()
+                held = True
+                group.cancel_scope.cancel()
+        if held and not gone:
+            return ""
+        if held:
+            turns.release()
+        return "the client went away" if gone else f"queued over {caps.max_queue_s:g} s"
 
     async def run_code(request: Request) -> JSONResponse:
         if (denied := refused(request)) is not None:
@@ -120,21 +176,33 @@ def build_app(
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > caps.max_request_bytes):
             return JSONResponse({"detail": f"request over {caps.max_request_bytes} bytes"}, status_code=413)
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > caps.max_request_bytes:
-                return JSONResponse({"detail": f"request over {caps.max_request_bytes} bytes"}, status_code=413)
         try:
-            run = parse_request(json.loads(body), caps, offered)
-        except (ValueError, TypeError) as exc:
-            return JSONResponse({"detail": str(exc)[:300]}, status_code=422)
+            with anyio.fail_after(caps.body_timeout_s):
+                body = await read_body(request)
+        except TimeoutError:
+            late = f"request body not received within {caps.body_timeout_s:g} s"
+            return JSONResponse({"detail": late}, status_code=408, headers={"Connection": "close"})
+        except ClientDisconnect:
+            return JSONResponse({"detail": "the client went away"}, status_code=400)
+        if body is None:
+            return JSONResponse({"detail": f"request over {caps.max_request_bytes} bytes"}, status_code=413)
+        try:
+            run = parse_request(load_json(body), caps, offered)
+        except (ValueError, TypeError, RecursionError, OverflowError) as exc:  # every malformed body, named
+            detail = str(exc)[:300].encode("utf-8", "backslashreplace").decode()
+            return JSONResponse({"detail": detail}, status_code=422)
         if state["in"] >= workers + caps.max_queue:
             return JSONResponse({"detail": "queue full"}, status_code=503)
         state["in"] += 1
         job = functools.partial(provider.run, run.code, run.limits, stdin=run.stdin, files=run.files, fetch=run.fetch)
         try:
-            result = await anyio.to_thread.run_sync(job, limiter=limiter)
+            why = await wait_turn(request)
+            if why:
+                return JSONResponse({"detail": f"not run: {why}"}, status_code=503)
+            try:
+                result = await anyio.to_thread.run_sync(job, limiter=threads)
+            finally:
+                turns.release()
         finally:
             state["in"] -= 1
         meter.add()
@@ -183,12 +251,18 @@ def parse_request(request: Any, caps: ServeLimits, offered: Collection[str] = ()
         raise ValueError("language: 'pytest' needs pytest offered to programs (azr sandbox serve --package pytest)")
     for name in ("run_timeout", "compile_timeout"):  # compile_timeout: nothing is compiled apart from the run
         value = request.get(name, 10)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        ceiling = caps.max_wall_s if name == "run_timeout" else math.inf  # compared exactly: an int of any length
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and 0 < value <= ceiling and value < math.inf):
             raise ValueError(f"{name}: expected a positive number of seconds, got {str(value)[:40]!r}")
     if "limits" in request:
-        if not isinstance(request["limits"], dict):
+        given = request["limits"]
+        if not isinstance(given, dict):
             raise ValueError("limits: expected an object")
-        limits = Limits(**request["limits"])
+        for key in given:
+            if key not in _LIMIT_FIELDS:
+                raise ValueError(f"limits: unknown field {key!r:.60} (expected {', '.join(sorted(_LIMIT_FIELDS))})")
+        limits = Limits(**given)  # each checked as the type it is
     else:
         memory = request.get("memory_limit_MB", -1)
         if isinstance(memory, bool) or not isinstance(memory, int):
@@ -202,8 +276,7 @@ def parse_request(request: Any, caps: ServeLimits, offered: Collection[str] = ()
         )
         if memory > 0:
             limits = dataclasses.replace(limits, memory_mb=memory)
-    if limits.wall_s > caps.max_wall_s or limits.memory_mb > caps.max_memory_mb:
-        raise ValueError(f"limits: at most {caps.max_wall_s:g} s and {caps.max_memory_mb} MiB here")
+    _check_ceilings(limits, caps)
     stdin = request.get("stdin")
     if stdin is not None and not isinstance(stdin, str):
         raise ValueError("stdin: expected a string")
@@ -294,6 +367,18 @@ def _encodes(text: str) -> bool:
     return True
 
 
+def _check_ceilings(limits: Limits, caps: ServeLimits) -> None:
+    """ValueError naming the first limit past what this server runs: no request holds (or retires) a worker for
+    a limit no program needs, such as a 10^18-byte output cap."""
+    ceilings = {"wall_s": caps.max_wall_s, "cpu_s": caps.max_wall_s, "memory_mb": caps.max_memory_mb}
+    ceilings |= {"output_bytes": caps.max_output_bytes, "report_bytes": caps.max_output_bytes, **_CEILINGS}
+    ceilings["fetch_bytes"] = caps.max_files_mb << 20
+    for name, ceiling in ceilings.items():
+        value = getattr(limits, name)
+        if value is not None and value > ceiling:
+            raise ValueError(f"limits.{name}: at most {ceiling} here, got {value!r:.40}")
+
+
 def fusion_answer(result: ExecResult) -> dict[str, Any]:
     """An `ExecResult` in SandboxFusion's RunCodeResponse shape."""
     if result.status == "error":
@@ -340,5 +425,45 @@ def serve(
     sock.listen(1024)
     ready(sock.getsockname()[1])
     app = build_app(provider, workers, token, caps, offered)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=30)
+    protocol = _guarded_protocol(caps)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=30, http=protocol)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _guarded_protocol(caps: ServeLimits):
+    """uvicorn's HTTP protocol with what it lacks against slow clients: a connection past `max_connections` is
+    closed as it is accepted, and one whose request headers have not all arrived `header_timeout_s` after the
+    connection opened (or after the first byte of its next request) is closed; bodies are timed by the handler."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class GuardedProtocol(AutoHTTPProtocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._header_timer = None
+            if len(self.connections) > caps.max_connections:
+                transport.close()
+                return
+            self._expect_headers()
+
+        def data_received(self, data: bytes) -> None:
+            if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
+                self._expect_headers()  # the first bytes of the next request on a kept-alive connection
+            super().data_received(data)
+
+        def connection_lost(self, exc) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+            super().connection_lost(exc)
+
+        def _expect_headers(self) -> None:
+            waiting_after = self.cycle  # a new request replaces it once its headers are in
+
+            def expire() -> None:
+                self._header_timer = None
+                if self.cycle is waiting_after and not self.transport.is_closing():
+                    self.transport.close()
+
+            self._header_timer = self.loop.call_later(caps.header_timeout_s, expire)
+
+    return GuardedProtocol

@@ -7,8 +7,9 @@ do, after `setsid`, rlimits, a fresh working directory, closed descriptors and a
 its program as CPython runs a script: a file in its working directory (beside the request's `files`) executed as
 the `__main__` module, the request's stdin on descriptor 0, the exit code (or SIGINT death) CPython would give.
 After every program it kills and reaps everything the program left behind, hands back the files asked for, and
-wipes the scratch space. Modules the settings preload (the caller's code, never a program's) run once here, at
-start: every program finds them imported.
+wipes the scratch space, /dev/shm, /mnt and the message queues; keyring calls are refused by a seccomp filter it
+installs on itself (`install_filter`). Modules the settings preload (the caller's code, never a program's) run
+once here, at start: every program finds them imported.
 """
 
 import atexit
@@ -54,6 +55,20 @@ REPORT_FD = 3
 CAPTURED = ("stdout", "stderr", "report")
 _IPC_RMID = 0
 _GUARD_POLL_S = 0.002
+MQUEUE = "/dev/mqueue"  # the backend's private mqueue mount (bwrap --mqueue), wiped like /dev/shm
+# Kernel state that outlives a program and no wipe can list: keyrings (add_key, request_key, keyctl; a key in the
+# user keyring @u or a named session keyring stays for every later program of the same uid) and, where the worker
+# has no private mqueue mount to wipe, POSIX message queues (mq_open). Denied with EPERM by a seccomp filter the
+# worker installs on itself at start, so every program inherits it and none can lift it: one filter for every
+# backend (bwrap, nsjail, process, the envelope on SandboxFusion), where a bwrap-only `--seccomp FD` would leave
+# the others open and a fresh IPC/keyring namespace per program would cost a clone per run (and the worker has no
+# capability to make one). audit arch -> ({call: number}, number bit of a foreign ABI to refuse whole, or 0).
+_SYSCALLS = {
+    0xC000003E: ({"add_key": 248, "request_key": 249, "keyctl": 250, "mq_open": 240}, 0x40000000),  # x86_64, x32
+    0xC00000B7: ({"add_key": 217, "request_key": 218, "keyctl": 219, "mq_open": 180}, 0),  # aarch64
+}
+_MACHINES = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
 
 def _prctl(option, value):
@@ -138,9 +153,11 @@ class Worker:
         # kill(-1) is a fast "everything but me and init" only inside a pid namespace of our own.
         own = pid_namespace()
         self.private_pids = own is not None and own != settings["host_pidns"]
-        # Where a program can write: the scratch space, and /dev/shm and /mnt inside a namespace (private tmpfs).
-        shared = [p for p in ("/dev/shm", "/mnt") if self.private_pids and os.path.isdir(p)]
-        self.places = [self.scratch, *shared]
+        # Where a program can write: the scratch space, and /dev/shm, /mnt and the mqueue mount inside a namespace
+        # (ours alone there; a queue is a file of the mqueue mount, so the same wipe removes it).
+        private = [p for p in ("/dev/shm", "/mnt", MQUEUE) if self.private_pids and os.path.isdir(p)]
+        self.places = [self.scratch, *private]
+        self.seccomp = install_filter(denied_calls(MQUEUE in private))  # "" or why programs run without it
         # Where nothing else bounds process counts (root without a pids cgroup), count them ourselves: inside our own
         # pid namespace /proc lists only the sandbox's processes.
         self.process_guard = settings.get("process_guard") if self.private_pids else None
@@ -333,6 +350,51 @@ class Worker:
                         self.dirty = True
 
 
+def denied_calls(private_mqueue):
+    """The calls every program is refused: the keyring's always; mq_open where no private mqueue mount is wiped."""
+    calls = ("add_key", "request_key", "keyctl")
+    return calls if private_mqueue else (*calls, "mq_open")
+
+
+def seccomp_filter(arch, calls):
+    """A classic-BPF seccomp program (bytes of struct sock_filter) for audit architecture `arch`: `calls` and every
+    call of another ABI (i386 through int 0x80, x32) fail with EPERM; everything else is allowed."""
+    numbers, foreign_bit = _SYSCALLS[arch]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    checks = [(jge, foreign_bit)] if foreign_bit else []
+    checks += [(jeq, numbers[name]) for name in calls]
+    program = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld, 0, 0, 0)]  # seccomp_data.arch, .nr
+    for i, (op, k) in enumerate(checks):
+        program.append((op, len(checks) - i, 0, k))  # matched: jump over the rest and the allow, to the deny
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("HBBI", *insn) for insn in program)
+
+
+def install_filter(calls):
+    """Refuse `calls` to this process and all it forks from now on (no_new_privs first, as the kernel requires of an
+    unprivileged filter); '' when installed, else the reason it could not be."""
+    arch = _MACHINES.get(os.uname().machine)
+    if arch is None:
+        return f"no seccomp filter for {os.uname().machine}"
+    if _LIBC is None:
+        return "no ctypes"
+    code = seccomp_filter(arch, calls)
+    insns = ctypes.create_string_buffer(code, len(code))
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = _Prog(len(code) // 8, ctypes.addressof(insns))
+    zero = ctypes.c_ulong(0)
+    if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), zero, zero, zero) != 0:
+        return f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}"
+    mode = ctypes.c_ulong(_SECCOMP_MODE_FILTER)
+    if _LIBC.prctl(_PR_SET_SECCOMP, mode, ctypes.byref(prog), zero, zero) != 0:
+        return f"prctl(PR_SET_SECCOMP): {os.strerror(ctypes.get_errno())}"
+    return ""
+
+
 def _remove_ipc(kind, ident):
     if kind == "sem":
         return _LIBC.semctl(ident, 0, _IPC_RMID)
@@ -500,7 +562,8 @@ def main():
     os.dup2(null, 0)
     os.dup2(null, 1)  # nothing the worker prints by accident can corrupt the protocol; programs inherit 0
     worker = Worker(settings)
-    write_frame(proto_out, {"ready": True, "pid": os.getpid(), "private_pids": worker.private_pids})
+    hello = {"ready": True, "pid": os.getpid(), "private_pids": worker.private_pids, "seccomp": worker.seccomp}
+    write_frame(proto_out, hello)
     while True:
         request = read_frame(proto_in)
         if request is None:

@@ -13,7 +13,7 @@ import json
 
 import pytest
 from feedback_policy import BY_PROMPT, TASKS, ScriptedTokens, answer, chat_endpoint, plan, scripted_local
-from hidden_scan import hidden_marks
+from hidden_scan import every_hidden_mark, hidden_marks, stasher
 
 import azr.envs.gen as gen_module
 from azr.config import load_config
@@ -86,6 +86,23 @@ def test_an_endpoint_episode_is_written_turn_by_turn_and_scored_on_hidden_tests(
         for message in messages[2:]:
             for mark in hidden_marks(task):
                 assert mark not in message["content"]
+
+
+def test_a_program_that_stashes_hidden_tests_between_episodes_shows_none(write, monkeypatch, tmp_path):
+    """One episode at a time on one worker: each episode's public runs follow the hidden run that scored the one
+    before, on the same worker (as GRPO's feedback rounds follow the last round's scoring). What an answer stashed
+    there (a message queue, a key) is gone: no observation holds a hidden test of any task."""
+    with chat_endpoint(monkeypatch, lambda prompt, turn: stasher(BY_PROMPT[prompt][1].entry_point)) as stub:
+        endpoint = {"base_url": stub.url, "model": "m", "max_retries": 0}
+        cfg = load_config(recipe(write, policy="endpoint", endpoint=endpoint, concurrency=1), [])
+        out = tmp_path / "episodes.jsonl"
+        assert run_gen(cfg, out) == 0
+        sent = [m["content"] for r in stub.received for m in r.body["messages"][2:]]
+    shown = [text for record in _records(out) for text in _observations(record)] + sent
+    assert shown and all("ValueError: stashed:" in text or "```python" in text for text in shown), shown
+    for text in shown:
+        for mark in every_hidden_mark(TASKS):
+            assert mark not in text, (mark, text)
 
 
 def test_a_records_rewards_are_those_grpo_pays_the_episode_shaping_included(write, repairer, tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from feedback_policy import chat_endpoint
-from hidden_scan import hidden_marks
+from hidden_scan import every_hidden_mark, hidden_marks, stasher
 
 from azr.config import load_config
 from azr.data import load_tasks
@@ -242,3 +242,29 @@ def test_the_run_samplers_sample_each_conversation_once_with_a_seed_of_its_turn(
     model.sample(items)
     (_, second), (_, first) = local.calls
     assert second.n == first.n == 1 and second.seed != first.seed  # turn 2 draws from a seed of its own
+
+
+def test_a_program_that_stashes_its_hidden_tests_between_runs_finds_nothing_to_show(cli, monkeypatch, tmp_path):
+    """Turn 1 grades on the hidden tests, then the same pool runs the public ones: with one worker every program's
+    public run follows hidden runs on the same worker. What they stashed there (a message queue, a key) is gone, so
+    no feedback holds a hidden test of any task."""
+    tasks = HELD_OUT[:4]
+
+    def reply(prompt: str, turn: int) -> str:
+        return stasher(BY_PROMPT[prompt][1].entry_point)
+
+    dataset = tmp_path / "tasks.jsonl"
+    dataset.write_text("".join(json.dumps(t.to_json()) + "\n" for t in tasks))
+    with chat_endpoint(monkeypatch, reply) as stub:
+        out = tmp_path / "out"
+        code, _, err = cli("eval", "--endpoint", stub.url, "--endpoint-model", "m", "--dataset", dataset,
+                           "--turns", "2", "--output-dir", out, "--workers", "1", "--public-tests", "1")  # fmt: skip
+        assert code == 0, err
+        received = [r.body["messages"] for r in stub.received]
+    feedbacks = {BY_PROMPT[m[1]["content"]][1].id: m[3]["content"] for m in received if len(m) > 2}
+    assert sorted(feedbacks) == sorted(t.id for t in tasks)
+    for task in tasks:
+        feedback = feedbacks[task.id]
+        assert "ValueError: stashed:" in feedback, feedback  # the public run ran, and found nothing stashed
+        for mark in every_hidden_mark(tasks):
+            assert mark not in feedback, (task.id, mark, feedback)

@@ -936,6 +936,66 @@ def test_sysv_shared_memory_does_not_outlive_its_program(solo):
             subprocess.run(["ipcrm", "-m", str(ident)], capture_output=True)
 
 
+MQ = """
+    import ctypes, ctypes.util
+    libc = ctypes.CDLL(None, use_errno=True)
+    rt = ctypes.CDLL(ctypes.util.find_library("rt") or None, use_errno=True)
+    rt.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+    rt.mq_send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint]
+    rt.mq_receive.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p]
+    rt.mq_receive.restype = ctypes.c_ssize_t
+"""
+MQ_STASH = """
+    fd = rt.mq_open(NAME.encode(), os.O_CREAT | os.O_WRONLY, 0o666, None)
+    sent = fd >= 0 and rt.mq_send(fd, b"hidden", 6, 0) == 0
+    report([sent, ctypes.get_errno(), os.listdir("/dev/mqueue") if os.path.isdir("/dev/mqueue") else None])
+"""
+MQ_READ = """
+    fd = rt.mq_open(NAME.encode(), os.O_RDONLY | os.O_NONBLOCK, 0, None)
+    buf = ctypes.create_string_buffer(1 << 16)
+    got = rt.mq_receive(fd, buf, len(buf), None) if fd >= 0 else -1
+    report([buf.raw[: max(got, 0)].decode(), os.listdir("/dev/mqueue") if os.path.isdir("/dev/mqueue") else []])
+"""
+
+
+def test_a_message_queue_does_not_outlive_its_program(solo, backend):
+    """A POSIX message queue is a file of the worker's private mqueue mount, wiped like /dev/shm; where there is no
+    such mount (the process backend: the host's queues) mq_open is refused."""
+    name = f"/azr-hostile-{uuid.uuid4().hex[:16]}"
+    sent, why, listed = report(solo.run(prog(MQ + MQ_STASH, NAME=name), QUICK))
+    if backend == "process":
+        assert not sent and why == errno.EPERM
+    else:
+        assert sent and listed == [name[1:]]  # a program still has message queues of its own
+    assert report(solo.run(prog(MQ + MQ_READ, NAME=name), QUICK)) == ["", []]
+
+
+KEYS = """
+    import ctypes, platform
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    ADD_KEY, REQUEST_KEY, KEYCTL = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[platform.machine()]
+    def call(*args):
+        done = libc.syscall(*args)
+        return done if done >= 0 else -ctypes.get_errno()
+    found = {}
+    for ring in (-3, -4, -5):  # @s, @u, @us
+        found[ring] = call(ADD_KEY, b"user", b"azr-stash", b"hidden", 6, ctypes.c_int(ring))
+    found["join"] = call(KEYCTL, 1, b"azr-stash-ring")  # KEYCTL_JOIN_SESSION_KEYRING: a named keyring
+    found["request"] = call(REQUEST_KEY, b"user", b"azr-stash", None, ctypes.c_int(0))
+    if platform.machine() == "x86_64":  # the same calls through the x32 ABI's numbers
+        found["x32"] = call(0x40000000 | ADD_KEY, b"user", b"azr-stash", b"hidden", 6, ctypes.c_int(-4))
+    report(sorted(set(found.values())))
+"""
+
+
+def test_keyring_calls_are_refused_so_no_key_reaches_the_next_program(solo):
+    """Keyrings outlive programs (the user keyring is the uid's for as long as the namespace lives) and no wipe can
+    list them: add_key, request_key and keyctl fail with EPERM, in every ABI, on every backend."""
+    assert report(solo.run(prog(KEYS), QUICK)) == [-errno.EPERM]
+    assert report(solo.run(prog(KEYS), QUICK)) == [-errno.EPERM]
+
+
 @pytest.mark.namespaces
 @pytest.mark.parametrize("backend", gap("process: /dev/shm is the host's, unbounded by azr"))
 def test_dev_shm_is_bounded_like_tmp(pool):
@@ -949,9 +1009,16 @@ def test_memory_error_after_long_stderr_is_still_reported_as_memory(pool):
     assert r.status == "memory" and r.stderr_truncated, r
 
 
-@pytest.mark.parametrize("bad", [{"wall_s": float("inf")}, {"cpu_s": 0}, {"report_bytes": 0}, {"memory_mb": -1}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        *({"wall_s": float("inf")}, {"cpu_s": 0}, {"report_bytes": 0}, {"memory_mb": -1}, {"wall_s": 10**401}),
+        *({"memory_mb": 0.5}, {"file_size_mb": 0.5}, {"output_bytes": 1e18}, {"processes": True}, {"wall_s": True}),
+    ],
+)
 def test_limits_must_be_finite_and_positive(bad):
-    with pytest.raises(ValueError, match="finite positive"):
+    """Each limit as the type it is: a float size or count is refused here, never in the wire conversion."""
+    with pytest.raises(ValueError, match=r"must be a (finite positive number|positive integer)"):
         Limits(**bad)
 
 

@@ -4,6 +4,9 @@ the first program, and programs queued as they are built with results in order."
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from azr.sandbox import Limits, open_pool
 
@@ -53,3 +56,16 @@ def test_imap_runs_programs_while_they_are_still_being_built_and_keeps_their_ord
     assert [int(r.stdout.split()[0]) for r in results] == list(range(6))
     ran_first = float(results[0].stdout.split()[1])
     assert ran_first < built[4]  # program 0 had run before program 4 was built
+
+
+def test_a_worker_always_goes_back_to_its_pool_whatever_a_request_raises():
+    """One bad request per worker (a limit that fails its wire conversion, a program that is not text), then a good
+    one: it still runs, on the same number of workers."""
+    unwired = Limits(wall_s=5.0)
+    object.__setattr__(unwired, "memory_mb", 0.5)  # what `Limits` now refuses at construction
+    with ThreadPoolExecutor(1) as waiter, open_pool("bwrap", workers=2) as pool:  # closed first: wakes a waiter
+        for bad in [("print(1)", unwired), (object(), QUICK)] * 2:  # in a thread: with no worker left, run waits
+            with pytest.raises(TypeError):
+                waiter.submit(pool.run, *bad).result(timeout=30)
+        good = waiter.submit(pool.run, "print(3)", QUICK).result(timeout=30)
+        assert good.stdout == "3\n" and pool._idle.qsize() == 2
