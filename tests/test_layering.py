@@ -209,9 +209,10 @@ def test_every_module_says_what_it_owns():
 @pytest.mark.parametrize("path", sorted((PACKAGE / "sandbox").glob("*.py")), ids=lambda p: p.name)
 def test_sandbox_knows_nothing_above_it(path):
     """The sandbox runs programs; it knows nothing of tests, rewards or the heavy stack (of config, only the section
-    types its factory takes)."""
+    types its factory takes; of the shared leaves, the typed errors and the bounded reads its server parses bodies
+    with)."""
     names = _imports(path, top_level_only=False)
-    below = ("azr.sandbox", "azr.config", "azr.errors")
+    below = ("azr.sandbox", "azr.config", "azr.errors", "azr.inputs")
     assert all(not n.startswith("azr.") or n.startswith(below) for n in names), names
     assert not {n.split(".")[0] for n in names} & HEAVY
 
