@@ -12,7 +12,7 @@ The estimate counts what a GRPO step holds at its peak (float32 unless the model
 - the logits over the vocabulary for every token of the micro-batch, about three copies (the logits, their
   log-softmax, its gradient);
 - with adapter mode's vLLM server on the same machine (no GPU), the server's own copy of the weights, its KV cache
-  (`VLLM_CPU_KVCACHE_SPACE`) and about 2 GiB of its own.
+  (`VLLM_CPU_KVCACHE_SPACE`) and about 5 GiB of its own (measured with LoRA enabled).
 It is an estimate (allocator slack, TRL's own buffers and the prompt length's spread are not in it), measured against
 the real peak for the shipped CPU recipe in docs/real-model.md.
 """
@@ -32,7 +32,9 @@ from azr.inputs import load_json
 log = logging.getLogger(__name__)
 
 GIB = 1 << 30
-SERVER_OVERHEAD_GIB = 2.0  # a vLLM CPU server's Python, engine and worker processes, measured at about 1.8 GiB
+# A vLLM CPU server's API, engine and worker processes beyond its weights and KV cache, with LoRA enabled: the shipped
+# CPU recipe's server peaked at 8.1 GB of resident memory over its processes with a 2 GiB cache (docs/real-model.md)
+SERVER_OVERHEAD_GIB = 5.0
 DEFAULT_KV_GIB = 4.0  # vLLM's CPU default for VLLM_CPU_KVCACHE_SPACE
 
 
