@@ -77,9 +77,10 @@ def test_two_grpo_steps_log_rewards_and_save_an_adapter(trained):
 @pytest.mark.timeout(1200)
 def test_the_held_out_evaluation_wrote_its_records(trained):
     evals = [r for r in _records(trained / "metrics.jsonl") if r.get("kind") == "eval"]
-    assert [r["step"] for r in evals] == [2]
-    samples = _records(trained / "heldout" / "step-2.jsonl")
-    assert len(samples) == 2 and all("status" in s for s in samples)
+    assert [r["step"] for r in evals] == [0, 2]  # the base model first, then after every_steps
+    for step in (0, 2):
+        samples = _records(trained / "heldout" / f"step-{step}.jsonl")
+        assert len(samples) == 2 and all("status" in s for s in samples)
 
 
 @pytest.mark.timeout(1200)
