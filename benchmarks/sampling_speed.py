@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.monotonic()
                 out = sampler.sample(items)
                 seconds = time.monotonic() - t0
+                failed = [g.error for g in out if g.text is None]
+                if failed:  # a rate over failed requests is no measurement
+                    raise SystemExit(f"{name}: {len(failed)} of {len(out)} requests failed ({failed[0]}); no figure")
                 tokens = sum(g.tokens or 0 for g in out)
                 rates[name].append(tokens / seconds)
                 rate = tokens / seconds
