@@ -179,7 +179,7 @@ def load_counts(path: Path) -> tuple[dict[str, Any], dict[str, tuple[int, int, f
     return report, {pid: (int(v["n"]), int(v["c"]), _number(v.get("tests"))) for pid, v in per.items()}
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 

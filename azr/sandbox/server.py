@@ -238,7 +238,7 @@ def build_app(
     return Starlette(routes=[*routes, Route("/health", health)])
 
 
-def parse_request(request: Any, caps: ServeLimits, offered: Collection[str] = ()) -> RunRequest:
+def parse_request(request: object, caps: ServeLimits, offered: Collection[str] = ()) -> RunRequest:
     """A `/run_code` body as a `RunRequest`; ValueError naming the field at fault."""
     if not isinstance(request, dict):
         raise ValueError("the body must be a JSON object")
@@ -291,7 +291,7 @@ def parse_request(request: Any, caps: ServeLimits, offered: Collection[str] = ()
     return RunRequest(code, limits, stdin or None, files, fetch, "limits" in request)
 
 
-def _files(given: Any, caps: ServeLimits) -> dict[str, str]:
+def _files(given: object, caps: ServeLimits) -> dict[str, str]:
     """`files`: name -> base64 content, written into the working directory; as in SandboxFusion, a null content
     or a name holding IGNORE_THIS_FILE is skipped. Names are relative, stay inside, and are bounded."""
     if given is None:
@@ -330,7 +330,7 @@ def _parents(path: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def _fetch_files(given: Any, caps: ServeLimits) -> tuple[str, ...]:
+def _fetch_files(given: object, caps: ServeLimits) -> tuple[str, ...]:
     """`fetch_files`: names relative to the working directory, or absolute (SandboxFusion's own tests fetch
     `/mnt/b`); only files in places programs write come back (their working directory, /tmp, /mnt, /dev/shm)."""
     if given is None:
@@ -344,7 +344,7 @@ def _fetch_files(given: Any, caps: ServeLimits) -> tuple[str, ...]:
     return tuple(dict.fromkeys(given))
 
 
-def _check_path(name: Any, field: str, caps: ServeLimits, relative: bool) -> None:
+def _check_path(name: object, field: str, caps: ServeLimits, relative: bool) -> None:
     if not isinstance(name, str) or not name or len(name) > caps.max_path_chars:
         raise ValueError(f"{field}: a name must be a string of 1 to {caps.max_path_chars} characters")
     shown = repr(name[:80])
