@@ -76,6 +76,13 @@ class VllmConfig:
     request_timeout_s: float = field(
         900.0, "How long one generation request (a whole GRPO batch in adapter mode) may take.", gt=0, le=86_400
     )
+    max_restarts: int = field(
+        3,
+        "Adapter mode: how many times in a run a server that dies (its engine fails, the OOM killer) is started "
+        "again, with the adapter versions it served, and the request it died on sent again; 0: a death stops the run.",
+        ge=0,
+        le=1000,
+    )
     extra_args: list[str] = field(
         factory=list,
         help="Extra command-line arguments for the server (CPU: --enforce-eager --dtype float32 ...).",

@@ -1,7 +1,9 @@
 """Adapter mode's generation backend (`LoraSync`): the policy's LoRA adapter hot-loaded into a vLLM server after
 every optimizer step (`sync_weights`), and GRPO's completions sampled from it with their processed logprobs
 (`generate`): the two calls TRL's GRPOTrainer makes on its generation backend. Only the main process talks to the
-server; how a sync loads and unloads versions is in docs/vllm.md. Knows no config or trainer.
+server; how a sync loads and unloads versions is in docs/vllm.md. A server that dies mid-run is restarted with the
+versions it served and the request it died on is sent again (`max_restarts` times in a run). Knows no config or
+trainer.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ class LoraSync:
     `sampling` holds the request's sampling fields (temperature, top_p, top_k, min_p, repetition_penalty,
     max_tokens, and any extra vLLM request fields); `step()` names the step a sync saves. `folder` is emptied first:
     it holds only the adapter being served (and, during a sync, the one before it).
+
+    When the server dies (an engine error, the OOM killer, a SIGKILL), the request that finds it dead restarts it,
+    loads every version it served again and sends the request again: a completion request is answered once, by the
+    new server (a seeded one with the same completions), so no sample is lost or doubled. After `max_restarts`
+    restarts the next death is a VllmServerError with the log's last lines. `restarted(count)` is told of each.
     """
 
     def __init__(
@@ -52,9 +59,13 @@ class LoraSync:
         sampling: dict[str, Any],
         step: Callable[[], int],
         timeout_s: float = 900.0,
+        max_restarts: int = 0,
+        restarted: Callable[[int], None] | None = None,
     ):
         self.server, self.folder, self.model, self.accelerator = server, Path(folder), model, accelerator
         self.sampling, self.step, self.timeout_s = dict(sampling), step, timeout_s
+        self.max_restarts, self.restarted, self.restarts = max_restarts, restarted, 0
+        self._revival = threading.Lock()  # one restart at a time; requests wait for it before they are sent
         self.name: str | None = None  # the adapter being served
         self.syncs = 0
         self.sync_seconds = 0.0  # save + load + unload, summed over syncs
@@ -223,8 +234,21 @@ class LoraSync:
         return final
 
     def _post(self, path: str, body: dict[str, Any]) -> bytes:
-        """POST JSON to the server; any failure is a VllmServerError with the server's last log lines."""
-        self.server.check_alive()
+        """POST JSON to the server, restarting it if it died (`_revive`) and sending the request again where that
+        means something (an unload is moot on a new server); any other failure is a VllmServerError with the server's
+        last log lines."""
+        with self._revival:  # not while a restart is under way
+            incarnation = self.server.starts
+        if self.server.exit_code() is None:
+            try:
+                return self._send(path, body)
+            except VllmServerError:
+                if self.server.starts == incarnation and self.server.healthy():
+                    raise  # the server is well and refused, or did not answer in time
+        self._revive(incarnation)
+        return b"{}" if path == "/v1/unload_lora_adapter" else self._send(path, body)
+
+    def _send(self, path: str, body: dict[str, Any]) -> bytes:
         request = urllib.request.Request(
             self.server.url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
         )
@@ -236,8 +260,41 @@ class LoraSync:
             failure = f"vLLM server refused {path} ({exc.code}): {reason}"
         except (OSError, TimeoutError) as exc:  # refused, reset, timed out
             failure = f"vLLM server did not answer {path}: {exc}"
-        self.server.check_alive()  # a server that died says so, with its log
         raise VllmServerError(failure + f"; log {self.server.log_path}, last lines:\n{self.server.log_tail()}")
+
+    def _revive(self, incarnation: int) -> None:
+        """Make sure a server newer than `incarnation` runs with every version this backend serves: restart it
+        unless another request already has (or raise, with the log, once `max_restarts` are spent)."""
+        with self._revival:
+            if self.server.starts != incarnation and self.server.exit_code() is None:
+                return  # restarted by another request since this one was sent
+            if self.restarts >= self.max_restarts:
+                self.server.check_alive()  # dead: says so with the log's last lines
+                raise VllmServerError(
+                    f"vLLM server (pid {self.server.pid}) is not healthy (its engine died?) and "
+                    f"vllm.max_restarts={self.max_restarts} restarts are spent; log {self.server.log_path}, last "
+                    f"lines:\n{self.server.log_tail()}"
+                )
+            self.restarts += 1
+            code = self.server.exit_code()
+            log.warning(
+                "vLLM server (pid %s) died during the run (exit code %s); restarting it (%d of %d), log %s",
+                self.server.pid,
+                code,
+                self.restarts,
+                self.max_restarts,
+                self.server.log_path,
+            )
+            self.server.restart()
+            with self._lock:
+                names = set(self.versions.values()) | ({self.name} if self.name is not None else set())
+            for name in sorted(names):
+                self._send("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(self.folder / name)})
+            log.warning(
+                "vLLM server restarted (pid %s) with %s", self.server.pid, ", ".join(sorted(names)) or "no adapter"
+            )
+        if self.restarted is not None:
+            self.restarted(self.restarts)
 
 
 def _error_message(raw: bytes) -> str:

