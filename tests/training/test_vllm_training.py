@@ -228,6 +228,41 @@ def test_asynchronous_grpo_stays_within_its_bound_and_a_sigkilled_run_resumes_wi
     assert not group_members(server_pid(out))
 
 
+@pytest.mark.slow(minutes=3)  # trains the tiny model with a vLLM server, which is killed and started again
+def test_a_server_sigkilled_mid_asynchronous_run_is_restarted_and_every_step_is_trained_once(tiny_model_dir, tmp_path):
+    """SIGKILL the vLLM server (its whole group, as the OOM killer might take it) mid-run, asynchronous GRPO sampling
+    ahead: the run restarts it with the versions it served, goes on, and ends with exit 0, every step logged once
+    and every sample trained once; `server.json` names the new server, which is gone after the run too."""
+    python = require_vllm_python()
+    out = tmp_path / "run"
+    path = recipe(tmp_path / "r.yaml", tiny_model_dir, out, python, max_steps=5, sampling={"max_staleness": 1})
+    log = tmp_path / "train.log"
+    with open(log, "w") as fh:
+        trainer = train(path, stdout=fh, stderr=subprocess.STDOUT)
+    first = None
+    try:
+        deadline = time.monotonic() + 900
+        while not (out / "metrics.jsonl").is_file() or len(grpo_records(out)) < 2:
+            assert trainer.poll() is None, f"the run ended (exit {trainer.returncode}):\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        first = server_pid(out)
+        os.killpg(first, signal.SIGKILL)
+        assert trainer.wait(timeout=900) == 0, log.read_text()[-4000:]
+    finally:
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)
+            trainer.wait()
+    text = log.read_text()
+    assert re.search(r"vLLM server \(pid \d+\) died during the run \(exit code -?9\); restarting it \(1 of 3\)", text)
+    assert [r["step"] for r in grpo_records(out)] == [1, 2, 3, 4, 5]
+    served = json.loads((out / "vllm" / "server.json").read_text())
+    assert served["restarts"] == 1 and served["pid"] != first
+    generations = generation_records(out)
+    assert sorted(Counter(g["step"] for g in generations).values()) == [8] * 5  # one batch of 2 x 4 per step
+    assert not group_members(first) and not group_members(served["pid"])
+
+
 @pytest.mark.slow(minutes=1.5)  # trains the tiny model with a vLLM server
 def test_asynchronous_grpo_with_dynamic_sampling_the_curriculum_self_play_and_heldout_evaluation(
     tiny_model_dir, tmp_path, monkeypatch
