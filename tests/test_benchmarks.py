@@ -150,3 +150,10 @@ def test_the_real_model_benchmark_counts_transitions_and_pairs_tasks(monkeypatch
     figures = bench.compare(tasks_before, tasks_after)
     assert figures["pass@1"]["delta"] == 0.0 and figures["pass@1"]["tasks"] == 3
     assert abs(figures["tests passed"]["delta"] - (1.25 - 1.5) / 3) < 1e-9
+
+
+def test_the_async_soak_runs_its_asynchronous_runs_after_a_synchronous_one_and_between_every_four(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    bench = script("async_soak")
+    assert bench.sequence(10) == [0, 2, 4, 2, 4, 0, 2, 4, 2, 4, 0, 2, 4]
+    assert [s for s in bench.sequence(10) if s] == [2, 4] * 5
