@@ -252,21 +252,28 @@ def test_versioned_serving_samples_each_version_from_its_own_weights_and_unloads
     assert "policy-v1" not in served_names(server)
 
 
-def test_a_seeded_sample_is_the_same_whatever_the_server_drew_in_between(server, tiny_model_dir, tmp_path):
-    """Asynchronous GRPO's batches are drawn under seeds of their own (`azr.rollouts.pipeline.batch_seed`): the same
-    seed gives the same completions though another request advanced the server's shared random stream in between,
-    so a run's samples do not depend on its timing; a prompt's `n` completions still differ from each other."""
+def versioned(server, folder, model, **options) -> LoraSync:
+    """A versioned backend (asynchronous GRPO's) sampling at temperature 1, its version 0 served."""
     backend = LoraSync(
         server,
-        tmp_path / "adapters",
-        model=peft_policy(tiny_model_dir, seed=6),
+        folder,
+        model=model,
         accelerator=None,
         sampling={"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 12},
         step=lambda: 0,
         timeout_s=300,
+        **options,
     )
     backend.serve_versions()
     backend.sync_weights()
+    return backend
+
+
+def test_a_seeded_sample_is_the_same_whatever_the_server_drew_in_between(server, tiny_model_dir, tmp_path):
+    """Asynchronous GRPO's batches are drawn under seeds of their own (`azr.rollouts.pipeline.batch_seed`): the same
+    seed gives the same completions though another request advanced the server's shared random stream in between,
+    so a run's samples do not depend on its timing; a prompt's `n` completions still differ from each other."""
+    backend = versioned(server, tmp_path / "adapters", peft_policy(tiny_model_dir, seed=6))
     try:
         _, first, first_logprobs = backend.sample_latest(PROMPTS, 4, seed=1234)
         backend.sample_latest(PROMPTS, 3)  # unseeded: drawn from the server's shared stream
@@ -301,20 +308,10 @@ def test_an_engine_killed_by_a_seeded_partial_prefill_is_restarted_with_its_vers
     restarts: list[int] = []
     server.start()
     first_pid = server.pid
-    backend = LoraSync(
-        server,
-        tmp_path / "adapters",
-        model=peft_policy(tiny_model_dir, seed=7),
-        accelerator=None,
-        sampling={"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": 12},
-        step=lambda: 0,
-        timeout_s=300,
-        max_restarts=1,
-        restarted=restarts.append,
+    backend = versioned(
+        server, tmp_path / "adapters", peft_policy(tiny_model_dir, seed=7), max_restarts=1, restarted=restarts.append
     )
     try:
-        backend.serve_versions()
-        backend.sync_weights()
         _, before, _ = backend.sample_latest(PROMPTS, 4, seed=1234)
         long_prompt = {"model": "policy-v0", "prompt": [list(range(5, 405))], "n": 2, "max_tokens": 4, "seed": 5}
         with pytest.raises(urllib.error.URLError):

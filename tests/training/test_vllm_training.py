@@ -94,6 +94,15 @@ def gone(pid: int, within_s: float) -> bool:
     return not group_members(pid)
 
 
+def wait_until(trainer: subprocess.Popen, log: Path, ready, within_s: float) -> None:
+    """Poll `ready()` until it holds while `trainer` runs; fail with the run's log if it ends or `within_s` pass."""
+    deadline = time.monotonic() + within_s
+    while not ready():
+        assert trainer.poll() is None, f"the run ended (exit {trainer.returncode}):\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def adapter_run(tiny_model_dir, tmp_path_factory):
     python = require_vllm_python()
@@ -143,11 +152,8 @@ def test_a_sigkilled_trainer_leaves_no_server_behind(tiny_model_dir, tmp_path):
         trainer = train(path, stdout=fh, stderr=subprocess.STDOUT)
     pid = None
     try:
-        deadline = time.monotonic() + 900
-        while not (out / "vllm" / "adapters").is_dir() or not any((out / "vllm" / "adapters").iterdir()):
-            assert trainer.poll() is None, f"the run ended (exit {trainer.returncode}):\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
+        adapters = out / "vllm" / "adapters"
+        wait_until(trainer, log, lambda: adapters.is_dir() and any(adapters.iterdir()), within_s=900)
         pid = server_pid(out)
         assert pid and group_members(pid), "the server should be running mid-GRPO"
         assert len(group_members(pid)) >= 3  # API server, engine core, worker
@@ -191,11 +197,8 @@ def test_asynchronous_grpo_stays_within_its_bound_and_a_sigkilled_run_resumes_wi
         trainer = train(path, stdout=fh, stderr=subprocess.STDOUT)
     pid = None
     try:
-        deadline = time.monotonic() + 1200
-        while not (out / "checkpoints" / "checkpoint-2").is_dir() or len(grpo_records(out)) < 3:
-            assert trainer.poll() is None, f"the run ended (exit {trainer.returncode}):\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
+        checkpoint = out / "checkpoints" / "checkpoint-2"
+        wait_until(trainer, log, lambda: checkpoint.is_dir() and len(grpo_records(out)) >= 3, within_s=1200)
         pid = server_pid(out)
         os.killpg(trainer.pid, signal.SIGKILL)
         trainer.wait()
@@ -241,11 +244,8 @@ def test_a_server_sigkilled_mid_asynchronous_run_is_restarted_and_every_step_is_
         trainer = train(path, stdout=fh, stderr=subprocess.STDOUT)
     first = None
     try:
-        deadline = time.monotonic() + 900
-        while not (out / "metrics.jsonl").is_file() or len(grpo_records(out)) < 2:
-            assert trainer.poll() is None, f"the run ended (exit {trainer.returncode}):\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
+        metrics = out / "metrics.jsonl"
+        wait_until(trainer, log, lambda: metrics.is_file() and len(grpo_records(out)) >= 2, within_s=900)
         first = server_pid(out)
         os.killpg(first, signal.SIGKILL)
         assert trainer.wait(timeout=900) == 0, log.read_text()[-4000:]
