@@ -23,7 +23,12 @@ from pathlib import Path
 
 from vllm_cpu import CPU_ARGS, REPO, vllm_python
 
-ENGINE_DEATH = ("CPU Generator does not use offset", "EngineDeadError: EngineCore encountered an issue")
+
+def engine_errors(log: str) -> int:
+    """Engine deaths in a server log: in each of the server's lives (a restart appends a new one), an
+    `EngineDeadError` before the life's own shutdown began (stopping the server logs one too)."""
+    lives = log.split("non-default args:")[1:]
+    return sum("EngineDeadError" in life.split("[shutdown]")[0] for life in lives)
 
 
 def sequence(runs: int) -> list[int]:
@@ -75,7 +80,8 @@ def run(model: Path, python: str, staleness: int, steps: int, out: Path) -> dict
         "steps_logged": len(logged),
         "steps_logged_once": sorted(logged) == list(range(1, steps + 1)) and set(logged.values()) == {1},
         "restarts": restarts,
-        "engine_errors": sum(text.count(marker) for marker in ENGINE_DEATH),
+        "engine_errors": engine_errors(text),
+        "generator_offset_errors": text.count("CPU Generator does not use offset"),
         "wall_s": round(wall, 1),
         "last_error": done.stderr.strip().splitlines()[-1] if done.returncode else None,
     }

@@ -157,3 +157,6 @@ def test_the_async_soak_runs_its_asynchronous_runs_after_a_synchronous_one_and_b
     bench = script("async_soak")
     assert bench.sequence(10) == [0, 2, 4, 2, 4, 0, 2, 4, 2, 4, 0, 2, 4]
     assert [s for s in bench.sequence(10) if s] == [2, 4] * 5
+    died = "INFO non-default args: {}\nERROR RuntimeError: CPU Generator does not use offset\nERROR EngineDeadError\n"
+    stopped = "INFO non-default args: {}\nINFO [shutdown] API server: shutdown triggered\nERROR EngineDeadError\n"
+    assert bench.engine_errors(died + stopped) == 1 and bench.engine_errors(stopped + stopped) == 0

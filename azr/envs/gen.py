@@ -222,18 +222,10 @@ def vllm_tool_args(extra_args: list[str]) -> list[str]:
 
 
 def _local_model(cfg: AzrConfig) -> LocalModel:
-    from azr.models import build_model_and_tokenizer, quiet_third_party, read_adapter_config
+    from azr.models import load_policy, quiet_third_party
 
     quiet_third_party()
-    adapter = cfg.gen.adapter
-    if adapter:
-        read_adapter_config(adapter, "gen.adapter:")
-    model, tokenizer = build_model_and_tokenizer(cfg.model)
-    if adapter:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, adapter)
-    model.eval()
+    model, tokenizer = load_policy(cfg.model, cfg.gen.adapter or None, flag="gen.adapter:")
     return local_model(model, tokenizer, cfg.template_kwargs(), cfg.model.name_or_path)
 
 

@@ -132,16 +132,10 @@ class LocalSampler(ModelSampler):
     `ModelSampler` (the same sampling as the train measurement and the held-out evaluation during a run)."""
 
     def __init__(self, model_cfg: ModelConfig, adapter: str | None, sampling: Sampling, template_kwargs: dict):
-        from azr.models import build_model_and_tokenizer, quiet_third_party, read_adapter_config
+        from azr.models import load_policy, quiet_third_party
 
         quiet_third_party()
-        if adapter:
-            read_adapter_config(adapter)
-        model, tokenizer = build_model_and_tokenizer(model_cfg)
-        if adapter:
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(model, str(adapter))
+        model, tokenizer = load_policy(model_cfg, adapter or None)
         super().__init__(GenerateSampler(model, tokenizer, template_kwargs), sampling)
 
 

@@ -17,6 +17,7 @@ from azr.models.gguf import import_gguf, imported_folder, is_gguf_source
 from azr.models.loading import (
     build_model_and_tokenizer,
     count_parameters,
+    load_policy,
     load_tokenizer,
     resolve_dtype,
     sharded_launch,
@@ -42,6 +43,7 @@ __all__ = [
     "imported_folder",
     "is_gguf_source",
     "keep_vectors_fp32",
+    "load_policy",
     "load_tokenizer",
     "local_source",
     "machine_memory",

@@ -1,8 +1,8 @@
-"""Loading the policy and its tokenizer from `cfg.model`.
+"""Loading the policy and its tokenizer from `cfg.model`, and a saved peft adapter onto it (`load_policy`).
 
 Covers transformers with optional bitsandbytes 4-bit (QLoRA) or 8-bit quantization (CPU or GPU) and unsloth (CUDA
-only). The adapter is not applied here (`azr.models.adapters` builds its peft config for the trainers). torch,
-transformers, bitsandbytes and unsloth are imported inside functions so that importing this module stays cheap.
+only). A new adapter is not applied here (`azr.models.adapters` builds its peft config for the trainers). torch,
+transformers, bitsandbytes, unsloth and peft are imported inside functions so that importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -107,6 +107,26 @@ def _bnb_config(quantization: str, dtype):
         bnb_4bit_compute_dtype=dtype,
         **storage,
     )
+
+
+def load_policy(
+    cfg: ModelConfig, adapter: str | Path | None = None, *, trainable: bool = False, flag: str = "--adapter"
+) -> tuple[Any, Any]:
+    """The base model of `cfg` and its tokenizer, with the peft adapter saved in `adapter` on it (its folder checked
+    before the model loads: a one-line ConfigError naming `flag`). `trainable`: the adapter's weights train on, in
+    float32 except under ZeRO-3 (TRL creates adapters in the model's dtype there: deploy/accelerate/zero3.yaml);
+    otherwise in eval mode, for sampling (`azr eval`, `azr gen`)."""
+    from azr.models.adapters import read_adapter_config
+
+    if adapter is not None:
+        read_adapter_config(adapter, flag)
+    model, tokenizer = build_model_and_tokenizer(cfg)
+    if adapter is not None:
+        from peft import PeftModel
+
+        fp32 = not (sharded_launch() == "zero3" and cfg.quantization == "none")
+        model = PeftModel.from_pretrained(model, str(adapter), is_trainable=trainable, autocast_adapter_dtype=fp32)
+    return (model if trainable else model.eval()), tokenizer
 
 
 def sharded_launch() -> str | None:

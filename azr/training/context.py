@@ -70,7 +70,7 @@ class RunContext:
 
     def rebase(self, folder: Path) -> None:
         """sft.full_weights: the warm-started weights in `folder` become the base model of what follows (GRPO's
-        fresh adapter, the final adapter's base, what `load_policy` loads); adapter mode's server, held back until
+        fresh adapter, the final adapter's base, what `load_saved_policy` loads); adapter mode's server, held back until
         now, starts on them. The warm start's copy of the model is dropped first (on one GPU, vLLM's share)."""
         import dataclasses
         import gc

@@ -50,7 +50,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             if cfg.sft.full_weights:
                 ctx.rebase(warm)  # the warm-started weights are GRPO's base; adapter mode's server starts on them
                 cfg = ctx.cfg
-            ctx.model, ctx.tokenizer = load_policy(cfg, warm, adapter=not cfg.sft.full_weights)
+            ctx.model, ctx.tokenizer = load_saved_policy(cfg, warm, adapter=not cfg.sft.full_weights)
             ctx.policy_dir = str(warm)
         sampled = ctx.tasks[: cfg.logging.pass_rate_tasks]
         rewards = ctx.rewards
@@ -61,7 +61,7 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
             phase = absolute_zero_phase if cfg.mode == "absolute_zero" else grpo_phase
             ctx.model = phase(ctx)
         else:
-            ctx.model, ctx.tokenizer = load_policy(cfg, out / "final")
+            ctx.model, ctx.tokenizer = load_saved_policy(cfg, out / "final")
         if not state.done("eval_after") and sampled:
             state.finish("eval_after", measure(ctx.model, "eval_after", ctx.metrics))
         generations = ctx.generations
@@ -78,18 +78,11 @@ def run_train(cfg: AzrConfig, resume_from: str | None = None) -> int:
     return 0
 
 
-def load_policy(cfg: AzrConfig, folder: Path, adapter: bool = True):
+def load_saved_policy(cfg: AzrConfig, folder: Path, adapter: bool = True):
     """The policy saved by a finished phase: the base model with its trainable adapter, or the full model (also
     what a warm start of all weights saved, `adapter=False`)."""
-    from azr.models import build_model_and_tokenizer
+    from azr.models import build_model_and_tokenizer, load_policy
 
     if not (adapter and cfg.model.adapter.enabled):
         return build_model_and_tokenizer(dataclasses.replace(cfg.model, name_or_path=str(folder)))
-    from peft import PeftModel
-
-    from azr.models import sharded_launch
-
-    model, tokenizer = build_model_and_tokenizer(cfg.model)
-    # In the model's dtype under ZeRO-3, as TRL creates adapters there (deploy/accelerate/zero3.yaml says why).
-    fp32 = not (sharded_launch() == "zero3" and cfg.model.quantization == "none")
-    return PeftModel.from_pretrained(model, str(folder), is_trainable=True, autocast_adapter_dtype=fp32), tokenizer
+    return load_policy(cfg.model, folder, trainable=True, flag="the phase's adapter")
