@@ -50,7 +50,7 @@ $(SMOLLM2)/config.json: $(STAMP)
 # control, held-out and HumanEval before and after (benchmarks/real_model.py; docs/real-model.md has the figures).
 # --quick by default, what docs/real-model.md reports; REAL_MODEL_ARGS= for the full run. Resumes into runs/real-model.
 REAL_MODEL_ARGS ?= --quick
-real-model: smollm2 vllm-env
+real-model: smollm2
 	$(BIN)/python benchmarks/real_model.py --out runs/real-model $(REAL_MODEL_ARGS)
 
 lint: install

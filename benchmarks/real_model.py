@@ -19,7 +19,7 @@ run logged (first and last logging steps); wall time and CPU-seconds of every st
 Knobs are the recipe's, chosen on the training split only; the held-out split and HumanEval are only measured.
 
 Usage: python benchmarks/real_model.py [--out DIR] [--quick] [--steps N] [-n N] [--temperature T]
-           [--max-new-tokens N] [--arms recipe,control] [--vllm-python PY] [--json]
+           [--max-new-tokens N] [--arms recipe,control] [--json]
 --quick: 1 greedy sample per task and 8 steps per arm (about an hour and three quarters here, docs/real-model.md);
 the full run (4 samples per task at temperature 0.8, 24 steps per arm) needs about five hours on two cores.
 """
@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from vllm_cpu import REPO, vllm_python
+from vllm_cpu import REPO
 
 RECIPE = REPO / "examples" / "smollm2-135m.yaml"
 MODEL = REPO / "runs" / "smollm2-135m-instruct"
@@ -80,7 +80,7 @@ def evaluate(args, out: Path, arm: str, adapter: Path | None, clock: dict) -> di
         if reports[dataset].is_file():
             continue
         command = _azr(
-            "eval", "--config", str(RECIPE), "--set", f"vllm.python={args.vllm_python}", "--dataset", dataset,
+            "eval", "--config", str(RECIPE), "--dataset", dataset,
             "-n", str(args.n), "-k", "1", "--temperature", str(args.temperature),
             "--max-new-tokens", str(args.max_new_tokens), "--seed", "0", "--output-dir", str(folder),
         )  # fmt: skip
@@ -94,7 +94,7 @@ def train(args, out: Path, arm: str, clock: dict) -> Path:
     folder = out / "train" / arm
     if (folder / "summary.json").is_file() and (folder / "final" / "adapter_config.json").is_file():
         return folder / "final"
-    sets = [f"vllm.python={args.vllm_python}", "logging.console=plain", *ARMS[arm]]
+    sets = ["logging.console=plain", *ARMS[arm]]
     command = _azr("train", "--config", str(RECIPE), "--output-dir", str(folder), "--max-steps", str(args.steps))
     if folder.exists():
         command += ["--resume-from", "latest"]
@@ -255,19 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=None, help="eval temperature (default 0.8; --quick 0)")
     parser.add_argument("--max-new-tokens", type=int, default=320)
     parser.add_argument("--arms", default="recipe,control")
-    parser.add_argument("--vllm-python", default=None)
     parser.add_argument("--json", action="store_true", help="print the JSON result instead of the table")
     args = parser.parse_args(argv)
     args.steps = args.steps or (8 if args.quick else 24)
     args.n = args.n or (1 if args.quick else 4)
     args.temperature = args.temperature if args.temperature is not None else (0.0 if args.quick else 0.8)
-    args.vllm_python = vllm_python(args.vllm_python)
     arms = [a for a in args.arms.split(",") if a]
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         parser.error(f"--arms: unknown arm {', '.join(unknown)} (recipe, control)")
-    if not Path(args.vllm_python).is_file():
-        parser.error(f"--vllm-python: {args.vllm_python} does not exist; make vllm-env builds it")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     clock_file = out / "clock.json"

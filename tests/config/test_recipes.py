@@ -101,6 +101,6 @@ def test_the_real_cpu_recipe_fits_this_kind_of_machine():
     }  # fmt: skip
     tokens = cfg.grpo["max_completion_length"] + 512
     shipped = estimate_training_memory(shape, cfg.model, cfg.grpo["per_device_train_batch_size"], tokens, cfg.vllm)
-    assert 12 * GIB < shipped.total < 16 * GIB  # measured: 7.7 GB trainer + 8.1 GB server at their peaks
+    assert 5 * GIB < shipped.total < 9 * GIB  # measured: the trainer's peak 7.7 GB (7.2 GiB)
     naive = dataclasses.replace(cfg.model, adapter=dataclasses.replace(cfg.model.adapter, top_layers=None))
     assert estimate_training_memory(shape, naive, 16, tokens, None).total > 20 * GIB

@@ -44,7 +44,7 @@ def _recipe(model_dir: Path, out: Path) -> dict:
         "max_steps": 2,
         "save_steps": 2,
     }
-    recipe["vllm"] = {"mode": "off"}  # the trainer's generate: the vLLM path has its own tests
+    recipe["vllm"] = {"mode": "off"}  # as the recipe says (PyYAML's YAML 1.1 read its unquoted `off` as false)
     recipe["eval"] = {"every_steps": 2, "max_tasks": 2, "samples": 1, "max_new_tokens": 48}
     recipe["sandbox"] = {"workers": 2}
     return recipe
