@@ -110,6 +110,8 @@ def require_vllm_python() -> str:
 def vllm_server(tiny_model_dir, tmp_path_factory):
     """A real vLLM server (CPU) on the tiny model for the whole session; yields a `LiveVllm`. Skips when no vLLM
     venv is found, unless AZR_REQUIRE_VLLM=1 (CI), which fails instead. Startup takes about a minute."""
+    from azr.config import VllmConfig
+    from azr.serving.modes import seeded_sampling_args
     from azr.serving.vllm import VllmServer, group_members
 
     python = require_vllm_python()
@@ -121,7 +123,8 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
         python=python,
         served_model_name="tiny",
         max_model_len=1024,
-        extra_args=VLLM_CPU_ARGS,
+        # the flags azr's own servers add on a CPU build (no partial prefills: seeded requests would kill the engine)
+        extra_args=[*VLLM_CPU_ARGS, *seeded_sampling_args(VllmConfig(python=python, env=VLLM_CPU_ENV), 1024)],
         env=VLLM_CPU_ENV,
         log_path=tmp_path_factory.mktemp("vllm") / "server.log",
         startup_timeout_s=540,

@@ -805,12 +805,13 @@ def _case(code, setup, data, cap, limit_s, folder, files=None):
     while raw:
         raw = raw[_os.write(stdin, raw) :]
     _os.lseek(stdin, 0, 0)
+    deadline = _time.monotonic() + limit_s  # before the fork: a case that stops this process at once gains no time
     pid = _fork()
     if pid == 0:
         _child(code, setup, stdin, stdout, folder, stderr)
     if files is None:
         _os.close(stdin)
-    status, timeout = _wait_for(pid, limit_s)
+    status, timeout = _wait_for(pid, deadline)
     with _contextlib.suppress(OSError):  # the case's process group (all there is to find without a subreaper)
         _os.killpg(pid, _signal.SIGKILL)
     _sweep()  # then what it left anywhere else (a session of its own): the subreaper's orphans, before the next
@@ -854,9 +855,8 @@ def _stderr_tail(fd, close, size=4096):
     return lines[-1][:300] if lines else ""
 
 
-def _wait_for(pid, limit_s):
-    """(wait status, whether the child ran past `limit_s` and was killed)."""
-    deadline = _time.monotonic() + limit_s
+def _wait_for(pid, deadline):
+    """(wait status, whether the child ran past `deadline` (a monotonic time) and was killed)."""
     try:
         pidfd = _os.pidfd_open(pid)
     except (AttributeError, OSError):
