@@ -39,8 +39,13 @@ log = logging.getLogger(__name__)
 
 REPLY_GRACE_S = 10.0  # beyond the wall limit: the worker's own kill, reap and wipe
 START_TIMEOUT_S = 30.0
+CANCEL_POLL_S = 0.05  # how often a program's wait looks at its cancel event
 _STATUS = {"exited": "ok", "signaled": "crashed", "timeout": "timeout", "memory": "memory", "error": "error"}
 _OWNER = ".owner"  # in each pool's directory: locked (flock) by the live pool that owns it
+
+
+class _Cancelled(Exception):
+    """The caller's cancel event was set while its program ran."""
 
 
 class _WorkerLost(Exception):
@@ -63,18 +68,16 @@ class _Worker:
         except (OSError, ValueError) as exc:  # ValueError: the pool closed the pipe under us
             raise _WorkerLost(f"worker gone: {exc}", hung=False) from exc
 
-    def receive(self, timeout_s: float) -> dict:
+    def receive(self, timeout_s: float, cancel: threading.Event | None = None) -> dict:
         deadline = time.monotonic() + timeout_s
-        header = self._read(fork_server.HEADER.size, deadline)
-        return json.loads(self._read(fork_server.HEADER.unpack(header)[0], deadline))
+        header = self._read(fork_server.HEADER.size, deadline, cancel)
+        return json.loads(self._read(fork_server.HEADER.unpack(header)[0], deadline, cancel))
 
-    def _read(self, n: int, deadline: float) -> bytes:
+    def _read(self, n: int, deadline: float, cancel: threading.Event | None) -> bytes:
         fd, chunks, left = self.proc.stdout.fileno(), [], n
         while left:
-            wait = deadline - time.monotonic()
             try:
-                if wait <= 0 or not select.select([fd], [], [], wait)[0]:
-                    raise _WorkerLost("worker did not answer in time", hung=True)
+                _readable(fd, deadline, cancel)
                 chunk = os.read(fd, min(left, 1 << 20))
             except (OSError, ValueError) as exc:  # e.g. the pool closed under us
                 raise _WorkerLost(f"worker gone: {exc}", hung=False) from exc
@@ -103,6 +106,18 @@ class _Worker:
             with contextlib.suppress(OSError, ValueError):
                 self.proc.stdout.close()
         self.cgroups.kill_and_remove()  # as root: whatever is still in the worker's cgroups goes with it
+
+
+def _readable(fd: int, deadline: float, cancel: threading.Event | None) -> None:
+    """Return once `fd` can be read; _WorkerLost past `deadline`, _Cancelled once `cancel` is set."""
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            raise _WorkerLost("worker did not answer in time", hung=True)
+        if select.select([fd], [], [], wait if cancel is None else min(wait, CANCEL_POLL_S))[0]:
+            return
+        if cancel is not None and cancel.is_set():
+            raise _Cancelled
 
 
 class SandboxPool:
@@ -173,13 +188,18 @@ class SandboxPool:
         stdin: str | None = None,
         files: Mapping[str, str] | None = None,
         fetch: Sequence[str] = (),
+        cancel: threading.Event | None = None,
     ) -> ExecResult:
-        """Run one program; the result's status says what happened, it never raises for the program's sake."""
+        """Run one program; the result's status says what happened, it never raises for the program's sake. Once
+        `cancel` is set the program is stopped, its worker killed with it (the next run starts a fresh one)."""
         limits = limits or Limits()
         request = program_request(code, limits, stdin, files, fetch)
         if self._closed:
             raise RuntimeError("the sandbox pool is closed")
         worker = self._idle.get()
+        if cancel is not None and cancel.is_set():  # gone while it waited for a worker: never started
+            self._idle.put(worker)
+            return self._cancelled()
         self.stats["runs"] += 1
         kept = None  # what goes back to the idle queue, whatever happens here: this worker, or None for a new one
         try:
@@ -191,7 +211,9 @@ class SandboxPool:
                     return ExecResult("error", backend=self.backend.name, note=f"sandbox worker did not start: {exc}")
             try:
                 worker.send(request)
-                reply = worker.receive(limits.wall_s + REPLY_GRACE_S)
+                reply = worker.receive(limits.wall_s + REPLY_GRACE_S, cancel)
+            except _Cancelled:
+                return self._cancelled()
             except _WorkerLost as exc:
                 self.stats["workers_lost"] += 1
                 status = "timeout" if exc.hung else "crashed"
@@ -206,6 +228,10 @@ class SandboxPool:
             if worker is not None and kept is None:
                 self._discard(worker)
             self._idle.put(kept)
+
+    def _cancelled(self) -> ExecResult:
+        self.stats["cancelled"] += 1
+        return ExecResult("error", backend=self.backend.name, note="cancelled: its caller went away")
 
     def map(self, codes: Sequence[str], limits: Limits | Sequence[Limits] | None = None) -> list[ExecResult]:
         """Run programs in parallel over the pool's workers, results in input order. A program the pool could not

@@ -5,7 +5,8 @@ A *program* is Python source run as CPython runs a script (a file in a private, 
 Grading gives it nothing else: no files and no stdin (a stdin/stdout task's cases travel inside the program, which
 feeds them to child processes itself). A raw run (`azr sandbox serve`'s `/run_code`) may also give it `stdin` (its
 descriptor 0), `files` (name -> base64 content, written into the working directory first) and ask files back
-(`fetch`: names relative to the working directory or absolute, returned base64 in `ExecResult.files`).
+(`fetch`: names relative to the working directory or absolute, returned base64 in `ExecResult.files`), and
+`cancel`: an event whose setting stops the program where it runs (the server's client went away).
 Its *limits* are a `Limits` (wall clock, CPU, memory, file size, open files, processes, output and report caps).
 What comes back is an `ExecResult`: how it ended (`ok`, `timeout`, `memory`, `crashed`, or `error` for the
 provider's own failure, never a program's), its exit code or signal, its stdout and stderr (cut at the caps), what it
@@ -22,6 +23,7 @@ HTTP); `open_provider(cfg.sandbox)` picks one from `sandbox.provider`, and calle
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -59,8 +61,10 @@ class ExecutionProvider(Protocol):
         stdin: str | None = None,
         files: Mapping[str, str] | None = None,
         fetch: Sequence[str] = (),
+        cancel: threading.Event | None = None,
     ) -> ExecResult:
-        """One program; never raises for anything the program does."""
+        """One program; never raises for anything the program does. Once `cancel` is set, the program is stopped
+        (or never started) and the result is `error`, noted "cancelled"."""
         ...
 
     def map(self, codes: Sequence[str], limits: Limits | Sequence[Limits] | None = None) -> list[ExecResult]:

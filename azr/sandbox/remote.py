@@ -113,8 +113,10 @@ class RemoteProvider:
         stdin: str | None = None,
         files: Mapping[str, str] | None = None,
         fetch: Sequence[str] = (),
+        cancel: threading.Event | None = None,
     ) -> ExecResult:
-        """One program on some server; status `error` (with the last reason) when none could run it."""
+        """One program on some server; status `error` (with the last reason) when none could run it. `cancel` is
+        looked at before each try: a request already sent runs to its end on its server."""
         limits = limits or Limits()
         body, tag = self._body(code, limits, stdin, dict(files or {}), list(fetch))
         # The server queues a request until a worker is free and times the program from its start: the wait goes
@@ -123,6 +125,8 @@ class RemoteProvider:
         reason = "no server tried"
         tried: list[_Server] = []
         for attempt in range(self.cfg.retries + 1):
+            if cancel is not None and cancel.is_set():
+                return ExecResult("error", backend="remote", note="cancelled: its caller went away")
             if attempt:
                 self._count("retries")
                 time.sleep(self.cfg.backoff_s * 2 ** (attempt - 1))

@@ -25,6 +25,7 @@ import functools
 import hmac
 import math
 import os
+import threading
 import time
 from collections.abc import Collection
 from typing import Any
@@ -141,7 +142,16 @@ def build_app(
                 return None
         return body
 
-    async def wait_turn(request: Request) -> str:
+    async def disconnected(request: Request, gone: threading.Event, scope: anyio.CancelScope | None = None) -> None:
+        """Set `gone` (and cancel `scope`) when the client goes away: once the body is read, the next message a
+        request receives is its client's disconnect."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+        if scope is not None:
+            scope.cancel()
+
+    async def wait_turn(request: Request, gone: threading.Event) -> str:
         """'' once this task holds a turn on a worker; else why not: its client went away while it queued (it is
         dropped, never run), or it queued past `max_queue_s`."""
         try:
@@ -149,26 +159,28 @@ def build_app(
             return ""
         except anyio.WouldBlock:
             pass
-        held = gone = False
-
-        async def watch(scope) -> None:  # the body is read: the next message is the client's disconnect
-            nonlocal gone
-            while (await request.receive())["type"] != "http.disconnect":
-                pass
-            gone = True
-            scope.cancel()
-
+        held = False
         with anyio.move_on_after(caps.max_queue_s):
             async with anyio.create_task_group() as group:
-                group.start_soon(watch, group.cancel_scope)
+                group.start_soon(disconnected, request, gone, group.cancel_scope)
                 await turns.acquire()
                 held = True
                 group.cancel_scope.cancel()
-        if held and not gone:
+        if held and not gone.is_set():
             return ""
         if held:
             turns.release()
-        return "the client went away" if gone else f"queued over {caps.max_queue_s:g} s"
+        return "the client went away" if gone.is_set() else f"queued over {caps.max_queue_s:g} s"
+
+    async def run_program(request: Request, job: functools.partial, gone: threading.Event) -> ExecResult:
+        """`job` on a worker thread; a client that goes away meanwhile cancels its program (`gone` is the job's
+        cancel event), so an abandoned infinite loop does not hold a worker to its wall limit."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(disconnected, request, gone)
+            try:
+                return await anyio.to_thread.run_sync(job, limiter=threads)
+            finally:
+                group.cancel_scope.cancel()
 
     async def run_code(request: Request) -> JSONResponse:
         if (denied := refused(request)) is not None:
@@ -194,13 +206,16 @@ def build_app(
         if state["in"] >= workers + caps.max_queue:
             return JSONResponse({"detail": "queue full"}, status_code=503)
         state["in"] += 1
-        job = functools.partial(provider.run, run.code, run.limits, stdin=run.stdin, files=run.files, fetch=run.fetch)
+        gone = threading.Event()
+        job = functools.partial(
+            provider.run, run.code, run.limits, stdin=run.stdin, files=run.files, fetch=run.fetch, cancel=gone
+        )
         try:
-            why = await wait_turn(request)
+            why = await wait_turn(request, gone)
             if why:
                 return JSONResponse({"detail": f"not run: {why}"}, status_code=503)
             try:
-                result = await anyio.to_thread.run_sync(job, limiter=threads)
+                result = await run_program(request, job, gone)
             finally:
                 turns.release()
         finally:

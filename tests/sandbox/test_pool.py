@@ -1,8 +1,10 @@
 """The pool's start-up and streaming: modules preloaded into every worker, workers started in the background before
-the first program, and programs queued as they are built with results in order."""
+the first program, programs queued as they are built with results in order, and a program cancelled by its
+caller."""
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -69,3 +71,18 @@ def test_a_worker_always_goes_back_to_its_pool_whatever_a_request_raises():
                 waiter.submit(pool.run, *bad).result(timeout=30)
         good = waiter.submit(pool.run, "print(3)", QUICK).result(timeout=30)
         assert good.stdout == "3\n" and pool._idle.qsize() == 2
+
+
+def test_a_cancelled_program_stops_where_it_runs_and_one_cancelled_before_never_starts():
+    cancel = threading.Event()
+    with open_pool("bwrap", workers=1) as pool:
+        threading.Timer(1.0, cancel.set).start()
+        started = time.monotonic()
+        stopped = pool.run("while True:\n    pass\n", Limits(wall_s=60.0), cancel=cancel)
+        took = time.monotonic() - started
+        never = pool.run("print(2)", QUICK, cancel=cancel)
+        after = pool.run("print(3)", QUICK)  # a fresh worker in the killed one's place
+    assert (stopped.status, stopped.note) == ("error", "cancelled: its caller went away") and took < 30
+    assert (never.status, never.note, never.stdout) == ("error", "cancelled: its caller went away", "")
+    assert after.stdout == "3\n" and pool.stats["cancelled"] == 2
+    assert pool.stats["runs"] == 2  # the loop and print(3): print(2) never reached a worker

@@ -1,7 +1,8 @@
 """`azr sandbox serve` against hostile requests and slow clients, a real server on loopback each: every malformed
 body is a 422 that holds no worker, a worker always goes back to its pool, a program's overrun is its `timeout`
-however long it queued, an abandoned request is never run, a backend without isolation is refused unless asked for,
-slow connections are closed in bounded time, and the token's scheme is read case-insensitively."""
+however long it queued, an abandoned request is never run (and stopped if it was running), a backend without
+isolation is refused unless asked for, slow connections are closed in bounded time, and the token's scheme is read
+case-insensitively."""
 
 from __future__ import annotations
 
@@ -116,6 +117,19 @@ def test_an_abandoned_request_is_dropped_from_the_queue_never_run(server):
     time.sleep(1.0)  # an abandoned request that was still queued would run now
     seen = health(url)
     assert (seen["programs"], seen["running"], seen["queued"]) == (1, 0, 0), seen
+
+
+@pytest.mark.slow(minutes=0.3)
+def test_a_running_program_whose_client_went_away_is_stopped_and_its_worker_serves_the_next(server):
+    url = server("--workers", "1")
+    with pytest.raises(httpx2.TimeoutException):  # a 60 s loop whose client gives up after 1 s
+        post(url, {"code": "while True:\n    pass\n", "run_timeout": 60}, timeout=1.0)
+    started = time.monotonic()
+    answer = post(url, {"code": "print(7)"}, timeout=45)  # the one worker is free again long before the loop's 60 s
+    assert answer.status_code == 200 and answer.json()["run_result"]["stdout"] == "7\n", answer.text[:300]
+    assert time.monotonic() - started < 30
+    seen = health(url)
+    assert (seen["programs"], seen["running"], seen["queued"]) == (2, 0, 0), seen
 
 
 def test_serve_refuses_a_backend_without_isolation_in_one_line():
