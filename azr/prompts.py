@@ -2,9 +2,10 @@
 
 The format (`strict`): after any `<think>…</think>` reasoning, exactly one fenced ```python block holding the whole
 solution, followed by a line that starts with `Final answer:`. `relaxed` takes the last fenced block of any
-language and needs no answer line; without a closed fence, it takes the part of an unclosed one that parses
-(`unclosed_block`: an answer cut off by the token budget). Reading answers lives here, beside the prompt that asks
-for them, so the two cannot drift apart; scoring them is `rewards`' job.
+language that defines a function or a class (the last block when none does: a script) and needs no answer line, so
+a solution followed by a block of example calls runs the solution, not the calls; without a closed fence, it takes
+the part of an unclosed one that parses (`unclosed_block`: an answer cut off by the token budget). Reading answers
+lives here, beside the prompt that asks for them, so the two cannot drift apart; scoring them is `rewards`' job.
 """
 
 from __future__ import annotations
@@ -83,8 +84,24 @@ def parse_answer(text: str, mode: AnswerFormat = "strict") -> Answer:
     problem = _strict_problem(visible, blocks)
     if mode == "strict":
         return Answer(blocks[0].group(2) if not problem else None, not problem, problem)
-    code = blocks[-1].group(2) if blocks else unclosed_block(visible)
+    code = solution_block([b.group(2) for b in blocks]) if blocks else unclosed_block(visible)
     return Answer(code, not problem, problem)
+
+
+def solution_block(blocks: list[str]) -> str:
+    """Of an answer's closed blocks, the last that defines a function or a class at its top level (the last block
+    when none does). Real models follow the solution with a block of example calls ("Here's how to use it"), which
+    alone fails on a name it never defines; a block that improves on an earlier one comes later and wins."""
+    return next((code for code in reversed(blocks) if _defines(code)), blocks[-1])
+
+
+def _defines(code: str) -> bool:
+    import ast
+
+    tree = _module(code)
+    return tree is not None and any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for node in tree.body
+    )
 
 
 _OPEN_FENCE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n", re.MULTILINE)
@@ -108,19 +125,19 @@ def unclosed_block(visible: str) -> str | None:
         if follows[:1] in (" ", "\t"):
             continue  # cutting here would end inside an indented block
         code = "\n".join(lines[:end]).rstrip()
-        if code and _parses(code):
+        if code and _module(code) is not None:
             return code + "\n"
     return None
 
 
-def _parses(code: str) -> bool:
+def _module(code: str):
+    """`code` parsed (an `ast.Module`), or None where it does not parse."""
     import ast
 
     try:
-        ast.parse(code)
+        return ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return False
-    return True
+        return None
 
 
 def _strict_problem(visible: str, blocks: list[re.Match]) -> str:

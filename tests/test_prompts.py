@@ -1,5 +1,6 @@
-"""The answer format: strict (one python block, then a `Final answer:` line) and relaxed (last fenced block), the
-reasoning in <think>…</think> set aside, and the completion shapes TRL passes."""
+"""The answer format: strict (one python block, then a `Final answer:` line) and relaxed (the last fenced block that
+defines a function or class, else the last), the reasoning in <think>…</think> set aside, and the completion shapes
+TRL passes."""
 
 from __future__ import annotations
 
@@ -89,6 +90,21 @@ def test_relaxed_takes_the_last_fenced_block_without_an_answer_line(text):
     answer = parse_answer(text, "relaxed")
     assert answer.code == CODE
     assert not answer.format_ok and answer.problem  # the strict format did not hold, and it says why
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        (f"{BLOCK}\nUse it like this:\n```python\nprint(add(1, 2))  # 3\n```\n", CODE),
+        (f"{BLOCK}\nTests:\n```python\nassert add(1, 2) == 3\n```", CODE),
+        ("```python\ndef add(a, b):\n    return a - b\n```\nFixed:\n" + BLOCK, CODE),
+        ("```python\ndef add(a, b) return\n```\n```python\nprint(1)\n```", "print(1)\n"),
+        ("```python\nn = int(input())\n```\nor\n```python\nprint(int(input()) * 2)\n```", "print(int(input()) * 2)\n"),
+    ],
+    ids=["then example calls", "then asserts", "a later fix", "no block defines (one does not parse)", "scripts"],
+)
+def test_relaxed_takes_the_last_block_that_defines_a_function_or_class(text, code):
+    assert parse_answer(text, "relaxed").code == code
 
 
 @pytest.mark.parametrize("text", [f"<think>{BLOCK}\n</think>\nFinal answer: add", f"<think>\n{BLOCK}", "no code"])

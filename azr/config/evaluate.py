@@ -89,7 +89,9 @@ class EvalCommandConfig:
     max_new_tokens: int = field(1024, "Most tokens generated per sample.", ge=1, le=1 << 20)
     batch_size: int = field(32, "Prompts per generate call of a local model.", ge=1, le=4096)
     answer_format: Literal["strict", "relaxed"] | None = field(
-        None, "How answers are read; unset, the recipe's answer_format, else relaxed (the last fenced block)."
+        None,
+        "How answers are read; unset, the recipe's answer_format, else relaxed (the last fenced block that defines a "
+        "function or class).",
     )
     workers: int | None = field(
         None, "Sandbox workers; unset, the recipe's sandbox.workers (one per core).", ge=1, le=1024

@@ -358,7 +358,7 @@ class AzrConfig:
     answer_format: Literal["strict", "relaxed"] = field(
         "strict",
         "How answers are read: 'strict' runs code only from exactly one python block followed by a 'Final answer:' "
-        "line; 'relaxed' runs the last fenced block.",
+        "line; 'relaxed' runs the last fenced block that defines a function or class (else the last block).",
     )
     self_play: SelfPlayConfig = field(factory=SelfPlayConfig, help="Remote opponent on the same tasks.")
     teacher: TeacherConfig = field(factory=TeacherConfig, help="Stronger remote model that gives hints.")
