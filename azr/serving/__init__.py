@@ -13,8 +13,9 @@ from azr.serving.modes import (
     memory_share,
     model_server,
 )
+from azr.serving.reaper import group_members
 from azr.serving.sidecar import Endpoint, Sidecar, is_main_process, serve_model
-from azr.serving.vllm import VllmServer, VllmServerError, free_port, group_members
+from azr.serving.vllm import VllmServer, VllmServerError, free_port
 
 __all__ = [
     "Endpoint",

