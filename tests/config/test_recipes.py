@@ -101,6 +101,7 @@ def test_the_real_cpu_recipe_fits_this_kind_of_machine():
     }  # fmt: skip
     tokens = cfg.grpo["max_completion_length"] + 512
     shipped = estimate_training_memory(shape, cfg.model, cfg.grpo["per_device_train_batch_size"], tokens, cfg.vllm)
-    assert 5 * GIB < shipped.total < 9 * GIB  # measured: the trainer's peak 7.7 GB (7.2 GiB)
+    # measured: the trainer's peak 8.8 GB (8.2 GiB) on train's tasks, whose prompts take fewer than the 512 counted
+    assert 8 * GIB < shipped.total < 12 * GIB
     naive = dataclasses.replace(cfg.model, adapter=dataclasses.replace(cfg.model.adapter, top_layers=None))
     assert estimate_training_memory(shape, naive, 16, tokens, None).total > 20 * GIB
