@@ -1,5 +1,6 @@
-"""The recipe's episode settings: which environment an episode runs in (`rollouts.env`) and the execution-feedback
-environment's own settings (`feedback:`), with their checks at load.
+"""The recipe's episode settings: which environment an episode runs in (`rollouts.env`; what each kind declares,
+and the recipes none can run, are `azr.envs.registry`'s) and the execution-feedback environment's own settings
+(`feedback:`).
 
 Only the recipe's side: rendering the feedback is `azr.rewards.feedback`'s, running the episodes `azr.rollouts`'.
 Which tests a task shows (public) and which score it (hidden) is `azr.data.Task.split_tests`'s rule.
@@ -11,7 +12,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from azr.config.schema import field
-from azr.errors import ConfigError
 
 
 @dataclass
@@ -57,16 +57,3 @@ class FeedbackConfig:
         ge=0,
         le=10,
     )
-
-
-def check_feedback(rollouts: RolloutsConfig, feedback: FeedbackConfig, mode: str, tools: bool) -> None:
-    """Refuse, naming the field, an episode set-up no run could carry out (`mode` is the recipe's mode, `tools`
-    whether GRPO runs with tools)."""
-    if rollouts.env != "feedback":
-        return
-    if mode == "absolute_zero":
-        raise ConfigError(
-            "rollouts.env: 'feedback' runs in mode 'grpo' only (Absolute Zero's proposed tasks have no public tests)"
-        )
-    if tools:
-        raise ConfigError("rollouts.env: 'feedback' is not with tools.enabled (one environment per run)")

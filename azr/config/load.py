@@ -19,7 +19,6 @@ from typing import Any
 
 from azr.config.absolute_zero import SEED_KINDS
 from azr.config.adapter import check_adapter
-from azr.config.feedback import check_feedback
 from azr.config.heldout import check_heldout
 from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, is_set_dotted, parse_pairs, set_dotted
@@ -180,9 +179,10 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
     check_vllm_config(cfg.vllm, cfg.model, cfg.grpo)
     check_heldout(cfg.eval, cfg.data.eval, cfg.mode)
-    check_feedback(cfg.rollouts, cfg.feedback, cfg.mode, cfg.tools.enabled)
+    from azr.envs.registry import environment_of
+
     if (
-        cfg.rollouts.env == "feedback"
+        environment_of(cfg).token_episodes  # a ConfigError first for an environment the recipe cannot run
         and cfg.sft.enabled
         and cfg.sft.rollouts
         and cfg.sft.args.get("assistant_only_loss")

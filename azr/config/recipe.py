@@ -85,6 +85,8 @@ def check_groups(cfg: AzrConfig, grpo: Batch) -> None:
 def check_task_files(cfg: AzrConfig) -> None:
     """Every task file the recipe names reads as tasks (column maps and formats applied; its first bad row named
     `file:line`), and no task asks for limits over the sandbox's ceilings."""
+    from azr.envs.registry import environment_of
+
     data, sandbox = cfg.data, cfg.sandbox
     if data.min_kill_rate is not None and data.audit is None:
         raise ConfigError("data.min_kill_rate: needs data.audit (an audit.jsonl from `azr data audit TRAIN --out DIR`)")
@@ -93,7 +95,7 @@ def check_task_files(cfg: AzrConfig) -> None:
     split = {"public_tests": data.public_tests}
     train = load_tasks(data.train, data.column_map, data.format, data.compare, data.float_tol, **split)
     check_task_limits(train, sandbox.max_task_timeout_s, sandbox.max_task_memory_mb, str(data.train))
-    if cfg.rollouts.env == "feedback":
+    if environment_of(cfg).hidden_tests:
         check_hidden_tests(train, "rollouts.env", str(data.train), data.public_tests)
     if data.hardened is not None:
         check_hardened(cfg, train)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from azr.config import AzrConfig, check_hidden_tests
 from azr.data import Task, check_task_limits, load_tasks
 from azr.envs.feedback import PUBLIC, FeedbackEnvironment
+from azr.envs.registry import FEEDBACK, TOOLS, gen_environment_of
 from azr.envs.task import TaskPrompt
 from azr.envs.tools import ToolEnvironment, events_of, turn_parser
 from azr.logs import JsonlWriter, read_jsonl_records
@@ -88,7 +89,7 @@ def gen_tasks(cfg: AzrConfig) -> list[Task]:
         source, data.column_map, data.format, data.compare, data.float_tol, public_tests=data.public_tests
     )
     check_task_limits(tasks, cfg.sandbox.max_task_timeout_s, cfg.sandbox.max_task_memory_mb, str(source))
-    if cfg.rollouts.env == "feedback":
+    if gen_environment_of(cfg).hidden_tests:
         check_hidden_tests(tasks, "rollouts.env", str(source), data.public_tests)
         kept = [t for t in tasks if t.split_tests()[1]]
         if len(kept) < len(tasks):
@@ -105,7 +106,7 @@ def gen_environment(
     """The environment `rollouts.env` names: execution feedback (`feedback:`), or the tool loop (`tools:`, `gen:`)."""
     grader = rubric.grader
     assert grader is not None  # built over cfg.sandbox
-    if cfg.rollouts.env == "feedback":
+    if not gen_environment_of(cfg).tools:
         return FeedbackEnvironment(grader, cfg.feedback, rubric)
     toolbox = build_toolbox(cfg, grader.pool, policy.control_tokens)
     parse = policy.parser(toolbox.schemas()) if isinstance(policy, LocalModel) else parse_turn
@@ -114,7 +115,7 @@ def gen_environment(
 
 def max_turns(cfg: AzrConfig) -> int:
     """Policy turns an episode may take: `feedback.max_turns` in the feedback environment, else `gen.max_turns`."""
-    return cfg.feedback.max_turns if cfg.rollouts.env == "feedback" else cfg.gen.max_turns
+    return gen_environment_of(cfg).max_turns(cfg)
 
 
 def gen_settings(cfg: AzrConfig, kind: str) -> dict[str, Any]:
@@ -136,13 +137,14 @@ def gen_settings(cfg: AzrConfig, kind: str) -> dict[str, Any]:
         "answer_format": cfg.answer_format,
         "tools": list(cfg.tools.names),
     }
-    if cfg.rollouts.env == "feedback":  # no tools; what is shown, and which tests are public, decide the episodes
+    env = gen_environment_of(cfg)
+    if env.feedback_turns:  # no tools; what is shown, and which tests are public, decide the episodes
         fb = cfg.feedback
         del sampling["max_tool_calls"]
         sampling |= {
             "max_turns": fb.max_turns,
             "tools": [],
-            "env": "feedback",
+            "env": env.name,
             "feedback": {"max_failures": fb.max_failures, "max_chars": fb.max_chars, "stop_on_pass": fb.stop_on_pass},
             "public_tests": cfg.data.public_tests,
         }
@@ -200,7 +202,7 @@ def build_policy(cfg: AzrConfig, kind: str, stack: ExitStack) -> LocalModel | Te
         from azr.serving import serve_model
 
         tool_args = [a for a in vllm_tool_args(cfg.vllm.extra_args) if a not in cfg.vllm.extra_args]
-        if cfg.rollouts.env == "feedback":  # feedback episodes offer no tools
+        if not gen_environment_of(cfg).tools:  # feedback episodes offer no tools
             tool_args = []
         endpoint = stack.enter_context(serve_model(cfg.vllm, cfg.model, gen.adapter, extra_args=tool_args))
         client = ChatClient(
@@ -315,7 +317,7 @@ class _Collector:
         return self.env.toolbox.redact(
             {
                 **head,
-                "env": "tools",
+                "env": TOOLS.name,
                 "tools": self.env.tools,
                 "messages": episode.messages,
                 "tool_events": [e.to_dict() for e in events],
@@ -339,7 +341,7 @@ def feedback_record(head: dict[str, Any], episode: Episode, tail: dict[str, Any]
     usage = episode.usage()
     record = {
         **head,
-        "env": "feedback",
+        "env": FEEDBACK.name,
         "tools": [],
         "messages": episode.messages,
         "prompt_ids": list(episode.prompt_ids),

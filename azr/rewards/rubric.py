@@ -167,7 +167,9 @@ def with_shaping(cfg: AzrConfig, rubric: Rubric) -> Rubric:
     more reward of weight 1, for a feedback recipe that sets either and does not list `episode` itself: what GRPO
     pays a feedback episode, and what `azr gen` records of one."""
     shaping = cfg.feedback.turn_penalty or cfg.feedback.improvement_bonus
-    if cfg.rollouts.env != "feedback" or not shaping or "episode_reward" in rubric.names:
+    from azr.envs.registry import environment_of
+
+    if not environment_of(cfg).feedback_turns or not shaping or "episode_reward" in rubric.names:
         return rubric
     episode = EpisodeReward(cfg.feedback.turn_penalty, cfg.feedback.improvement_bonus)
     return replace(rubric, funcs=(*rubric.funcs, episode), weights=(*rubric.weights, 1.0))

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azr.errors import ConfigError, DataError
 from azr.inputs import load_json
 from azr.logs import prune_jsonl, read_jsonl_records
+
+if TYPE_CHECKING:
+    from azr.envs.registry import EnvironmentKind
 
 SCHEMA = "azr.rollout/1"
 KINDS = ("policy", "env")  # a feedback episode's turns
@@ -71,8 +74,12 @@ def summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def load_rollouts(path: str | Path, which: str = "passed", env: str = "single") -> list[dict[str, Any]]:
     """Episodes for SFT: `messages` and `tools` of each record (`which`: 'passed' keeps those whose answer passed
-    its tests; an episode the policy failed is never kept). `env` is the recipe's `rollouts.env`: 'feedback' wants
-    feedback episodes and keeps their `prompt_ids` and `turns` too. Errors name the file and line."""
+    its tests; an episode the policy failed is never kept). `env` is the recipe's `rollouts.env`: an environment
+    whose episodes train from their token ids (feedback) wants episodes of its own and keeps their `prompt_ids` and
+    `turns` too. Errors name the file and line."""
+    from azr.envs.registry import environment_named
+
+    kind = environment_named(env)
     path = Path(path)
     if not path.is_file():
         raise DataError(f"sft.rollouts: {path}: file not found")
@@ -81,13 +88,13 @@ def load_rollouts(path: str | Path, which: str = "passed", env: str = "single") 
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            record = _record(line, path, number, env)
+            record = _record(line, path, number, kind)
             if not record or record.get("finish_reason") == "error":
                 continue
             if which == "passed" and not (record.get("grade") or {}).get("passed"):
                 continue
             row = {"messages": record["messages"], "tools": record.get("tools") or []}
-            if env == "feedback":
+            if kind.token_episodes:
                 row |= {"prompt_ids": record["prompt_ids"], "turns": record["turns"], "line": f"{path}:{number}"}
             rows.append(row)
     if not rows:
@@ -95,7 +102,7 @@ def load_rollouts(path: str | Path, which: str = "passed", env: str = "single") 
     return rows
 
 
-def _record(line: str, path: Path, number: int, env: str) -> dict[str, Any]:
+def _record(line: str, path: Path, number: int, kind: EnvironmentKind) -> dict[str, Any]:
     try:
         record = load_json(line)
     except ValueError as exc:
@@ -104,10 +111,10 @@ def _record(line: str, path: Path, number: int, env: str) -> dict[str, Any]:
         raise DataError(f"{path}:{number}: not valid JSON: {exc}") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise DataError(f"{path}:{number}: not an azr gen rollout (expected schema {SCHEMA!r})")
-    if env == "feedback" and record.get("env") != "feedback":
+    if kind.token_episodes and not kind.is_named(record.get("env")):
         raise DataError(
-            f"{path}:{number}: not a feedback episode (env {record.get('env', 'tools')!r}); with rollouts.env "
-            "'feedback' sft.rollouts trains `azr gen` episodes of the same recipe"
+            f"{path}:{number}: not a {kind.name} episode (env {record.get('env', 'tools')!r}); with rollouts.env "
+            f"{kind.name!r} sft.rollouts trains `azr gen` episodes of the same recipe"
         )
     messages = record.get("messages")
     if not isinstance(messages, list):
@@ -119,7 +126,7 @@ def _record(line: str, path: Path, number: int, env: str) -> dict[str, Any]:
         return record  # the policy failed it: never trained, whatever it holds
     if not any(m.get("role") == "assistant" for m in messages):
         raise DataError(f"{path}:{number}: 'messages' must be a list with at least one assistant message")
-    if env == "feedback":
+    if kind.token_episodes:
         _check_turns(record, f"{path}:{number}")
     return record
 

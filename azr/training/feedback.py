@@ -27,10 +27,19 @@ from azr.training.episodes import COMPLETION, EpisodeRollouts, assistant
 if TYPE_CHECKING:
     from trl import GRPOTrainer
 
+    from azr.training.context import RunContext
+
 log = logging.getLogger(__name__)
 PUBLIC_OVERFIT = "public_overfit"
 # The transcript column an episode adds to its row (TRL merges a rollout's extra fields into the rows).
 EPISODE = "feedback_episode"
+
+
+def feedback_rollouts(ctx: RunContext) -> FeedbackRollout:
+    """The feedback environment's `rollout_func` for a run (`azr.envs.registry`): each row an episode (answer, the
+    public tests' feedback, answer again), graded in the run's pool; metrics written on the main process."""
+    tasks = {t.id: t for t in ctx.tasks}
+    return FeedbackRollout(ctx.rewards.grader, ctx.cfg.feedback, tasks, ctx.metrics if ctx.ranks.main else None)
 
 
 class FeedbackRollout:

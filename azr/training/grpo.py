@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from azr.data import Task, encode_all
+from azr.envs.registry import environment_of
 from azr.prompts import chat_messages
 from azr.rollouts import MainRounds
 from azr.training.context import RunContext
@@ -39,7 +40,8 @@ def grpo_phase(ctx: RunContext):
     started = time.monotonic()
     # The same observers on every rank (the trainer gathers each batch for them), called on the main one only.
     observers = [lambda batch: generations.put(batch.records())] if cfg.logging.generations else []
-    rows, arena, sources = grpo_rows(ctx.tasks, hidden_only=cfg.rollouts.env == "feedback"), None, []
+    env = environment_of(cfg)
+    rows, arena, sources = grpo_rows(ctx.tasks, hidden_only=env.hidden_tests), None, []
     checkpoint = ctx.checkpoint("grpo")
     if cfg.self_play.enabled:
         from azr.selfplay import Arena
@@ -56,14 +58,8 @@ def grpo_phase(ctx: RunContext):
         observers.append(hardened.observe)
     saved = [SaveBesideCheckpoints(sampling, every_rank=True)] + ([SaveBesideCheckpoints(arena)] if arena else [])
     metered: list[Any] = [hardened] if hardened is not None else []
-    episodes: FeedbackRollout | ToolRollout | None = None
-    if cfg.rollouts.env == "feedback":  # each row an episode: answer, public tests' feedback, answer again
-        from azr.training.feedback import FeedbackRollout
-
-        tasks = {t.id: t for t in ctx.tasks}
-        episodes = FeedbackRollout(grader, cfg.feedback, tasks, ctx.metrics if ctx.ranks.main else None)
-    elif cfg.tools.enabled:  # each row an episode of the tool loop; python_run shares the rewards' sandbox pool
-        episodes = tool_rollouts(ctx)
+    # each row an episode of the run's environment (feedback, tools); None: one answer, which TRL generates
+    episodes: FeedbackRollout | ToolRollout | None = env.trainer_rollouts(ctx)
     if episodes is not None:
         observers.append(episodes.observe)
         metered.append(episodes)
@@ -73,7 +69,7 @@ def grpo_phase(ctx: RunContext):
             model=ctx.model,
             reward_funcs=list(ctx.rewards.trained.funcs) if ctx.rewards.trained is not None else [],
             args=ctx.args.grpo,
-            train_dataset=grpo_dataset(ctx.tasks, hidden_only=cfg.rollouts.env == "feedback"),
+            train_dataset=grpo_dataset(ctx.tasks, hidden_only=env.hidden_tests),
             processing_class=ctx.tokenizer,
             # A policy that comes out of the SFT phase already carries its (trainable) adapter.
             peft_config=ctx.grpo_peft_config(),
@@ -148,20 +144,6 @@ def episode_rollouts(ctx: RunContext, trainer: AZRGRPOTrainer) -> EpisodeRollout
     from azr.training.episodes import EpisodeRollouts
 
     return EpisodeRollouts(CodeEnvironment(), TrainerBatches(trainer), {t.id: t for t in ctx.tasks})
-
-
-def tool_rollouts(ctx: RunContext) -> ToolRollout:
-    """TRL's `rollout_func` for GRPO with tools: every row one episode of the tool loop, played as GRPO samples (TRL's
-    tokenizer and chat template arguments, its `max_completion_length` and `max_tool_calling_iterations`)."""
-    from azr.rollouts import ChatTokens
-    from azr.tools import build_toolbox
-    from azr.training.tools import ToolRollout
-
-    args, tokenizer = ctx.args.grpo, ctx.tokenizer
-    toolbox = build_toolbox(ctx.cfg, ctx.rewards.grader.pool, tokenizer.all_special_tokens)
-    chat = ChatTokens(tokenizer, args.chat_template_kwargs)
-    tasks = {t.id: t for t in ctx.tasks}
-    return ToolRollout(toolbox, tasks, chat, args.max_completion_length, args.max_tool_calling_iterations)
 
 
 def heldout_evaluator(ctx: RunContext):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from azr.config import AzrConfig
 from azr.data import Task
+from azr.envs.registry import environment_of
 from azr.logs import JsonlWriter
 from azr.rewards import Rubric
 from azr.training.args import TrainerArgs
@@ -59,7 +60,7 @@ def pass_rate_measurer(
 
     def measure(model, phase: str, metrics: JsonlWriter | None) -> dict[str, Any]:
         started = time.monotonic()
-        if cfg.rollouts.env == "feedback":  # episodes as GRPO plays them: the pass rate after each turn
+        if environment_of(cfg).feedback_turns:  # episodes as GRPO plays them: the pass rate after each turn
             return finish(feedback_rate(model), phase, metrics, started)
         # Each rank samples its share of the tasks; the main process grades them all and tells the others.
         mine, real = ranks.split(tasks)

@@ -19,6 +19,7 @@ from typing import Any
 
 from azr.audit import sample_candidates
 from azr.data import Task
+from azr.envs.registry import environment_of
 from azr.errors import DataError
 from azr.inputs import load_json
 from azr.logs import atomic_write_json
@@ -214,13 +215,13 @@ def sft_phase(ctx: RunContext) -> None:
         from azr.tools import load_rollouts
 
         rows = load_rollouts(cfg.sft.rollouts, cfg.sft.rollouts_filter, cfg.rollouts.env)
-        if cfg.rollouts.env == "feedback":
+        if environment_of(cfg).token_episodes:
             dataset = episode_dataset(rows, ctx.tokenizer, cfg.template_kwargs())
         else:
             dataset = rollout_dataset(rows)
     else:
         repairs = []
-        if cfg.rollouts.env == "feedback" and near_misses:  # what a failed answer's feedback looks like, and the fix
+        if environment_of(cfg).feedback_turns and near_misses:  # a failed answer's feedback, and the fix
             from azr.training.feedback import repair_transcripts
 
             repairs = repair_transcripts(ctx.tasks, near_misses, ctx.rewards.grader, cfg.feedback)

@@ -18,6 +18,8 @@ from azr.training.episodes import COMPLETION, EpisodeRollouts
 if TYPE_CHECKING:
     from trl import GRPOTrainer
 
+    from azr.training.context import RunContext
+
 # The column of a row that counts its episode's tool calls and the failed ones (status other than ok).
 CALLS = "tool_calls"
 
@@ -99,3 +101,16 @@ def check_template(chat: ChatTokens, schemas: list[dict]) -> None:
         raise ValueError(
             f"tools.enabled: the model's chat template cannot continue a tool conversation ({exc})"
         ) from exc
+
+
+def tool_rollouts(ctx: RunContext) -> ToolRollout:
+    """The tool environment's `rollout_func` for a run (`azr.envs.registry`): every row one episode of the tool loop,
+    played as GRPO samples (TRL's tokenizer and chat template arguments, its `max_completion_length` and
+    `max_tool_calling_iterations`); `python_run` shares the rewards' sandbox pool."""
+    from azr.tools import build_toolbox
+
+    args, tokenizer = ctx.args.grpo, ctx.tokenizer
+    toolbox = build_toolbox(ctx.cfg, ctx.rewards.grader.pool, tokenizer.all_special_tokens)
+    chat = ChatTokens(tokenizer, args.chat_template_kwargs)
+    tasks = {t.id: t for t in ctx.tasks}
+    return ToolRollout(toolbox, tasks, chat, args.max_completion_length, args.max_tool_calling_iterations)

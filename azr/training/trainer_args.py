@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from azr.config import AzrConfig, sequence_lengths
+from azr.envs.registry import environment_of
 from azr.errors import ConfigError, did_you_mean, show
 from azr.training.passthrough import validate_grpo
 from azr.training.trl_contract import check_trl_contract
@@ -91,7 +92,7 @@ def sft_args(cfg: AzrConfig, cpu: bool, warn: bool = True):
         # the loss on the assistant turns of recorded episodes (a feedback episode's from its token ids' mask), or on
         # the completion after a task's prompt
         **(
-            {"assistant_only_loss": cfg.rollouts.env != "feedback", "completion_only_loss": False}
+            {"assistant_only_loss": not environment_of(cfg).token_episodes, "completion_only_loss": False}
             if cfg.sft.rollouts
             else {"completion_only_loss": True}
         ),
