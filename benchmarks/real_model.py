@@ -19,7 +19,7 @@ run logged (first and last logging steps); wall time and CPU-seconds of every st
 Knobs are the recipe's, chosen on the training split only; the held-out split and HumanEval are only measured.
 
 Usage: python benchmarks/real_model.py [--out DIR] [--quick] [--steps N] [-n N] [--temperature T]
-           [--max-new-tokens N] [--arms recipe,control] [--json]
+           [--max-new-tokens N] [--arms recipe,control] [--datasets held-out,humaneval] [--json]
 --quick: 1 greedy sample per task and 8 steps per arm (about an hour and three quarters here, docs/real-model.md);
 the full run (4 samples per task at temperature 0.8, 24 steps per arm) needs about five hours on two cores.
 """
@@ -74,7 +74,7 @@ def ensure_model(out: Path, clock: dict) -> None:
 
 def evaluate(args, out: Path, arm: str, adapter: Path | None, clock: dict) -> dict[str, Path]:
     reports = {}
-    for dataset in DATASETS:
+    for dataset in args.datasets:
         folder = out / "eval" / arm / dataset
         reports[dataset] = folder / "report.json"
         if reports[dataset].is_file():
@@ -202,20 +202,21 @@ def train_figures(folder: Path) -> dict:
 
 
 def summarise(out: Path, reports: dict[str, dict[str, Path]], arms: list[str], clock: dict, args) -> dict:
-    base = {d: samples(reports["base"][d]) for d in DATASETS}
-    base_tasks = {d: per_task(base[d]) for d in DATASETS}
-    pooled_base = {f"{d}:{t}": v for d in DATASETS for t, v in base_tasks[d].items()}
+    datasets = args.datasets
+    base = {d: samples(reports["base"][d]) for d in datasets}
+    base_tasks = {d: per_task(base[d]) for d in datasets}
+    pooled_base = {f"{d}:{t}": v for d in datasets for t, v in base_tasks[d].items()}
     result = {"settings": vars(args) | {"out": str(out)}, "arms": {}, "clock": clock}
     arm_tasks = {}
     for arm in arms:
-        arm_samples = {d: samples(reports[arm][d]) for d in DATASETS}
-        tasks = {d: per_task(arm_samples[d]) for d in DATASETS}
-        pooled = {f"{d}:{t}": v for d in DATASETS for t, v in tasks[d].items()}
+        arm_samples = {d: samples(reports[arm][d]) for d in datasets}
+        tasks = {d: per_task(arm_samples[d]) for d in datasets}
+        pooled = {f"{d}:{t}": v for d in datasets for t, v in tasks[d].items()}
         arm_tasks[arm] = pooled
-        versus = {d: compare(base_tasks[d], tasks[d]) for d in DATASETS}
+        versus = {d: compare(base_tasks[d], tasks[d]) for d in datasets}
         result["arms"][arm] = {
             "vs base": versus | {"pooled": compare(pooled_base, pooled)},
-            "transitions": {d: transitions(base[d], arm_samples[d]) for d in DATASETS},
+            "transitions": {d: transitions(base[d], arm_samples[d]) for d in datasets},
             "train": train_figures(out / "train" / arm),
         }
     if "recipe" in arm_tasks and "control" in arm_tasks:
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=None, help="eval temperature (default 0.8; --quick 0)")
     parser.add_argument("--max-new-tokens", type=int, default=320)
     parser.add_argument("--arms", default="recipe,control")
+    parser.add_argument("--datasets", default=",".join(DATASETS), help="data sets to measure (held-out,humaneval)")
     parser.add_argument("--json", action="store_true", help="print the JSON result instead of the table")
     args = parser.parse_args(argv)
     args.steps = args.steps or (8 if args.quick else 24)
@@ -264,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         parser.error(f"--arms: unknown arm {', '.join(unknown)} (recipe, control)")
+    args.datasets = [d for d in args.datasets.split(",") if d]
+    if not args.datasets or set(args.datasets) - set(DATASETS):
+        parser.error(f"--datasets: one or more of {', '.join(DATASETS)}")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     clock_file = out / "clock.json"

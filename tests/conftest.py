@@ -111,8 +111,8 @@ def vllm_server(tiny_model_dir, tmp_path_factory):
     """A real vLLM server (CPU) on the tiny model for the whole session; yields a `LiveVllm`. Skips when no vLLM
     venv is found, unless AZR_REQUIRE_VLLM=1 (CI), which fails instead. Startup takes about a minute."""
     from azr.config import VllmConfig
+    from azr.serving import VllmServer, group_members
     from azr.serving.modes import seeded_sampling_args
-    from azr.serving.vllm import VllmServer, group_members
 
     python = require_vllm_python()
     config = json.loads((tiny_model_dir / "config.json").read_text())

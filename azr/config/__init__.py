@@ -8,6 +8,16 @@ trl at module level.
 
 from azr.config.absolute_zero import DEFAULT_IMPORTS, AbsoluteZeroConfig
 from azr.config.adapter import AdapterConfig, vllm_lora_problem
+from azr.config.environments import (
+    FEEDBACK,
+    KINDS,
+    SINGLE,
+    TOOLS,
+    EnvironmentKind,
+    environment_named,
+    environment_of,
+    gen_environment_of,
+)
 from azr.config.evaluate import EvalCommandConfig, eval_command_config, eval_flag_help, parse_ks
 from azr.config.feedback import FeedbackConfig, RolloutsConfig
 from azr.config.heldout import HeldOutConfig
@@ -51,9 +61,13 @@ from azr.errors import ConfigError
 
 __all__ = [
     "DEFAULT_IMPORTS",
+    "FEEDBACK",
+    "KINDS",
     "MANAGED_TRAINER_FIELDS",
     "PATH_FIELDS",
     "RUN_MARKER",
+    "SINGLE",
+    "TOOLS",
     "TOOL_NAMES",
     "VLLM_LORA_RANKS",
     "AbsoluteZeroConfig",
@@ -64,6 +78,7 @@ __all__ = [
     "CurriculumConfig",
     "DataConfig",
     "EndpointConfig",
+    "EnvironmentKind",
     "EvalCommandConfig",
     "FeedbackConfig",
     "GenConfig",
@@ -93,9 +108,12 @@ __all__ = [
     "check_recipe",
     "check_vllm_config",
     "dump_yaml",
+    "environment_named",
+    "environment_of",
     "eval_command_config",
     "eval_flag_help",
     "fields_markdown",
+    "gen_environment_of",
     "load_config",
     "lora_refusal",
     "parse_ks",

@@ -1,5 +1,5 @@
 """The recipe's episode settings: which environment an episode runs in (`rollouts.env`; what each kind declares,
-and the recipes none can run, are `azr.envs.registry`'s) and the execution-feedback environment's own settings
+and the recipes none can run, are `azr.config.environments`'s) and the execution-feedback environment's own settings
 (`feedback:`).
 
 Only the recipe's side: rendering the feedback is `azr.rewards.feedback`'s, running the episodes `azr.rollouts`'.

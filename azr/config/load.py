@@ -19,6 +19,7 @@ from typing import Any
 
 from azr.config.absolute_zero import SEED_KINDS
 from azr.config.adapter import check_adapter
+from azr.config.environments import environment_of
 from azr.config.heldout import check_heldout
 from azr.config.legacy import check_replaced, normalise_legacy
 from azr.config.schema import build, is_set_dotted, parse_pairs, set_dotted
@@ -179,8 +180,6 @@ def _check_cross_fields(cfg: AzrConfig, needs_model: bool = True) -> None:
                 raise ConfigError(f"{section}.{key}: azr sets it from '{owner}'; set that instead")
     check_vllm_config(cfg.vllm, cfg.model, cfg.grpo)
     check_heldout(cfg.eval, cfg.data.eval, cfg.mode)
-    from azr.envs.registry import environment_of
-
     if (
         environment_of(cfg).token_episodes  # a ConfigError first for an environment the recipe cannot run
         and cfg.sft.enabled

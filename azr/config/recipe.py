@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from azr.config.environments import environment_of
 from azr.config.sections import AzrConfig
 from azr.data import Task, check_task_limits, load_tasks
 from azr.errors import ConfigError, DataError, NotAvailableError
@@ -85,8 +86,6 @@ def check_groups(cfg: AzrConfig, grpo: Batch) -> None:
 def check_task_files(cfg: AzrConfig) -> None:
     """Every task file the recipe names reads as tasks (column maps and formats applied; its first bad row named
     `file:line`), and no task asks for limits over the sandbox's ceilings."""
-    from azr.envs.registry import environment_of
-
     data, sandbox = cfg.data, cfg.sandbox
     if data.min_kill_rate is not None and data.audit is None:
         raise ConfigError("data.min_kill_rate: needs data.audit (an audit.jsonl from `azr data audit TRAIN --out DIR`)")

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from azr.config import AzrConfig, check_hidden_tests
+from azr.config import FEEDBACK, TOOLS, AzrConfig, check_hidden_tests, gen_environment_of
 from azr.data import Task, check_task_limits, load_tasks
 from azr.envs.feedback import PUBLIC, FeedbackEnvironment
-from azr.envs.registry import FEEDBACK, TOOLS, gen_environment_of
 from azr.envs.task import TaskPrompt
 from azr.envs.tools import ToolEnvironment, events_of, turn_parser
 from azr.logs import JsonlWriter, read_jsonl_records

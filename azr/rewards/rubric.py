@@ -167,7 +167,7 @@ def with_shaping(cfg: AzrConfig, rubric: Rubric) -> Rubric:
     more reward of weight 1, for a feedback recipe that sets either and does not list `episode` itself: what GRPO
     pays a feedback episode, and what `azr gen` records of one."""
     shaping = cfg.feedback.turn_penalty or cfg.feedback.improvement_bonus
-    from azr.envs.registry import environment_of
+    from azr.config import environment_of
 
     if not environment_of(cfg).feedback_turns or not shaping or "episode_reward" in rubric.names:
         return rubric

@@ -17,7 +17,7 @@ from azr.inputs import load_json
 from azr.logs import prune_jsonl, read_jsonl_records
 
 if TYPE_CHECKING:
-    from azr.envs.registry import EnvironmentKind
+    from azr.config import EnvironmentKind
 
 SCHEMA = "azr.rollout/1"
 KINDS = ("policy", "env")  # a feedback episode's turns
@@ -77,7 +77,7 @@ def load_rollouts(path: str | Path, which: str = "passed", env: str = "single") 
     its tests; an episode the policy failed is never kept). `env` is the recipe's `rollouts.env`: an environment
     whose episodes train from their token ids (feedback) wants episodes of its own and keeps their `prompt_ids` and
     `turns` too. Errors name the file and line."""
-    from azr.envs.registry import environment_named
+    from azr.config import environment_named
 
     kind = environment_named(env)
     path = Path(path)

@@ -36,7 +36,7 @@ EPISODE = "feedback_episode"
 
 
 def feedback_rollouts(ctx: RunContext) -> FeedbackRollout:
-    """The feedback environment's `rollout_func` for a run (`azr.envs.registry`): each row an episode (answer, the
+    """The feedback environment's `rollout_func` for a run (`azr.config.environments`): each row an episode (answer, the
     public tests' feedback, answer again), graded in the run's pool; metrics written on the main process."""
     tasks = {t.id: t for t in ctx.tasks}
     return FeedbackRollout(ctx.rewards.grader, ctx.cfg.feedback, tasks, ctx.metrics if ctx.ranks.main else None)

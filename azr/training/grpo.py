@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from azr.config import environment_of
 from azr.data import Task, encode_all
-from azr.envs.registry import environment_of
 from azr.prompts import chat_messages
 from azr.rollouts import MainRounds
 from azr.training.context import RunContext

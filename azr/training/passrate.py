@@ -9,9 +9,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from azr.config import AzrConfig
+from azr.config import AzrConfig, environment_of
 from azr.data import Task
-from azr.envs.registry import environment_of
 from azr.logs import JsonlWriter
 from azr.rewards import Rubric
 from azr.training.args import TrainerArgs

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from azr.audit import sample_candidates
+from azr.config import environment_of
 from azr.data import Task
-from azr.envs.registry import environment_of
 from azr.errors import DataError
 from azr.inputs import load_json
 from azr.logs import atomic_write_json

@@ -104,8 +104,8 @@ def check_template(chat: ChatTokens, schemas: list[dict]) -> None:
 
 
 def tool_rollouts(ctx: RunContext) -> ToolRollout:
-    """The tool environment's `rollout_func` for a run (`azr.envs.registry`): every row one episode of the tool loop,
-    played as GRPO samples (TRL's tokenizer and chat template arguments, its `max_completion_length` and
+    """The tool environment's `rollout_func` for a run (`azr.config.environments`): every row one episode of the tool
+    loop, played as GRPO samples (TRL's tokenizer and chat template arguments, its `max_completion_length` and
     `max_tool_calling_iterations`); `python_run` shares the rewards' sandbox pool."""
     from azr.tools import build_toolbox
 

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from azr.config import AzrConfig, sequence_lengths
-from azr.envs.registry import environment_of
+from azr.config import AzrConfig, environment_of, sequence_lengths
 from azr.errors import ConfigError, did_you_mean, show
 from azr.training.passthrough import validate_grpo
 from azr.training.trl_contract import check_trl_contract

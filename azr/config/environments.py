@@ -1,7 +1,8 @@
 """One environment switch: the kinds of episode a recipe can run, what each declares, and which one a recipe asks
 for. Training, `azr gen`, the pass-rate sampler, SFT on recorded episodes and the recipe's checks ask
 `environment_of(cfg)` (or `gen_environment_of(cfg)`) once and read what the kind declares; no other module compares
-an environment's name. A new kind of episode is its environment's module plus an entry here.
+an environment's name. A new kind of episode is its environment's module (`azr.envs`) plus an entry here. It lives
+with the recipe, the bottom layer, because the recipe's own checks and every layer above ask it.
 
 The kinds: `single` (one answer, scored on all the task's tests; TRL generates it), `feedback` (`rollouts.env:
 feedback`: the policy sees its program's results on the public tests and answers again; scored on the hidden tests)
@@ -20,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 from azr.errors import ConfigError
 
 if TYPE_CHECKING:
-    from azr.config import AzrConfig
-    from azr.training.context import RunContext
+    from azr.config.sections import AzrConfig
 
 
 @dataclass(frozen=True)
@@ -35,15 +35,16 @@ class EnvironmentKind:
     tools: bool  # the policy is offered tools
     max_turns: Callable[[AzrConfig], int]  # policy turns an episode may take
     # How GRPO plays it: "module:function" building TRL's `rollout_func` from the run's context (imported when a run
-    # asks, so that this module stays light); None: one answer, which TRL generates itself
+    # asks: the recipe's layer names the training code, never imports it); None: one answer, which TRL generates
     rollouts: str | None
 
     def is_named(self, name: str | None) -> bool:
         """Whether a recorded episode's `env` (absent in a tool episode) is this kind's."""
         return (name or TOOLS.name) == self.name
 
-    def trainer_rollouts(self, ctx: RunContext) -> Any:
-        """GRPO's `rollout_func` for this kind (also an observer of each scored batch), or None."""
+    def trainer_rollouts(self, ctx: Any) -> Any:
+        """GRPO's `rollout_func` for this kind (also an observer of each scored batch) from a run's context
+        (`azr.training.RunContext`, which this layer does not import), or None."""
         if self.rollouts is None:
             return None
         module, name = self.rollouts.split(":")
