@@ -49,7 +49,7 @@ def measure(args: argparse.Namespace, name: str) -> dict:
     from azr.data import load_tasks
     from azr.models import build_model_and_tokenizer, build_peft_config, quiet_third_party, trainable_parameters
     from azr.training import grpo_dataset
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     quiet_third_party()
     gpu = torch.cuda.is_available()

@@ -94,9 +94,9 @@ def _run(staleness: int, simulated_s: float, cfg, args, server, folder: Path) ->
     from azr.rollouts import GroupSampler, RolloutFilter
     from azr.serving import Sidecar
     from azr.training import grpo_dataset
-    from azr.training.generation import use_generation_backend
     from azr.training.grpo import asynchronous, grpo_rows
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.generation import use_generation_backend
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     set_seed(0)
     tasks = load_tasks("train")[: args.prompts * args.steps]

@@ -61,7 +61,7 @@ def _run(arm: str, cfg: AzrConfig, policy: str, pool, out: Path) -> dict[str, An
 
     from azr.rewards import recipe_rubric
     from azr.training import grpo_args, grpo_dataset, on_gpu
-    from azr.training.feedback import FeedbackRollout
+    from azr.training.episodes.feedback import FeedbackRollout
 
     set_seed(cfg.seed)
     model, tokenizer = load_policy(cfg, policy)

@@ -65,7 +65,7 @@ def _run(arm: str, cfg, args, server, folder: Path) -> dict:
     from azr.models import build_model_and_tokenizer, build_peft_config
     from azr.serving import Sidecar
     from azr.training import grpo_dataset
-    from azr.training.generation import use_generation_backend
+    from azr.training.trl.generation import use_generation_backend
 
     set_seed(0)
     model, tokenizer = build_model_and_tokenizer(cfg.model)

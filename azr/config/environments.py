@@ -67,7 +67,7 @@ FEEDBACK = EnvironmentKind(
     token_episodes=True,
     tools=False,
     max_turns=lambda cfg: cfg.feedback.max_turns,
-    rollouts="azr.training.feedback:feedback_rollouts",
+    rollouts="azr.training.episodes:feedback_rollouts",
 )
 TOOLS = EnvironmentKind(
     name="tools",
@@ -76,7 +76,7 @@ TOOLS = EnvironmentKind(
     token_episodes=False,
     tools=True,
     max_turns=lambda cfg: cfg.gen.max_turns,
-    rollouts="azr.training.tools:tool_rollouts",
+    rollouts="azr.training.episodes:tool_rollouts",
 )
 KINDS = {kind.name: kind for kind in (SINGLE, FEEDBACK, TOOLS)}
 

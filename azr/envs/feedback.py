@@ -1,7 +1,8 @@
 """Execution feedback as an environment: the policy answers, the program runs on the task's public tests in the
 sandbox, and while any fails the verdicts come back as the next user turn; the final answer is scored on the hidden
 tests only (`Task.split_tests`). Hidden tests are never read before scoring, so no observation can show them.
-The runner (`azr.rollouts.play`) samples and tokenizes; GRPO reads the episodes through `azr.training.feedback`.
+The runner (`azr.rollouts.play`) samples and tokenizes; GRPO reads the episodes through
+`azr.training.episodes.feedback`.
 """
 
 from __future__ import annotations

@@ -282,7 +282,7 @@ class SelfPlayReward(Reward):
         return [selfplay_score(p, o, **self.values) for p, o in zip(mine, opponent, strict=True)]
 
 
-# The columns a feedback episode adds to its row (`azr.training.feedback`), which EpisodeReward reads.
+# The columns a feedback episode adds to its row (`azr.training.episodes.feedback`), which EpisodeReward reads.
 EPISODE_TURNS, PUBLIC_FIRST, PUBLIC_LAST = "feedback_turns", "feedback_public_first", "feedback_public_last"
 
 

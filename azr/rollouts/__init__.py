@@ -6,7 +6,7 @@ asynchronous pipeline (`ahead`: the episodes it plays ahead of the trainer), adv
 face of the package.
 
 Nothing here computes a reward, imports TRL or calls a trainer's round: `azr.training` runs the rounds and hands
-their scored groups in (`azr.training.trl_private`).
+their scored groups in (`azr.training.trl.private`).
 """
 
 from azr.rollouts.ahead import Columns, EngineSampler, Playbook, VersionedEngine, play_ahead

@@ -11,7 +11,7 @@ and `num_items_in_batch` (recounted over the rows trained) agree with it. With `
 and only counts. With `sampling.max_staleness` each round trains the rows the asynchronous pipeline sampled ahead
 (`azr.rollouts.pipeline`), its own rows queued in their place; with several processes the pipeline runs on the main one,
 which hands each process its slice. Rounds arrive as scored groups (`azr.rollouts.seam`;
-`azr.training.trl_private.fill_batch` runs the rounds).
+`azr.training.trl.private.fill_batch` runs the rounds).
 
 Owns the keep decision, the carry-over pool, joining rounds' tensors and the `sampling/*` metrics. It never changes a
 reward or an advantage: a kept group's advantages are those TRL computed in its own round (with the default per-group

@@ -1,7 +1,7 @@
 """The rollout seam, as typed data: a `ScoredGroup` (one prompt's completions with token ids, sampler log-probs,
 rewards, the policy `version` that sampled them), a `ScoredRound` of them from a `RolloutSource`, a `ScoredBatch`
 (what one process scored in a round, for observers), a `Sampler` outside GRPO's round, and `TrainerView` /
-`BatchView`, what samplers and batch composition need of a trainer (implemented in `azr.training.trl_private`).
+`BatchView`, what samplers and batch composition need of a trainer (implemented in `azr.training.trl.private`).
 Owns the shapes of the seam only: no generation, no reward, no TRL.
 """
 
@@ -260,7 +260,7 @@ class RolloutSource(Protocol):
 
 
 class TrainerView(Protocol):
-    """What a sampler needs of a GRPO trainer (`azr.training.trl_private.TrainerBatches` implements it): the step
+    """What a sampler needs of a GRPO trainer (`azr.training.trl.private.TrainerBatches` implements it): the step
     being trained, the policy and its tokenizer, and the trainer's own engine (its vLLM backend, or generation at
     GRPO's settings)."""
 

@@ -127,7 +127,7 @@ class Scoreboard:
         return results
 
     def __call__(self, batch: ScoredRows) -> list[ProblemResult]:
-        """Observer of `azr.training.trainer.ScoredBatch`: policy verdicts from the grader's per-row details."""
+        """Observer of `azr.training.trl.trainer.ScoredBatch`: policy verdicts from the grader's per-row details."""
         if len(batch.details) != len(batch.inputs):  # no verdicts for this batch: nothing to count
             return []
         status = [d.get("status") for d in batch.details]

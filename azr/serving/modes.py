@@ -2,7 +2,7 @@
 
 Owns adapter mode's server command line and environment (vLLM's OpenAI server with runtime LoRA loading), a server on
 a local model for sampling, and the checks that need the machine (GPUs, vLLM on each side, the same version on both).
-TRL's part of its own modes (server mode's command, the GRPOConfig fields) is `azr.training.trl_vllm`'s; recipe-only
+TRL's part of its own modes (server mode's command, the GRPOConfig fields) is `azr.training.trl.vllm`'s; recipe-only
 checks are `azr.config.check_vllm_config`'s. Nothing here starts a process but a version query.
 """
 

@@ -56,7 +56,7 @@ class GrpoTrainer(Protocol):
 class Sidecar:
     """The vLLM side of a training run. Use as a context manager around the run; call `start(folder)` just
     before the policy loads. 'off' and 'colocate' start nothing ('colocate' runs inside TRL). Server mode runs the
-    command `trl_server` builds (TRL's `vllm serve` flags: `azr.training.trl_vllm.trl_server`)."""
+    command `trl_server` builds (TRL's `vllm serve` flags: `azr.training.trl.vllm.trl_server`)."""
 
     def __init__(self, cfg: AzrConfig, max_model_len: int | None = None, trl_server: ServerCommand | None = None):
         self.cfg, self.max_model_len = cfg, max_model_len

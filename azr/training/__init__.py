@@ -3,23 +3,32 @@ before/after measurement), the trainer arguments and the checks a recipe passes 
 callbacks, run state and model card. The face of the training package.
 """
 
-from azr.training.args import TrainerArgs, build_trainer_args, on_gpu, reward_weights
 from azr.training.context import RunContext, check_sandbox, fit_tasks
 from azr.training.grpo import grpo_dataset, grpo_rows
-from azr.training.passthrough import validate_grpo
 from azr.training.preflight import preflight
 from azr.training.ranks import Ranks
 from azr.training.run import run_train
 from azr.training.state import RunState, mean_rate, write_summary
-from azr.training.trainer_args import check_grpo_inputs, grpo_args, sft_args
-from azr.training.trl_vllm import grpo_fields, send_server_key, trl_server
+from azr.training.trl import (
+    TrainerArgs,
+    build_trainer_args,
+    check_grpo_inputs,
+    grpo_args,
+    grpo_fields,
+    on_gpu,
+    reward_weights,
+    send_server_key,
+    sft_args,
+    trl_server,
+    validate_grpo,
+)
 
 # Heavy (torch, transformers, trl at import): loaded on first use, so importing this package stays cheap.
 _LAZY = {
-    "AZRGRPOTrainer": "azr.training.trainer",
+    "AZRGRPOTrainer": "azr.training.trl.trainer",
     "MetricsCallback": "azr.training.callbacks",
     "find_near_misses": "azr.training.sft",
-    "run_sft": "azr.training.sft",
+    "run_sft": "azr.training.trl.sft",
     "sft_dataset": "azr.training.sft",
 }
 

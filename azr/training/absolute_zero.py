@@ -113,8 +113,8 @@ def absolute_zero_phase(ctx: RunContext):
     """GRPO on proposer and solver rows (the counterpart of `azr.training.grpo.grpo_phase`); returns the model."""
     from datasets import Dataset
 
-    from azr.training.absolute_zero_trainer import AbsoluteZeroTrainer, TrainerGenerator, az_records
     from azr.training.callbacks import SaveBesideCheckpoints
+    from azr.training.trl.absolute_zero import AbsoluteZeroTrainer, TrainerGenerator, az_records
 
     cfg, out, az = ctx.cfg, ctx.out, ctx.cfg.absolute_zero
     started = time.monotonic()

@@ -23,11 +23,10 @@ from azr.prompts import reference_answer
 from azr.rewards import CodeGrader, pool_from_config, sandbox_oracle, validate_references
 from azr.sandbox import SandboxUnhealthy
 from azr.serving import Sidecar
-from azr.training.args import TrainerArgs, build_trainer_args
 from azr.training.ranks import Ranks, sandbox_share, start_ranks
 from azr.training.rubrics import RunRewards, run_rewards
 from azr.training.state import Resume, RunState, prune_logs, resolve_resume
-from azr.training.trl_vllm import grpo_fields, trl_server
+from azr.training.trl import TrainerArgs, build_trainer_args, grpo_fields, trl_server
 
 if TYPE_CHECKING:
     from transformers import Trainer

@@ -14,17 +14,14 @@ from azr.prompts import chat_messages
 from azr.rollouts import MainRounds
 from azr.training.context import RunContext
 from azr.training.ranks import replica_digests
-from azr.training.trl_private import TrainerBatches
+from azr.training.trl.private import TrainerBatches
 
 if TYPE_CHECKING:
-    from trl import GRPOTrainer
-
     from azr.rollouts import AsyncRollouts, Playbook
     from azr.serving import LoraSync
-    from azr.training.episodes import EpisodeRollouts
-    from azr.training.feedback import FeedbackRollout
-    from azr.training.tools import ToolRollout
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.episodes import EpisodeRollouts, FeedbackRollout, ToolRollout
+    from azr.training.trl.private import GRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
 
 def grpo_phase(ctx: RunContext):
@@ -33,8 +30,8 @@ def grpo_phase(ctx: RunContext):
     from azr.evaluation import attach_heldout
     from azr.rollouts import build_sampling
     from azr.training.callbacks import SaveBesideCheckpoints
-    from azr.training.generation import use_generation_backend
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.generation import use_generation_backend
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     cfg, generations, grader = ctx.cfg, ctx.generations, ctx.rewards.grader
     started = time.monotonic()

@@ -13,8 +13,8 @@ from azr.config import AzrConfig, environment_of
 from azr.data import Task
 from azr.logs import JsonlWriter
 from azr.rewards import Rubric
-from azr.training.args import TrainerArgs
 from azr.training.ranks import Ranks
+from azr.training.trl import TrainerArgs
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -71,7 +71,7 @@ def pass_rate_measurer(
     def feedback_rate(model) -> dict[str, Any]:
         """Feedback episodes are measured on the main process alone (their turns depend on the sandbox's verdicts
         between samples); the others wait for its figures."""
-        from azr.training.feedback import measure_episodes
+        from azr.training.episodes import measure_episodes
 
         result = None
         if ranks.main:

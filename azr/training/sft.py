@@ -26,6 +26,7 @@ from azr.logs import atomic_write_json
 from azr.prompts import chat_messages, reference_answer
 from azr.rollouts import ChatTokens
 from azr.training.context import RunContext
+from azr.training.trl.sft import run_sft
 
 log = logging.getLogger(__name__)
 NEAR_MISS_WALL_S = 2.0  # per variant; reference solutions take milliseconds, so a slower variant is a hung one
@@ -165,34 +166,6 @@ def near_misses_once(path: Path, find: Callable[[], dict[str, list[str]]]) -> di
     return found
 
 
-def run_sft(model, tokenizer, dataset, args, peft_config, callbacks, resume_from: str | None, final_dir: Path) -> Path:
-    """Train, then save the adapter (or the full model) and the tokenizer to `final_dir`; returns it."""
-    from transformers import PrinterCallback
-    from trl import SFTTrainer
-
-    from azr.models import keep_vectors_fp32
-
-    trainer = SFTTrainer(
-        model=model,
-        args=args,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=peft_config,
-        callbacks=callbacks,
-    )
-    trainer.remove_callback(PrinterCallback)
-    keep_vectors_fp32(trainer.model)  # before train() creates the optimizer
-    for callback in callbacks:
-        if hasattr(callback, "trainer"):
-            callback.trainer = trainer
-    log.info("sft: warm start on %d examples", len(dataset))
-    trainer.train(resume_from_checkpoint=resume_from)
-    trainer.save_model(str(final_dir))  # on every rank (a sharded model is gathered); the main one writes
-    if trainer.args.should_save:
-        tokenizer.save_pretrained(str(final_dir))
-    return final_dir
-
-
 def sft_phase(ctx: RunContext) -> None:
     """The warm start on `ctx`'s policy: reference answers (with near misses when `sft.near_misses`), recorded
     episodes (`sft.rollouts`), or in Absolute Zero mode its seed triplets; saved to `sft/final` and recorded."""
@@ -222,7 +195,7 @@ def sft_phase(ctx: RunContext) -> None:
     else:
         repairs = []
         if environment_of(cfg).feedback_turns and near_misses:  # a failed answer's feedback, and the fix
-            from azr.training.feedback import repair_transcripts
+            from azr.training.episodes import repair_transcripts
 
             repairs = repair_transcripts(ctx.tasks, near_misses, ctx.rewards.grader, cfg.feedback)
             log.info("sft: %d repair transcripts (a near miss, its public tests' feedback, the fix)", len(repairs))

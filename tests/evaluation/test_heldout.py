@@ -27,7 +27,7 @@ from azr.logs import JsonlWriter
 from azr.prompts import reference_answer
 from azr.rewards import build_rubric
 from azr.rollouts import BackendSampler
-from azr.training.trl_private import TrainerBatches
+from azr.training.trl.private import TrainerBatches
 
 HELD_OUT = load_tasks("held-out")
 

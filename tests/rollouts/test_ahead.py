@@ -15,8 +15,8 @@ from azr.envs import CodeEnvironment, FeedbackEnvironment, TaskPrompt
 from azr.prompts import reference_answer
 from azr.rollouts import VERSION, ChatTokens, Limits, Playbook
 from azr.rollouts.pipeline import AsyncRollouts, batch_seed
-from azr.training.episodes import COMPLETION, assistant
-from azr.training.feedback import FeedbackRollout
+from azr.training.episodes.feedback import FeedbackRollout
+from azr.training.episodes.rounds import COMPLETION, assistant
 from azr.training.grpo import grpo_rows
 
 G = 2

@@ -20,7 +20,7 @@ from azr.config import SamplingConfig
 from azr.rollouts.advantages import weighted_totals
 from azr.rollouts.dynamic import RolloutFilter
 from azr.rollouts.tensors import KNOWN, group_signal, join_groups, split_groups
-from azr.training.trl_private import TrainerBatches, fill_batch
+from azr.training.trl.private import TrainerBatches, fill_batch
 
 NAN = math.nan
 G = 4  # completions per prompt in the scripted rounds
@@ -252,7 +252,7 @@ def tiny_trainer(tiny_model_dir, tmp_path):
     from azr.models.loading import build_model_and_tokenizer
     from azr.rollouts import GroupSampler
     from azr.training import grpo_dataset, grpo_rows
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     tasks = load_tasks("train")[:6]
     _CONSTANT.clear()

@@ -24,7 +24,7 @@ from azr.rollouts import (
     eos_ids,
     trainer_sampler,
 )
-from azr.training.trl_private import TrainerBatches
+from azr.training.trl.private import TrainerBatches
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

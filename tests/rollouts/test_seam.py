@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import torch
 
 from azr.rollouts.seam import VERSION, ScoredGroup
-from azr.training.trl_private import TrainerBatches, TrlRounds
+from azr.training.trl.private import TrainerBatches, TrlRounds
 
 NAN = math.nan
 

@@ -185,7 +185,7 @@ def build_trainer(model_dir, pool, out, baseline: str, rollout_seed: int = 0):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    from azr.training.absolute_zero_trainer import AbsoluteZeroTrainer
+    from azr.training.trl.absolute_zero import AbsoluteZeroTrainer
 
     cfg = copy.deepcopy(CONFIG)
     cfg.baseline = baseline
@@ -303,7 +303,7 @@ def test_the_trainer_generator_samples_through_trl_at_the_training_temperature(t
     per conversation, `_generate_single_turn(ids, None, fields, n)` one completion per row, sampled with the
     trainer's generation config (the training temperature; the public implementation's greedy samples made
     learnability 0 for most proposals)."""
-    from azr.training.absolute_zero_trainer import TrainerGenerator
+    from azr.training.trl.absolute_zero import TrainerGenerator
 
     trainer, _ = build_trainer(tiny_model_dir, az_pool, tmp_path, "group")
     assert trainer.generation_config.do_sample and trainer.generation_config.temperature == trainer.args.temperature

@@ -150,7 +150,7 @@ def _peft_files(folder: Path, variant: str) -> None:
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_each_kind_trains_under_grpo_and_only_its_parameters_move(tiny_model_dir, tmp_path, variant):
     from azr.models import build_model_and_tokenizer, build_peft_config
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     adapter = VARIANTS[variant][0]
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir), adapter=adapter))
@@ -174,8 +174,7 @@ def test_each_kind_trains_under_grpo_and_only_its_parameters_move(tiny_model_dir
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_each_kind_trains_under_the_sft_warm_start_and_only_its_parameters_move(tiny_model_dir, tmp_path, variant):
     from azr.models import build_model_and_tokenizer, build_peft_config
-    from azr.training import sft_args
-    from azr.training.sft import run_sft, sft_dataset
+    from azr.training import run_sft, sft_args, sft_dataset
 
     adapter = VARIANTS[variant][0]
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir), adapter=adapter))
@@ -333,7 +332,7 @@ def test_on_a_4bit_base_ia3_scales_and_norms_move_only_in_float32(tiny_model_dir
     from trl import GRPOTrainer
 
     from azr.models import build_model_and_tokenizer, build_peft_config
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     adapter = AdapterConfig(kind=kind)
     moved = {}

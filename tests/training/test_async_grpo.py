@@ -71,9 +71,9 @@ def run(tiny_model_dir, tmp_path_factory):
     from azr.config import ModelConfig, SamplingConfig
     from azr.models.loading import build_model_and_tokenizer
     from azr.rollouts import GroupSampler, RolloutFilter
-    from azr.training.generation import use_generation_backend
     from azr.training.grpo import asynchronous, grpo_rows
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.generation import use_generation_backend
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     tasks = load_tasks("train")[:4]
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))

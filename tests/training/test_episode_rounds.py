@@ -24,7 +24,7 @@ def trainer(tiny_model_dir, tmp_path_factory):
 
     from azr.config import ModelConfig
     from azr.models.loading import build_model_and_tokenizer
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
     return AZRGRPOTrainer(
@@ -47,8 +47,8 @@ def _round(trainer, seed: int):
 
 
 def test_a_one_turn_episode_round_is_trls_own_round(trainer):
-    from azr.training.episodes import EpisodeRollouts
-    from azr.training.trl_private import TrainerBatches
+    from azr.training.episodes.rounds import EpisodeRollouts
+    from azr.training.trl.private import TrainerBatches
 
     trainer.rollout_func = None
     plain, plain_rewards = _round(trainer, 11)
@@ -84,8 +84,8 @@ class TwoTurns:
 
 def test_a_two_turn_episodes_observation_is_masked_out_of_trls_batch(trainer):
     from azr.rollouts import Limits
-    from azr.training.episodes import EpisodeRollouts
-    from azr.training.trl_private import TrainerBatches
+    from azr.training.episodes.rounds import EpisodeRollouts
+    from azr.training.trl.private import TrainerBatches
 
     rollouts = EpisodeRollouts(TwoTurns(), TrainerBatches(trainer), {}, Limits(max_turns=2))
     trainer.rollout_func = rollouts

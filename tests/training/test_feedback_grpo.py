@@ -18,8 +18,8 @@ from azr.data import encode_all, load_tasks
 from azr.envs import FeedbackEnvironment, TaskPrompt, public_checks
 from azr.prompts import reference_answer
 from azr.rollouts import ChatTokens, Continuation, Limits, Sampling, play, start_groups
-from azr.training.episodes import episode_completions
-from azr.training.feedback import FeedbackRollout, transcript
+from azr.training.episodes.feedback import FeedbackRollout, transcript
+from azr.training.episodes.rounds import episode_completions
 
 TASK = next(t for t in load_tasks("train") if t.id == "str-alternating-caps")
 PUBLIC, HIDDEN = TASK.split_tests()
@@ -180,8 +180,8 @@ def test_grpo_trains_feedback_episodes_through_trls_round(tiny_model_dir, grader
     from azr.models.loading import build_model_and_tokenizer
     from azr.rewards.functions import TestsReward
     from azr.training import grpo_dataset
-    from azr.training.trainer import AZRGRPOTrainer
-    from azr.training.trl_private import TrainerBatches
+    from azr.training.trl.private import TrainerBatches
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
     tasks = load_tasks("train")[:4]
@@ -275,7 +275,7 @@ def test_feedback_episodes_with_dynamic_sampling_and_the_curriculum(tiny_model_d
 
     from azr.config import load_config
     from azr.training.run import run_train
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     out = tmp_path / "run"
     recipe = tiny_recipe(

@@ -53,8 +53,8 @@ def run(tiny_model_dir, tmp_path_factory):
 
     from azr.config import ModelConfig
     from azr.models.loading import build_model_and_tokenizer
-    from azr.training.generation import use_generation_backend
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.generation import use_generation_backend
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
     logs: list[dict] = []

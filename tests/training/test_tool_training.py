@@ -1,5 +1,5 @@
 """Training on tool use: SFT on `azr gen` episodes with assistant-only loss (the mask checked token by token), and
-GRPO with tools, whose rows are episodes of the tool environment (`azr.training.tools.ToolRollout`): each turn's ids
+GRPO with tools, whose rows are episodes of the tool environment (`azr.training.episodes.ToolRollout`): each turn's ids
 reach the next turn as sampled, tool results are masked out of the loss and out of a row too short for them, and two
 steps train the tiny model with the generation log showing call and result."""
 
@@ -18,8 +18,8 @@ from azr.envs import events_of, run_gen, shown_messages
 from azr.prompts import completion_text
 from azr.rollouts import ScoredBatch
 from azr.tools import load_rollouts
-from azr.training.episodes import COMPLETION
-from azr.training.tools import CALLS
+from azr.training.episodes.rounds import COMPLETION
+from azr.training.episodes.tools import CALLS
 
 torch = pytest.importorskip("torch")
 
@@ -203,7 +203,7 @@ def _tool_episodes(tool_kit, texts, max_completion=512, max_iterations=None, n=2
     from azr.data import load_tasks
     from azr.envs import TaskPrompt
     from azr.rollouts import Sampling, play, start_groups
-    from azr.training.tools import ToolRollout
+    from azr.training.episodes.tools import ToolRollout
 
     tokenizer, chat, toolbox = tool_kit
     task = load_tasks("train")[0]
@@ -289,9 +289,9 @@ def test_a_grpo_round_with_tools_trains_the_policys_tokens_only(tool_kit, tiny_m
     from transformers import AutoModelForCausalLM
 
     from azr.data import load_tasks
+    from azr.training.episodes.tools import ToolRollout
     from azr.training.grpo import grpo_dataset, grpo_rows
-    from azr.training.tools import ToolRollout
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     tokenizer, chat, toolbox = tool_kit
     tasks = load_tasks("train")[:2]
@@ -338,7 +338,7 @@ def test_a_chat_template_that_cannot_carry_tools_is_refused_before_training(tool
     from transformers import AutoTokenizer
 
     from azr.rollouts import ChatTokens
-    from azr.training.tools import ToolRollout
+    from azr.training.episodes.tools import ToolRollout
 
     tokenizer, _, toolbox = tool_kit
     plain = AutoTokenizer.from_pretrained(tokenizer.name_or_path)

@@ -217,8 +217,8 @@ def test_gradient_checkpointing_with_lora_lets_gradients_reach_the_adapter(tiny_
     from azr.models.adapters import build_peft_config
     from azr.models.loading import build_model_and_tokenizer
     from azr.rewards import build_rubric
-    from azr.training.args import build_trainer_args
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.args import build_trainer_args
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     grpo = {"max_steps": 1, "save_strategy": "no", "gradient_checkpointing_kwargs": {"use_reentrant": True}}
     cfg = load_config(_recipe(tmp_path / "r.yaml", tiny_model_dir, tmp_path / "run", grpo=grpo))
@@ -262,7 +262,7 @@ def test_the_rubrics_weights_weigh_the_advantages_the_logged_reward_the_pass_rat
     import torch
 
     from azr.rollouts import group_advantages, weighted_totals
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     rounds = []
     score_round = AZRGRPOTrainer._score_round
@@ -340,7 +340,7 @@ def small_trainer(tiny_model_dir, tmp_path):
 
     from azr.config import ModelConfig
     from azr.models.loading import build_model_and_tokenizer
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
     sandbox = SandboxConfig(workers=1)
@@ -628,7 +628,7 @@ def test_a_run_killed_mid_sft_resumes_sft_then_runs_the_later_phases(tiny_model_
 
 
 def test_the_p95_length_is_the_nearest_rank():
-    from azr.training.trainer import _p95
+    from azr.training.trl.trainer import _p95
 
     assert _p95([7]) == 7.0
     assert _p95(list(range(1, 21))) == 19.0  # the 19th of 20

@@ -157,7 +157,7 @@ def test_no_exception_from_trls_config_classes_escapes():
 
 
 def test_a_deprecated_key_is_a_warning_that_names_it_and_library_notices_stay_off_the_console(caplog):
-    with caplog.at_level(logging.DEBUG, logger="azr.training.trainer_args"):
+    with caplog.at_level(logging.DEBUG, logger="azr.training.trl.trainer_args"):
         build_trainer_args(_cfg(grpo={"use_transformers_paged": True}), cpu=True)
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.getMessage().split(":")[0] for r in warned] == ["grpo.use_transformers_paged"]

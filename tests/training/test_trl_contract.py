@@ -15,7 +15,7 @@ import pytest
 from azr.config import load_config
 from azr.errors import ConfigError
 from azr.training import build_trainer_args
-from azr.training.trl_contract import DEFAULTS, ENUMERATED, check_trl_contract
+from azr.training.trl.contract import DEFAULTS, ENUMERATED, check_trl_contract
 
 # GRPOConfig's fields with a fixed set of values: TRL's own (ENUMERATED), those with declared `choices`, and
 # transformers' enums; test_the_list_is_every_enumerated_field holds it to the installed TRL.

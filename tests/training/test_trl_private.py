@@ -1,5 +1,5 @@
 """The contract between batch composition and the installed TRL, pinned without a model: the private methods
-`azr.training.trl_private` calls (and the ones `AZRGRPOTrainer` overrides) exist with the parameters it passes, and
+`azr.training.trl.private` calls (and the ones `AZRGRPOTrainer` overrides) exist with the parameters it passes, and
 every tensor key TRL's `_generate_and_score_completions` may put in its output is one `azr.rollouts.tensors`' batch
 layout classifies (text prompts) or one that marks a multimodal batch, which dynamic sampling refuses. The same contract
 is exercised on the tiny model in tests/rollouts/test_dynamic.py and tests/training/test_absolute_zero_trainer.py.
@@ -143,7 +143,7 @@ class _Trainer:
 
 
 def test_the_view_switches_generation_to_a_backend_and_syncs_it_once_per_step():
-    from azr.training.trl_private import TrainerBatches
+    from azr.training.trl.private import TrainerBatches
 
     trainer, backend = _Trainer(), _Backend()
     view = TrainerBatches(trainer)
@@ -159,7 +159,7 @@ def test_the_view_switches_generation_to_a_backend_and_syncs_it_once_per_step():
 
 
 def test_replacing_logged_advantages_keeps_earlier_batches():
-    from azr.training.trl_private import TrainerBatches
+    from azr.training.trl.private import TrainerBatches
 
     trainer = _Trainer()
     TrainerBatches(trainer).replace_logged_advantages([1.0, -1.0])

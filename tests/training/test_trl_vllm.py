@@ -1,4 +1,4 @@
-"""TRL's own vLLM modes as azr runs them (`azr.training.trl_vllm`): server mode's `vllm serve` command with TRL's
+"""TRL's own vLLM modes as azr runs them (`azr.training.trl.vllm`): server mode's `vllm serve` command with TRL's
 flags, the GRPOConfig fields of server and colocate modes, and the job's vLLM key sent by TRL's server-mode client,
 against a real loopback server that refuses /v1 without it. No vLLM server starts here."""
 

@@ -1,8 +1,9 @@
 """The trainer arguments a run trains with: `TrainerArgs` (TRL's GRPOConfig and SFTConfig and their token budgets),
-built by `build_trainer_args` from a checked recipe through `azr.training.trainer_args`, once per run after its vLLM
-server has started (the preflight builds them with the server's fields empty). TRL's reward weights are always
-those of the rubric GRPO trains with (`azr.training.rubrics`, checked here without starting a sandbox): a recipe
-weighs its rewards with `rewards[i].weight`, and `grpo.reward_weights` is refused at load.
+built by `build_trainer_args` from a checked recipe through `azr.training.trl.trainer_args`: the one translation of a
+recipe into TRL's settings, which the preflight runs with the vLLM server's fields empty and a run again once its
+server has started. TRL's reward weights are always those of the rubric GRPO trains with (`azr.training.rubrics`,
+checked here without starting a sandbox): a recipe weighs its rewards with `rewards[i].weight`, and
+`grpo.reward_weights` is refused at load.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from azr.config import AzrConfig, check_groups, sequence_lengths
-from azr.training.trainer_args import check_grpo_inputs, grpo_args, sft_args
-from azr.training.trl_vllm import grpo_fields
+from azr.config import AzrConfig, check_batch, sequence_lengths
+from azr.training.trl.trainer_args import check_grpo_inputs, grpo_args, sft_args
+from azr.training.trl.vllm import grpo_fields
 
 if TYPE_CHECKING:
     from trl import GRPOConfig, SFTConfig
@@ -39,19 +40,15 @@ def build_trainer_args(
 ) -> TrainerArgs:
     """The run's trainer arguments; `weights` are the reward weights TRL gets (default: `reward_weights(cfg)`),
     `cpu` whether it trains on the CPU (default: no GPU visible), `vllm_fields` the GRPOConfig fields of TRL's vLLM
-    modes for the server the run started (`trl_vllm.grpo_fields`; default: those of `vllm.mode` without a server, as
+    modes for the server the run started (`vllm.grpo_fields`; default: those of `vllm.mode` without a server, as
     the recipe check builds them); `warn` False once the recipe check has reported the deprecations. Raises
     ConfigError naming the field at fault."""
     cpu = not on_gpu() if cpu is None else cpu
     weights = reward_weights(cfg) if weights is None else list(weights)
     vllm_fields = vllm_placeholders(cfg) if vllm_fields is None else vllm_fields
     grpo = grpo_args(cfg, weights, cpu, vllm_fields, warn)
-    check_groups(cfg, grpo)
+    check_batch(cfg, grpo)
     sft = sft_args(cfg, cpu, warn) if cfg.sft.enabled else None
-    return trainer_args(cfg, grpo, sft)
-
-
-def trainer_args(cfg: AzrConfig, grpo: GRPOConfig, sft: SFTConfig | None) -> TrainerArgs:
     lengths = sequence_lengths(cfg)
     return TrainerArgs(grpo, sft, lengths["max_completion_length"], lengths["max_seq_length"])
 

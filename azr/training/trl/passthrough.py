@@ -3,7 +3,7 @@
 Key names must be the class's init fields ("did you mean"); a value whose field takes plain data (bool, int, float,
 str, an enum by name, a mapping, a list) must be of that kind, numeric strings become numbers, and a field with
 declared `choices` takes one of them. What the library's own `__post_init__` checks is left to it (azr builds the
-class and names the culprit; see `azr.training.trainer_args`). Imports TRL only when asked to check against it.
+class and names the culprit; see `azr.training.trl.trainer_args`). Imports TRL only when asked to check against it.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from azr.rollouts import (
 from azr.training.ranks import Ranks
 
 if TYPE_CHECKING:
-    from trl import GRPOTrainer
+    from trl import GRPOTrainer as GRPOTrainer  # the trainer type the rest of training/ annotates with
 
 # TRL's `rollout_func(prompts, trainer)`: prompt and completion ids, sampler log-probs and extra columns per row.
 RolloutFunc = Callable[[list[object], object], dict[str, list[object]]]
@@ -82,7 +82,7 @@ class TrainerBatches:
     def totals(self, rewards: torch.Tensor) -> torch.Tensor:
         """Each row's weighted reward ((rows, reward functions) in; NaN for a row not graded): the one place azr
         weighs a round's rewards, with TRL's `reward_weights`, which are the trained rubric's (set by
-        `azr.training.trainer_args` from `rewards[i].weight`; no recipe field replaces them)."""
+        `azr.training.trl.trainer_args` from `rewards[i].weight`; no recipe field replaces them)."""
         return weighted_totals(rewards, self.trainer.reward_weights)
 
     @property

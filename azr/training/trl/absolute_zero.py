@@ -17,9 +17,9 @@ from accelerate.utils import gather_object
 from azr.absolute_zero import Rollout
 from azr.envs import CodeEnvironment, TaskPrompt
 from azr.rollouts import Episode, ScoredBatch, keyed_advantages
-from azr.training.episodes import play_asked
-from azr.training.trainer import AZRGRPOTrainer
-from azr.training.trl_private import TrainerBatches
+from azr.training.episodes.rounds import play_asked
+from azr.training.trl.private import TrainerBatches
+from azr.training.trl.trainer import AZRGRPOTrainer
 
 
 class TrainerGenerator:

@@ -30,10 +30,10 @@ from azr.rollouts import (
     rollout_columns,
     start_groups,
 )
-from azr.training.trl_private import TrainerBatches
+from azr.training.trl.private import TrainerBatches
 
 if TYPE_CHECKING:
-    from trl import GRPOTrainer
+    from azr.training.trl.private import GRPOTrainer
 
 # The column of a row that holds what the rewards score in place of TRL's decoding of the whole transcript (a
 # multi-turn episode's final answer, or its calls and results): see `episode_completions`.

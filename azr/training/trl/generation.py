@@ -1,5 +1,5 @@
 """Where azr's own generation backend (adapter mode's `azr.serving.LoraSync`) plugs into TRL's GRPOTrainer: this
-module decides when it is allowed; the switch of TRL's private attributes is `azr.training.trl_private`'s. The
+module decides when it is allowed; the switch of TRL's private attributes is `azr.training.trl.private`'s. The
 trainer is built with `use_vllm=False` (TRL would start its own vLLM otherwise) and switched over here;
 tests/training/test_generation.py exercises it, TRL's importance-sampling correction included, on the tiny model.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from azr.errors import NotAvailableError
-from azr.training.trl_private import GenerationBackend, TrainerBatches
+from azr.training.trl.private import GenerationBackend, TrainerBatches
 
 if TYPE_CHECKING:
-    from azr.training.trainer import AZRGRPOTrainer
+    from azr.training.trl.trainer import AZRGRPOTrainer
 
 
 def use_generation_backend(trainer: AZRGRPOTrainer, backend: GenerationBackend) -> None:

@@ -22,12 +22,11 @@ from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, shaping_columns, t
 from azr.prompts import parse_answer, reference_answer
 from azr.rewards import CodeGrader, Rubric, grade_many, hidden_task
 from azr.rollouts import ENV, POLICY, Episode, Limits, ScoredBatch, Turn, start_groups
-from azr.training.episodes import COMPLETION, EpisodeRollouts, assistant
+from azr.training.episodes.rounds import COMPLETION, EpisodeRollouts, assistant
 
 if TYPE_CHECKING:
-    from trl import GRPOTrainer
-
     from azr.training.context import RunContext
+    from azr.training.trl.private import GRPOTrainer
 
 log = logging.getLogger(__name__)
 PUBLIC_OVERFIT = "public_overfit"

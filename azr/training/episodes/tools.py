@@ -13,12 +13,11 @@ from azr.data import Task
 from azr.envs import ToolEnvironment, events_of, shown_messages, turn_parser
 from azr.rollouts import ChatTokens, Episode, Limits, ScoredBatch
 from azr.tools import Toolbox
-from azr.training.episodes import COMPLETION, EpisodeRollouts
+from azr.training.episodes.rounds import COMPLETION, EpisodeRollouts
 
 if TYPE_CHECKING:
-    from trl import GRPOTrainer
-
     from azr.training.context import RunContext
+    from azr.training.trl.private import GRPOTrainer
 
 # The column of a row that counts its episode's tool calls and the failed ones (status other than ok).
 CALLS = "tool_calls"

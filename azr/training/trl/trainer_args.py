@@ -1,6 +1,6 @@
 """TRL's trainer arguments from a recipe: `trl.GRPOConfig` and `trl.SFTConfig` with azr's managed fields (output
 folders, seed, checkpointing, completion length, thinking switch, reward weights, CPU defaults, TRL's vLLM fields),
-and TRL's checks named in the recipe's terms: its late rules (`trl_contract`), its keys and types (`passthrough`),
+and TRL's checks named in the recipe's terms: its late rules (`contract`), its keys and types (`passthrough`),
 and whatever its `__post_init__` raises, turned into one line naming the field at fault. Imports TRL when called.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 
 from azr.config import AzrConfig, environment_of, sequence_lengths
 from azr.errors import ConfigError, did_you_mean, show
-from azr.training.passthrough import validate_grpo
-from azr.training.trl_contract import check_trl_contract
+from azr.training.trl.contract import check_trl_contract
+from azr.training.trl.passthrough import validate_grpo
 
 log = logging.getLogger(__name__)
 # The keys that decide whether a generation batch holds whole groups: an error names those the user set.
@@ -47,7 +47,7 @@ def grpo_args(
 ):
     """trl.GRPOConfig from `grpo:`, with azr's managed fields (`weights`: the trained rubric's, TRL's
     `reward_weights`), the thinking switch and budget, CPU defaults, and
-    `vllm_fields`, the fields of TRL's vLLM modes for `vllm.mode` server and colocate (`trl_vllm.grpo_fields`; none
+    `vllm_fields`, the fields of TRL's vLLM modes for `vllm.mode` server and colocate (`vllm.grpo_fields`; none
     by default, as with `vllm.mode: off`).
     `warn`: deprecation warnings naming a user key are logged as warnings (else, once checked, to the debug log)."""
     from trl import GRPOConfig

@@ -1,7 +1,7 @@
 """`AZRGRPOTrainer`: TRL's GRPOTrainer with the few changes azr needs, each explained where it is made: ungraded
 completions masked, the reward stage timed, scored batches handed to observers, a self-play round's hooks around
 generation, and generation batches composed by a `RolloutFilter` (`azr.rollouts`), whose rounds it runs
-(`azr.training.trl_private.fill_batch`). It computes advantages and the loss as TRL does and knows no config file.
+(`azr.training.trl.private.fill_batch`). It computes advantages and the loss as TRL does and knows no config file.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from azr.models import keep_vectors_fp32
 from azr.rewards import CodeGrader, is_optional
 from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch, ungraded
 from azr.training.callbacks import SandboxHealth
-from azr.training.episodes import episode_completions
-from azr.training.trl_private import TrainerBatches, fill_batch
+from azr.training.episodes.rounds import episode_completions
+from azr.training.trl.private import TrainerBatches, fill_batch
 
 
 class AZRGRPOTrainer(GRPOTrainer):
@@ -35,7 +35,7 @@ class AZRGRPOTrainer(GRPOTrainer):
       `_score_round` also takes it out of the loss (its completion mask zeroed). The masked rows are counted
       (`rewards/ungraded`, and `rewards/<name>/ungraded` per reward, in every training log). It also times the
       reward stage, and passes the scored batch to observers. The reward weights are the rubric's: TRL's
-      `reward_weights` are set from it (`azr.training.trainer_args`) and no recipe field can replace them.
+      `reward_weights` are set from it (`azr.training.trl.trainer_args`) and no recipe field can replace them.
     - The prompt order of each epoch depends on the seed and the epoch only: TRL's sampler draws every epoch's
       shuffle from one generator, which a resumed run restarts, so it would replay the first epoch's order.
     - `grader` (and `health`: more counters, such as Absolute Zero's validator and judge) is checked after every
@@ -52,12 +52,12 @@ class AZRGRPOTrainer(GRPOTrainer):
     - `sampling` (an `azr.rollouts.RolloutFilter`) builds each generation batch in training: which prompt groups
       are generated (the group sampler), and with dynamic sampling which generated groups are trained. It sees the
       trainer as an `azr.rollouts.BatchView` and receives its rounds as data
-      (`azr.training.trl_private.fill_batch`), and adds its metrics to every log.
+      (`azr.training.trl.private.fill_batch`), and adds its metrics to every log.
     - `metered`: more parts whose `metrics()` join every log (`data.hardened`'s `HardenedWatch`).
     - `adjust_advantages` lets a subclass replace TRL's group-mean advantages of each round (Absolute Zero's
       per-(type, role) baseline) without overriding a private TRL method itself: the three this class overrides
       (`_generate_and_score_completions`, `_calculate_rewards`, `_get_train_sampler`) are pinned by
-      tests/training/test_trl_private.py, and every other private access is `azr.training.trl_private`'s.
+      tests/training/test_trl_private.py, and every other private access is `azr.training.trl.private`'s.
     """
 
     def __init__(
