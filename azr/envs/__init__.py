@@ -6,7 +6,14 @@ transformers or trl at import.
 """
 
 from azr.envs.code import CodeEnvironment
-from azr.envs.feedback import PUBLIC, FeedbackEnvironment, public_checks, shaping_columns
+from azr.envs.feedback import (
+    PUBLIC,
+    FeedbackEnvironment,
+    hidden_verdicts,
+    public_checks,
+    shaping_columns,
+    turn_rates,
+)
 from azr.envs.gen import build_policy, episode_seed, gen_settings, gen_tasks, local_model, run_gen, vllm_tool_args
 from azr.envs.scoring import score_answers, task_columns
 from azr.envs.task import TaskPrompt
@@ -24,6 +31,7 @@ __all__ = [
     "final_answer",
     "gen_settings",
     "gen_tasks",
+    "hidden_verdicts",
     "local_model",
     "public_checks",
     "run_gen",
@@ -32,5 +40,6 @@ __all__ = [
     "shown_messages",
     "task_columns",
     "turn_parser",
+    "turn_rates",
     "vllm_tool_args",
 ]

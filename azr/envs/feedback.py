@@ -7,6 +7,7 @@ The runner (`azr.rollouts.play`) samples and tokenizes; GRPO reads the episodes 
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,6 +84,58 @@ def shaping_columns(episodes: Sequence[Episode]) -> dict[str, list[Any]]:
         PUBLIC_FIRST: [p[0]["fraction"] if p else 0.0 for p in publics],
         PUBLIC_LAST: [p[-1]["fraction"] if p else 0.0 for p in publics],
     }
+
+
+def hidden_verdicts(
+    grader: CodeGrader,
+    tasks: Sequence[Task],
+    answers: Sequence[Sequence[str | None]],
+    known: Sequence[bool | None] | None = None,
+) -> list[list[bool | None]]:
+    """Each sample's answers, one per policy turn, graded on its task's hidden tests (`tasks[i]` with all its tests:
+    only the hidden ones are run), in one batch on `grader`'s pool: True passed, False failed (no code included),
+    None not graded (the sandbox failed). `known[i]`, where given, is the last answer's verdict already at hand (GRPO's
+    `tests` reward graded it), which is not graded again. Run after the episodes have ended, never between turns, so
+    nothing a program leaves behind reaches an observation."""
+    verdicts: list[list[bool | None]] = [[False] * len(texts) for texts in answers]
+    asked: list[tuple[int, int, Task, str]] = []
+    for i, (task, texts) in enumerate(zip(tasks, answers, strict=True)):
+        for k, text in enumerate(texts):
+            if known is not None and k == len(texts) - 1:
+                verdicts[i][k] = known[i]
+                continue
+            code = parse_answer(text or "", grader.answer_format).code
+            if code is not None:
+                asked.append((i, k, hidden(task), code))
+    grades = grade_many([(task, code) for _, _, task, code in asked], grader.pool, grader.limits)
+    for (i, k, _, _), grade in zip(asked, grades, strict=True):
+        verdicts[i][k] = None if grade.status == "error" else grade.status == "passed"
+    return verdicts
+
+
+def turn_rates(verdicts: Sequence[Sequence[bool | None]], keys: Sequence[str], turns: int) -> list[dict[str, Any]]:
+    """The per-turn pass rate, computed here only (GRPO's `feedback/*` metrics, the train pass rate, `azr eval
+    --turns`). `verdicts[i]` is sample i's hidden-test verdict after each of its turns (`hidden_verdicts`'s), `keys[i]`
+    its task. Per turn k, 1 to `turns`: `pass_rate`, the mean over tasks of each task's share of samples whose
+    standing program passes (a sample that stopped keeps its last program; one not graded at k is left out), and
+    `repaired` (from turn 2), the share of turn-1 failures whose standing program passes by turn k."""
+    out = []
+    for k in range(1, turns + 1):
+        by_task: dict[str, list[bool]] = {}
+        fixed: list[bool] = []
+        for key, seen in zip(keys, verdicts, strict=True):
+            if not seen:
+                continue
+            standing = seen[min(k, len(seen)) - 1]
+            if standing is None:
+                continue
+            by_task.setdefault(key, []).append(standing)
+            if k > 1 and seen[0] is False:
+                fixed.append(standing)
+        rate = statistics.fmean(sum(v) / len(v) for v in by_task.values()) if by_task else None
+        repaired = sum(fixed) / len(fixed) if fixed else None
+        out.append({"turn": k, "pass_rate": rate, "repaired": repaired if k > 1 else None})
+    return out
 
 
 def hidden(task: Task) -> Task:

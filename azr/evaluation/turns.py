@@ -18,6 +18,7 @@ from typing import Any
 
 from azr.config import FeedbackConfig, SandboxConfig
 from azr.data import Problem
+from azr.envs import turn_rates
 from azr.evaluation.records import graded, program_for
 from azr.evaluation.samplers import Conversation, Generated, ItemSampler
 from azr.evaluation.samples import RETRIED
@@ -101,32 +102,24 @@ def run_turns(
 
 
 def turn_summary(records: Sequence[dict[str, Any]], turns: int) -> dict[str, Any]:
-    """Per turn k: pass@1 on the hidden tests (the mean over problems of each problem's share of samples whose
-    program at turn k passes; a sample that stopped keeps its last program), the samples still going, and the
-    share of turn-1 failures whose program passes by turn k (`repaired`). Samples not graded are left out."""
+    """Per turn k: pass@1 on the hidden tests (`azr.envs.turn_rates`: the mean over problems of each problem's share
+    of samples whose program at turn k passes; a sample that stopped keeps its last program), the samples still
+    going, and the share of turn-1 failures whose program passes by turn k (`repaired`). Samples not graded are
+    left out."""
     scored = [r for r in records if r.get("status") not in RETRIED and r.get("turns")]
+    verdicts = [[bool(e["passed"]) for e in r["turns"]] for r in scored]
+    rates = turn_rates(verdicts, [r["task_id"] for r in scored], turns)
     by_turn: list[dict[str, Any]] = []
-    failures = [r for r in scored if not r["turns"][0]["passed"]]
-    for k in range(1, turns + 1):
-        per_problem: dict[str, list[bool]] = {}
-        for r in scored:
-            per_problem.setdefault(r["task_id"], []).append(bool(_at(r, k)["passed"]))
-        rate = statistics.fmean(sum(v) / len(v) for v in per_problem.values()) if per_problem else None
-        repaired = sum(bool(_at(r, k)["passed"]) for r in failures)
+    for k, rate in enumerate(rates, 1):
         feedback = [len(e["feedback"]) for r in scored for e in r["turns"][k - 1 : k] if e.get("feedback")]
         by_turn.append(
             {
                 "turn": k,
-                "pass@1": None if rate is None else round(rate, 4),
+                "pass@1": None if rate["pass_rate"] is None else round(rate["pass_rate"], 4),
                 "samples_attempted": sum(len(r["turns"]) >= k for r in scored),
-                "repaired": round(repaired / len(failures), 4) if failures and k > 1 else None,
+                "repaired": None if rate["repaired"] is None else round(rate["repaired"], 4),
                 "feedback_chars_mean": round(statistics.fmean(feedback), 1) if feedback else None,
             }
         )
-    return {"turns": turns, "samples": len(scored), "turn_1_failures": len(failures), "by_turn": by_turn}
-
-
-def _at(record: dict[str, Any], turn: int) -> dict[str, Any]:
-    """The record's entry for `turn`, or its last one when it stopped before."""
-    entries = record["turns"]
-    return entries[min(turn, len(entries)) - 1]
+    failures = sum(not v[0] for v in verdicts)
+    return {"turns": turns, "samples": len(scored), "turn_1_failures": failures, "by_turn": by_turn}

@@ -147,7 +147,7 @@ def test_the_rollout_reports_turns_repairs_and_public_overfit(grader):
     import torch
 
     writer = Writer()
-    rollout = FeedbackRollout(grader, FeedbackConfig(max_turns=2), {}, metrics=writer)
+    rollout = FeedbackRollout(grader, FeedbackConfig(max_turns=2), {TASK.id: TASK}, metrics=writer)
     turns = [
         [
             {"answer": WRONG, "public_passed": False, "feedback": "x", "feedback_tokens": 9},

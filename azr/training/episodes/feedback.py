@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from azr.alarms import Alarm
 from azr.config import FeedbackConfig
 from azr.data import Task
-from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, shaping_columns, task_columns
-from azr.prompts import parse_answer, reference_answer
-from azr.rewards import CodeGrader, Rubric, grade_many, hidden_task
+from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, hidden_verdicts, shaping_columns, turn_rates
+from azr.prompts import reference_answer
+from azr.rewards import CodeGrader, Rubric, hidden_task
 from azr.rollouts import ENV, POLICY, Episode, Limits, ScoredBatch, Turn, start_groups
 from azr.training.episodes.rounds import COMPLETION, EpisodeRollouts, assistant
 
@@ -62,6 +62,8 @@ class FeedbackRollout:
         self.env = _Timed(FeedbackEnvironment(grader, feedback))
         self.metrics_writer = metrics
         self.stats: dict[str, list[float]] = defaultdict(list)
+        self.verdicts: list[list[bool | None]] = []  # hidden-test verdicts by turn, and their tasks, since the last log
+        self.keys: list[str] = []
         self.seconds: dict[str, float] = defaultdict(float)
         self.last: list[Episode] = []  # the last round's episodes (tests read them)
         limits = Limits(max_turns=feedback.max_turns)
@@ -106,29 +108,19 @@ class FeedbackRollout:
     def _hidden(self, batch: ScoredBatch) -> None:
         rows = batch.inputs
         started = time.perf_counter()
-        earlier: list[tuple[int, int, Task, str]] = []  # (row, turn, hidden task, code) of answers before the last
-        passed: list[list[bool | None]] = []
-        for i, row in enumerate(rows):
-            turns = row[EPISODE]
-            passed.append([None] * (len(turns) - 1) + [batch.details[i].get("status") == "passed"])
-            for k, turn in enumerate(turns[:-1]):
-                code = parse_answer(turn["answer"], self.grader.answer_format).code
-                if code is None:
-                    passed[i][k] = False
-                else:
-                    earlier.append((i, k, _row_task(row), code))
-        grades = grade_many([(task, code) for _, _, task, code in earlier], self.grader.pool, self.grader.limits)
-        for (i, k, _, _), grade in zip(earlier, grades, strict=True):
-            passed[i][k] = grade.status == "passed"
+        keys = [str(row.get("task_id") or "") for row in rows]
+        finals = [details.get("status") for details in batch.details]
+        verdicts = hidden_verdicts(
+            self.grader,
+            [self.tasks[key] for key in keys],
+            [[turn["answer"] for turn in row[EPISODE]] for row in rows],
+            known=[None if status == "error" else status == "passed" for status in finals],
+        )
         self.seconds["sandbox"] += time.perf_counter() - started
+        self.verdicts += verdicts
+        self.keys += keys
         for i, row in enumerate(rows):
-            turns, verdicts = row[EPISODE], passed[i]
-            for k in range(1, self.feedback.max_turns + 1):
-                standing = verdicts[min(k, len(verdicts)) - 1]  # an episode that stopped keeps its last program
-                self.stats[f"pass_turn{k}"].append(float(bool(standing)))
-                if k > 1 and not verdicts[0]:
-                    self.stats[f"repaired_turn{k}"].append(float(bool(standing)))
-            if turns[-1]["public_passed"] and not verdicts[-1] and batch.details[i].get("status") != "error":
+            if row[EPISODE][-1]["public_passed"] and verdicts[i][-1] is False:
                 self._overfit(batch.step, row, batch.details[i])
 
     def _overfit(self, step: int, row: dict[str, Any], details: dict[str, Any]) -> None:
@@ -144,10 +136,17 @@ class FeedbackRollout:
         """The statistics since the last call, as `feedback/*` keys (and `alarms/public_overfit`, a count)."""
         stats, self.stats = self.stats, defaultdict(list)
         seconds, self.seconds = self.seconds, defaultdict(float)
+        verdicts, keys, self.verdicts, self.keys = self.verdicts, self.keys, [], []
         out: dict[str, float] = {"alarms/public_overfit": float(len(stats.pop("public_overfit", [])))}
         for key, values in stats.items():
             if values:
                 out[f"feedback/{key}"] = round(sum(values) / len(values), 4)
+        for rates in turn_rates(verdicts, keys, self.feedback.max_turns) if verdicts else []:
+            k = rates["turn"]
+            if rates["pass_rate"] is not None:
+                out[f"feedback/pass_turn{k}"] = round(rates["pass_rate"], 4)
+            if rates["repaired"] is not None:
+                out[f"feedback/repaired_turn{k}"] = round(rates["repaired"], 4)
         for key, value in seconds.items():
             out[f"feedback/{key}_s"] = round(value, 4)
         return out
@@ -172,22 +171,6 @@ class _Timed:
 
     def score(self, episodes: Sequence[Episode]) -> None:
         self.env.score(episodes)
-
-
-def _row_task(row: dict[str, Any]) -> Task:
-    """The hidden tests of a GRPO row (its `tests` column holds only those in a feedback run)."""
-    return Task(
-        id=str(row.get("task_id") or ""),
-        prompt="",
-        tests=list(row["tests"]),
-        setup=row.get("setup") or None,
-        timeout_s=row.get("timeout_s"),
-        memory_mb=row.get("memory_mb"),
-        prelude=row.get("prelude") or None,
-        checker=row.get("checker") or None,
-        atol=row.get("atol"),
-        rtol=row.get("rtol"),
-    )
 
 
 def transcript(episode: Episode) -> list[dict[str, Any]]:
@@ -231,6 +214,7 @@ def measure_episodes(
     if grader is None:
         raise ValueError("measure_episodes: the rubric was only checked; build it with a sandbox to score")
     kept = [t for t in tasks if hidden_task(t) is not None]
+    by_id = {t.id: t for t in kept}
     env = FeedbackEnvironment(grader, feedback, rubric)
     groups = run_groups(
         env,
@@ -250,19 +234,14 @@ def measure_episodes(
         "reward": sum(e.reward for e in graded) / len(graded) if graded else None,  # type: ignore[misc]
         "tasks_solved": len({e.task_id for e, s in zip(episodes, statuses, strict=True) if s == "passed"}),
     }
-    hidden = {t.id: hidden_task(t) for t in kept}  # type: ignore[misc]
-    passed: list[list[bool | None]] = [[] for _ in episodes]
-    for k in range(feedback.max_turns):
-        texts = [e.policy_turns[min(k, len(e.policy_turns) - 1)].text for e in episodes]
-        columns = task_columns([hidden[e.task_id] for e in episodes])
-        for i, outcome in enumerate(grader.outcomes(texts, columns)):
-            passed[i].append(None if outcome.status == "error" else outcome.status == "passed")
-    for k in range(feedback.max_turns):
-        scored = [p[k] for p in passed if p[k] is not None]
-        result[f"pass_rate_turn{k + 1}"] = sum(scored) / len(scored) if scored else None  # type: ignore[arg-type]
-        if k:
-            failed = [p[k] for p in passed if p[0] is False and p[k] is not None]
-            result[f"repaired_turn{k + 1}"] = sum(failed) / len(failed) if failed else None  # type: ignore[arg-type]
+    answers = [[turn.text for turn in e.policy_turns] or [None] for e in episodes]
+    known = [None if status in ("error", "None") else status == "passed" for status in statuses]  # the final answer's
+    verdicts = hidden_verdicts(grader, [by_id[e.task_id] for e in episodes], answers, known)
+    for rates in turn_rates(verdicts, [e.task_id for e in episodes], feedback.max_turns):
+        k = rates["turn"]
+        result[f"pass_rate_turn{k}"] = rates["pass_rate"]
+        if k > 1:
+            result[f"repaired_turn{k}"] = rates["repaired"]
     result["turns"] = sum(len(e.policy_turns) for e in episodes) / len(episodes) if episodes else None
     return result
 
