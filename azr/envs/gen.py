@@ -112,11 +112,6 @@ def gen_environment(
     return ToolEnvironment(toolbox, rubric, cfg.gen.max_turns, cfg.gen.max_tool_calls, parse)
 
 
-def max_turns(cfg: AzrConfig) -> int:
-    """Policy turns an episode may take: `feedback.max_turns` in the feedback environment, else `gen.max_turns`."""
-    return gen_environment_of(cfg).max_turns(cfg)
-
-
 def gen_settings(cfg: AzrConfig, kind: str) -> dict[str, Any]:
     """What produced the episodes; a resumed file must have been written with the same."""
     gen = cfg.gen
@@ -254,7 +249,8 @@ class _Collector:
         writer,
     ):
         self.cfg, self.settings, self.policy, self.env, self.writer = cfg, settings, policy, env, writer
-        self.max_turns = max_turns(cfg)
+        self.kind = gen_environment_of(cfg)
+        self.max_turns = self.kind.max_turns(cfg)
         self.limits = Limits(self.max_turns, cfg.gen.max_tokens)
         self.failed = 0
 
@@ -308,8 +304,9 @@ class _Collector:
         }
         tail = {"grade": episode.info["grade"], "rewards": episode.rewards, "duration_s": round(seconds, 3)}
         tail["time"] = round(time.time(), 3)
-        if isinstance(self.env, FeedbackEnvironment):
+        if not self.kind.tools:
             return feedback_record(head, episode, tail)
+        assert isinstance(self.env, ToolEnvironment)
         events = events_of(episode)
         usage = episode.usage()
         # Tool output is redacted already; this also covers what the model itself wrote (a key in a call's arguments).
