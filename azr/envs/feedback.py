@@ -18,15 +18,13 @@ from azr.envs.task import TaskPrompt
 from azr.prompts import parse_answer
 from azr.rewards import (
     EPISODE_TURNS,
-    NO_CODE,
     PUBLIC_FIRST,
     PUBLIC_LAST,
     CodeGrader,
     Rubric,
     grade_many,
     hidden_task,
-    public_task,
-    render_feedback,
+    public_feedback,
 )
 from azr.rollouts import Episode, Message
 
@@ -48,16 +46,9 @@ class FeedbackEnvironment:
         return [dict(m) for m in task.messages]
 
     def respond(self, episode: Episode, text: str) -> list[Message] | None:
-        public = public_task(_task(episode))
         code = parse_answer(text, self.grader.answer_format).code
-        if code is None:
-            passed, fraction, shown = False, 0.0, NO_CODE
-        elif not public.tests:  # nothing to show: the episode is its one answer
-            passed, fraction, shown = True, 1.0, ""
-        else:
-            (grade,) = grade_many([(public, code)], self.grader.pool, self.grader.limits, detail=True)
-            passed, fraction = grade.passed, grade.tests_passed / max(grade.tests_total, 1)
-            shown = "" if passed else render_feedback(grade, self.feedback)
+        grader = self.grader
+        passed, shown, fraction = public_feedback(_task(episode), code, self.feedback, grader.pool, grader.limits)
         episode.turns[-1].info[PUBLIC] = {"passed": passed, "fraction": fraction, "feedback": shown}
         if passed and self.feedback.stop_on_pass:
             return None

@@ -22,7 +22,7 @@ from azr.evaluation.samplers import Generated, ItemSampler, ModelSampler, Served
 from azr.evaluation.turns import run_turns, scored_problems, turn_summary
 from azr.logs import JsonlWriter, atomic_write_text, read_jsonl_records
 from azr.rewards import Rubric, sandbox_oracle
-from azr.rollouts import trainer_sampler
+from azr.rollouts import Processes, trainer_sampler
 
 if TYPE_CHECKING:
     from transformers import Trainer
@@ -34,15 +34,11 @@ log = logging.getLogger(__name__)
 KIND = "eval"  # metrics.jsonl records of this evaluation: {"phase": "grpo", "kind": "eval", ...}
 
 
-class Ranks(Protocol):
-    """What the evaluation needs of the run's ranks (`azr.training.ranks.Ranks`)."""
-
-    @property
-    def main(self) -> bool: ...
+class Ranks(Processes, Protocol):
+    """What the evaluation needs of the run's ranks (`azr.training.ranks.Ranks`): what the episode runner needs of
+    the run's processes (feedback turns play in step on every rank), and how to share out the problems."""
 
     def split(self, items: list) -> tuple[list, int]: ...
-
-    def gather(self, obj: object) -> list: ...
 
     def broadcast(self, obj: object) -> Any: ...
 
@@ -82,21 +78,25 @@ class HeldOutEvaluator:
         n = self.sampling.n
         mine, real = self.ranks.split(self.problems)  # padded: a sharded model needs every rank in every forward
         items = [(p, i) for p in mine for i in range(n)]
-        texts: list[Generated] = []
         timings = {"generation_s": 0.0, "grading_s": 0.0}
-        for start in range(0, len(items), sampler.chunk):
-            t0 = time.monotonic()
-            texts += sampler.sample(items[start : start + sampler.chunk])
-            timings["generation_s"] += time.monotonic() - t0
+        versions: set[int] = set()
         turns = self.cfg.eval.turns
-        if turns > 1:  # every rank goes through the turns together (padded items included), then keeps its own
+        if turns > 1:  # every rank plays its episodes in step with the others (padded items included)
             args = (turns, self.cfg.feedback, self.cfg.sandbox, self.cfg.answer_format, timings, self.pool)
-            records = run_turns(items, texts, sampler, *args, widest=self._widest)[: real * n]
-        items, texts = items[: real * n], texts[: real * n]
-        rows = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(items, texts, strict=True)]
-        if turns == 1:
+            records = run_turns(items, sampler, *args, processes=self.ranks, versions=versions)[: real * n]
+            answers = [r["completion"] or "" for r in records]
+        else:
+            texts: list[Generated] = []
+            for start in range(0, len(items), sampler.chunk):
+                t0 = time.monotonic()
+                texts += sampler.sample(items[start : start + sampler.chunk])
+                timings["generation_s"] += time.monotonic() - t0
+            versions.update(g.version for g in texts if g.version is not None)
+            items, texts = items[: real * n], texts[: real * n]
+            rows = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(items, texts, strict=True)]
             records = list(graded(rows, self.cfg.sandbox, self.cfg.answer_format, timings, self.pool)) if rows else []
-        reward = self._reward(mine[:real], [g.text or "" for g in texts])
+            answers = [g.text or "" for g in texts]
+        reward = self._reward(mine[:real], answers)  # the final answers
         parts = self.ranks.gather((records, reward, timings))
         wall_s = time.monotonic() - started
         self.seconds += wall_s  # every rank: the same steps, about the same time
@@ -109,8 +109,7 @@ class HeldOutEvaluator:
         record = self._record(step, records, totals, timings, wall_s)  # wall_s: the same figure as eval_wall_s adds
         if turns > 1:
             record["turns"] = turn_summary(records, turns)
-        versions = {g.version for g in texts if g.version is not None}  # every rank samples the same weights
-        record["policy_version"] = max(versions) if versions else None
+        record["policy_version"] = max(versions) if versions else None  # every rank samples the same weights
         if self.folder is not None:
             atomic_write_text(self.folder / f"step-{step}.jsonl", "".join(_line(r) for r in records))
         if self.metrics is not None:
@@ -129,10 +128,6 @@ class HeldOutEvaluator:
             100 * record["eval_share"],
         )
         return record
-
-    def _widest(self, count: int) -> int:
-        """The most samples any rank has going on into the next turn of feedback."""
-        return max(self.ranks.gather(count))
 
     def sampler_for(self, view: TrainerView) -> ModelSampler | ServedSampler:
         """How the run generates, for its evaluations, through the rollout seam (`azr.rollouts.trainer_sampler`): the

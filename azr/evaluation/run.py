@@ -42,7 +42,7 @@ from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling
 from azr.evaluation.prediction import is_prediction_set, load_prediction_problems
 from azr.evaluation.records import graded
-from azr.evaluation.samplers import EndpointSampler, EndpointSpec, ItemSampler, LocalSampler
+from azr.evaluation.samplers import EndpointSampler, EndpointSpec, Generated, ItemSampler, LocalSampler
 from azr.evaluation.samples import (
     SAMPLES_FILE,
     GivenSample,
@@ -240,14 +240,15 @@ def _sample_and_grade(cfg: EvalConfig, sampler: ItemSampler, todo: list, store: 
     progress = Progress(len(todo))
     for start in range(0, len(todo), sampler.chunk):
         chunk = todo[start : start + sampler.chunk]
-        t0 = time.monotonic()
-        generated = sampler.sample(chunk)
-        timings["generation_s"] += time.monotonic() - t0
-        progress.generated(generated)
-        if cfg.turns > 1:  # each sample an episode: feedback turns, scored on the hidden tests
-            args = (cfg.turns, cfg.feedback, cfg.sandbox, cfg.answer_format, timings)
-            store.write(run_turns(chunk, generated, sampler, *args))
+        if cfg.turns > 1:  # each sample an episode of the feedback environment, scored on the hidden tests
+            records = run_turns(chunk, sampler, cfg.turns, cfg.feedback, cfg.sandbox, cfg.answer_format, timings)
+            progress.generated([Generated(r["completion"]) for r in records])
+            store.write(records)
         else:
+            t0 = time.monotonic()
+            generated = sampler.sample(chunk)
+            timings["generation_s"] += time.monotonic() - t0
+            progress.generated(generated)
             items = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(chunk, generated, strict=True)]
             store.write(graded(items, cfg.sandbox, cfg.answer_format, timings))
         log.info("eval: %s", progress.line())

@@ -1,11 +1,14 @@
 """Evaluation with execution feedback (`azr eval --turns N`, `eval.turns`): LiveCodeBench's self-repair scenario.
 
-Turn 1 is the plain attempt. When its program fails a public test and turns remain, the failures
-(`azr.rewards.public_feedback`) come back as a new user message after the answer, and the model answers again;
-with `feedback.stop_on_pass` a sample whose program passes every public test stops there and keeps that program
-for the later turns. Every turn's program is scored on the task's hidden tests alone, so pass@1 after each turn
-and the share of turn-1 failures repaired by turn k (`turn_summary`) are measured on tests the model never saw.
-A sample that could not be generated or graded at any turn is not graded as a whole (a re-run retries it).
+Each sample is an episode of the feedback environment (`azr.envs.FeedbackEnvironment`), played by the episode runner
+(`azr.rollouts.play_replies`) with the evaluation's sampler: turn 1 is the plain attempt; while its program fails a
+public test and turns remain, the failures come back as a new user message and the model answers again; with
+`feedback.stop_on_pass` a sample whose program passes every public test stops there and keeps that program for the
+later turns. Once every episode has ended, each turn's program is graded on the task's hidden tests alone (so no
+program runs its hidden tests before a later turn is asked, and nothing it leaves behind can reach a prompt), and
+pass@1 after each turn and the share of turn-1 failures repaired by turn k (`turn_summary`, through
+`azr.envs.turn_rates`) are measured on tests the model never saw. A sample that could not be generated or graded
+at any turn is not graded as a whole (a re-run retries it).
 """
 
 from __future__ import annotations
@@ -13,17 +16,18 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from azr.config import FeedbackConfig, SandboxConfig
 from azr.data import Problem
-from azr.envs import turn_rates
-from azr.evaluation.records import graded, program_for
-from azr.evaluation.samplers import Conversation, Generated, ItemSampler
+from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, turn_rates
+from azr.evaluation.records import graded
+from azr.evaluation.samplers import Generated, ItemSampler
 from azr.evaluation.samples import RETRIED
-from azr.prompts import AnswerFormat, chat_messages
-from azr.rewards import hidden_task, limits_from_config, pool_from_config, public_feedback_many
+from azr.prompts import AnswerFormat
+from azr.rewards import CodeGrader, hidden_task, limits_from_config, pool_from_config
+from azr.rollouts import ENV, Episode, Limits, OneProcess, Processes, Reply, play_replies, start_groups
 from azr.sandbox import ExecutionProvider
 
 
@@ -35,7 +39,6 @@ def scored_problems(problems: Sequence[Problem]) -> tuple[list[Problem], list[st
 
 def run_turns(
     items: Sequence[tuple[Problem, int]],
-    first: Sequence[Generated],
     sampler: ItemSampler,
     turns: int,
     feedback: FeedbackConfig,
@@ -43,62 +46,90 @@ def run_turns(
     answer_format: AnswerFormat,
     timings: dict[str, float],
     pool: ExecutionProvider | None = None,
-    widest: Callable[[int], int] = lambda count: count,
+    processes: Processes = OneProcess(),
+    versions: set[int] | None = None,
 ) -> list[dict[str, Any]]:
     """One record per (problem, index) item (as `azr.evaluation.records.graded` writes, its figures the final
     turn's, on the hidden tests) with `turns`: each turn's completion, hidden-test verdict, public-test verdict and
-    the feedback it got. `first` is each item's turn-1 sample; later turns are drawn from `sampler`. `widest` gives,
-    for this process's count of samples going on, the largest over the run's ranks: each rank then samples as many
-    (padding with a repeat it throws away), as a model sharded over the ranks needs every rank in every forward."""
+    the feedback it got. With several `processes` (a run's ranks), each plays its own items and samples in step with
+    the others. `versions`, where given, collects the policy versions that drew a turn (where the sampler says)."""
     pool = pool or pool_from_config(sandbox)
-    limits = limits_from_config(sandbox)
+    grader = CodeGrader(pool, limits_from_config(sandbox), answer_format)
+    env = FeedbackEnvironment(grader, dataclasses.replace(feedback, max_turns=turns))
+    episodes = [group[0] for group in start_groups(env, [TaskPrompt.of(p.task) for p, _ in items], None, 1)]
+    for episode, (_, index) in zip(episodes, items, strict=True):
+        episode.sample = index
+    item_of = {id(e): k for k, e in enumerate(episodes)}
+
+    def reply(batch: list[Episode]) -> list[Reply]:
+        started, drawn = time.monotonic(), list[Generated]()
+        for start in range(0, len(batch), sampler.chunk):
+            part = batch[start : start + sampler.chunk]
+            drawn += sampler.sample([items[item_of[id(e)]] for e in part], [list(e.messages) for e in part])
+        timings["generation_s"] += time.monotonic() - started
+        if versions is not None:
+            versions.update(g.version for g in drawn if g.version is not None)
+        return [_reply(g) for g in drawn]
+
+    started, generated_before = time.monotonic(), timings["generation_s"]
+    play_replies(env, episodes, reply, Limits(max_turns=turns), processes, concurrency=pool.size)
+    timings["grading_s"] += (time.monotonic() - started) - (timings["generation_s"] - generated_before)
+    return _grade_turns(items, episodes, sampler.mode, sandbox, answer_format, timings, pool)
+
+
+def _reply(generated: Generated) -> Reply:
+    if generated.text is None:
+        return Reply({"role": "assistant", "content": ""}, "error", error=generated.error or "no reply")
+    return Reply({"role": "assistant", "content": generated.text}, completion_tokens=generated.tokens or 0)
+
+
+def _grade_turns(
+    items: Sequence[tuple[Problem, int]],
+    episodes: Sequence[Episode],
+    mode: str,
+    sandbox: SandboxConfig,
+    answer_format: AnswerFormat,
+    timings: dict[str, float],
+    pool: ExecutionProvider,
+) -> list[dict[str, Any]]:
+    """Every turn's program of every episode graded on its task's hidden tests, in one batch after all have ended."""
     hidden = {p.id: dataclasses.replace(p, task=hidden_task(p.task)) for p, _ in items}
-    chats: list[Conversation] = [chat_messages(p.task.prompt) for p, _ in items]
+    rows, where = [], []
+    for k, ((problem, index), episode) in enumerate(zip(items, episodes, strict=True)):
+        answers = [t.text for t in episode.policy_turns]
+        for turn, text in enumerate(answers):
+            rows.append((hidden[problem.id], index, text, mode, None))
+            where.append((k, turn))
+        if episode.finish_reason == "error":  # the request of its next turn failed: retried on a re-run
+            rows.append((hidden[problem.id], index, None, mode, episode.error))
+            where.append((k, len(answers)))
     history: list[list[dict[str, Any]]] = [[] for _ in items]
     final: list[dict[str, Any] | None] = [None] * len(items)
-    active = list(range(len(items)))
-    texts: dict[int, Generated] = dict(enumerate(first))
-    for turn in range(1, turns + 1):
-        rows = [(hidden[items[i][0].id], items[i][1], texts[i].text, sampler.mode, texts[i].error) for i in active]
-        records = list(graded(rows, sandbox, answer_format, timings, pool))
-        last = turn == turns
-        codes = [program_for(items[i][0], texts[i].text or "", sampler.mode, answer_format) for i in active]
-        t0 = time.monotonic()
-        pairs = [(items[i][0].task, code) for i, code in zip(active, codes, strict=True)]
-        shown = public_feedback_many(pairs, feedback, pool, limits)
-        timings["grading_s"] += time.monotonic() - t0
-        going = []
-        for i, record, (public_passed, text) in zip(active, records, shown, strict=True):
-            entry = {"turn": turn, "completion": texts[i].text, "passed": record["passed"], "status": record["status"]}
-            entry |= {"tests_passed": record["tests_passed"], "tests_total": record["tests_total"]}
-            entry |= {"public_passed": public_passed, "feedback": None}
-            history[i].append(entry)
-            final[i] = record
-            if record["status"] in RETRIED or last or (public_passed and feedback.stop_on_pass):
-                continue
-            message = text or "Your program passed every public test. Give your final program again."
-            entry["feedback"] = message
-            answer = {"role": "assistant", "content": texts[i].text or ""}
-            chats[i] = [*chats[i], answer, {"role": "user", "content": message}]
-            going.append(i)
-        active = going
-        width = widest(len(active)) if not last else 0
-        if not width:
-            break
-        padded = active + [active[0] if active else 0] * (width - len(active))
-        t0 = time.monotonic()
-        for start in range(0, len(padded), sampler.chunk):
-            part = padded[start : start + sampler.chunk]
-            drawn = sampler.sample([items[i] for i in part], [chats[i] for i in part])
-            for offset, (i, generated) in enumerate(zip(part, drawn, strict=True)):
-                if start + offset < len(active):
-                    texts[i] = generated
-        timings["generation_s"] += time.monotonic() - t0
+    for (k, turn), record in zip(where, graded(rows, sandbox, answer_format, timings, pool), strict=True):
+        entry = {"turn": turn + 1, "completion": record["completion"], "passed": record["passed"]}
+        entry |= {"status": record["status"], "tests_passed": record["tests_passed"]}
+        entry |= {"tests_total": record["tests_total"], **_public(episodes[k], turn)}
+        history[k].append(entry)
+        if final[k] is None or final[k]["status"] not in RETRIED:  # type: ignore[index]
+            final[k] = record  # the last turn's, or the first that could not be graded
     out = []
-    for i, record in enumerate(final):
-        assert record is not None  # every item was graded at turn 1
-        out.append({**record, "turns": history[i]})
+    for k, record in enumerate(final):
+        assert record is not None  # every episode has a turn: an answer, or the request that failed
+        out.append({**record, "turns": history[k]})
     return out
+
+
+def _public(episode: Episode, turn: int) -> dict[str, Any]:
+    """A policy turn's verdict on the public tests and the feedback shown after it (None when no turn followed)."""
+    policy = [i for i, t in enumerate(episode.turns) if t.kind != ENV]
+    if turn >= len(policy):  # the request that failed
+        return {"public_passed": None, "feedback": None}
+    at = policy[turn]
+    check = episode.turns[at].info.get(PUBLIC) or {}
+    shown = None
+    if turn + 1 < len(policy) and episode.turns[at + 1].kind == ENV:
+        shown = str(episode.turns[at + 1].messages[0]["content"])
+    return {"public_passed": check.get("passed"), "feedback": shown}  # type: ignore[union-attr]
 
 
 def turn_summary(records: Sequence[dict[str, Any]], turns: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from azr.config import FeedbackConfig
 from azr.data import ModuleTest, Task, Test
@@ -42,14 +43,23 @@ def hidden_task(task: Task) -> Task | None:
     return dataclasses.replace(task, tests=hidden, public_tests=None, public_parts=[]) if hidden else None
 
 
+class PublicCheck(NamedTuple):
+    """A program's verdict on its task's public tests: whether it passes them all, the feedback message (empty when
+    it passes), and the fraction of them it passes."""
+
+    passed: bool
+    text: str
+    fraction: float
+
+
 def public_feedback(
     task: Task,
     code: str | None,
     cfg: FeedbackConfig,
     pool: ExecutionProvider | None = None,
     limits: Limits | None = None,
-) -> tuple[bool, str]:
-    """(whether `code` passes every public test of `task`, the feedback message: empty when it passes)."""
+) -> PublicCheck:
+    """`code`'s check on the public tests of `task` (`public_feedback_many` for one)."""
     return public_feedback_many([(task, code)], cfg, pool, limits)[0]
 
 
@@ -58,15 +68,17 @@ def public_feedback_many(
     cfg: FeedbackConfig,
     pool: ExecutionProvider | None = None,
     limits: Limits | None = None,
-) -> list[tuple[bool, str]]:
-    """`public_feedback` for many (task, code) pairs, graded in parallel over `pool`; a pair without code fails
-    with a message that says so, and a task without public tests passes (there is nothing to show)."""
+) -> list[PublicCheck]:
+    """The public-test check of many (task, code) pairs, graded in parallel over `pool`: what execution feedback
+    shows the policy. A pair without code fails with a message that says so, and a task without public tests passes
+    (there is nothing to show)."""
     todo = [(i, public_task(task), code) for i, (task, code) in enumerate(pairs) if code is not None]
     todo = [(i, task, code) for i, task, code in todo if task.tests]
     grades = grade_many([(task, code) for _, task, code in todo], pool, limits, detail=True) if todo else []
-    found: list[tuple[bool, str]] = [(False, NO_CODE) if code is None else (True, "") for _, code in pairs]
+    found = [PublicCheck(False, NO_CODE, 0.0) if code is None else PublicCheck(True, "", 1.0) for _, code in pairs]
     for (i, _, _), grade in zip(todo, grades, strict=True):
-        found[i] = (grade.passed, "" if grade.passed else render_feedback(grade, cfg))
+        text = "" if grade.passed else render_feedback(grade, cfg)
+        found[i] = PublicCheck(grade.passed, text, grade.tests_passed / max(grade.tests_total, 1))
     return found
 
 

@@ -17,7 +17,7 @@ from azr.rollouts.episodes import ENV, POLICY, Episode, Message, Turn, rollout_c
 from azr.rollouts.groups import GroupSampler, GroupSource, whole_groups
 from azr.rollouts.processes import OneProcess, Processes
 from azr.rollouts.rounds import MainRounds, RoundHooks
-from azr.rollouts.runner import Limits, play, run_groups, run_text, start_groups
+from azr.rollouts.runner import Limits, play, play_replies, run_groups, run_text, start_groups
 from azr.rollouts.samplers import (
     BackendSampler,
     GenerateSampler,
@@ -112,6 +112,7 @@ __all__ = [
     "keyed_advantages",
     "play",
     "play_ahead",
+    "play_replies",
     "rollout_columns",
     "run_groups",
     "run_text",

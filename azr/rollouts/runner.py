@@ -1,6 +1,7 @@
 """The one loop that runs any `Environment`: `run_groups` plays `sampling.n` episodes of each task with a token-level
 sampler (every turn continues the episode's ids; observations join as the chat template's ids for them) and scores
-them through the environment; `run_text` plays one with an endpoint (messages only). Now (GRPO's round) or ahead
+them through the environment; `run_text` plays one with an endpoint (messages only), `play_replies` many with a
+policy that answers many conversations in a call (messages only: an evaluation's sampler). Now (GRPO's round) or ahead
 (the asynchronous pipeline schedules it: `azr.rollouts.ahead`). Finish reasons: `done` (unless the environment
 names its own), `max_turns`, `max_tokens` (the episode's budget, or its completion's), `context` (the model's window)
 or `error`.
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from azr.rollouts.chat import ChatTokens
@@ -207,27 +209,70 @@ async def run_text(
         if budget <= 0:
             return episode
         reply: Reply = await policy.reply(episode.messages, env.tools, budget, sampling.seed + index)
-        if reply.error is not None:
-            episode.finish_reason, episode.error = "error", reply.error
+        if not _take_reply(episode, reply):
             return episode
-        turn = Turn(
-            POLICY,
-            [dict(reply.message)],
-            text=reply.text,
-            finish_reason=reply.finish_reason,
-            tokens=reply.completion_tokens,
-            prompt_tokens=reply.prompt_tokens,
-        )
-        episode.turns.append(turn)
         # In a worker thread: an environment's tools may block (a web fetch), and endpoint episodes overlap.
-        observation = await asyncio.to_thread(env.respond, episode, reply.text)
+        _observe(episode, await asyncio.to_thread(env.respond, episode, reply.text))
         if episode.done:
-            if observation:
-                episode.turns.append(Turn(ENV, list(observation)))
             return episode
-        if observation is None:
-            episode.finish_reason = "done"
-            return episode
-        episode.turns.append(Turn(ENV, list(observation)))
     episode.finish_reason = "max_turns"
     return episode
+
+
+def play_replies(
+    env: Environment,
+    episodes: list[Episode],
+    reply: Callable[[list[Episode]], list[Reply]],
+    limits: Limits = Limits(),
+    processes: Processes = OneProcess(),
+    concurrency: int = 8,
+) -> None:
+    """Run started `episodes` (messages only) to their end with a policy that answers many conversations in one
+    call (an evaluation's sampler, its own token budget per turn): each turn `reply` answers every live episode,
+    then the environment responds to each, `concurrency` at a time (its sandbox runs them side by side). With
+    several `processes` every one makes as many calls, each as wide as the widest process's (filled with a repeat
+    whose reply is dropped): a model sharded over them needs every process in every forward."""
+    live = [e for e in episodes if not e.done]
+    with ThreadPoolExecutor(max(1, concurrency)) as workers:
+        for _ in range(limits.max_turns):
+            width = max(processes.gather(len(live))) if processes.world > 1 else len(live)
+            if not width:
+                return
+            filler = (live or episodes)[:1]
+            replies = reply(live + filler * (width - len(live)))[: len(live)]
+            answered = [(e, r) for e, r in zip(live, replies, strict=True) if _take_reply(e, r)]
+            shown = workers.map(lambda pair: env.respond(pair[0], pair[1].text), answered)
+            for (episode, _), observation in zip(answered, shown, strict=True):
+                _observe(episode, observation)
+            live = [e for e in live if not e.done]
+    for episode in live:
+        episode.finish_reason = "max_turns"
+
+
+def _take_reply(episode: Episode, reply: Reply) -> bool:
+    """The policy's turn from an endpoint's reply; False (the episode ended in `error`) when the request failed."""
+    if reply.error is not None:
+        episode.finish_reason, episode.error = "error", reply.error
+        return False
+    turn = Turn(
+        POLICY,
+        [dict(reply.message)],
+        text=reply.text,
+        finish_reason=reply.finish_reason,
+        tokens=reply.completion_tokens,
+        prompt_tokens=reply.prompt_tokens,
+    )
+    episode.turns.append(turn)
+    return True
+
+
+def _observe(episode: Episode, observation: list[Message] | None) -> None:
+    """What the environment answered a message-only turn: kept as its turn (without ids), or the episode done."""
+    if episode.done:  # the environment named its own reason; what it answered is kept for the record
+        if observation:
+            episode.turns.append(Turn(ENV, list(observation)))
+        return
+    if observation is None:
+        episode.finish_reason = "done"
+        return
+    episode.turns.append(Turn(ENV, list(observation)))

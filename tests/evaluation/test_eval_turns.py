@@ -18,7 +18,7 @@ from hidden_scan import every_hidden_mark, hidden_marks, stasher
 from azr.config import load_config
 from azr.data import load_tasks
 from azr.evaluation import build_heldout
-from azr.evaluation.samplers import Generated
+from azr.evaluation.samplers import Generated, turn_of
 from azr.prompts import reference_answer
 from azr.rewards import build_rubric
 from azr.rewards.plans import plan_test
@@ -157,8 +157,8 @@ def test_the_tiny_model_answers_its_own_conversation_at_turn_two(cli, tiny_model
 
 
 class RepairingPolicy:
-    """The held-out evaluation's sampler, scripted: turn 1 right for every other task, noise otherwise; given a
-    conversation (turn 2), the right answer; it keeps the conversations it saw."""
+    """The held-out evaluation's sampler, scripted: turn 1 right for every other task, noise otherwise; at turn 2
+    (a conversation holding an answer), the right answer; it keeps the turn-2 conversations it saw."""
 
     mode = "answer"
     chunk = 4
@@ -167,14 +167,14 @@ class RepairingPolicy:
         self.conversations: list[list[dict]] = []
 
     def sample(self, items, conversations=None):
-        if conversations is not None:
+        if conversations is not None and turn_of(conversations[0]) > 1:
             self.conversations += conversations
             return [Generated(_right(p.task)) for p, _ in items]
         return [Generated(_right(p.task) if HELD_OUT.index(p.task) % 2 == 0 else "no code") for p, _ in items]
 
 
 class OneRank:
-    main = True
+    main, rank, world = True, 0, 1
 
     def split(self, items):
         return items, len(items)

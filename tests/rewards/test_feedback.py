@@ -50,15 +50,19 @@ def test_the_outcomes_carry_input_expected_and_actual_for_each_kind(pool, tmp_pa
 
 def test_failures_are_shown_with_input_expected_output_and_error(pool):
     task = Task("t", "p", ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(0, 0) == 0"], public_tests=2)
-    passed, text = public_feedback(task, "def add(a, b):\n    return a * b\n", FeedbackConfig(), pool, LIMITS)
+    passed, text, _ = public_feedback(task, "def add(a, b):\n    return a * b\n", FeedbackConfig(), pool, LIMITS)
     assert not passed
     assert text.startswith("Your program failed 1 of the 2 public tests:")
     assert "Test 1\nInput: add(1, 2)\nExpected output: 3\nYour output: 2" in text
     assert "Test 2" not in text.split("Test 1")[0] and "Input: add(2, 2)" not in text  # add(2, 2) passes: not shown
-    raised, text = public_feedback(task, "def add(a, b):\n    return a / 0\n", FeedbackConfig(), pool, LIMITS)
+    raised, text, _ = public_feedback(task, "def add(a, b):\n    return a / 0\n", FeedbackConfig(), pool, LIMITS)
     assert not raised and "Error: ZeroDivisionError: division by zero" in text and "Your output" not in text
-    assert public_feedback(task, "def add(a, b):\n    return a + b\n", FeedbackConfig(), pool, LIMITS) == (True, "")
-    _, text = public_feedback(task, "def add(a, b)\n    return a + b\n", FeedbackConfig(), pool, LIMITS)
+    assert public_feedback(task, "def add(a, b):\n    return a + b\n", FeedbackConfig(), pool, LIMITS) == (
+        True,
+        "",
+        1.0,
+    )
+    _, text, _ = public_feedback(task, "def add(a, b)\n    return a + b\n", FeedbackConfig(), pool, LIMITS)
     assert text.startswith("Your program failed to load, so none of the 2 public tests ran.\nError: SyntaxError: ")
     assert "Input" not in text
 
@@ -71,7 +75,7 @@ def test_stdin_cases_show_what_the_program_printed_and_its_last_error_line(pool,
         {"input": "4\n", "output": "16\n"},
     ]
     task = _task(tmp_path, row)
-    _, text = public_feedback(task, "print(int(input()) * 2)", FeedbackConfig(), pool, LIMITS)
+    _, text, _ = public_feedback(task, "print(int(input()) * 2)", FeedbackConfig(), pool, LIMITS)
     assert "Test 1\nInput: 3\nExpected output: 9\nYour output: 6" in text
     assert "Test 2\nInput: x\nExpected output: 0\nYour output: (nothing)\nError: ValueError: invalid literal" in text
 
@@ -79,12 +83,12 @@ def test_stdin_cases_show_what_the_program_printed_and_its_last_error_line(pool,
 def test_timeouts_say_timeout(pool, tmp_path):
     loop = "def f(x):\n    while True:\n        pass\n"
     task = Task("t", "p", ["assert f(1) == 1", "assert f(2) == 2"], public_tests=1, timeout_s=1.0)
-    passed, text = public_feedback(task, loop, FeedbackConfig(), pool, LIMITS)
+    passed, text, _ = public_feedback(task, loop, FeedbackConfig(), pool, LIMITS)
     assert not passed and "Input: f(1)\nExpected output: 1\nError: timeout" in text
     cases = _task(
         tmp_path, {"id": "io", "prompt": "p", "timeout_s": 1, "tests": [{"input": "1\n", "output": "1\n"}] * 2}
     )
-    passed, text = public_feedback(cases, "while True:\n    pass\n", FeedbackConfig(), pool, LIMITS)
+    passed, text, _ = public_feedback(cases, "while True:\n    pass\n", FeedbackConfig(), pool, LIMITS)
     assert not passed and "Error: timeout" in text and "Test 1\nInput: 1\nExpected output: 1" in text
 
 
@@ -94,7 +98,7 @@ def test_at_most_max_failures_are_shown_and_each_field_is_cut_to_max_chars(pool,
     task = _task(tmp_path, {"id": "big", "prompt": "p", "public_tests": 5, "tests": tests})
     program = "print('8' * 1000)\nraise RuntimeError('e' * 900)"
     cfg = FeedbackConfig(max_failures=2, max_chars=40)
-    _, text = public_feedback(task, program, cfg, pool, LIMITS)
+    _, text, _ = public_feedback(task, program, cfg, pool, LIMITS)
     assert text.startswith("Your program failed 5 of the 5 public tests; the first 2:")
     assert [int(n) for n in re.findall(r"^Test (\d+)$", text, re.M)] == [1, 2]
     fields = re.findall(r"^(?:Input|Expected output|Your output|Error): (.*)$", text, re.M)
@@ -104,8 +108,8 @@ def test_at_most_max_failures_are_shown_and_each_field_is_cut_to_max_chars(pool,
 
 def test_a_missing_answer_and_a_task_without_public_tests(pool):
     task = Task("t", "p", ["assert f() == 1", "assert f() == 1"], public_tests=0)
-    assert public_feedback(task, None, FeedbackConfig(), pool, LIMITS) == (False, NO_CODE)
-    assert public_feedback(task, "def f():\n    return 2\n", FeedbackConfig(), pool, LIMITS) == (True, "")
+    assert public_feedback(task, None, FeedbackConfig(), pool, LIMITS) == (False, NO_CODE, 0.0)
+    assert public_feedback(task, "def f():\n    return 2\n", FeedbackConfig(), pool, LIMITS) == (True, "", 1.0)
 
 
 HIDDEN_INPUT, HIDDEN_EXPECTED = "hidden_sentinel_in_91", "hidden_sentinel_out_37"
@@ -140,8 +144,8 @@ def test_nothing_of_a_hidden_test_appears_in_any_feedback(pool, tmp_path):
     pairs = [(t, p) for t in tasks if not t.stdio for p in function_programs]
     pairs += [(t, p) for t in tasks if t.stdio for p in stdin_programs]
     results = public_feedback_many(pairs, FeedbackConfig(max_chars=10_000, max_failures=64), pool, LIMITS)
-    assert all(not passed for passed, _ in results)
-    for (task, program), (_, text) in zip(pairs, results, strict=True):
+    assert all(not check.passed for check in results)
+    for (task, program), (_, text, _) in zip(pairs, results, strict=True):
         assert text and HIDDEN_INPUT not in text and HIDDEN_EXPECTED not in text, (task.id, program, text)
     for task in tasks:  # the split itself: the public task holds no hidden text, the hidden task all of it
         assert HIDDEN_INPUT not in json.dumps(encode_all(public_task(task).tests))
@@ -157,7 +161,7 @@ def test_a_test_module_nested_700_deep_is_cut_to_its_public_tests_without_a_recu
     module += f"    def test_b(self):\n        assert f({HIDDEN_INPUT!r}) == {HIDDEN_EXPECTED!r}\n"
     task = _task(tmp_path, {"id": "m", "prompt": "p", "tests": [{"pytest": module}], "public_tests": 1})
     assert HIDDEN_INPUT not in json.dumps(encode_all(public_task(task).tests))  # the method is cut too
-    ((passed, text),) = public_feedback_many([(task, "def f(x):\n    return 700\n")], FeedbackConfig(), pool, LIMITS)
+    ((passed, text, _),) = public_feedback_many([(task, "def f(x):\n    return 700\n")], FeedbackConfig(), pool, LIMITS)
     assert not passed and "Error: no tests ran" in text and HIDDEN_INPUT not in text
     assert grade(hidden_task(task), "def f(x):\n    return 700\n", pool, LIMITS).failures == ["test 0: no tests ran"]
 
@@ -167,7 +171,7 @@ def test_the_humaneval_public_check_reads_as_a_call_of_the_entry_point(pool):
 
     problem = next(p for p in load_humaneval() if p.id == "HumanEval/0")
     wrong = problem.stub + "    return False\n"
-    passed, text = public_feedback(problem.task, wrong, FeedbackConfig(), pool, Limits(wall_s=6.0))
+    passed, text, _ = public_feedback(problem.task, wrong, FeedbackConfig(), pool, Limits(wall_s=6.0))
     assert not passed
     assert (
         "Input: has_close_elements([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3)\nExpected output: True\nYour output: False"

@@ -24,9 +24,11 @@ from azr.rollouts import (
     Sampling,
     continuation,
     eos_ids,
+    play_replies,
     rollout_columns,
     run_groups,
     run_text,
+    start_groups,
 )
 
 torch = pytest.importorskip("torch")
@@ -212,3 +214,41 @@ def test_an_endpoint_policy_plays_the_same_environment():
     assert episode.answer == "answer 3" and episode.usage()["completion_tokens"] == 6
     with pytest.raises(ValueError, match="without token ids"):
         rollout_columns([episode])
+
+
+class TwoProcesses:
+    """This process of a world of two whose other process reports `other` live episodes at every gather."""
+
+    rank, world, main = 0, 2, True
+
+    def __init__(self, other: list[int]):
+        self.other, self.seen = list(other), []
+
+    def gather(self, obj):
+        self.seen.append(obj)
+        return [obj, self.other.pop(0) if self.other else 0]
+
+
+def test_a_batched_message_policy_plays_the_same_environment_in_step_with_the_other_processes():
+    """`play_replies` (an evaluation's sampler: many conversations a call): each turn one call for every live
+    episode, as wide as the widest process's (the filler's replies dropped); a failed request ends its episode."""
+    env, calls = Scripted(turns=2), []
+
+    def reply(batch):
+        calls.append([len(e.messages) for e in batch])
+        return [
+            Reply({"role": "assistant", "content": ""}, "error", error="boom")
+            if e.task_id == "b"
+            else Reply({"role": "assistant", "content": f"answer {len(e.policy_turns) + 1}"})
+            for e in batch
+        ]
+
+    episodes = [g[0] for g in start_groups(env, [Task("a", "A."), Task("b", "B.")], None, 1)]
+    processes = TwoProcesses([3, 3, 1])
+    play_replies(env, episodes, reply, Limits(3), processes)
+    a, b = episodes
+    assert a.finish_reason == "done" and [t.text for t in a.policy_turns] == ["answer 1", "answer 2"]
+    assert b.finish_reason == "error" and b.error == "boom" and not b.policy_turns
+    assert processes.seen == [2, 1, 0]  # live episodes here at each turn; the loop ran while the other had any
+    assert [len(c) for c in calls] == [3, 3, 1]  # as wide as the widest process: a's repeats filled the calls
+    assert env.seen == ["answer 1", "answer 2"]  # the environment answered a's turns only, not the fillers'
