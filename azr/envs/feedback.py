@@ -24,7 +24,7 @@ from azr.rewards import (
     Rubric,
     grade_many,
     hidden_task,
-    public_feedback,
+    public_feedback_many,
 )
 from azr.rollouts import Episode, Message
 
@@ -46,13 +46,23 @@ class FeedbackEnvironment:
         return [dict(m) for m in task.messages]
 
     def respond(self, episode: Episode, text: str) -> list[Message] | None:
-        code = parse_answer(text, self.grader.answer_format).code
+        return self.respond_many([episode], [text])[0]
+
+    def respond_many(self, episodes: Sequence[Episode], texts: Sequence[str]) -> list[list[Message] | None]:
+        """`respond` for one turn of many episodes: their public tests in one batch, side by side in the pool."""
         grader = self.grader
-        passed, shown, fraction = public_feedback(_task(episode), code, self.feedback, grader.pool, grader.limits)
-        episode.turns[-1].info[PUBLIC] = {"passed": passed, "fraction": fraction, "feedback": shown}
-        if passed and self.feedback.stop_on_pass:
-            return None
-        return [{"role": "user", "content": shown or "Your program passed every public test. Give it again."}]
+        pairs = [(_task(e), parse_answer(t, grader.answer_format).code) for e, t in zip(episodes, texts, strict=True)]
+        checks = public_feedback_many(pairs, self.feedback, grader.pool, grader.limits)
+        out: list[list[Message] | None] = []
+        for episode, (passed, shown, fraction) in zip(episodes, checks, strict=True):
+            episode.turns[-1].info[PUBLIC] = {"passed": passed, "fraction": fraction, "feedback": shown}
+            if passed and self.feedback.stop_on_pass:
+                out.append(None)
+            else:
+                out.append(
+                    [{"role": "user", "content": shown or "Your program passed every public test. Give it again."}]
+                )
+        return out
 
     def score(self, episodes: Sequence[Episode]) -> None:
         if self.rubric is None:

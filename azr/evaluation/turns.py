@@ -72,7 +72,7 @@ def run_turns(
         return [_reply(g) for g in drawn]
 
     started, generated_before = time.monotonic(), timings["generation_s"]
-    play_replies(env, episodes, reply, Limits(max_turns=turns), processes, concurrency=pool.size)
+    play_replies(env, episodes, reply, Limits(max_turns=turns), processes)
     timings["grading_s"] += (time.monotonic() - started) - (timings["generation_s"] - generated_before)
     return _grade_turns(items, episodes, sampler.mode, sandbox, answer_format, timings, pool)
 

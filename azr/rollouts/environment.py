@@ -28,7 +28,9 @@ class Environment(Protocol[TaskT]):
     `respond` sees the episode with the policy's new turn as its last (`episode.turns[-1]`: its ids, text and the
     assistant message, which the environment may refine, e.g. with the tool calls it parsed) and may record
     verdicts in that turn's `info`, the episode's `info` and its own per-episode `state`. Returning None ends the
-    episode (`finish_reason` "done"); an observation is shown to the policy for its next turn. `score` sets each
+    episode (`finish_reason` "done"); an observation is shown to the policy for its next turn. An environment may
+    also answer one turn of many episodes at once, `respond_many(episodes, texts)` (the same answers, in order),
+    which the runner then calls instead (the feedback environment runs their tests side by side). `score` sets each
     episode's `rewards` and `reward`, and never raises for anything the policy wrote."""
 
     @property

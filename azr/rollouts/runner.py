@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from azr.rollouts.chat import ChatTokens
@@ -108,8 +107,10 @@ def play(
             batch = batches.get(budget, [])
             contexts = [e.context_ids for e in batch] + [filler] * (width - len(batch))
             outs = sampler.complete(contexts, replace(turn_sampling, max_new_tokens=budget))
-            for episode, out in zip(batch, outs[: len(batch)], strict=True):
-                _take_turn(env, episode, out, chat, limits, last=index == limits.max_turns - 1)
+            answered = [(e, out) for e, out in zip(batch, outs[: len(batch)], strict=True) if _take_turn(e, out)]
+            shown = _respond_all(env, [(e, out.text) for e, out in answered])
+            for (episode, out), observation in zip(answered, shown, strict=True):
+                _show(env, episode, out, observation, chat, limits, last=index == limits.max_turns - 1)
         live = [e for e in live if not e.done]
     for episode in live:
         episode.finish_reason = "max_turns"
@@ -150,9 +151,8 @@ def _budget(episode: Episode, per_turn: int, limits: Limits) -> int:
     return budget
 
 
-def _take_turn(
-    env: Environment, episode: Episode, out: Continuation, chat: ChatTokens, limits: Limits, last: bool
-) -> None:
+def _take_turn(episode: Episode, out: Continuation) -> bool:
+    """The policy's turn as sampled; False (the episode ended in `error`) when sampling failed."""
     assistant: Message = {"role": "assistant", "content": out.text}
     turn = Turn(
         POLICY,
@@ -167,25 +167,42 @@ def _take_turn(
     episode.turns.append(turn)
     if out.finish_reason == "error":
         episode.finish_reason = "error"
+        return False
+    return True
+
+
+def _show(
+    env: Environment,
+    episode: Episode,
+    out: Continuation,
+    observation: list[Message] | None,
+    chat: ChatTokens,
+    limits: Limits,
+    last: bool,
+) -> None:
+    """The environment's answer to a sampled turn, joined to the episode as the chat template's ids for it."""
+    if _ended(episode, observation):
         return
-    observation = env.respond(episode, out.text)
-    if episode.done:  # the environment named its own reason; what it answered is kept for the record, without ids
-        if observation:
-            episode.turns.append(Turn(ENV, list(observation)))
-        return
-    if observation is None:
-        episode.finish_reason = "done"
-        return
+    assert observation is not None
     if last:  # shown to no one: kept for the record, without ids
         episode.turns.append(Turn(ENV, list(observation)))
         episode.finish_reason = "max_turns"
         return
-    ids, text = chat.observation(turn.message, observation, out.finish_reason == "stop", env.tools)
+    ids, text = chat.observation(episode.turns[-1].message, observation, out.finish_reason == "stop", env.tools)
     if limits.max_completion is not None and len(episode.completion_ids) + len(ids) > limits.max_completion:
         episode.turns.append(Turn(ENV, list(observation)))  # it would not fit the row: shown to no one
         episode.finish_reason = "max_tokens"
         return
     episode.turns.append(Turn(ENV, list(observation), ids, text))
+
+
+def _respond_all(env: Environment, turns: list[tuple[Episode, str]]) -> list[list[Message] | None]:
+    """The environment's answers to one turn of many episodes: through its `respond_many` where it has one (the
+    feedback environment runs all their public tests in one batch, side by side in its sandbox), else one by one."""
+    many = getattr(env, "respond_many", None)
+    if many is not None and turns:
+        return list(many([e for e, _ in turns], [t for _, t in turns]))
+    return [env.respond(episode, text) for episode, text in turns]
 
 
 async def run_text(
@@ -225,26 +242,24 @@ def play_replies(
     reply: Callable[[list[Episode]], list[Reply]],
     limits: Limits = Limits(),
     processes: Processes = OneProcess(),
-    concurrency: int = 8,
 ) -> None:
     """Run started `episodes` (messages only) to their end with a policy that answers many conversations in one
     call (an evaluation's sampler, its own token budget per turn): each turn `reply` answers every live episode,
-    then the environment responds to each, `concurrency` at a time (its sandbox runs them side by side). With
+    then the environment answers them (together, where it can: `_respond_all`). With
     several `processes` every one makes as many calls, each as wide as the widest process's (filled with a repeat
     whose reply is dropped): a model sharded over them needs every process in every forward."""
     live = [e for e in episodes if not e.done]
-    with ThreadPoolExecutor(max(1, concurrency)) as workers:
-        for _ in range(limits.max_turns):
-            width = max(processes.gather(len(live))) if processes.world > 1 else len(live)
-            if not width:
-                return
-            filler = (live or episodes)[:1]
-            replies = reply(live + filler * (width - len(live)))[: len(live)]
-            answered = [(e, r) for e, r in zip(live, replies, strict=True) if _take_reply(e, r)]
-            shown = workers.map(lambda pair: env.respond(pair[0], pair[1].text), answered)
-            for (episode, _), observation in zip(answered, shown, strict=True):
-                _observe(episode, observation)
-            live = [e for e in live if not e.done]
+    for _ in range(limits.max_turns):
+        width = max(processes.gather(len(live))) if processes.world > 1 else len(live)
+        if not width:
+            return
+        filler = (live or episodes)[:1]
+        replies = reply(live + filler * (width - len(live)))[: len(live)]
+        answered = [(e, r) for e, r in zip(live, replies, strict=True) if _take_reply(e, r)]
+        shown = _respond_all(env, [(e, r.text) for e, r in answered])
+        for (episode, _), observation in zip(answered, shown, strict=True):
+            _observe(episode, observation)
+        live = [e for e in live if not e.done]
     for episode in live:
         episode.finish_reason = "max_turns"
 
@@ -268,11 +283,18 @@ def _take_reply(episode: Episode, reply: Reply) -> bool:
 
 def _observe(episode: Episode, observation: list[Message] | None) -> None:
     """What the environment answered a message-only turn: kept as its turn (without ids), or the episode done."""
-    if episode.done:  # the environment named its own reason; what it answered is kept for the record
+    if not _ended(episode, observation):
+        episode.turns.append(Turn(ENV, list(observation or [])))
+
+
+def _ended(episode: Episode, observation: list[Message] | None) -> bool:
+    """Whether the environment's answer ended the episode: it named its own reason (what it answered is kept for the
+    record, without ids), or it answered nothing (`done`)."""
+    if episode.done:
         if observation:
             episode.turns.append(Turn(ENV, list(observation)))
-        return
+        return True
     if observation is None:
         episode.finish_reason = "done"
-        return
-    episode.turns.append(Turn(ENV, list(observation)))
+        return True
+    return False

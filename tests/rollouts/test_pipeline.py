@@ -137,11 +137,14 @@ class _SeededEngine(_Engine):
 
 def _seeds(seed, generations: int = 5) -> list[tuple[int, int | None]]:
     """The (first prompt id, seed) of each batch trained in `generations` generations two steps apart (one
-    producer, one batch in flight, as the demo's recipe runs)."""
+    producer, one batch in flight, as the demo's recipe runs). The engine serves the trainer's weights, as a run's
+    does after each step's sync: no batch is too stale, so only the producer samples, in the order batches were
+    queued (a batch sampled again on the trainer's thread would come in between as the machine's load has it)."""
     engine = _SeededEngine()
     pipeline = AsyncRollouts(engine, _tokenize, 2, G, every=2, seed=seed)
     try:
         for generation in range(generations):
+            engine.version = 2 * generation
             pipeline.swap(_rows(generation + 1), 2 * generation)
     finally:
         pipeline.close()

@@ -153,7 +153,7 @@ class FeedbackRollout:
 
 
 class _Timed:
-    """The environment with the wall time of its `respond` (the public tests in the sandbox) summed."""
+    """The environment with the wall time of its answers (the public tests in the sandbox) summed."""
 
     def __init__(self, env: FeedbackEnvironment):
         self.env, self.seconds = env, 0.0
@@ -163,9 +163,12 @@ class _Timed:
         return self.env.start(task)
 
     def respond(self, episode: Episode, text: str):
+        return self.respond_many([episode], [text])[0]
+
+    def respond_many(self, episodes: Sequence[Episode], texts: Sequence[str]):
         started = time.perf_counter()
         try:
-            return self.env.respond(episode, text)
+            return self.env.respond_many(episodes, texts)
         finally:
             self.seconds += time.perf_counter() - started
 
