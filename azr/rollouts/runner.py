@@ -245,9 +245,9 @@ def play_replies(
 ) -> None:
     """Run started `episodes` (messages only) to their end with a policy that answers many conversations in one
     call (an evaluation's sampler, its own token budget per turn): each turn `reply` answers every live episode,
-    then the environment answers them (together, where it can: `_respond_all`). With
-    several `processes` every one makes as many calls, each as wide as the widest process's (filled with a repeat
-    whose reply is dropped): a model sharded over them needs every process in every forward."""
+    then the environment answers them (together, where it can: `_respond_all`). With several `processes` every one
+    makes as many calls, each as wide as the widest process's (filled with a repeat whose reply is dropped): a model
+    sharded over them needs every process in every forward."""
     live = [e for e in episodes if not e.done]
     for _ in range(limits.max_turns):
         width = max(processes.gather(len(live))) if processes.world > 1 else len(live)
