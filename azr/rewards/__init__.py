@@ -6,7 +6,6 @@ from azr.rewards.batches import OutcomeCache
 from azr.rewards.feedback import (
     NO_CODE,
     hidden_task,
-    public_feedback,
     public_feedback_many,
     public_task,
     render_feedback,
@@ -75,7 +74,6 @@ __all__ = [
     "limits_from_config",
     "outputs_many",
     "pool_from_config",
-    "public_feedback",
     "public_feedback_many",
     "public_task",
     "recipe_rubric",

@@ -52,17 +52,6 @@ class PublicCheck(NamedTuple):
     fraction: float
 
 
-def public_feedback(
-    task: Task,
-    code: str | None,
-    cfg: FeedbackConfig,
-    pool: ExecutionProvider | None = None,
-    limits: Limits | None = None,
-) -> PublicCheck:
-    """`code`'s check on the public tests of `task` (`public_feedback_many` for one)."""
-    return public_feedback_many([(task, code)], cfg, pool, limits)[0]
-
-
 def public_feedback_many(
     pairs: Sequence[tuple[Task, str | None]],
     cfg: FeedbackConfig,

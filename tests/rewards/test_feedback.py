@@ -11,7 +11,7 @@ import pytest
 
 from azr.config import FeedbackConfig
 from azr.data import Task, encode_all, load_tasks
-from azr.rewards import grade, hidden_task, public_feedback, public_feedback_many, public_task
+from azr.rewards import grade, hidden_task, public_feedback_many, public_task
 from azr.rewards.feedback import CUT, NO_CODE
 from azr.sandbox import Limits, open_pool
 
@@ -50,19 +50,23 @@ def test_the_outcomes_carry_input_expected_and_actual_for_each_kind(pool, tmp_pa
 
 def test_failures_are_shown_with_input_expected_output_and_error(pool):
     task = Task("t", "p", ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(0, 0) == 0"], public_tests=2)
-    passed, text, _ = public_feedback(task, "def add(a, b):\n    return a * b\n", FeedbackConfig(), pool, LIMITS)
+    passed, text, _ = public_feedback_many(
+        [(task, "def add(a, b):\n    return a * b\n")], FeedbackConfig(), pool, LIMITS
+    )[0]
     assert not passed
     assert text.startswith("Your program failed 1 of the 2 public tests:")
     assert "Test 1\nInput: add(1, 2)\nExpected output: 3\nYour output: 2" in text
     assert "Test 2" not in text.split("Test 1")[0] and "Input: add(2, 2)" not in text  # add(2, 2) passes: not shown
-    raised, text, _ = public_feedback(task, "def add(a, b):\n    return a / 0\n", FeedbackConfig(), pool, LIMITS)
+    raised, text, _ = public_feedback_many(
+        [(task, "def add(a, b):\n    return a / 0\n")], FeedbackConfig(), pool, LIMITS
+    )[0]
     assert not raised and "Error: ZeroDivisionError: division by zero" in text and "Your output" not in text
-    assert public_feedback(task, "def add(a, b):\n    return a + b\n", FeedbackConfig(), pool, LIMITS) == (
+    assert public_feedback_many([(task, "def add(a, b):\n    return a + b\n")], FeedbackConfig(), pool, LIMITS)[0] == (
         True,
         "",
         1.0,
     )
-    _, text, _ = public_feedback(task, "def add(a, b)\n    return a + b\n", FeedbackConfig(), pool, LIMITS)
+    _, text, _ = public_feedback_many([(task, "def add(a, b)\n    return a + b\n")], FeedbackConfig(), pool, LIMITS)[0]
     assert text.startswith("Your program failed to load, so none of the 2 public tests ran.\nError: SyntaxError: ")
     assert "Input" not in text
 
@@ -75,7 +79,7 @@ def test_stdin_cases_show_what_the_program_printed_and_its_last_error_line(pool,
         {"input": "4\n", "output": "16\n"},
     ]
     task = _task(tmp_path, row)
-    _, text, _ = public_feedback(task, "print(int(input()) * 2)", FeedbackConfig(), pool, LIMITS)
+    _, text, _ = public_feedback_many([(task, "print(int(input()) * 2)")], FeedbackConfig(), pool, LIMITS)[0]
     assert "Test 1\nInput: 3\nExpected output: 9\nYour output: 6" in text
     assert "Test 2\nInput: x\nExpected output: 0\nYour output: (nothing)\nError: ValueError: invalid literal" in text
 
@@ -83,12 +87,12 @@ def test_stdin_cases_show_what_the_program_printed_and_its_last_error_line(pool,
 def test_timeouts_say_timeout(pool, tmp_path):
     loop = "def f(x):\n    while True:\n        pass\n"
     task = Task("t", "p", ["assert f(1) == 1", "assert f(2) == 2"], public_tests=1, timeout_s=1.0)
-    passed, text, _ = public_feedback(task, loop, FeedbackConfig(), pool, LIMITS)
+    passed, text, _ = public_feedback_many([(task, loop)], FeedbackConfig(), pool, LIMITS)[0]
     assert not passed and "Input: f(1)\nExpected output: 1\nError: timeout" in text
     cases = _task(
         tmp_path, {"id": "io", "prompt": "p", "timeout_s": 1, "tests": [{"input": "1\n", "output": "1\n"}] * 2}
     )
-    passed, text, _ = public_feedback(cases, "while True:\n    pass\n", FeedbackConfig(), pool, LIMITS)
+    passed, text, _ = public_feedback_many([(cases, "while True:\n    pass\n")], FeedbackConfig(), pool, LIMITS)[0]
     assert not passed and "Error: timeout" in text and "Test 1\nInput: 1\nExpected output: 1" in text
 
 
@@ -98,7 +102,7 @@ def test_at_most_max_failures_are_shown_and_each_field_is_cut_to_max_chars(pool,
     task = _task(tmp_path, {"id": "big", "prompt": "p", "public_tests": 5, "tests": tests})
     program = "print('8' * 1000)\nraise RuntimeError('e' * 900)"
     cfg = FeedbackConfig(max_failures=2, max_chars=40)
-    _, text, _ = public_feedback(task, program, cfg, pool, LIMITS)
+    _, text, _ = public_feedback_many([(task, program)], cfg, pool, LIMITS)[0]
     assert text.startswith("Your program failed 5 of the 5 public tests; the first 2:")
     assert [int(n) for n in re.findall(r"^Test (\d+)$", text, re.M)] == [1, 2]
     fields = re.findall(r"^(?:Input|Expected output|Your output|Error): (.*)$", text, re.M)
@@ -108,8 +112,12 @@ def test_at_most_max_failures_are_shown_and_each_field_is_cut_to_max_chars(pool,
 
 def test_a_missing_answer_and_a_task_without_public_tests(pool):
     task = Task("t", "p", ["assert f() == 1", "assert f() == 1"], public_tests=0)
-    assert public_feedback(task, None, FeedbackConfig(), pool, LIMITS) == (False, NO_CODE, 0.0)
-    assert public_feedback(task, "def f():\n    return 2\n", FeedbackConfig(), pool, LIMITS) == (True, "", 1.0)
+    assert public_feedback_many([(task, None)], FeedbackConfig(), pool, LIMITS)[0] == (False, NO_CODE, 0.0)
+    assert public_feedback_many([(task, "def f():\n    return 2\n")], FeedbackConfig(), pool, LIMITS)[0] == (
+        True,
+        "",
+        1.0,
+    )
 
 
 HIDDEN_INPUT, HIDDEN_EXPECTED = "hidden_sentinel_in_91", "hidden_sentinel_out_37"
@@ -171,7 +179,7 @@ def test_the_humaneval_public_check_reads_as_a_call_of_the_entry_point(pool):
 
     problem = next(p for p in load_humaneval() if p.id == "HumanEval/0")
     wrong = problem.stub + "    return False\n"
-    passed, text, _ = public_feedback(problem.task, wrong, FeedbackConfig(), pool, Limits(wall_s=6.0))
+    passed, text, _ = public_feedback_many([(problem.task, wrong)], FeedbackConfig(), pool, Limits(wall_s=6.0))[0]
     assert not passed
     assert (
         "Input: has_close_elements([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3)\nExpected output: True\nYour output: False"
