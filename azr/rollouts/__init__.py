@@ -2,8 +2,8 @@
 environment implements; `runner`: the one loop that plays them; `chat`: the chat template as episode ids), the rollout
 seam (`seam`: scored groups, the protocols of a trainer's round and of samplers), the samplers, and what goes into a
 generation batch: the group sampler, the curriculum, dynamic sampling, self-play rounds across processes, the
-asynchronous pipeline (`ahead`: the episodes it plays ahead of the trainer), advantages as functions of scores. The
-face of the package.
+asynchronous pipeline (`ahead`: the episodes it plays ahead of the trainer), advantages as functions of scores, and
+sequences packed by a token budget for the policy's forward passes (`packing`). The face of the package.
 
 Nothing here computes a reward, imports TRL or calls a trainer's round: `azr.training` runs the rounds and hands
 their scored groups in (`azr.training.trl.private`).
@@ -55,6 +55,9 @@ _LAZY = {
     "keyed_advantages": "azr.rollouts.advantages",
     "weighted_totals": "azr.rollouts.advantages",
     "ungraded": "azr.rollouts.advantages",
+    "Packed": "azr.rollouts.packing",
+    "pack": "azr.rollouts.packing",
+    "unpack": "azr.rollouts.packing",
     "group_signal": "azr.rollouts.tensors",
     "split_groups": "azr.rollouts.tensors",
     "unsplittable": "azr.rollouts.tensors",
@@ -82,6 +85,7 @@ __all__ = [
     "MainRounds",
     "Message",
     "OneProcess",
+    "Packed",
     "Playbook",
     "Policy",
     "Processes",
@@ -110,6 +114,7 @@ __all__ = [
     "group_advantages",
     "group_signal",
     "keyed_advantages",
+    "pack",
     "play",
     "play_ahead",
     "play_replies",
@@ -120,6 +125,7 @@ __all__ = [
     "start_groups",
     "trainer_sampler",
     "ungraded",
+    "unpack",
     "unsplittable",
     "weighted_totals",
     "whole_groups",

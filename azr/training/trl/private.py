@@ -16,12 +16,14 @@ import torch
 
 from azr.rollouts import (
     VERSION,
+    Packed,
     RolloutFilter,
     RolloutTiming,
     Row,
     ScoredRound,
     group_signal,
     split_groups,
+    unpack,
     unsplittable,
     weighted_totals,
 )
@@ -335,3 +337,27 @@ def fill_batch(sampling: RolloutFilter, trl: TrainerBatches, rows: list[Row]) ->
             request = plan.send(source.round(request, sampling.batches))
     except StopIteration as done:
         return done.value
+
+
+def packed_logps(
+    trainer: GRPOTrainer, model: Any, packed: Packed, batch_size: int, entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probabilities (and entropies) of a packed batch in TRL's padded layout, as TRL 1.16's
+    `_get_per_token_logps_and_entropies` computes them for a padded one: the model's forward with TRL's fused LM
+    head (`fused_lm_head=True`, labels scoring the completion positions only), `batch_size` bins a forward pass, under
+    the accelerator's autocast; the bins' position ids, and no attention mask, keep the sequences apart."""
+    logps, entropies = [], []
+    for start in range(0, packed.input_ids.size(0), batch_size):
+        part = slice(start, start + batch_size)
+        with trainer.accelerator.autocast():
+            out = model(
+                input_ids=packed.input_ids[part],
+                position_ids=packed.position_ids[part],
+                labels=packed.labels[part],
+                fused_lm_head=True,
+            )
+        # TRL's head scores each position's next token: its column t is the token at t + 1.
+        logps.append(torch.nn.functional.pad(out.log_probs, (1, 0)))
+        if entropy:
+            entropies.append(torch.nn.functional.pad(out.entropy, (1, 0)))
+    return unpack(torch.cat(logps), packed), unpack(torch.cat(entropies), packed) if entropy else None

@@ -6,6 +6,7 @@ generation, and generation batches composed by a `RolloutFilter` (`azr.rollouts`
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,10 +18,12 @@ from trl.trainer.utils import RepeatSampler
 
 from azr.models import keep_vectors_fp32
 from azr.rewards import CodeGrader, is_optional
-from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch, ungraded
+from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch, pack, ungraded
 from azr.training.callbacks import SandboxHealth
 from azr.training.episodes.rounds import episode_completions
-from azr.training.trl.private import TrainerBatches, fill_batch
+from azr.training.trl.private import TrainerBatches, fill_batch, packed_logps
+
+log = logging.getLogger(__name__)
 
 
 class AZRGRPOTrainer(GRPOTrainer):
@@ -55,9 +58,17 @@ class AZRGRPOTrainer(GRPOTrainer):
       (`azr.training.trl.private.fill_batch`), and adds its metrics to every log.
     - `metered`: more parts whose `metrics()` join every log (`data.hardened`'s `HardenedWatch`).
     - `adjust_advantages` lets a subclass replace TRL's group-mean advantages of each round (Absolute Zero's
-      per-(type, role) baseline) without overriding a private TRL method itself: the three this class overrides
-      (`_generate_and_score_completions`, `_calculate_rewards`, `_get_train_sampler`) are pinned by
-      tests/training/test_trl_private.py, and every other private access is `azr.training.trl.private`'s.
+      per-(type, role) baseline) without overriding a private TRL method itself: the four this class overrides
+      (`_generate_and_score_completions`, `_calculate_rewards`, `_get_train_sampler`,
+      `_get_per_token_logps_and_entropies`) are pinned by tests/training/test_trl_private.py, and every other
+      private access is `azr.training.trl.private`'s.
+    - Every forward pass of the policy (and of the reference model) over a text batch runs on its sequences packed
+      by a token budget (`azr.rollouts.pack`): TRL pads every row to the longest, so a multi-turn batch whose long
+      transcripts only some rows reach would cost rows x the longest. The log-probabilities come back in TRL's
+      padded layout, the same values (0 where nothing is scored). Before the first packed pass the trainer checks on
+      two of the batch's own sequences that the model keeps packed sequences apart (transformers does so from the
+      position ids for its own attention code); a model that does not, or a batch that packs into no fewer tokens,
+      runs padded as TRL runs it.
     """
 
     def __init__(
@@ -88,6 +99,7 @@ class AZRGRPOTrainer(GRPOTrainer):
         self._required = torch.tensor([not is_optional(f) for f in self.reward_funcs], dtype=torch.bool)
         self._ungraded = torch.zeros(len(self.reward_funcs) + 1)  # [rows masked, each function's Nones among them]
         self._scored_rows = 0
+        self.packing: bool | None = None  # None until the first packed pass has checked the model (`_packs`)
         checked = ([grader] if grader is not None else []) + list(health)
         if checked:
             self.add_callback(SandboxHealth(checked, self.summed_over_processes))
@@ -97,6 +109,55 @@ class AZRGRPOTrainer(GRPOTrainer):
         if type(sampler) is RepeatSampler:
             sampler.__class__ = _EpochSampler  # the same fields; only `set_epoch` is added
         return sampler
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model,
+        input_ids,
+        attention_mask,
+        logits_to_keep,
+        batch_size=None,
+        compute_entropy=False,
+        compute_aux_loss=False,
+        **multimodal,
+    ):
+        padded = (model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss)
+        if self.packing is False or compute_aux_loss or any(v is not None for v in multimodal.values()):
+            return super()._get_per_token_logps_and_entropies(*padded, **multimodal)
+        packed = pack(input_ids, attention_mask, logits_to_keep, pad_id=self.processing_class.pad_token_id or 0)
+        if packed is None or packed.tokens >= input_ids.numel() or not self._packs(model, input_ids, attention_mask):
+            return super()._get_per_token_logps_and_entropies(*padded, **multimodal)
+        chunk = batch_size or input_ids.size(0)
+        logps, entropies = packed_logps(self, model, packed, chunk, compute_entropy)
+        return logps, entropies, None
+
+    def _packs(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> bool:
+        """Whether `model` keeps packed sequences apart, checked once: two of the batch's sequences packed into one
+        bin must score their tokens as they do padded, one a row (the largest difference within float rounding)."""
+        if self.packing is not None:
+            return self.packing
+        two = [r for r in range(input_ids.size(0)) if int(attention_mask[r].sum()) > 1][:2]
+        if len(two) < 2:
+            return False  # nothing to check it on yet: this batch runs padded
+        ids, mask = input_ids[two], attention_mask[two]
+        keep = ids.size(1) - 1  # every position that has one before it
+        both = pack(ids, mask, keep, budget=int(mask.sum()), pad_id=self.processing_class.pad_token_id or 0)
+        if both is None:
+            return False  # not TRL's layout: this batch runs padded
+        with torch.no_grad():
+            apart, _, _ = super()._get_per_token_logps_and_entropies(model, ids, mask, keep, batch_size=2)
+            together, _ = packed_logps(self, model, both, 2, False)
+        gap = float((apart - together)[both.rows, both.cols].abs().max())
+        tolerance = 1e-3 if next(model.parameters()).dtype == torch.float32 else 5e-2
+        self.packing = gap <= tolerance
+        if not self.packing:
+            log.warning(
+                "sequences are not packed for this model: packed, two sequences scored %.3g apart from their "
+                "padded log-probabilities (more than %g), so its forward passes attend across them",
+                gap,
+                tolerance,
+            )
+        return self.packing
 
     def _generate_and_score_completions(self, inputs):
         if self.sampling is not None and self.model.training:
