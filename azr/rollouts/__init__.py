@@ -9,7 +9,7 @@ Nothing here computes a reward, imports TRL or calls a trainer's round: `azr.tra
 their scored groups in (`azr.training.trl.private`).
 """
 
-from azr.rollouts.ahead import Columns, EngineSampler, Playbook, VersionedEngine, play_ahead
+from azr.rollouts.ahead import Columns, EngineSampler, Grade, Playbook, VersionedEngine, play_ahead
 from azr.rollouts.chat import ChatTokens
 from azr.rollouts.curriculum import Curriculum, TaskStats
 from azr.rollouts.environment import Environment, HasId
@@ -78,6 +78,7 @@ __all__ = [
     "Environment",
     "Episode",
     "GenerateSampler",
+    "Grade",
     "GroupSampler",
     "GroupSource",
     "HasId",

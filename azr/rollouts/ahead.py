@@ -2,7 +2,8 @@
 `Playbook` names the run's environment and how a row starts its episode; `play_ahead` plays the batch's episodes
 through the one runner (`azr.rollouts.runner.play`) with `EngineSampler`, a token sampler over the newest version
 a `VersionedEngine` serves, every turn seeded from the batch's seed, the environment answering between turns.
-Owns no queue and no timing (`azr.rollouts.pipeline` does), and no reward: the trainer's round scores the rows.
+Owns no queue and no timing (`azr.rollouts.pipeline` does), and no reward: the trainer's round scores the rows (a
+playbook's `grade` only runs their programs ahead, for the round's rewards to find).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 Columns = Callable[[Sequence[Episode]], dict[str, list[object]]]
+# Runs a played batch's programs ahead of the trainer: (its episodes, its rows, its `rollout_func` columns).
+Grade = Callable[[Sequence[Episode], Sequence[Row], dict[str, list[object]]], None]
 
 
 class VersionedEngine(Protocol):
@@ -71,7 +74,9 @@ class Playbook:
     """What the pipeline plays for each queued row: an episode of `env` started from `task(row)`, at most
     `limits.max_turns` policy turns. `tokenizer` (with the chat template's `template_kwargs`) decodes what is sampled
     and renders each observation as ids once; `eos` ends a turn. `columns` adds columns per row for the rewards (a
-    multi-turn environment's final answer, say). The default plays a one-turn round from ids alone."""
+    multi-turn environment's final answer, say). `grade(episodes, rows, columns)`, where given, runs the played
+    batch's programs ahead of the trainer (`azr.rewards.CodeGrader.grade_ahead`: their outcomes wait in the grader's
+    cache for the round's reward call). The default plays a one-turn round from ids alone."""
 
     env: Environment = field(default_factory=OneTurn)
     task: Callable[[Row], HasId] = row_task
@@ -80,6 +85,7 @@ class Playbook:
     eos: frozenset[int] = frozenset()
     limits: Limits = field(default_factory=Limits)
     columns: Columns | None = None
+    grade: Grade | None = None
 
     def for_thread(self) -> Playbook:
         """This playbook with a tokenizer of its own: a fast tokenizer is not safe to share with a thread that

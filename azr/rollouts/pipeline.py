@@ -8,7 +8,9 @@ with the version that sampled them (an episode's first turn's: the oldest of its
 `every` optimizer steps (TRL's steps_per_generation x num_iterations), `max_staleness` N keeps N // every batches in
 flight, so a batch is played during the steps before it trains; the first call queues its rows that many times plus
 one to fill the pipeline. A batch whose version lags the weights being trained by more than N (which the order of
-the queue rules out, but a stall could not) is dropped, counted, and played again now. TRL's round then takes the
+the queue rules out, but a stall could not) is dropped, counted, and played again now. Where the playbook grades
+(`Playbook.grade`), the producer runs the batch's programs in the sandbox as soon as it is played, so the reward call
+of the step that trains it finds their outcomes and runs none. TRL's round then takes the
 episodes through its public `rollout_func` (this object is one) as token ids, the sampler's log-probabilities and
 `env_mask`, rewards them, computes the advantages and weighs each policy token by its importance ratio against the
 sampler's log-probability (TRL's `vllm_importance_sampling_*` correction). Nothing in flight is saved: a resumed run
@@ -146,15 +148,21 @@ class AsyncRollouts:
 
     def _sample(self, batch: _Batch, playbook: Playbook) -> None:
         started = time.perf_counter()
+        graded = 0.0
         try:
             batch.version, batch.episodes, batch.columns = play_ahead(
                 self.engine, playbook, batch.rows, batch.prompt_ids, self.size, batch.seed
             )
+            if playbook.grade is not None:  # the batch's programs run now, while the trainer trains
+                clock = time.perf_counter()
+                playbook.grade(batch.episodes, batch.rows, batch.columns)
+                graded = time.perf_counter() - clock
         except BaseException as exc:  # handed to the trainer, which raises it
             batch.error = exc
         batch.seconds = time.perf_counter() - started
         with self._wake:  # producers side by side
-            self._seconds["generate"] += batch.seconds
+            self._seconds["generate"] += batch.seconds - graded
+            self._seconds["grade"] += graded
         batch.done.set()
 
     # ------------------------------------------------------------------------------------------------ trainer
@@ -242,7 +250,7 @@ class AsyncRollouts:
     def metrics(self) -> dict[str, float]:
         """`async/*` since the last call: the staleness histogram of trained samples (`async/staleness_<k>`, a share
         of the rows, k = 0..max_staleness), its mean, the samples dropped as too stale, and the seconds spent
-        sampling against those the trainer waited for them (the rest overlapped training)."""
+        sampling and grading ahead against those the trainer waited for them (the rest overlapped training)."""
         w, self._window = self._window, Counter()
         s, self._seconds = self._seconds, Counter()
         rows = w["rows"]
@@ -252,9 +260,10 @@ class AsyncRollouts:
             out |= {f"async/staleness_{k}": round(v, 4) for k, v in shares.items()}
             out["async/staleness_mean"] = round(sum(k * v for k, v in shares.items()), 4)
         out["async/generate_seconds"] = round(s["generate"], 3)
+        out["async/grade_seconds"] = round(s["grade"], 3)
         out["async/wait_seconds"] = round(s["wait"], 3)
-        if s["generate"]:
-            out["async/overlap_share"] = round(max(0.0, 1 - s["wait"] / s["generate"]), 4)
+        if s["generate"] + s["grade"]:
+            out["async/overlap_share"] = round(max(0.0, 1 - s["wait"] / (s["generate"] + s["grade"])), 4)
         if w["ratios"]:
             out["async/importance_outside_band_share"] = round(w["outside"] / w["ratios"], 4)
         return out

@@ -127,11 +127,21 @@ def ahead_playbook(
     ctx: RunContext, trainer: AZRGRPOTrainer, episodes: FeedbackRollout | ToolRollout | None
 ) -> Playbook:
     """What asynchronous GRPO plays ahead for each row: the run's episodes as the synchronous round plays them (the
-    same environment, limits and columns: `episode_rollouts`, or a `ToolRollout`'s or `FeedbackRollout`'s)."""
+    same environment, limits and columns: `episode_rollouts`, or a `ToolRollout`'s or `FeedbackRollout`'s), each
+    batch's programs run in the sandbox as soon as it is played where a trained reward grades them."""
     from azr.training.episodes import ahead_playbook as play_rows
 
     rollouts = episode_rollouts(ctx, trainer) if episodes is None else episodes.rollouts
-    return play_rows(rollouts.env, TrainerBatches(trainer), rollouts.tasks, rollouts.limits, rollouts.columns)
+    trained = ctx.rewards.trained
+    graded = trained is not None and any(getattr(f, "needs_grader", False) for f in trained.funcs)
+    return play_rows(
+        rollouts.env,
+        TrainerBatches(trainer),
+        rollouts.tasks,
+        rollouts.limits,
+        rollouts.columns,
+        grader=ctx.rewards.grader if graded else None,
+    )
 
 
 def episode_rollouts(ctx: RunContext, trainer: AZRGRPOTrainer) -> EpisodeRollouts:

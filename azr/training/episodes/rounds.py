@@ -4,11 +4,14 @@ episode, started from the row's conversation and its task, played by the episode
 generation (vLLM or `generate`, at GRPO's settings, the same calls TRL's round makes), and handed back as TRL's
 columns: prompt and completion ids, the sampler's log-probabilities, and `env_mask` where environment tokens are to
 be masked out of the loss. TRL's reward functions (the run's rubric) then score the rows; its advantages, as before.
-With `sampling.max_staleness` the same episodes are played ahead by the asynchronous pipeline (`ahead_playbook`).
+With `sampling.max_staleness` the same episodes are played ahead by the asynchronous pipeline (`ahead_playbook`),
+and their programs run in the sandbox as soon as they are played (`ahead_grading`), so a step's reward stage finds
+its batch graded.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +22,7 @@ from azr.rollouts import (
     Columns,
     Environment,
     Episode,
+    Grade,
     Limits,
     Message,
     Playbook,
@@ -33,7 +37,10 @@ from azr.rollouts import (
 from azr.training.trl.private import TrainerBatches
 
 if TYPE_CHECKING:
+    from azr.rewards import CodeGrader
     from azr.training.trl.private import GRPOTrainer
+
+log = logging.getLogger(__name__)
 
 # The column of a row that holds what the rewards score in place of TRL's decoding of the whole transcript (a
 # multi-turn episode's final answer, or its calls and results): see `episode_completions`.
@@ -122,10 +129,12 @@ def ahead_playbook(
     tasks: Mapping[str, Task],
     limits: Limits = Limits(),
     columns: Columns | None = None,
+    grader: CodeGrader | None = None,
 ) -> Playbook:
     """What the asynchronous pipeline plays for each row, as `EpisodeRollouts` plays it in the round: an episode
     of `env` from the row's conversation and its task, observations rendered with the trainer's chat template, the
-    same `limits` and `columns`."""
+    same `limits` and `columns`. With `grader` (the one the trained rewards grade with), each played batch's
+    programs run ahead of the trainer (`ahead_grading`)."""
     by_id = dict(tasks)
 
     def task(row: Row) -> TaskPrompt:
@@ -133,4 +142,28 @@ def ahead_playbook(
         return TaskPrompt(task_id, row["prompt"], by_id.get(task_id))  # type: ignore[arg-type]
 
     eos = frozenset(eos_ids(view.policy, view.tokenizer))
-    return Playbook(env, task, view.tokenizer, view.template_kwargs, eos, limits, columns)
+    grade = ahead_grading(grader, view.tokenizer) if grader is not None else None
+    return Playbook(env, task, view.tokenizer, view.template_kwargs, eos, limits, columns, grade)
+
+
+def ahead_grading(grader: CodeGrader, tokenizer: Any) -> Grade:
+    """A played batch graded as the round's rewards will grade it, ahead of the round: the same completions (a
+    multi-turn episode's `COMPLETION`, else the completion ids decoded as TRL decodes them, one assistant message
+    each) against the same rows, through `grader`, whose cache the round's reward call then reads. A failure here
+    costs nothing but the head start: it is logged, and the round grades the batch itself."""
+
+    def grade(episodes: Sequence[Episode], rows: Sequence[Row], columns: dict[str, list[object]]) -> None:
+        if not rows:
+            return
+        if COMPLETION in columns:
+            completions = list(columns[COMPLETION])
+        else:
+            texts = tokenizer.batch_decode(columns["completion_ids"], skip_special_tokens=True)
+            completions = [assistant(text) for text in texts]
+        read = {key: [row.get(key) for row in rows] for key in rows[0]}
+        try:
+            grader.grade_ahead(completions, read)
+        except Exception as exc:  # the round's reward call grades what this could not
+            log.warning("grading ahead failed (%s: %s); the step grades its batch itself", type(exc).__name__, exc)
+
+    return grade
