@@ -37,6 +37,8 @@ from azr.rollouts import (
 from azr.training.trl.private import TrainerBatches
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from azr.rewards import CodeGrader
     from azr.training.trl.private import GRPOTrainer
 
@@ -146,7 +148,7 @@ def ahead_playbook(
     return Playbook(env, task, view.tokenizer, view.template_kwargs, eos, limits, columns, grade)
 
 
-def ahead_grading(grader: CodeGrader, tokenizer: Any) -> Grade:
+def ahead_grading(grader: CodeGrader, tokenizer: PreTrainedTokenizerBase) -> Grade:
     """A played batch graded as the round's rewards will grade it, ahead of the round: the same completions (a
     multi-turn episode's `COMPLETION`, else the completion ids decoded as TRL decodes them, one assistant message
     each) against the same rows, through `grader`, whose cache the round's reward call then reads. A failure here

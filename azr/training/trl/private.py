@@ -340,7 +340,7 @@ def fill_batch(sampling: RolloutFilter, trl: TrainerBatches, rows: list[Row]) ->
 
 
 def packed_logps(
-    trainer: GRPOTrainer, model: Any, packed: Packed, batch_size: int, entropy: bool
+    trainer: GRPOTrainer, model: torch.nn.Module, packed: Packed, batch_size: int, entropy: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probabilities (and entropies) of a packed batch in TRL's padded layout, as TRL 1.16's
     `_get_per_token_logps_and_entropies` computes them for a padded one: the model's forward with TRL's fused LM
