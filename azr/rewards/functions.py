@@ -80,19 +80,17 @@ class CodeGrader:
         """Outcome per completion; programs not seen before run in parallel through the pool (`OutcomeCache`, the
         grading path Absolute Zero's judge shares). The batch's details are kept for the trainer's observers
         (`last_details`)."""
-        outcomes, _ = self._resolve(completions, columns)
+        outcomes = self._resolve(completions, columns)
         self.last_details = [o.details() for o in outcomes]
         return outcomes
 
-    def grade_ahead(self, completions: Sequence[Any], columns: dict[str, Any]) -> int:
+    def grade_ahead(self, completions: Sequence[Any], columns: dict[str, Any]) -> None:
         """Run the programs of a batch the trainer will score later (asynchronous GRPO's producer, on its own
-        thread): their outcomes wait in the cache, so the reward call that scores the batch runs none of them. The
-        programs run now; `last_details` is left to the trainer's own batch."""
-        _, ran = self._resolve(completions, columns)
-        return ran
+        thread): their outcomes wait in the cache, so the reward call that scores the batch runs none of them.
+        `last_details` is left to the trainer's own batch."""
+        self._resolve(completions, columns)
 
-    def _resolve(self, completions: Sequence[Any], columns: dict[str, Any]) -> tuple[list[Outcome], int]:
-        """(outcome per completion, programs run now)."""
+    def _resolve(self, completions: Sequence[Any], columns: dict[str, Any]) -> list[Outcome]:
         tests = columns.get("tests")
         if tests is None:
             raise KeyError("the dataset has no 'tests' column")
@@ -119,8 +117,8 @@ class CodeGrader:
             grades = grade_many([jobs[key] for key in todo], self.pool, self.limits)
             return [Outcome(key[0], grade) for key, grade in zip(todo, grades, strict=True)]
 
-        found, ran = self.cache.resolve(keys, run, runnable=lambda key: key[0].code is not None)
-        return [o or Outcome(key[0], None) for o, key in zip(found, keys, strict=True)], len(ran)
+        found, _ = self.cache.resolve(keys, run, runnable=lambda key: key[0].code is not None)
+        return [o or Outcome(key[0], None) for o, key in zip(found, keys, strict=True)]
 
     def _account(self, grades: list[Grade]) -> None:
         """Count these grades' infrastructure failures (as a batch would)."""

@@ -77,6 +77,11 @@ class Rubric:
         return parse_answer(text, self.answer_format)
 
     @property
+    def graded(self) -> bool:
+        """Whether any of its functions reads the grader's outcomes (runs the answers' programs), such as `tests`."""
+        return any(getattr(f, "needs_grader", False) for f in self.funcs)
+
+    @property
     def required(self) -> list[bool]:
         """Per function: whether its None leaves the row ungraded (every function that is not `is_optional`)."""
         return [not is_optional(f) for f in self.funcs]

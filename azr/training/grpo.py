@@ -132,8 +132,7 @@ def ahead_playbook(
     from azr.training.episodes import ahead_playbook as play_rows
 
     rollouts = episode_rollouts(ctx, trainer) if episodes is None else episodes.rollouts
-    trained = ctx.rewards.trained
-    graded = trained is not None and any(getattr(f, "needs_grader", False) for f in trained.funcs)
+    graded = ctx.rewards.trained is not None and ctx.rewards.trained.graded
     return play_rows(
         rollouts.env,
         TrainerBatches(trainer),

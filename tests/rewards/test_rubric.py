@@ -69,6 +69,13 @@ def test_the_recipes_rubric_is_checked_without_a_sandbox():
         build_rubric([RewardSpec("nope", 1.0)])
 
 
+def test_a_rubric_is_graded_when_a_reward_runs_the_answers_programs():
+    # what decides whether asynchronous GRPO grades ahead
+    assert build_rubric([RewardSpec("format", 1.0), RewardSpec("tests", 1.0)]).graded
+    assert not build_rubric([RewardSpec("format", 1.0)]).graded
+    assert not Rubric((code_reward,), (1.0,)).graded
+
+
 def test_grpo_trains_with_the_blended_rubric_when_self_play_is_on():
     cfg = load_config(
         None,

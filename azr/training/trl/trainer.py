@@ -124,12 +124,17 @@ class AZRGRPOTrainer(GRPOTrainer):
         padded = (model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss)
         if self.packing is False or compute_aux_loss or any(v is not None for v in multimodal.values()):
             return super()._get_per_token_logps_and_entropies(*padded, **multimodal)
-        packed = pack(input_ids, attention_mask, logits_to_keep, pad_id=self.processing_class.pad_token_id or 0)
+        packed = pack(input_ids, attention_mask, logits_to_keep, pad_id=self._pad_id)
         if packed is None or packed.tokens >= input_ids.numel() or not self._packs(model, input_ids, attention_mask):
             return super()._get_per_token_logps_and_entropies(*padded, **multimodal)
         chunk = batch_size or input_ids.size(0)
         logps, entropies = packed_logps(self, model, packed, chunk, compute_entropy)
         return logps, entropies, None
+
+    @property
+    def _pad_id(self) -> int:
+        """The id packed bins are padded with (never attended to, never scored)."""
+        return TrainerBatches(self).pad_id or 0
 
     def _packs(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> bool:
         """Whether `model` keeps packed sequences apart, checked once: two of the batch's sequences packed into one
@@ -141,7 +146,7 @@ class AZRGRPOTrainer(GRPOTrainer):
             return False  # nothing to check it on yet: this batch runs padded
         ids, mask = input_ids[two], attention_mask[two]
         keep = ids.size(1) - 1  # every position that has one before it
-        both = pack(ids, mask, keep, budget=int(mask.sum()), pad_id=self.processing_class.pad_token_id or 0)
+        both = pack(ids, mask, keep, budget=int(mask.sum()), pad_id=self._pad_id)
         if both is None:
             return False  # not TRL's layout: this batch runs padded
         with torch.no_grad():
