@@ -1,6 +1,7 @@
 """What packing saves in the training pass, side by side in one run: the policy's forward and backward over one
 micro-batch of TRL's padded layout (`GRPOTrainer`'s own `_get_per_token_logps_and_entropies`) and over the same
-rows packed by a token budget (`AZRGRPOTrainer`'s, `azr.rollouts.pack`), with the recipe's adapter.
+rows packed by a token budget (`AZRGRPOTrainer`'s, `azr.rollouts.pack`), with the recipe's adapter; and which of
+the two the trainer itself would run that batch as (it times one forward pass each way, once a run).
 
 The batch is shaped like a feedback round's: every row a prompt and a first answer, and a share of the rows (those
 whose answer failed its public tests) a second turn as well, so that their transcripts are several times longer.
@@ -115,7 +116,10 @@ def main() -> None:
             return GRPOTrainer._get_per_token_logps_and_entropies(trainer, *a, **k)
 
         arms = {"padded": padded, "packed": trainer._get_per_token_logps_and_entropies}
-        losses = {name: _step(forward, trainer, ids, mask, keep)[1] for name, forward in arms.items()}  # warm
+        _step(arms["packed"], trainer, ids, mask, keep)  # warm; the trainer times a position each way (once)
+        measured = trainer.position_seconds
+        trainer.position_seconds = (1.0, 0.0)  # the packed arm packs, whatever the trainer would choose
+        losses = {name: _step(forward, trainer, ids, mask, keep)[1] for name, forward in arms.items()}
         if trainer.packing is not True or abs(losses["padded"] - losses["packed"]) > 1e-4:
             sys.exit(f"packing gave another loss or was refused: {losses}, packing={trainer.packing}")
         times: dict[str, list[float]] = {name: [] for name in arms}
@@ -132,11 +136,13 @@ def main() -> None:
         "bins": int(packed.input_ids.size(0)),
         "seconds_padded": round(statistics.median(times["padded"]), 3),
         "seconds_packed": round(statistics.median(times["packed"]), 3),
+        "trainer_packs": measured is not None and packed.tokens * measured[1] < ids.numel() * measured[0],
     }
     result["packed_over_padded"] = round(result["seconds_packed"] / result["seconds_padded"], 3)
     if args.json:
         print(json.dumps(result, indent=2))
         return
+    choice = {True: "packed", False: "padded"}
     print(
         f"{result['config']}: {args.rows} rows, {longs} with a second turn; "
         f"forward + backward, median of {args.repeats}"
@@ -145,6 +151,7 @@ def main() -> None:
     print(f"{'padded':8} {result['positions_padded']:>10} {result['seconds_padded']:>9.3f}")
     print(f"{'packed':8} {result['positions_packed']:>10} {result['seconds_packed']:>9.3f}  ({result['bins']} bins)")
     print(f"real tokens {result['tokens_real']}; packed / padded time {result['packed_over_padded']:.3f}")
+    print(f"the trainer, timing a forward pass each way, would run this batch {choice[result['trainer_packs']]}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The trainer's forward passes on packed sequences (`AZRGRPOTrainer._get_per_token_logps_and_entropies`): on the
 tiny model, a batch of TRL's layout with rows of different lengths gets the same log-probabilities, entropies,
 loss and gradients packed as TRL's padded forward gives, in fewer positions; a model whose forward would attend
-across packed sequences is found on the first batch and runs padded."""
+across packed sequences is found on the first batch and runs padded; and a batch is packed only where its packed
+positions take less time than its padded ones, at what the trainer timed a position costing each way."""
 
 from __future__ import annotations
 
@@ -27,13 +28,15 @@ def trainer(tiny_model_dir, tmp_path):
 
     model, tokenizer = build_model_and_tokenizer(ModelConfig(name_or_path=str(tiny_model_dir)))
     args = tiny_grpo_args(tmp_path / "out", max_completion_length=12, max_steps=1, save_strategy="no")
-    return AZRGRPOTrainer(
+    trainer = AZRGRPOTrainer(
         model=model,
         reward_funcs=[_reward],
         args=args,
         train_dataset=grpo_dataset(load_tasks("train")[:2]),
         processing_class=tokenizer,
     )
+    trainer.position_seconds = (1.0, 1.0)  # a position costs the same either way: every batch that saves one packs
+    return trainer
 
 
 def _layout(vocab: int, prompts: list[int], completions: list[int], seed: int = 0):
@@ -105,3 +108,46 @@ def test_a_model_that_attends_across_packed_sequences_runs_padded(trainer, monke
     assert trainer.packing is False and "not packed for this model" in caplog.text
     theirs, _, _ = _padded(trainer, model, ids, mask, keep)
     assert torch.equal(mine, theirs)
+
+
+def test_a_batch_is_packed_only_where_its_packed_positions_take_less_time(trainer, monkeypatch):
+    import azr.training.trl.trainer as module
+    from azr.rollouts import pack
+
+    model = trainer.model
+    ids, mask, keep = _layout(model.config.vocab_size, [9, 5, 7, 4, 6], [12, 3, 2, 5, 1])
+    trainer.packing = True  # checked: this model keeps packed sequences apart (the test above)
+    calls = []
+    monkeypatch.setattr(module, "packed_logps", _counting(module.packed_logps, calls))
+    saved = ids.numel() / pack(ids, mask, keep).tokens  # padded positions per packed one, above 1
+    trainer.position_seconds = (1.0, saved * 1.01)  # a packed position costs just more than packing saves
+    mine, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, mask, keep)
+    assert calls == []
+    assert torch.equal(mine, _padded(trainer, model, ids, mask, keep)[0])
+    trainer.position_seconds = (1.0, saved * 0.99)  # just less
+    trainer._get_per_token_logps_and_entropies(model, ids, mask, keep)
+    assert calls == [1]
+
+
+def test_the_cost_of_a_position_is_timed_once_each_way_on_the_first_batch_that_packs(trainer, caplog):
+    model = trainer.model
+    trainer.position_seconds = None
+    ids, mask, keep = _layout(model.config.vocab_size, [9, 5, 7, 4, 6], [12, 3, 2, 5, 1])
+    with caplog.at_level("INFO", logger="azr.training.trl.trainer"):
+        mine, _, _ = trainer._get_per_token_logps_and_entropies(model, ids, mask, keep)
+    measured = trainer.position_seconds
+    assert measured is not None and all(seconds > 0 for seconds in measured)
+    assert "ms a position padded" in caplog.text
+    theirs, _, _ = _padded(trainer, model, ids, mask, keep)
+    scored = mask[:, -keep:].bool()
+    assert torch.allclose(mine[scored], theirs[scored], atol=1e-5)  # the same values, whichever way it ran
+    trainer._get_per_token_logps_and_entropies(model, ids, mask, keep)
+    assert trainer.position_seconds == measured  # not timed again
+
+
+def _counting(function, calls: list):
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return function(*args, **kwargs)
+
+    return counted

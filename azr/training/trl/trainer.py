@@ -18,7 +18,7 @@ from trl.trainer.utils import RepeatSampler
 
 from azr.models import keep_vectors_fp32
 from azr.rewards import CodeGrader, is_optional
-from azr.rollouts import RolloutFilter, RoundHooks, ScoredBatch, pack, ungraded
+from azr.rollouts import Packed, RolloutFilter, RoundHooks, ScoredBatch, pack, ungraded
 from azr.training.callbacks import SandboxHealth
 from azr.training.episodes.rounds import episode_completions
 from azr.training.trl.private import TrainerBatches, fill_batch, packed_logps
@@ -67,8 +67,10 @@ class AZRGRPOTrainer(GRPOTrainer):
       transcripts only some rows reach would cost rows x the longest. The log-probabilities come back in TRL's
       padded layout, the same values (0 where nothing is scored). Before the first packed pass the trainer checks on
       two of the batch's own sequences that the model keeps packed sequences apart (transformers does so from the
-      position ids for its own attention code); a model that does not, or a batch that packs into no fewer tokens,
-      runs padded as TRL runs it.
+      position ids for its own attention code); a model that does not runs padded as TRL runs it. It then times one
+      forward pass of that batch each way: a packed position can cost more than a padded one (on a 1 M-parameter
+      model the packed pass saved less than its own cost), so from then on a batch is packed only where its packed
+      positions, at the packed cost, take less time than its padded ones (`position_seconds`).
     """
 
     def __init__(
@@ -100,6 +102,8 @@ class AZRGRPOTrainer(GRPOTrainer):
         self._ungraded = torch.zeros(len(self.reward_funcs) + 1)  # [rows masked, each function's Nones among them]
         self._scored_rows = 0
         self.packing: bool | None = None  # None until the first packed pass has checked the model (`_packs`)
+        # Seconds per position of a forward pass, (padded, packed), timed on the first batch that packs.
+        self.position_seconds: tuple[float, float] | None = None
         checked = ([grader] if grader is not None else []) + list(health)
         if checked:
             self.add_callback(SandboxHealth(checked, self.summed_over_processes))
@@ -128,6 +132,13 @@ class AZRGRPOTrainer(GRPOTrainer):
         if packed is None or packed.tokens >= input_ids.numel() or not self._packs(model, input_ids, attention_mask):
             return super()._get_per_token_logps_and_entropies(*padded, **multimodal)
         chunk = batch_size or input_ids.size(0)
+        if self.position_seconds is None:
+            self.position_seconds = self._time_positions(
+                model, input_ids, attention_mask, logits_to_keep, packed, chunk
+            )
+        per_padded, per_packed = self.position_seconds
+        if packed.tokens * per_packed >= input_ids.numel() * per_padded:
+            return super()._get_per_token_logps_and_entropies(*padded, **multimodal)
         logps, entropies = packed_logps(self, model, packed, chunk, compute_entropy)
         return logps, entropies, None
 
@@ -163,6 +174,39 @@ class AZRGRPOTrainer(GRPOTrainer):
                 tolerance,
             )
         return self.packing
+
+    def _time_positions(
+        self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int, packed: Packed, chunk: int
+    ) -> tuple[float, float]:
+        """Seconds per position of one forward pass over this batch, padded and packed (no gradients, once a run: the
+        two-sequence check in `_packs` has already run both paths, so neither pays a first call's set-up)."""
+
+        def timed(forward) -> float:
+            if input_ids.is_cuda:
+                torch.cuda.synchronize(input_ids.device)
+            start = time.perf_counter()
+            with torch.no_grad():
+                forward()
+            if input_ids.is_cuda:
+                torch.cuda.synchronize(input_ids.device)
+            return time.perf_counter() - start
+
+        padded = timed(
+            lambda: GRPOTrainer._get_per_token_logps_and_entropies(
+                self, model, input_ids, attention_mask, keep, batch_size=chunk
+            )
+        )
+        together = timed(lambda: packed_logps(self, model, packed, chunk, False))
+        costs = (padded / input_ids.numel(), together / packed.tokens)
+        log.info(
+            "packing: a forward pass costs %.3g ms a position padded and %.3g ms packed (this batch: %d positions "
+            "padded, %d packed): a batch is packed where that takes less time",
+            1e3 * costs[0],
+            1e3 * costs[1],
+            input_ids.numel(),
+            packed.tokens,
+        )
+        return costs
 
     def _generate_and_score_completions(self, inputs):
         if self.sampling is not None and self.model.training:
