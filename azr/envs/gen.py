@@ -227,9 +227,7 @@ def _local_model(cfg: AzrConfig) -> LocalModel:
 
 def local_model(model: Policy, tokenizer: Any, template_kwargs: dict, name: str) -> LocalModel:
     window = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
-    return LocalModel(
-        GenerateSampler(model, tokenizer, template_kwargs), ChatTokens(tokenizer, template_kwargs), window, name
-    )
+    return LocalModel(GenerateSampler(model, tokenizer), ChatTokens(tokenizer, template_kwargs), window, name)
 
 
 def episode_seed(seed: int, task_id: str, sample: int) -> int:

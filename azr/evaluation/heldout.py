@@ -22,7 +22,7 @@ from azr.evaluation.samplers import Generated, ItemSampler, ModelSampler, Served
 from azr.evaluation.turns import run_turns, scored_problems, turn_summary
 from azr.logs import JsonlWriter, atomic_write_text, read_jsonl_records
 from azr.rewards import Rubric, sandbox_oracle
-from azr.rollouts import Processes, trainer_sampler
+from azr.rollouts import ChatTokens, Processes, trainer_sampler
 
 if TYPE_CHECKING:
     from transformers import Trainer
@@ -135,10 +135,10 @@ class HeldOutEvaluator:
         of this rank's samples), else the policy's own `generate` (batches seeded as `azr eval` seeds them). Each
         sample carries the policy version that drew it. `view` is the trainer as an `azr.rollouts.TrainerView`
         shows it."""
-        source = trainer_sampler(view, self.cfg.template_kwargs())
+        source, chat = trainer_sampler(view), ChatTokens(view.tokenizer, self.cfg.template_kwargs())
         if view.backend is not None:
-            return ServedSampler(source, self.sampling)
-        return ModelSampler(source, self.sampling)
+            return ServedSampler(source, chat, self.sampling)
+        return ModelSampler(source, chat, self.sampling)
 
     @staticmethod
     def logger_keys(record: dict[str, Any]) -> dict[str, float]:

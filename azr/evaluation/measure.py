@@ -1,6 +1,6 @@
 """Sampling a local model on tasks and scoring what it wrote: the train-set pass rate `azr train` measures before
 and after GRPO (with GRPO's own sampling settings), and the local sampler `azr eval` uses. The completions come
-through the rollout seam (`azr.rollouts`: a `Sampler` yields one group per task); `Sampling` is the seam's.
+through the rollout seam (`azr.rollouts.sample_groups`: one group per task); `Sampling` is the seam's.
 
 Samples whose code could not be graded (sandbox infrastructure errors) are left out of every rate.
 """
@@ -13,7 +13,7 @@ from typing import Any
 from azr.data import GRADING_COLUMNS, Task
 from azr.prompts import chat_messages
 from azr.rewards import Rubric
-from azr.rollouts import GenerateSampler, Prompt, Sampler, Sampling, ScoredGroup
+from azr.rollouts import ChatTokens, GenerateSampler, Prompt, Sampling, ScoredGroup, TokenSampler, sample_groups
 
 __all__ = ["Sampling", "generate_completions", "sampled_groups", "score_completions"]
 
@@ -21,13 +21,16 @@ __all__ = ["Sampling", "generate_completions", "sampled_groups", "score_completi
 def generate_completions(model, tokenizer, tasks: Sequence[Task], sampling: Sampling, template_kwargs: dict) -> list:
     """`sampling.n` completions per task (grouped by task), sampled with the model's own `generate` through the
     rollout seam (`azr.rollouts.GenerateSampler`: from `sampling.seed`, the torch generators restored after)."""
-    groups = sampled_groups(GenerateSampler(model, tokenizer, template_kwargs), tasks, sampling)
+    chat = ChatTokens(tokenizer, template_kwargs)
+    groups = sampled_groups(GenerateSampler(model, tokenizer), chat, tasks, sampling)
     return [text for group in groups for text in group.texts]
 
 
-def sampled_groups(sampler: Sampler, tasks: Sequence[Task], sampling: Sampling) -> list[ScoredGroup]:
+def sampled_groups(
+    sampler: TokenSampler, chat: ChatTokens, tasks: Sequence[Task], sampling: Sampling
+) -> list[ScoredGroup]:
     """One group of `sampling.n` completions per task from `sampler`, each task's prompt as the training sees it."""
-    return sampler.sample([Prompt(t.id, chat_messages(t.prompt)) for t in tasks], sampling)
+    return sample_groups(sampler, chat, [Prompt(t.id, chat_messages(t.prompt)) for t in tasks], sampling)
 
 
 def score_completions(rubric: Rubric, tasks: Sequence[Task], completions: list) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from azr.data import STOP, Problem
 from azr.errors import ConfigError
 from azr.evaluation.measure import sampled_groups
 from azr.prompts import chat_messages
-from azr.rollouts import GenerateSampler, Prompt, Sampler, Sampling
+from azr.rollouts import ChatTokens, GenerateSampler, Prompt, Sampling, TokenSampler, sample_groups
 
 Conversation = list[dict[str, str]]
 
@@ -70,13 +70,14 @@ class ItemSampler(Protocol):
 
 class ModelSampler:
     """A model already in memory (a run's policy as it trains, or one `LocalSampler` loaded), sampled through the
-    rollout seam (`azr.rollouts.GenerateSampler`) in batches of `sampling.batch_size` samples, each batch seeded from
-    its first sample: the same batches give the same samples, in a run and in `azr eval` alike."""
+    rollout seam (`azr.rollouts.GenerateSampler`, prompts rendered by `chat`) in batches of `sampling.batch_size`
+    samples, each batch seeded from its first sample: the same batches give the same samples, in a run and in
+    `azr eval` alike."""
 
     mode = "answer"
 
-    def __init__(self, source: Sampler, sampling: Sampling):
-        self.source, self.sampling = source, sampling
+    def __init__(self, source: TokenSampler, chat: ChatTokens, sampling: Sampling):
+        self.source, self.chat, self.sampling = source, chat, sampling
         self.chunk = sampling.batch_size
 
     def sample(
@@ -86,14 +87,14 @@ class ModelSampler:
         sampling = dataclasses.replace(self.sampling, n=1, seed=_seed(self.sampling.seed, *items[0], turn))
         if conversations is not None:
             prompts = [Prompt(p.id, list(c)) for (p, _), c in zip(items, conversations, strict=True)]
-            groups = self.source.sample(prompts, sampling)
+            groups = sample_groups(self.source, self.chat, prompts, sampling)
         else:
-            groups = sampled_groups(self.source, [problem.task for problem, _ in items], sampling)
+            groups = sampled_groups(self.source, self.chat, [problem.task for problem, _ in items], sampling)
         return generated(groups)
 
 
 def generated(groups) -> list[Generated]:
-    """One `Generated` per completion of `groups` (a seam sampler's), with its token count."""
+    """One `Generated` per completion of `groups` (`azr.rollouts.sample_groups`'), with its token count."""
     out = []
     for g in groups:
         mask = g.tensors.get("completion_mask")
@@ -110,20 +111,20 @@ class ServedSampler:
     mode = "answer"
     chunk = 1 << 30
 
-    def __init__(self, source: Sampler, sampling: Sampling):
-        self.source, self.sampling = source, sampling
+    def __init__(self, source: TokenSampler, chat: ChatTokens, sampling: Sampling):
+        self.source, self.chat, self.sampling = source, chat, sampling
 
     def sample(
         self, items: list[tuple[Problem, int]], conversations: list[Conversation] | None = None
     ) -> list[Generated]:
         if conversations is not None:  # each item its own conversation: one sample of each
             prompts = [Prompt(p.id, list(c)) for (p, _), c in zip(items, conversations, strict=True)]
-            groups = self.source.sample(prompts, dataclasses.replace(self.sampling, n=1))
+            groups = sample_groups(self.source, self.chat, prompts, dataclasses.replace(self.sampling, n=1))
             return generated(groups)
         n = self.sampling.n
         if len(items) % n:
             raise ValueError(f"{len(items)} items are not whole groups of {n} samples per problem")
-        groups = sampled_groups(self.source, [problem.task for problem, _ in items[::n]], self.sampling)
+        groups = sampled_groups(self.source, self.chat, [problem.task for problem, _ in items[::n]], self.sampling)
         return generated(groups)
 
 
@@ -136,7 +137,7 @@ class LocalSampler(ModelSampler):
 
         quiet_third_party()
         model, tokenizer = load_policy(model_cfg, adapter or None)
-        super().__init__(GenerateSampler(model, tokenizer, template_kwargs), sampling)
+        super().__init__(GenerateSampler(model, tokenizer), ChatTokens(tokenizer, template_kwargs), sampling)
 
 
 class EndpointSampler:

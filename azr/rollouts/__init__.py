@@ -1,6 +1,6 @@
 """Rollouts: episodes (`episodes`: an episode's turns with token ids and masks; `environment`: the protocol every
 environment implements; `runner`: the one loop that plays them; `chat`: the chat template as episode ids), the rollout
-seam (`seam`: scored groups, the protocols of a trainer's round and of samplers), the samplers, and what goes into a
+seam (`seam`: scored groups, the protocols of a trainer's round and of generation), the samplers, and what goes into a
 generation batch: the group sampler, the curriculum, dynamic sampling, self-play rounds across processes, the
 asynchronous pipeline (`ahead`: the episodes it plays ahead of the trainer), advantages as functions of scores, and
 sequences packed by a token budget for the policy's forward passes (`packing`). The face of the package.
@@ -24,6 +24,7 @@ from azr.rollouts.samplers import (
     TrainerSampler,
     continuation,
     eos_ids,
+    sample_groups,
     trainer_sampler,
 )
 from azr.rollouts.seam import (
@@ -36,7 +37,6 @@ from azr.rollouts.seam import (
     RolloutSource,
     RolloutTiming,
     Row,
-    Sampler,
     Sampling,
     ScoredBatch,
     ScoredGroup,
@@ -97,7 +97,6 @@ __all__ = [
     "RolloutTiming",
     "RoundHooks",
     "Row",
-    "Sampler",
     "Sampling",
     "ScoredBatch",
     "ScoredGroup",
@@ -122,6 +121,7 @@ __all__ = [
     "rollout_columns",
     "run_groups",
     "run_text",
+    "sample_groups",
     "split_groups",
     "start_groups",
     "trainer_sampler",

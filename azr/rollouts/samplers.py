@@ -1,9 +1,10 @@
-"""The samplers outside GRPO's round, as sources of the rollout seam (`azr.rollouts.seam.Sampler`): `GenerateSampler`
-draws from a model in memory with its own `generate` (the train pass rate, `azr eval` on a local model, the held-out
-evaluation when the trainer generates that way, the tool loop's local turns); `BackendSampler` draws from the vLLM
-backend a trainer generates GRPO's batches through (adapter, server and colocate modes), via a `TrainerView`, at
-the caller's settings; `TrainerSampler` draws with the trainer's own generation at GRPO's settings (Absolute Zero's
-proposer and solver). `trainer_sampler` picks the one that samples as a trainer does, for an evaluation.
+"""The token samplers outside GRPO's round (`azr.rollouts.seam.TokenSampler`): `GenerateSampler` draws from a model
+in memory with its own `generate` (the train pass rate, `azr eval` on a local model, the held-out evaluation when the
+trainer generates that way, the tool loop's local turns); `BackendSampler` draws from the vLLM backend a trainer
+generates GRPO's batches through (adapter, server and colocate modes), via a `TrainerView`, at the caller's
+settings; `TrainerSampler` draws with the trainer's own generation at GRPO's settings (the episodes of GRPO's
+rounds and Absolute Zero's). `trainer_sampler` picks the one that samples as a trainer does, for an evaluation.
+`sample_groups` draws `n` completions of each prompt from any of them, one `ScoredGroup` per prompt.
 
 Owns generation and decoding only; grading what was sampled is the consumer's. torch is imported where it is used.
 """
@@ -15,14 +16,15 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from azr.rollouts.chat import ChatTokens
 from azr.rollouts.seam import (
     Continuation,
     Policy,
     Prompt,
     RolloutTiming,
-    Sampler,
     Sampling,
     ScoredGroup,
+    TokenSampler,
     TrainerView,
 )
 
@@ -30,54 +32,56 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
-class GenerateSampler:
-    """A causal LM and its tokenizer, sampled with `generate` through the chat template: every prompt repeated
-    `sampling.n` times in a row, `sampling.batch_size` rows per call (left-padded), all drawn from `sampling.seed`
-    with the torch generators restored afterwards, so whatever samples next draws what it would have without this.
-    `version` says which policy version the weights are (0 for a model loaded from disk)."""
-
-    def __init__(
-        self,
-        model: Policy,
-        tokenizer: PreTrainedTokenizerBase,
-        template_kwargs: dict,
-        version: Callable[[], int] = lambda: 0,
-    ):
-        self.model, self.tokenizer, self.template_kwargs, self.version = model, tokenizer, template_kwargs, version
-
-    def prompt_text(self, prompt: Prompt) -> str:
-        return self.tokenizer.apply_chat_template(
-            prompt.messages, tools=prompt.tools, tokenize=False, add_generation_prompt=True, **self.template_kwargs
+def sample_groups(
+    sampler: TokenSampler, chat: ChatTokens, prompts: list[Prompt], sampling: Sampling
+) -> list[ScoredGroup]:
+    """`sampling.n` completions of each prompt from `sampler`, one group per prompt in order: each prompt rendered
+    by `chat` (with its tools) and continued `n` times in a row (a run a vLLM backend samples as one request), with
+    the token ids, decoded texts, the sampler's log-probabilities where it gives them, and the oldest policy version
+    that drew the group (0 where the sampler does not say: a model loaded from disk). Not graded: `rewards` empty."""
+    n = sampling.n
+    prompt_ids = [chat.prompt_ids(p.messages, p.tools) for p in prompts]
+    started, clock = time.time(), time.perf_counter()
+    outs = sampler.complete([ids for ids in prompt_ids for _ in range(n)], sampling)
+    timing = RolloutTiming(started, time.perf_counter() - clock)
+    pad = chat.tokenizer.pad_token_id or 0
+    groups = []
+    for i, prompt in enumerate(prompts):
+        part = outs[i * n : (i + 1) * n]
+        logprobs = [list(o.logprobs) for o in part] if all(o.logprobs is not None for o in part) else None
+        versions = [o.version for o in part if o.version is not None]
+        group = ScoredGroup.sampled(
+            prompt.task_id,
+            prompt_ids[i],
+            [list(o.ids) for o in part],
+            [o.text for o in part],
+            version=min(versions, default=0),
+            pad_id=pad,
+            logprobs=logprobs,
+            timing=timing,
         )
+        groups.append(group)
+    return groups
 
-    def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]:
-        tokenizer, n = self.tokenizer, sampling.n
-        prompt_ids = [list(tokenizer(self.prompt_text(p), add_special_tokens=False)["input_ids"]) for p in prompts]
-        started, clock = time.time(), time.perf_counter()
-        outs = self.complete([ids for ids in prompt_ids for _ in range(n)], sampling)
-        timing = RolloutTiming(started, time.perf_counter() - clock)
-        version, pad = self.version(), tokenizer.pad_token_id or 0
-        return [
-            ScoredGroup.sampled(
-                p.task_id,
-                prompt_ids[i],
-                [o.ids for o in outs[i * n : (i + 1) * n]],
-                [o.text for o in outs[i * n : (i + 1) * n]],
-                version=version,
-                pad_id=pad,
-                timing=timing,
-            )
-            for i, p in enumerate(prompts)
-        ]
+
+class GenerateSampler:
+    """A causal LM and its tokenizer, continued with `generate`: `sampling.batch_size` rows per call (left-padded),
+    all drawn from `sampling.seed` with the torch generators restored afterwards, so whatever samples next draws
+    what it would have without this. `version` says which policy version the weights are (0 for a model loaded from
+    disk)."""
+
+    def __init__(self, model: Policy, tokenizer: PreTrainedTokenizerBase, version: Callable[[], int] = lambda: 0):
+        self.model, self.tokenizer, self.version = model, tokenizer, version
 
     def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
-        """One continuation of each context (a `TokenSampler`): `sampling.batch_size` rows per `generate` call,
-        left-padded, drawn from `sampling.seed`."""
+        """One continuation of each context: `sampling.batch_size` rows per `generate` call, left-padded, drawn from
+        `sampling.seed`."""
         import torch
 
         model, tokenizer = self.model, self.tokenizer
         eos = eos_ids(model, tokenizer)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        version = self.version()
         outs: list[Continuation] = []
         was_training = model.training
         model.eval()
@@ -103,7 +107,7 @@ class GenerateSampler:
                         pad_token_id=tokenizer.pad_token_id,
                     )
                 for row in generated[:, width:].tolist():
-                    outs.append(continuation(tokenizer, _through_eos(row, eos), eos))
+                    outs.append(continuation(tokenizer, _through_eos(row, eos), eos, version=version))
         finally:
             restore_rng(torch, generator_state)
             model.train(was_training)
@@ -112,114 +116,81 @@ class GenerateSampler:
 
 class BackendSampler:
     """The vLLM backend a trainer generates through (`TrainerView.sample_backend`: the current weights, synced
-    once per step, sampled at these settings' temperature and token budget, GRPO's own settings untouched). All
-    prompts in one call: each backend gathers every rank's prompts, so every rank calls it together."""
+    once per step, sampled at these settings' temperature and token budget, GRPO's own settings untouched), with
+    the backend's log-probabilities. All contexts in one call: each backend gathers every rank's prompts, so every
+    rank calls it together."""
 
-    def __init__(self, view: TrainerView, template_kwargs: dict):
-        self.view, self.template_kwargs = view, template_kwargs
-
-    def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]:
-        view, tokenizer, n = self.view, self.view.tokenizer, sampling.n
-        texts = [
-            tokenizer.apply_chat_template(
-                p.messages, tokenize=False, add_generation_prompt=True, **self.template_kwargs
-            )
-            for p in prompts
-        ]
-        prompt_ids = [list(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
-        started, clock = time.time(), time.perf_counter()
-        version = view.step - 1  # the weights as they are now: the optimizer steps taken
-        rows = [ids for ids in prompt_ids for _ in range(n)]  # each prompt n times in a row, TRL's contract
-        completion_ids, logprobs = view.sample_backend(rows, n, sampling.temperature, sampling.max_new_tokens)
-        timing = RolloutTiming(started, time.perf_counter() - clock)
-        pad = tokenizer.pad_token_id or 0
-        groups = []
-        for i, p in enumerate(prompts):
-            part = slice(i * n, (i + 1) * n)
-            ids = [list(c) for c in completion_ids[part]]
-            texts = [tokenizer.decode(c, skip_special_tokens=True) for c in ids]
-            lps = logprobs[part] if logprobs is not None else None
-            groups.append(
-                ScoredGroup.sampled(
-                    p.task_id, prompt_ids[i], ids, texts, version=version, pad_id=pad, logprobs=lps, timing=timing
-                )
-            )
-        return groups
+    def __init__(self, view: TrainerView):
+        self.view = view
 
     def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
-        """One continuation of each context (a `TokenSampler`) from the backend's current weights, at `sampling`'s
-        temperature and token budget, with the backend's log-probabilities."""
+        """One continuation of each context (in runs of `sampling.n` identical ones, TRL's contract) from the
+        backend's current weights, tagged with the optimizer steps taken."""
         view = self.view
+        version = view.step - 1  # the weights as they are now: the optimizer steps taken
         completion_ids, logprobs = view.sample_backend(
             [list(c) for c in contexts], max(sampling.n, 1), sampling.temperature, sampling.max_new_tokens
         )
         eos = eos_ids(view.policy, view.tokenizer)
         return [
-            continuation(view.tokenizer, list(ids), eos, list(logprobs[i]) if logprobs is not None else None)
+            continuation(
+                view.tokenizer, list(ids), eos, list(logprobs[i]) if logprobs is not None else None, version=version
+            )
             for i, ids in enumerate(completion_ids)
         ]
 
 
 class TrainerSampler:
-    """GRPO's own generation outside its round (`TrainerView.generate`: TRL's tokenisation and generation at the
-    `grpo:` sampling settings, vLLM or `generate`, as the round samples): what Absolute Zero's proposer and solver
-    draw from. Of `sampling` only `n` applies: the decoding settings are the trainer's, so what is drawn is what
-    GRPO trains on."""
+    """GRPO's own generation outside its round (`TrainerView.generate_ids`: vLLM or `generate` at the `grpo:`
+    sampling settings, as the round samples): what the episodes of GRPO's rounds and Absolute Zero's draws are played
+    with. Of `sampling` only `n` and the token budget apply: the decoding settings are the trainer's, so what is
+    drawn is what GRPO trains on."""
 
     def __init__(self, view: TrainerView):
         self.view = view
 
-    def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]:
-        view, n = self.view, sampling.n
-        started, clock = time.time(), time.perf_counter()
-        rows = [p.messages for p in prompts for _ in range(n)]  # TRL's contract: each prompt n times, in a row
-        prompt_ids, completion_ids, logprobs, texts = view.generate(rows, n)
-        timing = RolloutTiming(started, time.perf_counter() - clock)
-        version, pad = view.step - 1, view.tokenizer.pad_token_id or 0
-        groups = []
-        for i, p in enumerate(prompts):
-            part = slice(i * n, (i + 1) * n)
-            lps = [list(lp) for lp in logprobs[part]] if logprobs is not None else None
-            ids = [list(c) for c in completion_ids[part]]
-            group = ScoredGroup.sampled(
-                p.task_id, prompt_ids[i * n], ids, texts[part], version=version, pad_id=pad, logprobs=lps, timing=timing
-            )
-            groups.append(group)
-        return groups
-
     def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
-        """One continuation of each context (a `TokenSampler`) through the trainer's own generation: the ids are
-        passed as they are (never rendered again), `sampling.n` as the group size TRL passes its backend (a run of n
-        identical contexts is one vLLM request). The decoding settings are GRPO's, and so is the length it samples
-        to: a continuation longer than `sampling.max_new_tokens` (what is left of an episode's row) is cut there."""
+        """One continuation of each context through the trainer's own generation: the ids are passed as they are
+        (never rendered again), `sampling.n` as the group size TRL passes its backend (a run of n identical contexts
+        is one vLLM request). The length it samples to is GRPO's: a continuation longer than
+        `sampling.max_new_tokens` (what is left of an episode's row) is cut there."""
         view, budget = self.view, sampling.max_new_tokens
+        version = view.step - 1
         completion_ids, logprobs = view.generate_ids([list(c) for c in contexts], max(sampling.n, 1))
         eos = eos_ids(view.policy, view.tokenizer)
         return [
             continuation(
-                view.tokenizer, list(ids[:budget]), eos, list(logprobs[i][:budget]) if logprobs is not None else None
+                view.tokenizer,
+                list(ids[:budget]),
+                eos,
+                list(logprobs[i][:budget]) if logprobs is not None else None,
+                version=version,
             )
             for i, ids in enumerate(completion_ids)
         ]
 
 
-def trainer_sampler(view: TrainerView, template_kwargs: dict) -> Sampler:
+def trainer_sampler(view: TrainerView) -> TokenSampler:
     """What samples as the trainer behind `view` samples GRPO's batches: its vLLM backend (adapter, server and
-    colocate modes), else the policy's own `generate`, each group tagged with the optimizer steps taken."""
+    colocate modes), else the policy's own `generate`, each continuation tagged with the optimizer steps taken."""
     if view.backend is not None:
-        return BackendSampler(view, template_kwargs)
-    return GenerateSampler(view.policy, view.tokenizer, template_kwargs, version=lambda: view.step - 1)
+        return BackendSampler(view)
+    return GenerateSampler(view.policy, view.tokenizer, version=lambda: view.step - 1)
 
 
 def continuation(
-    tokenizer: PreTrainedTokenizerBase, ids: list[int], eos: set[int], logprobs: list[float] | None = None
+    tokenizer: PreTrainedTokenizerBase,
+    ids: list[int],
+    eos: set[int],
+    logprobs: list[float] | None = None,
+    version: int | None = None,
 ) -> Continuation:
-    """A sampled continuation from its ids (through the first end-of-sequence token, if it came): its texts and why
-    it stopped."""
+    """A sampled continuation from its ids (through the first end-of-sequence token, if it came): its texts, why it
+    stopped, and the policy version that drew it."""
     stop = bool(ids) and ids[-1] in eos
     raw = tokenizer.decode(ids[:-1] if stop else ids, skip_special_tokens=False)
     text = tokenizer.decode(ids, skip_special_tokens=True)
-    return Continuation(list(ids), text, "stop" if stop else "length", logprobs, raw)
+    return Continuation(list(ids), text, "stop" if stop else "length", logprobs, raw, version)
 
 
 def save_rng(torch: ModuleType) -> tuple:

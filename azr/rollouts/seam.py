@@ -1,6 +1,7 @@
 """The rollout seam, as typed data: a `ScoredGroup` (one prompt's completions with token ids, sampler log-probs,
 rewards, the policy `version` that sampled them), a `ScoredRound` of them from a `RolloutSource`, a `ScoredBatch`
-(what one process scored in a round, for observers), a `Sampler` outside GRPO's round, and `TrainerView` /
+(what one process scored in a round, for observers), the policy's two faces (`TokenSampler`: token ids in,
+continuations out, the trained policy; `TextPolicy`: messages in, a message out, an endpoint), and `TrainerView` /
 `BatchView`, what samplers and batch composition need of a trainer (implemented in `azr.training.trl.private`).
 Owns the shapes of the seam only: no generation, no reward, no TRL.
 """
@@ -49,7 +50,7 @@ class ScoredGroup:
     rewards: list[float | None] = field(default_factory=list)  # weighted total per completion; None: not graded
     breakdown: dict[str, list[float | None]] = field(default_factory=dict)  # reward function -> per completion
     timing: RolloutTiming = field(default_factory=RolloutTiming)
-    texts: list[str] = field(default_factory=list)  # each completion decoded (a `Sampler`'s groups; TRL's keep none)
+    texts: list[str] = field(default_factory=list)  # each completion decoded (`sample_groups`'; TRL's keep none)
 
     @classmethod
     def sampled(
@@ -64,8 +65,8 @@ class ScoredGroup:
         logprobs: list[list[float]] | None = None,
         timing: RolloutTiming | None = None,
     ) -> ScoredGroup:
-        """A group a `Sampler` drew (not scored yet: no rewards, no signal): its rows padded as TRL pads them, the
-        prompt on the left (one prompt for the group), completions on the right."""
+        """A group sampled outside GRPO's round (not scored yet: no rewards, no signal): its rows padded as TRL pads
+        them, the prompt on the left (one prompt for the group), completions on the right."""
         import torch
 
         n, width = len(completion_ids), max((len(c) for c in completion_ids), default=0)
@@ -168,7 +169,7 @@ def _finite(value: float) -> float | None:
 
 @dataclass
 class Sampling:
-    """How a `Sampler` samples: `n` completions per prompt, the token budget and the decoding settings."""
+    """How a policy is sampled: `n` completions per prompt, the token budget and the decoding settings."""
 
     n: int = 4  # completions per task
     max_new_tokens: int = 256
@@ -191,26 +192,20 @@ class Prompt:
     tools: list[dict[str, object]] | None = None
 
 
-class Sampler(Protocol):
-    """What samples a policy outside GRPO's round: `sampling.n` completions of each prompt, one `ScoredGroup` per
-    prompt in order, with token ids, decoded texts and the policy `version` that drew them (`rewards` empty: the
-    consumer grades them)."""
-
-    def sample(self, prompts: list[Prompt], sampling: Sampling) -> list[ScoredGroup]: ...
-
-
 @dataclass(frozen=True)
 class Continuation:
     """One sampled continuation of a context of token ids: the ids (through the end-of-sequence token when it came),
     the sampler's log-probability of each (None where it gives none), the text decoded without special tokens (as
     TRL decodes for its rewards), `raw` with them kept and the final end-of-sequence token dropped (what a tool-call
-    parser reads), and why it stopped: `stop` (the policy ended its turn) or `length` (the token budget ran out)."""
+    parser reads), why it stopped: `stop` (the policy ended its turn) or `length` (the token budget ran out), and the
+    policy `version` that drew it (optimizer steps taken; None where the sampler does not know)."""
 
     ids: list[int]
     text: str
     finish_reason: str
     logprobs: list[float] | None = None
     raw: str = ""
+    version: int | None = None
 
 
 class TokenSampler(Protocol):

@@ -205,22 +205,31 @@ def test_the_held_out_evaluation_during_grpo_reports_each_turn():
         assert conversation[-1]["content"].startswith("Your answer held no Python code to run.")
 
 
-class RecordingSource:
-    """A rollout-seam sampler that answers each prompt with its last message and records the prompts and settings."""
+class RecordingChat:
+    """A chat template double: a conversation renders as one id, its index among those rendered."""
+
+    tokenizer = type("Tokenizer", (), {"pad_token_id": 0})()
 
     def __init__(self):
-        self.calls: list[tuple[list, object]] = []
+        self.rendered: list[list[dict]] = []
 
-    def sample(self, prompts, sampling):
-        from azr.rollouts import ScoredGroup
+    def prompt_ids(self, messages, tools=None):
+        self.rendered.append(list(messages))
+        return [len(self.rendered) - 1]
 
-        self.calls.append((prompts, sampling))
-        return [
-            ScoredGroup.sampled(
-                p.task_id, [1], [[2]] * sampling.n, [str(p.messages[-1]["content"])] * sampling.n, version=5
-            )
-            for p in prompts
-        ]
+
+class RecordingSource:
+    """A token sampler that answers each context with the last message of the conversation it renders, at version 5,
+    and records the contexts and settings."""
+
+    def __init__(self, chat: RecordingChat):
+        self.chat, self.calls = chat, []
+
+    def complete(self, contexts, sampling):
+        from azr.rollouts import Continuation
+
+        self.calls.append(([self.chat.rendered[c[0]] for c in contexts], sampling))
+        return [Continuation([2], str(self.chat.rendered[c[0]][-1]["content"]), "stop", version=5) for c in contexts]
 
 
 def test_the_run_samplers_sample_each_conversation_once_with_a_seed_of_its_turn():
@@ -231,13 +240,15 @@ def test_the_run_samplers_sample_each_conversation_once_with_a_seed_of_its_turn(
     items = [(Problem(HELD_OUT[0]), 0), (Problem(HELD_OUT[1]), 1)]
     chats = [[{"role": "user", "content": f"task {i}"}, {"role": "assistant", "content": "a"},
               {"role": "user", "content": f"feedback {i}"}] for i in range(2)]  # fmt: skip
-    served = RecordingSource()
-    out = ServedSampler(served, Sampling(n=4, max_new_tokens=8)).sample(items, chats)
+    chat = RecordingChat()
+    served = RecordingSource(chat)
+    out = ServedSampler(served, chat, Sampling(n=4, max_new_tokens=8)).sample(items, chats)
     assert [g.text for g in out] == ["feedback 0", "feedback 1"] and {g.version for g in out} == {5}
-    ((prompts, sampling),) = served.calls
-    assert sampling.n == 1 and [p.messages for p in prompts] == chats
-    local = RecordingSource()
-    model = ModelSampler(local, Sampling(n=4, max_new_tokens=8, seed=3))
+    ((conversations, sampling),) = served.calls
+    assert sampling.n == 1 and conversations == chats
+    chat = RecordingChat()
+    local = RecordingSource(chat)
+    model = ModelSampler(local, chat, Sampling(n=4, max_new_tokens=8, seed=3))
     assert [g.text for g in model.sample(items, chats)] == ["feedback 0", "feedback 1"]
     model.sample(items)
     (_, second), (_, first) = local.calls

@@ -692,20 +692,19 @@ def test_a_model_evaluated_without_a_recipe_sees_the_prompt_grpo_trains_it_on(ti
     from azr.evaluation import eval_config_from_flags
     from azr.evaluation.run import build_sampler
     from azr.prompts import chat_messages
-    from azr.rollouts import Prompt
     from azr.training import build_trainer_args
 
     cfg = eval_config_from_flags(dataset="held-out", model_path=str(tiny_model_dir), ks="1")
-    source = build_sampler(cfg, {"load_s": 0.0}).source
+    chat = build_sampler(cfg, {"load_s": 0.0}).chat
     recipe = load_config(None, [f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path / 'run'}"])
     trained_with = build_trainer_args(recipe, cpu=True).grpo.chat_template_kwargs
     for task in HELD_OUT[:3]:
         messages = chat_messages(task.prompt)
-        evaluated = source.prompt_text(Prompt(task.id, messages))
-        trl_round = source.tokenizer.apply_chat_template(  # as TRL's round tokenizes a batch of prompts
+        evaluated = chat.render(messages)
+        trl_round = chat.tokenizer.apply_chat_template(  # as TRL's round tokenizes a batch of prompts
             conversation=[messages], add_generation_prompt=True, tokenize=True, return_dict=True, **trained_with
         )["input_ids"][0]
-        assert list(source.tokenizer(evaluated, add_special_tokens=False)["input_ids"]) == list(trl_round)
+        assert chat.encode(evaluated) == list(trl_round)
         assert evaluated.endswith("<think>\n\n</think>\n\n")  # the switch reached the template: thinking off
 
 

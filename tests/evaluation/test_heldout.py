@@ -26,7 +26,7 @@ from azr.evaluation.samplers import Generated, ServedSampler
 from azr.logs import JsonlWriter
 from azr.prompts import reference_answer
 from azr.rewards import build_rubric
-from azr.rollouts import BackendSampler
+from azr.rollouts import BackendSampler, ChatTokens
 from azr.training.trl.private import TrainerBatches
 
 HELD_OUT = load_tasks("held-out")
@@ -242,6 +242,7 @@ class FakeLoraSync:
 
 class FakeTokenizer:
     pad_token_id = 0
+    eos_token_id = None
 
     def apply_chat_template(self, messages, tokenize, add_generation_prompt, **kwargs):
         return f"<{messages[-1]['content']}>"
@@ -258,6 +259,7 @@ class FakeTrainer:
         self.vllm_generation, self.use_vllm, self.processing_class = backend, True, FakeTokenizer()
         self._last_loaded_step = -1
         self.state = type("State", (), {"global_step": 3})()
+        self.model, self.accelerator = None, type("Accelerator", (), {"unwrap_model": staticmethod(lambda m: m)})()
 
 
 def test_the_vllm_backend_samples_n_per_task_with_the_evaluations_settings_then_restores_grpos():
@@ -268,14 +270,15 @@ def test_the_vllm_backend_samples_n_per_task_with_the_evaluations_settings_then_
     from azr.data import Problem
 
     items = [(Problem(t), i) for t, i in items]
-    out = ServedSampler(BackendSampler(TrainerBatches(trainer), {}), sampling).sample(items)
+    chat = ChatTokens(trainer.processing_class)
+    out = ServedSampler(BackendSampler(TrainerBatches(trainer)), chat, sampling).sample(items)
     assert [g.text for g in out] == ["A", "B", "C", "D"] and {g.version for g in out} == {3}
     ((prompts, n, used),) = backend.calls
     assert n == 2 and prompts[0] == prompts[1] != prompts[2] == prompts[3]  # each task twice in a row, as TRL sends
     assert used["temperature"] == 0.2 and used["max_tokens"] == 16
     assert backend.sampling == {"temperature": 0.7, "max_tokens": 128, "top_p": 1.0}  # GRPO's own again
     assert backend.syncs == 1 and trainer._last_loaded_step == 3  # the current weights, synced once per step
-    ServedSampler(BackendSampler(TrainerBatches(trainer), {}), sampling).sample(items)
+    ServedSampler(BackendSampler(TrainerBatches(trainer)), chat, sampling).sample(items)
     assert backend.syncs == 1
 
 

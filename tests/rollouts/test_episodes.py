@@ -98,7 +98,7 @@ class Fixed:
 
 def test_three_turns_keep_each_turns_ids_in_the_next_context(tiny):
     model, tokenizer = tiny
-    sampler = Recording(GenerateSampler(model, tokenizer, {}))
+    sampler = Recording(GenerateSampler(model, tokenizer))
     env = Scripted()
     sampling = Sampling(n=2, max_new_tokens=8, seed=3, temperature=1.0)
     groups = run_groups(
@@ -172,7 +172,7 @@ def test_a_cut_off_turn_is_closed_before_the_observation(tiny):
 
 def test_single_turn_and_limits(tiny):
     model, tokenizer = tiny
-    sampler = GenerateSampler(model, tokenizer, {})
+    sampler = GenerateSampler(model, tokenizer)
     (group,) = run_groups(
         Scripted(turns=1),
         [Task("a", "Say hi.")],

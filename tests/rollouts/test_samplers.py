@@ -1,6 +1,7 @@
-"""The samplers outside GRPO's round, as sources of the rollout seam: HF generate on a model in memory and the
-trainer's vLLM backend each yield one group per prompt with its token ids, decoded texts and the policy version that
-drew it; the evaluation's samples carry that version, and the tool loop's local turn is one such group.
+"""The token samplers outside GRPO's round: HF generate on a model in memory and the trainer's vLLM backend each
+continue token ids, and `sample_groups` over either yields one group per prompt with its token ids, decoded texts
+and the policy version that drew it; the evaluation's samples carry that version, and the tool loop's local turn is
+one such group.
 
 Real parts: the tiny model generates; the vLLM backend is a scripted double at its contract (`LoraSync`'s request
 fields and TRL's `generate`), the expensive edge.
@@ -17,11 +18,13 @@ from azr.evaluation.samplers import ModelSampler, ServedSampler
 from azr.prompts import chat_messages
 from azr.rollouts import (
     BackendSampler,
+    ChatTokens,
     GenerateSampler,
     Prompt,
     Sampling,
     TrainerSampler,
     eos_ids,
+    sample_groups,
     trainer_sampler,
 )
 from azr.training.trl.private import TrainerBatches
@@ -44,18 +47,18 @@ def _prompts() -> list[Prompt]:
 
 def test_generate_yields_a_group_per_prompt_with_its_ids_texts_and_version(tiny):
     model, tokenizer = tiny
-    sampler = GenerateSampler(model, tokenizer, {}, version=lambda: 7)
-    groups = sampler.sample(_prompts(), Sampling(n=3, max_new_tokens=6, seed=1, batch_size=4))
+    sampler, chat = GenerateSampler(model, tokenizer, version=lambda: 7), ChatTokens(tokenizer)
+    groups = sample_groups(sampler, chat, _prompts(), Sampling(n=3, max_new_tokens=6, seed=1, batch_size=4))
     assert [g.task_id for g in groups] == [t.id for t in TASKS] and all(g.version == 7 for g in groups)
     for group, prompt in zip(groups, _prompts(), strict=True):
-        expected = tokenizer(sampler.prompt_text(prompt), add_special_tokens=False)["input_ids"]
+        expected = tokenizer(chat.render(prompt.messages), add_special_tokens=False)["input_ids"]
         assert group.prompt_ids == expected  # the chat template's tokens, without the batch's left padding
         assert len(group.completion_ids) == len(group.texts) == 3
         assert all(1 <= len(ids) <= 6 for ids in group.completion_ids)
         decoded = [tokenizer.decode(ids, skip_special_tokens=True) for ids in group.completion_ids]
         assert decoded == group.texts  # the texts are these token ids
         assert group.rewards == [] and group.sampler_logprobs is None  # unscored; the policy itself sampled
-    again = sampler.sample(_prompts(), Sampling(n=3, max_new_tokens=6, seed=1, batch_size=4))
+    again = sample_groups(sampler, chat, _prompts(), Sampling(n=3, max_new_tokens=6, seed=1, batch_size=4))
     assert [g.completion_ids for g in again] == [g.completion_ids for g in groups]  # the seed decides
 
 
@@ -92,9 +95,9 @@ def test_the_trainers_backend_yields_groups_with_the_samplers_logprobs_at_the_ev
     _, tokenizer = tiny
     backend = _LoraSync()
     view = TrainerBatches(_trainer(backend, tokenizer, step=5))
-    sampler = trainer_sampler(view, {})
+    sampler = trainer_sampler(view)
     assert isinstance(sampler, BackendSampler)
-    groups = sampler.sample(_prompts(), Sampling(n=2, max_new_tokens=9, temperature=0.3))
+    groups = sample_groups(sampler, ChatTokens(tokenizer), _prompts(), Sampling(n=2, max_new_tokens=9, temperature=0.3))
     assert backend.calls == [(4, 2, {"temperature": 0.3, "max_tokens": 9})] and backend.syncs == 1
     assert backend.sampling == {"temperature": 0.7, "max_tokens": 128}  # GRPO's settings again
     first, second = groups
@@ -115,29 +118,30 @@ def test_without_a_backend_the_trainer_samples_with_generate_tagged_with_the_ste
     model, tokenizer = tiny
     trainer = _trainer(None, tokenizer, step=2)
     trainer.model = model
-    sampler = trainer_sampler(TrainerBatches(trainer), {})
+    sampler = trainer_sampler(TrainerBatches(trainer))
     assert isinstance(sampler, GenerateSampler) and sampler.model is model
-    (group,) = sampler.sample(_prompts()[:1], Sampling(n=1, max_new_tokens=3))
+    (group,) = sample_groups(sampler, ChatTokens(tokenizer), _prompts()[:1], Sampling(n=1, max_new_tokens=3))
     assert group.version == 2
 
 
 def test_the_evaluations_samples_carry_the_version_of_the_groups_they_come_from(tiny):
     model, tokenizer = tiny
     items = [(Problem(t), i) for t in TASKS for i in range(2)]
-    local = ModelSampler(GenerateSampler(model, tokenizer, {}, version=lambda: 4), Sampling(n=2, max_new_tokens=4))
+    chat = ChatTokens(tokenizer)
+    local = ModelSampler(GenerateSampler(model, tokenizer, version=lambda: 4), chat, Sampling(n=2, max_new_tokens=4))
     assert [g.version for g in local.sample(items)] == [4] * 4
-    served = ServedSampler(BackendSampler(TrainerBatches(_trainer(_LoraSync(), tokenizer, 6)), {}), Sampling(n=2))
+    served = ServedSampler(BackendSampler(TrainerBatches(_trainer(_LoraSync(), tokenizer, 6))), chat, Sampling(n=2))
     out = served.sample(items)
     assert [g.version for g in out] == [6] * 4 and len({g.text for g in out}) == 4
 
 
-def test_a_continuation_of_ids_is_what_sample_draws_from_the_rendered_prompt(tiny):
-    """`complete` (the episode runner's token-level sampling) continues the given ids exactly as `sample` continues
-    the prompt it renders: the same ids, texts and stop reasons from the same seed."""
+def test_a_continuation_of_ids_is_what_a_group_draws_from_the_rendered_prompt(tiny):
+    """`complete` (the episode runner's token-level sampling) continues the given ids exactly as `sample_groups`
+    continues the prompt it renders: the same ids, texts and stop reasons from the same seed."""
     model, tokenizer = tiny
-    sampler = GenerateSampler(model, tokenizer, {})
+    sampler = GenerateSampler(model, tokenizer)
     settings = Sampling(n=2, max_new_tokens=7, seed=5, batch_size=4)
-    groups = sampler.sample(_prompts(), settings)
+    groups = sample_groups(sampler, ChatTokens(tokenizer), _prompts(), settings)
     outs = sampler.complete([g.prompt_ids for g in groups for _ in range(2)], settings)
     assert [o.ids for o in outs] == [ids for g in groups for ids in g.completion_ids]
     assert [o.text for o in outs] == [t for g in groups for t in g.texts]
@@ -146,31 +150,6 @@ def test_a_continuation_of_ids_is_what_sample_draws_from_the_rendered_prompt(tin
         stop = out.ids[-1] in eos
         assert out.finish_reason == ("stop" if stop else "length")
         assert out.raw == tokenizer.decode(out.ids[:-1] if stop else out.ids, skip_special_tokens=False)
-
-
-def test_grpos_own_generation_yields_groups_with_the_trainers_ids_logprobs_and_version(tiny):
-    """Absolute Zero's proposer and solver draw through `TrainerSampler`: TRL's tokenisation and generation of each
-    prompt n times in a row, at GRPO's settings, as groups."""
-    _, tokenizer = tiny
-    trainer = _trainer(None, tokenizer, step=3)
-    seen = []
-
-    def tokenize(prompts):
-        seen.append(prompts)
-        return [[len(p), 9] for p in prompts], None, {}
-
-    def generate(prompt_ids, images, fields, n):
-        return [[60 + i, 61] for i in range(len(prompt_ids))], [[-0.25, -0.5 - i] for i in range(len(prompt_ids))]
-
-    trainer._tokenize_prompts, trainer._generate_single_turn = tokenize, generate
-    one, two = [{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}, {"role": "user", "content": "c"}]
-    groups = TrainerSampler(TrainerBatches(trainer)).sample([Prompt("x", one), Prompt("y", two)], Sampling(n=2))
-    assert seen == [[one, one, two, two]]
-    first, second = groups
-    assert (first.task_id, first.version, second.version) == ("x", 3, 3)
-    assert first.prompt_ids == [1, 9] and second.prompt_ids == [2, 9]
-    assert first.completion_ids == [[60, 61], [61, 61]] and second.sampler_logprobs == [[-0.25, -2.5], [-0.25, -3.5]]
-    assert first.texts == tokenizer.batch_decode([[60, 61], [61, 61]], skip_special_tokens=True)
 
 
 def test_the_trainers_samplers_continue_token_ids_as_given(tiny):
@@ -183,7 +162,7 @@ def test_the_trainers_samplers_continue_token_ids_as_given(tiny):
     trainer.model = model
     contexts = [[1, 2, 3], [4, 5]]
     settings = Sampling(n=1, max_new_tokens=7, temperature=0.2)
-    outs = BackendSampler(TrainerBatches(trainer), {}).complete(contexts, settings)
+    outs = BackendSampler(TrainerBatches(trainer)).complete(contexts, settings)
     assert backend.calls == [(2, 1, {"temperature": 0.2, "max_tokens": 7})]
     assert [o.ids for o in outs] == [[40, 50], [41, 51]] and outs[1].logprobs == [-0.5, -2.0]
     assert all(o.finish_reason == "length" for o in outs)  # no end-of-sequence token sampled

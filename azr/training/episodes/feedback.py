@@ -222,7 +222,7 @@ def measure_episodes(
     groups = run_groups(
         env,
         [TaskPrompt.of(t) for t in kept],
-        GenerateSampler(model, tokenizer, template_kwargs),
+        GenerateSampler(model, tokenizer),
         ChatTokens(tokenizer, template_kwargs),
         sampling,
         Limits(max_turns=feedback.max_turns),
