@@ -115,7 +115,10 @@ def load_policy(
     """The base model of `cfg` and its tokenizer, with the peft adapter saved in `adapter` on it (its folder checked
     before the model loads: a one-line ConfigError naming `flag`). `trainable`: the adapter's weights train on, in
     float32 except under ZeRO-3 (TRL creates adapters in the model's dtype there: deploy/accelerate/zero3.yaml);
-    otherwise in eval mode, for sampling (`azr eval`, `azr gen`)."""
+    otherwise in eval mode, for sampling (`azr eval`, `azr gen`), and merged into an unquantized base's weights:
+    peft's unmerged layers run the adapter beside every linear layer they wrap, which cost SmolLM2-135M with a LoRA
+    on 10 of its 30 layers a fifth of its generation speed here (docs/real-model.md), for the same function. A
+    quantized base keeps the adapter unmerged (merging would round it into 4- or 8-bit weights)."""
     from azr.models.adapters import read_adapter_config
 
     if adapter is not None:
@@ -126,6 +129,8 @@ def load_policy(
 
         fp32 = not (sharded_launch() == "zero3" and cfg.quantization == "none")
         model = PeftModel.from_pretrained(model, str(adapter), is_trainable=trainable, autocast_adapter_dtype=fp32)
+        if not trainable and cfg.quantization == "none":
+            model = model.merge_and_unload()
     return (model if trainable else model.eval()), tokenizer
 
 

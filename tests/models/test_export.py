@@ -76,6 +76,25 @@ def test_the_merged_model_computes_what_the_adapter_did(cli, tiny_model_dir, tmp
     assert not (tmp_path / "merged.partial").exists()
 
 
+@pytest.mark.parametrize("kind", ["lora", "ia3"])
+def test_an_adapter_loaded_for_sampling_is_merged_into_its_base_and_computes_what_it_did(
+    tiny_model_dir, tmp_path, kind
+):
+    """`azr eval --adapter` and `azr gen` sample a merged model (peft's unmerged layers cost generation time); a
+    run that trains the adapter on keeps it a peft model."""
+    from peft import PeftModel
+
+    from azr.models import load_policy
+
+    adapted, tokenizer = _adapter(tiny_model_dir, tmp_path / "adapter", KINDS[kind])
+    cfg = ModelConfig(name_or_path=str(tiny_model_dir))
+    sampled, _ = load_policy(cfg, tmp_path / "adapter")
+    assert not isinstance(sampled, PeftModel) and not sampled.training
+    assert torch.allclose(_logits(sampled, tokenizer), _logits(adapted, tokenizer), atol=1e-4)
+    trained, _ = load_policy(cfg, tmp_path / "adapter", trainable=True)
+    assert isinstance(trained, PeftModel)
+
+
 def test_a_4bit_base_is_dequantized_before_merging(cli, tiny_model_dir, tmp_path, caplog):
     """A run's final/ adapter on a 4-bit base: the base settings come from the run's config.yaml."""
     pytest.importorskip("bitsandbytes", reason="a 4-bit base needs bitsandbytes (pip install 'azr[qlora]')")
