@@ -16,7 +16,7 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from azr.models import keep_vectors_fp32
+from azr.models import keep_vectors_fp32, sharded_launch
 from azr.rewards import CodeGrader, is_optional
 from azr.rollouts import Packed, RolloutFilter, RoundHooks, ScoredBatch, pack, ungraded
 from azr.training.callbacks import SandboxHealth
@@ -101,7 +101,10 @@ class AZRGRPOTrainer(GRPOTrainer):
         self._required = torch.tensor([not is_optional(f) for f in self.reward_funcs], dtype=torch.bool)
         self._ungraded = torch.zeros(len(self.reward_funcs) + 1)  # [rows masked, each function's Nones among them]
         self._scored_rows = 0
-        self.packing: bool | None = None  # None until the first packed pass has checked the model (`_packs`)
+        # None until the first packed pass has checked the model (`_packs`). Off where the weights are sharded (ZeRO-3,
+        # FSDP): every forward pass gathers parameters collectively there, so all ranks must run as many forward
+        # chunks, and each rank's packing choice (its own batch, its own timing) could make them differ and hang.
+        self.packing: bool | None = False if sharded_launch() else None
         # Seconds per position of a forward pass, (padded, packed), timed on the first batch that packs.
         self.position_seconds: tuple[float, float] | None = None
         checked = ([grader] if grader is not None else []) + list(health)
