@@ -152,7 +152,7 @@ def _run(staleness: int, simulated_s: float, cfg, args, server, folder: Path) ->
     sidecar.server, sidecar.folder = server, folder
     backend = sidecar.generation(trainer)
     backend.generate = _timed(backend.generate, generate_s, simulated_s)
-    backend.sample_latest = _timed(backend.sample_latest, generate_s, simulated_s)
+    backend.complete = _timed(backend.complete, generate_s, simulated_s)
     use_generation_backend(trainer, backend)
     pipeline = None
     if staleness:

@@ -9,7 +9,7 @@ Nothing here computes a reward, imports TRL or calls a trainer's round: `azr.tra
 their scored groups in (`azr.training.trl.private`).
 """
 
-from azr.rollouts.ahead import Columns, EngineSampler, Grade, Playbook, VersionedEngine, play_ahead
+from azr.rollouts.ahead import Columns, Grade, Playbook, play_ahead
 from azr.rollouts.chat import ChatTokens
 from azr.rollouts.curriculum import Curriculum, TaskStats
 from azr.rollouts.environment import Environment, HasId
@@ -74,7 +74,6 @@ __all__ = [
     "Columns",
     "Continuation",
     "Curriculum",
-    "EngineSampler",
     "Environment",
     "Episode",
     "GenerateSampler",
@@ -107,7 +106,6 @@ __all__ = [
     "TrainerSampler",
     "TrainerView",
     "Turn",
-    "VersionedEngine",
     "build_sampling",
     "continuation",
     "eos_ids",

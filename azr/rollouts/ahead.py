@@ -1,7 +1,8 @@
 """Episodes played ahead of the trainer: what the asynchronous pipeline's producer does with one queued batch. A
 `Playbook` names the run's environment and how a row starts its episode; `play_ahead` plays the batch's episodes
-through the one runner (`azr.rollouts.runner.play`) with `EngineSampler`, a token sampler over the newest version
-a `VersionedEngine` serves, every turn seeded from the batch's seed, the environment answering between turns.
+through the one runner (`azr.rollouts.runner.play`) with a token sampler that draws each turn from the newest policy
+version it serves (adapter mode's `azr.serving.LoraSync`), every turn seeded from the batch's seed, the environment
+answering between turns.
 Owns no queue and no timing (`azr.rollouts.pipeline` does), and no reward: the trainer's round scores the rows (a
 playbook's `grade` only runs their programs ahead, for the round's rewards to find).
 """
@@ -11,14 +12,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from azr.rollouts.chat import ChatTokens
 from azr.rollouts.environment import Environment, HasId
 from azr.rollouts.episodes import Episode, Message, rollout_columns
 from azr.rollouts.runner import Limits, play, start_groups
-from azr.rollouts.samplers import continuation
-from azr.rollouts.seam import VERSION, Continuation, Row, Sampling
+from azr.rollouts.seam import VERSION, Row, Sampling, TokenSampler
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -26,20 +26,6 @@ if TYPE_CHECKING:
 Columns = Callable[[Sequence[Episode]], dict[str, list[object]]]
 # Runs a played batch's programs ahead of the trainer: (its episodes, its rows, its `rollout_func` columns).
 Grade = Callable[[Sequence[Episode], Sequence[Row], dict[str, list[object]]], None]
-
-
-class VersionedEngine(Protocol):
-    """A generation engine apart from the trainer that serves several policy versions (`azr.serving.LoraSync`)."""
-
-    @property
-    def latest_version(self) -> int: ...
-
-    def sample_latest(
-        self, prompt_ids: list[list[int]], n: int, seed: int | None = None
-    ) -> tuple[int, list[list[int]], list[list[float]]]:
-        """`n` completions per prompt from the newest version: (version, token ids, per-token logprobs); with `seed`,
-        drawn from that seed alone (completion i of a prompt from `seed + i`, as vLLM seeds a request's `n`)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -72,17 +58,18 @@ class OneTurn:
 @dataclass(frozen=True)
 class Playbook:
     """What the pipeline plays for each queued row: an episode of `env` started from `task(row)`, at most
-    `limits.max_turns` policy turns. `tokenizer` (with the chat template's `template_kwargs`) decodes what is sampled
-    and renders each observation as ids once; `eos` ends a turn. `columns` adds columns per row for the rewards (a
-    multi-turn environment's final answer, say). `grade(episodes, rows, columns)`, where given, runs the played
-    batch's programs ahead of the trainer (`azr.rewards.CodeGrader.grade_ahead`: their outcomes wait in the grader's
-    cache for the round's reward call). The default plays a one-turn round from ids alone."""
+    `limits.max_turns` policy turns of at most `max_new_tokens` each (GRPO's `max_completion_length`, as the round
+    samples). `tokenizer` (with the chat template's `template_kwargs`) renders each observation as ids once.
+    `columns` adds columns per row for the rewards (a multi-turn environment's final answer, say). `grade(episodes,
+    rows, columns)`, where given, runs the played batch's programs ahead of the trainer
+    (`azr.rewards.CodeGrader.grade_ahead`: their outcomes wait in the grader's cache for the round's reward call).
+    The default plays a one-turn round from ids alone."""
 
     env: Environment = field(default_factory=OneTurn)
     task: Callable[[Row], HasId] = row_task
     tokenizer: PreTrainedTokenizerBase | None = None
     template_kwargs: dict = field(default_factory=dict)
-    eos: frozenset[int] = frozenset()
+    max_new_tokens: int = Sampling().max_new_tokens
     limits: Limits = field(default_factory=Limits)
     columns: Columns | None = None
     grade: Grade | None = None
@@ -95,36 +82,8 @@ class Playbook:
         return replace(self, tokenizer=copy.deepcopy(self.tokenizer))
 
 
-class EngineSampler:
-    """A `TokenSampler` over the newest version `engine` serves when each turn is asked: a run of `n` identical
-    contexts (a group's first turn) is one request for `n` completions, drawn from `seed + sampling.seed` (the
-    runner seeds turn k with `sampling.seed + k`); `versions` records the version each call was drawn by."""
-
-    def __init__(self, engine: VersionedEngine, seed: int | None, playbook: Playbook):
-        self.engine, self.seed, self.playbook = engine, seed, playbook
-        self.versions: list[int] = []
-
-    def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
-        n = max(sampling.n, 1)
-        seed = None if self.seed is None else self.seed + sampling.seed
-        version, ids, logprobs = self.engine.sample_latest([list(c) for c in contexts[::n]], n, seed)
-        if len(ids) != len(contexts):
-            raise RuntimeError(f"the engine returned {len(ids)} completions for {len(contexts)} contexts")
-        self.versions.append(version)
-        # A row of bounded width (`limits.max_completion`): a continuation past what is left of it is cut there, as
-        # the trainer's own sampler cuts it (the server samples each request to GRPO's full length).
-        cut = sampling.max_new_tokens if self.playbook.limits.max_completion is not None else None
-        return [self._continuation(list(i[:cut]), list(lp[:cut])) for i, lp in zip(ids, logprobs, strict=True)]
-
-    def _continuation(self, ids: list[int], logprobs: list[float]) -> Continuation:
-        book = self.playbook
-        if book.tokenizer is None:  # ids only: a one-turn round, which TRL decodes itself
-            return Continuation(ids, "", "stop" if ids and ids[-1] in book.eos else "length", logprobs)
-        return continuation(book.tokenizer, ids, set(book.eos), logprobs)
-
-
 def play_ahead(
-    engine: VersionedEngine,
+    sampler: TokenSampler,
     playbook: Playbook,
     rows: list[Row],
     prompt_ids: list[list[int]],
@@ -132,10 +91,11 @@ def play_ahead(
     seed: int | None,
 ) -> tuple[int, list[Episode], dict[str, list[object]]]:
     """One episode per row of `rows` (whole groups of `group_size` in a row; `prompt_ids` one per group, as the
-    trainer tokenizes them), played to its end: the version each episode is tagged with (its first turn's, the
-    oldest that sampled it: a later turn is drawn by the newest version at its time), the episodes, and TRL's
-    `rollout_func` columns for them with `policy_version` and the playbook's own. A group's first turn is one
-    request for its `group_size` completions under `seed`, as a one-turn batch always was."""
+    trainer tokenizes them), played to its end by `sampler`, each turn from the newest version it serves: the
+    version the batch is tagged with (the oldest first turn's: a later turn is drawn by the newest version at its
+    time), the episodes, and TRL's `rollout_func` columns for them with `policy_version` and the playbook's own. A
+    group's first turn is one request for its `group_size` completions under `seed` (turn k under `seed + k`; None:
+    unseeded), as a one-turn batch always was."""
     book = playbook
     chat = ChatTokens(book.tokenizer, book.template_kwargs)  # type: ignore[arg-type]  # only tools and observations
     # An environment with tools renders their schemas into the prompt (as the round does), which the trainer's
@@ -145,10 +105,15 @@ def play_ahead(
     if not book.env.tools:
         for i, episode in enumerate(episodes):
             episode.prompt_ids = list(prompt_ids[i // group_size])
-    sampler = EngineSampler(engine, seed, book)
-    per_turn = book.limits.max_completion or Sampling().max_new_tokens
-    play(book.env, episodes, sampler, chat, Sampling(n=group_size, seed=0, max_new_tokens=per_turn), book.limits)
-    version = min(sampler.versions) if sampler.versions else engine.latest_version
+    play(
+        book.env,
+        episodes,
+        sampler,
+        chat,
+        Sampling(n=group_size, seed=seed, max_new_tokens=book.max_new_tokens),
+        book.limits,
+    )
+    version = min((e.version for e in episodes), default=0)
     for episode in episodes:
         episode.version = version
     columns = rollout_columns(episodes)

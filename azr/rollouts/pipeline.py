@@ -2,7 +2,7 @@
 
 Each generation batch's rows are handed in (`swap`) and queued; producer threads, one per batch in flight, play the
 queue in order, side by side: every row an episode of the run's environment (`azr.rollouts.ahead`: the one runner,
-each turn sampled from the newest policy version the engine serves, adapter mode's `azr.serving.LoraSync` with one
+each turn sampled from the newest policy version the sampler serves, adapter mode's `azr.serving.LoraSync` with one
 LoRA per version, the environment answering between turns), and `swap` hands back the oldest queued rows, tagged
 with the version that sampled them (an episode's first turn's: the oldest of its turns). With a generation every
 `every` optimizer steps (TRL's steps_per_generation x num_iterations), `max_staleness` N keeps N // every batches in
@@ -16,7 +16,7 @@ episodes through its public `rollout_func` (this object is one) as token ids, th
 sampler's log-probability (TRL's `vllm_importance_sampling_*` correction). Nothing in flight is saved: a resumed run
 samples afresh, and no sample is trained twice. Each batch is played under a seed of its own (`batch_seed`: the
 run's seed, the version it is queued at, its place among that version's batches), so what a batch draws never
-depends on what else the engine was doing meanwhile: a run samples the same episodes however its timing falls.
+depends on what else the sampler was doing meanwhile: a run samples the same episodes however its timing falls.
 
 Owns the queue, the producer and the `async/*` metrics; not the episodes' rules, the rewards, or the weights' transfer.
 """
@@ -32,9 +32,9 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from azr.rollouts.ahead import Playbook, VersionedEngine, play_ahead
+from azr.rollouts.ahead import Playbook, play_ahead
 from azr.rollouts.episodes import Episode
-from azr.rollouts.seam import VERSION, Row, ScoredGroup
+from azr.rollouts.seam import VERSION, Row, ScoredGroup, TokenSampler
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +77,15 @@ class Sampled:
 
 
 class AsyncRollouts:
-    """The pipeline of one training run. `tokenize` turns a list of prompts into token ids (the trainer's own);
-    `seed` (the run's) seeds each batch's sampling (None: the engine's own randomness, which depends on what else
-    it ran); `playbook` says which environment plays each row (default: one turn, scored by the trainer); call
-    `start()` once the engine serves a version, and `close()` however training ends."""
+    """The pipeline of one training run. `sampler` draws each turn from the newest policy version it serves (its
+    continuations tagged with it); `tokenize` turns a list of prompts into token ids (the trainer's own); `seed`
+    (the run's) seeds each batch's sampling (None: the sampler's own randomness, which depends on what else it ran);
+    `playbook` says which environment plays each row (default: one turn, scored by the trainer); call `start()` once
+    the sampler serves a version, and `close()` however training ends."""
 
     def __init__(
         self,
-        engine: VersionedEngine,
+        sampler: TokenSampler,
         tokenize: Callable[[list[object]], list[list[int]]],
         max_staleness: int,
         group_size: int,
@@ -94,7 +95,7 @@ class AsyncRollouts:
     ):
         if max_staleness < every:
             raise ValueError(f"AsyncRollouts: max_staleness {max_staleness} is below the {every} steps per generation")
-        self.engine, self.tokenize, self.max_staleness, self.size = engine, tokenize, max_staleness, group_size
+        self.sampler, self.tokenize, self.max_staleness, self.size = sampler, tokenize, max_staleness, group_size
         # Generation batches in flight: a batch sampled d generations ahead is up to d x `every` versions old.
         self.depth = max_staleness // every
         self.seed = seed
@@ -113,7 +114,7 @@ class AsyncRollouts:
 
     # ------------------------------------------------------------------------------------------------ producer
     def start(self) -> None:
-        """One producer per batch in flight: the batches queued ahead are played side by side (the engine batches
+        """One producer per batch in flight: the batches queued ahead are played side by side (the server batches
         concurrent requests), so the requests in flight follow from the staleness bound, as generation throughput
         does when generation is the longer part of a step."""
         if not self._threads:
@@ -151,7 +152,7 @@ class AsyncRollouts:
         graded = 0.0
         try:
             batch.version, batch.episodes, batch.columns = play_ahead(
-                self.engine, playbook, batch.rows, batch.prompt_ids, self.size, batch.seed
+                self.sampler, playbook, batch.rows, batch.prompt_ids, self.size, batch.seed
             )
             if playbook.grade is not None:  # the batch's programs run now, while the trainer trains
                 clock = time.perf_counter()

@@ -38,7 +38,7 @@ def start_groups(
     env: Environment, tasks: Sequence[HasId], chat: ChatTokens | None, n: int, *, role: str = POLICY, version: int = 0
 ) -> list[list[Episode]]:
     """`n` fresh episodes of each task: the environment's first messages and, with `chat`, their ids (rendered once
-    per task and shared by its group)."""
+    per task and shared by its group), tagged `version` until a sampler that knows its own tags the first turn."""
     groups = []
     for task in tasks:
         first = env.start(task)
@@ -61,12 +61,11 @@ def run_groups(
     limits: Limits = Limits(),
     *,
     role: str = POLICY,
-    version: int = 0,
     score: bool = True,
 ) -> list[list[Episode]]:
     """`sampling.n` episodes of each task, in task order, every turn of every live episode sampled in one call per
     token budget (turn k drawn from `sampling.seed + k`), then scored through the environment."""
-    groups = start_groups(env, tasks, chat, sampling.n, role=role, version=version)
+    groups = start_groups(env, tasks, chat, sampling.n, role=role)
     play(env, [e for group in groups for e in group], sampler, chat, sampling, limits)  # a group's rows in a row
     if score:
         env.score([e for group in groups for e in group])
@@ -85,7 +84,8 @@ def play(
     """Run `episodes` (started, with prompt ids) to their end, turn by turn. On the first turn `sampling.n` says
     the episodes come in runs of `n` sharing one prompt (a group's, in TRL's layout; 1: no such runs). With several
     `processes` (a trainer's ranks, each playing its share), every process makes the same sampler calls with as
-    many contexts each, as long as any has an episode going (`_agree`)."""
+    many contexts each, as long as any has an episode going (`_agree`). An episode takes the policy version of the
+    continuation that began it, where the sampler tags one."""
     live = [e for e in episodes if not e.done]
     filler = episodes[0].prompt_ids if episodes else []
     for index in range(limits.max_turns):
@@ -102,7 +102,8 @@ def play(
             calls, whole = _agree(processes, calls, whole)
         if not calls:
             return
-        turn_sampling = replace(sampling, n=sampling.n if whole else 1, seed=sampling.seed + index)
+        seed = None if sampling.seed is None else sampling.seed + index
+        turn_sampling = replace(sampling, n=sampling.n if whole else 1, seed=seed)
         for budget, width in calls.items():
             batch = batches.get(budget, [])
             contexts = [e.context_ids for e in batch] + [filler] * (width - len(batch))
@@ -164,6 +165,8 @@ def _take_turn(episode: Episode, out: Continuation) -> bool:
         out.finish_reason,
         prompt_tokens=len(episode.context_ids),
     )
+    if out.version is not None and not episode.policy_turns:
+        episode.version = out.version  # the weights that drew its first turn (a later one may be drawn by newer ones)
     episode.turns.append(turn)
     if out.finish_reason == "error":
         episode.finish_reason = "error"

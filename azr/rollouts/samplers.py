@@ -66,9 +66,9 @@ def sample_groups(
 
 class GenerateSampler:
     """A causal LM and its tokenizer, continued with `generate`: `sampling.batch_size` rows per call (left-padded),
-    all drawn from `sampling.seed` with the torch generators restored afterwards, so whatever samples next draws
-    what it would have without this. `version` says which policy version the weights are (0 for a model loaded from
-    disk)."""
+    all drawn from `sampling.seed` (None: from the generators as they stand) with the torch generators restored
+    afterwards, so whatever samples next draws what it would have without this. `version` says which policy version
+    the weights are (0 for a model loaded from disk)."""
 
     def __init__(self, model: Policy, tokenizer: PreTrainedTokenizerBase, version: Callable[[], int] = lambda: 0):
         self.model, self.tokenizer, self.version = model, tokenizer, version
@@ -86,7 +86,8 @@ class GenerateSampler:
         was_training = model.training
         model.eval()
         generator_state = save_rng(torch)
-        torch.manual_seed(sampling.seed)  # the same samples for the same weights, whatever ran before
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)  # the same samples for the same weights, whatever ran before
         try:
             for start in range(0, len(contexts), sampling.batch_size):
                 rows = contexts[start : start + sampling.batch_size]

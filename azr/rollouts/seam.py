@@ -179,7 +179,9 @@ class Sampling:
     min_p: float | None = None
     repetition_penalty: float = 1.0
     batch_size: int = 32  # rows per `generate` call (HF generate only)
-    seed: int = 0  # HF generate draws from this seed (restoring the generators after); a server seeds on its own
+    # HF generate draws from this seed (restoring the generators after), a server's request is seeded with it; None:
+    # unseeded (the sampler's own random stream, which whatever else it drew has advanced)
+    seed: int | None = 0
 
 
 @dataclass(frozen=True)

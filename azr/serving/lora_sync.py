@@ -1,13 +1,15 @@
 """Adapter mode's generation backend (`LoraSync`): the policy's LoRA adapter hot-loaded into a vLLM server after
 every optimizer step (`sync_weights`), and GRPO's completions sampled from it with their processed logprobs
-(`generate`): the two calls TRL's GRPOTrainer makes on its generation backend. Only the main process talks to the
-server; how a sync loads and unloads versions is in docs/vllm.md. A server that dies mid-run is restarted with the
-versions it served and the request it died on is sent again (`max_restarts` times in a run). Knows no config or
-trainer.
+(`generate`): the two calls TRL's GRPOTrainer makes on its generation backend. With `serve_versions`, every
+version in use stays loaded and `complete` (a `azr.rollouts.TokenSampler`) samples the newest: asynchronous GRPO's
+producer. Only the main process talks to the server; how a sync loads and unloads versions is in docs/vllm.md. A
+server that dies mid-run is restarted with the versions it served and the request it died on is sent again
+(`max_restarts` times in a run). Knows no config or trainer.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -29,6 +31,9 @@ from azr.serving.vllm import VllmServer, VllmServerError
 if TYPE_CHECKING:
     from accelerate import Accelerator
     from peft import PeftModel
+    from transformers import PreTrainedTokenizerBase
+
+    from azr.rollouts import Continuation, Sampling
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +46,9 @@ class LoraSync:
 
     `sampling` holds the request's sampling fields (temperature, top_p, top_k, min_p, repetition_penalty,
     max_tokens, and any extra vLLM request fields); `step()` names the step a sync saves. `folder` is emptied first:
-    it holds only the adapter being served (and, during a sync, the one before it).
+    it holds only the adapter being served (and, during a sync, the one before it). `tokenizer` (a copy is kept:
+    producer threads decode with it while the trainer's own changes its padding) decodes what `complete` samples,
+    and `eos` says which tokens end a turn.
 
     When the server dies (an engine error, the OOM killer, a SIGKILL), the request that finds it dead restarts it,
     loads every version it served again and sends the request again: a completion request is answered once, by the
@@ -61,8 +68,11 @@ class LoraSync:
         timeout_s: float = 900.0,
         max_restarts: int = 0,
         restarted: Callable[[int], None] | None = None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+        eos: frozenset[int] = frozenset(),
     ):
         self.server, self.folder, self.model, self.accelerator = server, Path(folder), model, accelerator
+        self.tokenizer, self.eos = (copy.deepcopy(tokenizer) if tokenizer is not None else None), frozenset(eos)
         self.sampling, self.step, self.timeout_s = dict(sampling), step, timeout_s
         self.max_restarts, self.restarted, self.restarts = max_restarts, restarted, 0
         self._revival = threading.Lock()  # one restart at a time; requests wait for it before they are sent
@@ -131,26 +141,43 @@ class LoraSync:
     def latest_version(self) -> int:
         return max(self.versions) if self.versions else -1
 
-    def sample_latest(
-        self, prompt_ids: list[list[int]], n: int, seed: int | None = None
-    ) -> tuple[int, list[list[int]], list[list[float]]]:
-        """`n` completions of each prompt from the newest version served (asynchronous GRPO's producer): that
-        version, the completions' token ids, and each token's processed logprob, prompt-major. With `seed`, the
-        request's own seed (vLLM seeds completion i with `seed + i`), so the draw does not depend on the server's
-        shared random stream, which every other request and the batching of the moment advance."""
+    def complete(self, contexts: list[list[int]], sampling: Sampling) -> list[Continuation]:
+        """A `TokenSampler` over the newest version served (asynchronous GRPO's producer): one continuation of each
+        context, tagged with that version, at the training request's settings; runs of `sampling.n` identical
+        contexts are one request for `n`, seeded with `sampling.seed` (vLLM seeds completion i with `seed + i`, so
+        the draw does not depend on the server's shared random stream, which every other request and the batching
+        of the moment advance; None: unseeded), at most `sampling.max_new_tokens` tokens each."""
+        from azr.rollouts.samplers import Continuation, continuation  # the rollout package, only where it samples
+
+        n = max(sampling.n, 1)
         with self._lock:
             version = self.latest_version
             if version < 0:
-                raise VllmServerError("adapter mode: sample_latest() before the first sync_weights()")
+                raise VllmServerError("adapter mode: a versioned sample before the first sync_weights()")
             self._in_use[version] += 1
         try:
-            sampling = self._train_sampling if seed is None else {**self._train_sampling, "seed": seed}
-            ids, logprobs, _ = self.complete(prompt_ids, n, name=self.versions[version], sampling=sampling)
+            body = dict(self._train_sampling)
+            body["max_tokens"] = min(sampling.max_new_tokens, body.get("max_tokens") or sampling.max_new_tokens)
+            if sampling.seed is not None:
+                body["seed"] = sampling.seed
+            ids, logprobs, _ = self.request(
+                [list(c) for c in contexts[::n]], n, name=self.versions[version], sampling=body
+            )
         finally:
             with self._lock:
                 self._in_use[version] -= 1
             self._retire()
-        return version, ids, [[lp[0] for lp in seq] for seq in logprobs]
+        if len(ids) != len(contexts):
+            raise VllmServerError(f"vLLM returned {len(ids)} completions for {len(contexts)} contexts")
+        decoded = []
+        for seq, lps in zip(ids, logprobs or [None] * len(ids), strict=True):
+            values = [lp[0] for lp in lps] if lps is not None else None
+            if self.tokenizer is None:  # ids only: a one-turn round, which TRL decodes itself
+                stop = bool(seq) and seq[-1] in self.eos
+                decoded.append(Continuation(list(seq), "", "stop" if stop else "length", values, version=version))
+            else:
+                decoded.append(continuation(self.tokenizer, list(seq), set(self.eos), values, version=version))
+        return decoded
 
     def _retire(self) -> None:
         """Unload every version that is neither the newest nor generating: no sample can be drawn from it again."""
@@ -176,7 +203,7 @@ class LoraSync:
         payload = None
         if self.main:
             with profiler or nullcontext():
-                payload = self.complete(every[::num_generations], num_generations)
+                payload = self.request(every[::num_generations], num_generations)
         if distributed:
             box = [payload]
             broadcast_object_list(box, from_process=0)
@@ -199,7 +226,7 @@ class LoraSync:
 
     # --- the server -------------------------------------------------------------------------------------------
 
-    def complete(
+    def request(
         self, prompt_ids: list[list[int]], n: int, name: str | None = None, sampling: dict[str, Any] | None = None
     ) -> tuple[list, list, list]:
         """Sample `n` completions of each prompt from the served adapter (or the version `name`): their token ids,

@@ -105,6 +105,8 @@ class Sidecar:
         and sampling settings (None in the other modes)."""
         if self.mode != "adapter":
             return None
+        from azr.rollouts.samplers import eos_ids
+
         args = trainer.args
         sampling = {
             "temperature": trainer.temperature,
@@ -128,6 +130,8 @@ class Sidecar:
             timeout_s=self.cfg.vllm.request_timeout_s,
             max_restarts=self.cfg.vllm.max_restarts,
             restarted=self._restarted,
+            tokenizer=trainer.processing_class,
+            eos=frozenset(eos_ids(trainer.model, trainer.processing_class)),
         )
         return self.lora_sync
 

@@ -1,10 +1,12 @@
-"""Episodes played ahead by the asynchronous pipeline (`azr.rollouts.ahead`) against an engine that stands in for the
-vLLM sidecar at its one edge: a one-turn batch is still one request per batch, under the batch's seed, whatever the
-environment; a feedback episode's second turn continues from the ids its first turn sampled and the feedback's (run
-on the real sandbox in the producer), is seeded apart, and the episode is tagged with its first turn's version."""
+"""Episodes played ahead by the asynchronous pipeline (`azr.rollouts.ahead`) against a token sampler that stands in for
+the vLLM sidecar at its one edge (`LoraSync.complete`): a one-turn batch is still one request per batch, under the
+batch's seed, whatever the environment; a feedback episode's second turn continues from the ids its first turn
+sampled and the feedback's (run on the real sandbox in the producer), is seeded apart, and the episode is tagged with
+its first turn's version."""
 
 from __future__ import annotations
 
+import copy
 import time
 
 import pytest
@@ -15,6 +17,7 @@ from azr.envs import CodeEnvironment, FeedbackEnvironment, TaskPrompt
 from azr.prompts import reference_answer
 from azr.rollouts import VERSION, ChatTokens, Limits, Playbook
 from azr.rollouts.pipeline import AsyncRollouts, batch_seed
+from azr.rollouts.samplers import continuation
 from azr.training.episodes.feedback import FeedbackRollout
 from azr.training.episodes.rounds import COMPLETION, assistant
 from azr.training.grpo import grpo_rows
@@ -26,24 +29,24 @@ RIGHT = reference_answer(TASK.solution, TASK.entry_point)
 
 
 class Engine:
-    """Answers a context that is a first prompt with `first`'s ids, any other with `then`'s; the version goes up by
-    one after every request (the trainer publishing meanwhile). Records (contexts, n, seed, version) per request."""
+    """Answers a context that is a first prompt with `first`'s ids, any other with `then`'s, decoded by its own copy
+    of the tokenizer as `LoraSync` decodes; the version goes up by one after every request (the trainer publishing
+    meanwhile). Records (one context per run of n, n, seed, version) per request."""
 
     def __init__(self, tokenizer, first: str, then: str, prompts: list[list[int]]):
         end = [tokenizer.eos_token_id]
         self.first, self.then = tokenizer(first)["input_ids"] + end, tokenizer(then)["input_ids"] + end
         self.prompts, self.version, self.calls = prompts, 0, []
+        self.tokenizer, self.eos = copy.deepcopy(tokenizer), {tokenizer.eos_token_id}
 
-    @property
-    def latest_version(self) -> int:
-        return self.version
-
-    def sample_latest(self, prompt_ids, n, seed=None):
-        version = self.version
-        self.calls.append(([list(p) for p in prompt_ids], n, seed, version))
-        ids = [list(self.first if p in self.prompts else self.then) for p in prompt_ids for _ in range(n)]
+    def complete(self, contexts, sampling):
+        version, n = self.version, max(sampling.n, 1)
+        self.calls.append(([list(c) for c in contexts[::n]], n, sampling.seed, version))
         self.version += 1
-        return version, ids, [[-0.25] * len(i) for i in ids]
+        return [
+            continuation(self.tokenizer, ids, self.eos, [-0.25] * len(ids), version=version)
+            for ids in (list(self.first if c in self.prompts else self.then) for c in contexts)
+        ]
 
 
 def _rows(hidden_only: bool) -> list[dict]:
@@ -72,8 +75,7 @@ def test_a_one_turn_batch_is_one_request_under_the_batch_seed_as_before(tokenize
     rows = _rows(hidden_only=False)
     prompt = _tokenize(tokenizer)([rows[0]["prompt"]])[0]
     engine = Engine(tokenizer, RIGHT, WRONG, [prompt])
-    eos = frozenset({tokenizer.eos_token_id})
-    playbook = Playbook() if environment == "none" else Playbook(CodeEnvironment(), _task, tokenizer, {}, eos)
+    playbook = Playbook() if environment == "none" else Playbook(CodeEnvironment(), _task, tokenizer)
     pipeline = AsyncRollouts(engine, _tokenize(tokenizer), 1, G, seed=7, playbook=playbook)
     try:
         tagged = pipeline.swap(rows, 0)
@@ -95,8 +97,7 @@ def test_feedback_episodes_play_ahead_turn_by_turn_with_the_sandbox_between(toke
     prompt = _tokenize(tokenizer)([rows[0]["prompt"]])[0]
     engine = Engine(tokenizer, WRONG, RIGHT, [prompt])
     feedback = FeedbackRollout(grader, FeedbackConfig(max_turns=2), {TASK.id: TASK})
-    eos = frozenset({tokenizer.eos_token_id})
-    playbook = Playbook(feedback.env, _task, tokenizer, {}, eos, Limits(max_turns=2), feedback.columns)
+    playbook = Playbook(feedback.env, _task, tokenizer, limits=Limits(max_turns=2), columns=feedback.columns)
     pipeline = AsyncRollouts(engine, _tokenize(tokenizer), 1, G, seed=3, playbook=playbook)
     try:
         tagged = pipeline.swap(rows, 0)

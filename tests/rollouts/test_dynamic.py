@@ -19,6 +19,7 @@ from recipes import tiny_grpo_args
 from azr.config import SamplingConfig
 from azr.rollouts.advantages import weighted_totals
 from azr.rollouts.dynamic import RolloutFilter
+from azr.rollouts.seam import Continuation
 from azr.rollouts.tensors import KNOWN, group_signal, join_groups, split_groups
 from azr.training.trl.private import TrainerBatches, fill_batch
 
@@ -393,18 +394,13 @@ class ServedRounds(ScriptedRounds):
 
 
 class ServedEngine:
-    """The pipeline's engine: every sample is drawn by the version served when it is drawn."""
+    """The pipeline's token sampler: every sample is drawn by the version served when it is drawn."""
 
     def __init__(self, trainer: ServedRounds):
         self.trainer = trainer
 
-    @property
-    def latest_version(self):
-        return self.trainer.served
-
-    def sample_latest(self, prompt_ids, n, seed=None):
-        rows = len(prompt_ids) * n
-        return self.trainer.served, [[5]] * rows, [[0.0]] * rows
+    def complete(self, contexts, sampling):
+        return [Continuation([5], "", "length", [0.0], version=self.trainer.served) for _ in contexts]
 
 
 def test_dynamic_sampling_under_asynchronous_grpo_keeps_groups_sampled_ahead_within_the_bound():

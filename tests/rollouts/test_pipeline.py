@@ -1,5 +1,6 @@
-"""Asynchronous GRPO's pipeline against an engine that stands in for the vLLM sidecar at its one edge: each sample
-says which version drew it, and generation takes time, so overlap with "training" (a sleep) can be seen."""
+"""Asynchronous GRPO's pipeline against a token sampler that stands in for the vLLM sidecar at its one edge (the newest
+version a `LoraSync` serves): each sample says which version drew it, and generation takes time, so overlap with
+"training" (a sleep) can be seen."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from azr.rollouts.pipeline import AsyncRollouts, outside_band
-from azr.rollouts.seam import VERSION, ScoredGroup
+from azr.rollouts.seam import VERSION, Continuation, ScoredGroup
 
 G = 2
 
@@ -24,17 +25,12 @@ class _Engine:
         self.gate = threading.Event()
         self.gate.set()
 
-    @property
-    def latest_version(self) -> int:
-        return self.version
-
-    def sample_latest(self, prompt_ids, n, seed=None):
+    def complete(self, contexts, sampling):
         self.gate.wait()
         version = self.version
         time.sleep(self.seconds)
         self.calls.append(version)
-        ids = [[version, p[0]] for p in prompt_ids for _ in range(n)]
-        return version, ids, [[-0.5, -0.5] for _ in ids]
+        return [Continuation([version, c[0]], "", "length", [-0.5, -0.5], version=version) for c in contexts]
 
 
 def _rows(step: int) -> list[dict]:
@@ -74,19 +70,19 @@ def test_every_trained_sample_is_within_the_bound_and_tagged_with_the_version_th
 @pytest.mark.parametrize(("max_staleness", "side_by_side"), [(1, 1), (2, 2), (4, 4)])
 def test_the_batches_in_flight_are_sampled_side_by_side_as_many_as_the_bound_allows(max_staleness, side_by_side):
     engine, lock, now, most = _Engine(0.2), threading.Lock(), [0], [0]
-    sample = engine.sample_latest
+    sample = engine.complete
 
-    def counted(prompt_ids, n, seed=None):
+    def counted(contexts, sampling):
         with lock:
             now[0] += 1
             most[0] = max(most[0], now[0])
         try:
-            return sample(prompt_ids, n)
+            return sample(contexts, sampling)
         finally:
             with lock:
                 now[0] -= 1
 
-    engine.sample_latest = counted
+    engine.complete = counted
     pipeline = AsyncRollouts(engine, _tokenize, max_staleness, G)
     try:
         for step in range(3):
@@ -130,9 +126,9 @@ class _SeededEngine(_Engine):
         super().__init__(0.0)
         self.seeds: list[tuple[int, int | None]] = []
 
-    def sample_latest(self, prompt_ids, n, seed=None):
-        self.seeds.append((prompt_ids[0][0], seed))
-        return super().sample_latest(prompt_ids, n)
+    def complete(self, contexts, sampling):
+        self.seeds.append((contexts[0][0], sampling.seed))
+        return super().complete(contexts, sampling)
 
 
 def _seeds(seed, generations: int = 5) -> list[tuple[int, int | None]]:
@@ -190,7 +186,7 @@ def test_a_round_for_other_prompts_is_refused_and_the_producer_error_reaches_the
         pipeline.close()
 
     class Broken(_Engine):
-        def sample_latest(self, prompt_ids, n, seed=None):
+        def complete(self, contexts, sampling):
             raise OSError("server gone")
 
     pipeline = AsyncRollouts(Broken(), _tokenize, 1, G)

@@ -20,6 +20,7 @@ import pytest
 from conftest import VLLM_CPU_ARGS, VLLM_CPU_ENV, require_vllm_python
 
 from azr.config import load_config
+from azr.rollouts import Sampling
 from azr.serving import LoraSync, VllmServerError, adapter_server, group_members
 
 pytestmark = pytest.mark.slow  # every test here talks to the real vLLM server the module starts
@@ -183,7 +184,7 @@ def test_an_unloaded_name_is_a_clear_error(sync):
     sync.name = "step-0-v1"  # unloaded when v2 came
     try:
         with pytest.raises(VllmServerError, match=r"refused /v1/completions \(404\): The model `step-0-v1` does not"):
-            sync.complete([PROMPTS[0]], 1)
+            sync.request([PROMPTS[0]], 1)
     finally:
         sync.name = current
 
@@ -226,7 +227,7 @@ def test_versioned_serving_samples_each_version_from_its_own_weights_and_unloads
     )
     backend.serve_versions()
     backend.sync_weights()
-    version, ids, logprobs = backend.sample_latest([PROMPTS[0]], 2)
+    version, ids, logprobs = latest(backend, [PROMPTS[0]], 2)
     assert version == 0 and backend.versions == {0: "policy-v0"} and len(ids) == len(logprobs) == 2
 
     def worst(model, completion, lps) -> float:
@@ -239,9 +240,9 @@ def test_versioned_serving_samples_each_version_from_its_own_weights_and_unloads
     backend.sync_weights()
     assert backend.versions == {0: "policy-v0", 1: "policy-v1"}
     assert {"policy-v0", "policy-v1"} <= set(served_names(server))
-    old_ids, old_lps, _ = backend.complete([PROMPTS[0]], 1, name="policy-v0")
+    old_ids, old_lps, _ = backend.request([PROMPTS[0]], 1, name="policy-v0")
     assert worst(first, old_ids[0], [lp[0] for lp in old_lps[0]]) < LOGPROB_TOLERANCE  # v0's, not v1's
-    version, ids, logprobs = backend.sample_latest([PROMPTS[0]], 1)
+    version, ids, logprobs = latest(backend, [PROMPTS[0]], 1)
     assert version == 1 and worst(second, ids[0], logprobs[0]) < LOGPROB_TOLERANCE
     assert worst(first, ids[0], logprobs[0]) > 0.1  # the two versions' weights differ plainly
     backend._in_use[0] -= 1
@@ -250,6 +251,14 @@ def test_versioned_serving_samples_each_version_from_its_own_weights_and_unloads
     assert [p.name for p in backend.folder.iterdir()] == ["policy-v1"]
     backend.close()
     assert "policy-v1" not in served_names(server)
+
+
+def latest(backend: LoraSync, prompts: list[list[int]], n: int, seed: int | None = None):
+    """`n` completions of each prompt from the newest version `backend` serves, through its token-sampler face
+    (`complete`, as the asynchronous pipeline asks): (their one version, their ids, their logprobs)."""
+    outs = backend.complete([list(p) for p in prompts for _ in range(n)], Sampling(n=n, seed=seed))
+    (version,) = {o.version for o in outs}
+    return version, [o.ids for o in outs], [o.logprobs for o in outs]
 
 
 def versioned(server, folder, model, **options) -> LoraSync:
@@ -275,10 +284,10 @@ def test_a_seeded_sample_is_the_same_whatever_the_server_drew_in_between(server,
     so a run's samples do not depend on its timing; a prompt's `n` completions still differ from each other."""
     backend = versioned(server, tmp_path / "adapters", peft_policy(tiny_model_dir, seed=6))
     try:
-        _, first, first_logprobs = backend.sample_latest(PROMPTS, 4, seed=1234)
-        backend.sample_latest(PROMPTS, 3)  # unseeded: drawn from the server's shared stream
-        _, again, again_logprobs = backend.sample_latest(PROMPTS, 4, seed=1234)
-        _, other, _ = backend.sample_latest(PROMPTS, 4, seed=99)
+        _, first, first_logprobs = latest(backend, PROMPTS, 4, seed=1234)
+        latest(backend, PROMPTS, 3)  # unseeded: drawn from the server's shared stream
+        _, again, again_logprobs = latest(backend, PROMPTS, 4, seed=1234)
+        _, other, _ = latest(backend, PROMPTS, 4, seed=99)
     finally:
         backend.close()
     assert again == first
@@ -286,6 +295,29 @@ def test_a_seeded_sample_is_the_same_whatever_the_server_drew_in_between(server,
     assert max(abs(a - b) for x, y in pairs for a, b in zip(x, y, strict=True)) < 1e-5
     assert len({tuple(c) for c in first[:4]}) > 1  # completion i is seeded seed + i
     assert other != first
+
+
+def test_the_token_sampler_face_decodes_what_it_draws_within_the_turn_budget_and_tags_the_version(
+    server, tiny_model_dir, tmp_path, tokenizer
+):
+    """What the asynchronous pipeline's runner asks of `LoraSync.complete`: a run of n identical contexts as one
+    request, at most the turn's token budget each (below the request's own max_tokens), decoded with the tokenizer
+    the backend was given as the trainer's own samplers decode, tagged with the version that drew them."""
+    eos = frozenset({tokenizer.eos_token_id})
+    backend = versioned(
+        server, tmp_path / "adapters", peft_policy(tiny_model_dir, seed=8), tokenizer=tokenizer, eos=eos
+    )
+    try:
+        outs = backend.complete([PROMPTS[0]] * 3, Sampling(n=3, seed=11, max_new_tokens=4))
+        again = backend.complete([PROMPTS[0]] * 3, Sampling(n=3, seed=11, max_new_tokens=12))
+    finally:
+        backend.close()
+    assert backend.tokenizer is not tokenizer  # its own copy: producer threads decode while the trainer tokenizes
+    assert len(outs) == 3 and all(0 < len(o.ids) <= 4 and o.version == 0 for o in outs)
+    for out, longer in zip(outs, again, strict=True):
+        assert out.text == tokenizer.decode(out.ids, skip_special_tokens=True) and out.logprobs is not None
+        assert out.finish_reason == ("stop" if out.ids[-1] in eos else "length")
+        assert longer.ids[: len(out.ids)] == out.ids  # the same seeded draw, cut at the turn's budget
 
 
 def test_the_module_server_prefills_every_prompt_whole(server):
@@ -312,12 +344,12 @@ def test_an_engine_killed_by_a_seeded_partial_prefill_is_restarted_with_its_vers
         server, tmp_path / "adapters", peft_policy(tiny_model_dir, seed=7), max_restarts=1, restarted=restarts.append
     )
     try:
-        _, before, _ = backend.sample_latest(PROMPTS, 4, seed=1234)
+        _, before, _ = latest(backend, PROMPTS, 4, seed=1234)
         long_prompt = {"model": "policy-v0", "prompt": [list(range(5, 405))], "n": 2, "max_tokens": 4, "seed": 5}
         with pytest.raises(urllib.error.URLError):
             post(server.base_url + "/completions", long_prompt)
         assert "CPU Generator does not use offset" in (tmp_path / "server.log").read_text()
-        _, after, _ = backend.sample_latest(PROMPTS, 4, seed=1234)
+        _, after, _ = latest(backend, PROMPTS, 4, seed=1234)
         assert after == before
         assert server.starts == 2 and server.pid != first_pid and restarts == [1]
         assert served_names(server)[-1] == "policy-v0"

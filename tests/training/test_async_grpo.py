@@ -22,7 +22,8 @@ MAX_STALENESS = 1
 
 
 class VersionedEngine:
-    """`sync_weights` / `generate` (TRL's backend contract) and `latest_version` / `sample_latest` (the pipeline's)."""
+    """`sync_weights` / `generate` (TRL's backend contract) and `complete` over the newest version (the pipeline's
+    token sampler)."""
 
     def __init__(self, trainer, tokens: list[int]):
         self.trainer, self.tokens = trainer, tokens
@@ -42,22 +43,23 @@ class VersionedEngine:
     def latest_version(self):
         return max(self.snapshots)
 
-    def sample_latest(self, prompt_ids, n, seed=None):
+    def complete(self, contexts, sampling):
         import torch
+
+        from azr.rollouts import Continuation
 
         with self.lock:
             version = self.latest_version
             model = self.snapshots[version]
-        ids, logprobs = [], []
+        n, out = max(sampling.n, 1), []
         with torch.no_grad():
-            for prompt in prompt_ids:
+            for prompt in contexts[::n]:
                 x = torch.tensor([prompt + self.tokens])
                 logits = model(input_ids=x).logits[0, len(prompt) - 1 : -1] / self.trainer.temperature
                 picked = logits.log_softmax(-1).gather(-1, torch.tensor(self.tokens)[:, None])[:, 0].tolist()
                 self.drawn.append((version, picked))
-                ids += [list(self.tokens)] * n
-                logprobs += [picked] * n
-        return version, ids, logprobs
+                out += [Continuation(list(self.tokens), "", "stop", picked, version=version)] * n
+        return out
 
     def generate(self, prompts, images, num_generations, profiler=None):
         raise AssertionError("asynchronous GRPO samples through the pipeline, not TRL's generate")

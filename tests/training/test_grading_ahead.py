@@ -53,12 +53,13 @@ class _Engine:
 
     def __init__(self, tokenizer):
         self.answers = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in (RIGHT, WRONG)]
+        self.tokenizer = tokenizer
 
-    latest_version = 0
+    def complete(self, contexts, sampling):
+        from azr.rollouts.samplers import continuation
 
-    def sample_latest(self, prompt_ids, n, seed=None):
-        ids = [list(self.answers[p[0]]) for p in prompt_ids for _ in range(n)]
-        return 0, ids, [[-0.5] * len(i) for i in ids]
+        answers = [list(self.answers[c[0]]) for c in contexts]
+        return [continuation(self.tokenizer, ids, set(), [-0.5] * len(ids), version=0) for ids in answers]
 
 
 @pytest.fixture(scope="module")

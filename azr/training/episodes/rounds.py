@@ -29,7 +29,6 @@ from azr.rollouts import (
     Row,
     Sampling,
     TrainerSampler,
-    eos_ids,
     play,
     rollout_columns,
     start_groups,
@@ -100,9 +99,9 @@ def play_asked(
     tokenized as TRL tokenizes them (so a one-turn episode is what TRL's round samples; an environment with tools
     renders their schemas into the prompt, which TRL, handed none, would not), the first turn asked as runs of `run`
     identical contexts, every turn at most what is left of GRPO's `max_completion_length`, tagged with `role` and the
-    weights' version."""
+    weights' version (`TrainerSampler`'s)."""
     chat = ChatTokens(view.tokenizer, view.template_kwargs)
-    groups = start_groups(env, list(asked), chat if env.tools else None, n, role=role, version=view.step - 1)
+    groups = start_groups(env, list(asked), chat if env.tools else None, n, role=role)
     episodes = [e for group in groups for e in group]
     if not env.tools:
         for episode, ids in zip(episodes, view.tokenize([e.prompt for e in episodes]), strict=True):
@@ -135,17 +134,17 @@ def ahead_playbook(
 ) -> Playbook:
     """What the asynchronous pipeline plays for each row, as `EpisodeRollouts` plays it in the round: an episode
     of `env` from the row's conversation and its task, observations rendered with the trainer's chat template, the
-    same `limits` and `columns`. With `grader` (the one the trained rewards grade with), each played batch's
-    programs run ahead of the trainer (`ahead_grading`)."""
+    same `limits`, turn budget and `columns`. With `grader` (the one the trained rewards grade with), each played
+    batch's programs run ahead of the trainer (`ahead_grading`)."""
     by_id = dict(tasks)
 
     def task(row: Row) -> TaskPrompt:
         task_id = str(row.get("task_id", ""))
         return TaskPrompt(task_id, row["prompt"], by_id.get(task_id))  # type: ignore[arg-type]
 
-    eos = frozenset(eos_ids(view.policy, view.tokenizer))
     grade = ahead_grading(grader, view.tokenizer) if grader is not None else None
-    return Playbook(env, task, view.tokenizer, view.template_kwargs, eos, limits, columns, grade)
+    per_turn = view.max_completion_length  # each turn at most what the round's turns sample to
+    return Playbook(env, task, view.tokenizer, view.template_kwargs, per_turn, limits, columns, grade)
 
 
 def ahead_grading(grader: CodeGrader, tokenizer: PreTrainedTokenizerBase) -> Grade:
