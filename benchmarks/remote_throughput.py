@@ -1,13 +1,14 @@
-"""Remote grading throughput (goal: one loopback `azr sandbox serve` at >= 0.8 of the local pool's programs/s).
+"""Remote grading throughput (goal: one loopback `azr sandbox serve` at >= 0.9 of the local pool's programs/s).
 
 The same N graded answers (a task's asserts against a right solution, as GRPO sends them) through (a) the local pool
-with W workers, (b) one loopback server with W workers, (c) two loopback servers with W/2 workers each (the same
-cores), and (d) one server spoken to as SandboxFusion (the envelope around each program); then the per-request
+with W workers, (b) one loopback server with W workers, the programs sent in batches (`sandbox.remote.batch_size`,
+one POST /run_batch each) and (b1) one a request, (c) two loopback servers with W/2 workers each (the same cores),
+and (d) one server spoken to as SandboxFusion (the envelope around each program); then the per-request
 overhead: the median latency of one trivial program, one at a time, remote minus local. All arms run in this one
 invocation, side by side; a rate counts only answers graded `passed`, and an arm with any other grade prints its
 failures instead of a rate.
 
-Usage: python benchmarks/remote_throughput.py [--n N] [--workers W] [--latency-n N]
+Usage: python benchmarks/remote_throughput.py [--n N] [--workers W] [--latency-n N] [--batch B] [--concurrency C]
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=600, help="answers graded per arm")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--latency-n", type=int, default=50, help="trivial programs, one at a time, per latency")
+    parser.add_argument("--batch", type=int, default=RemoteSandboxConfig().batch_size, help="programs per request")
+    parser.add_argument("--concurrency", type=int, default=0, help="programs in flight (default: the recipe's)")
     args = parser.parse_args()
     pairs = _pairs(args.n)
     half = max(1, args.workers // 2)
@@ -95,10 +98,10 @@ def main() -> None:
             servers.append(one[0])
             two = [_serve(half, Path(folder, f"two{i}.log")) for i in range(2)]
             servers += [p for p, _ in two]
-            concurrency = 4 * args.workers  # enough requests in flight to keep every worker busy
+            concurrency = args.concurrency or RemoteSandboxConfig().concurrency  # a recipe's default
 
-            def remote(*urls: str, api: str = "azr") -> RemoteProvider:
-                cfg = RemoteSandboxConfig(urls=list(urls), api=api, concurrency=concurrency)
+            def remote(*urls: str, api: str = "azr", batch: int = args.batch) -> RemoteProvider:
+                cfg = RemoteSandboxConfig(urls=list(urls), api=api, concurrency=concurrency, batch_size=batch)
                 return RemoteProvider(cfg, harness_preload())
 
             print(f"{args.n} graded answers, {args.workers} workers in all, on {os.cpu_count()} cores")
@@ -108,7 +111,10 @@ def main() -> None:
             # the local pool is closed before the servers run: each arm has the cores to itself
             with remote(one[1]) as provider:
                 rate, bad = _rate(provider, pairs)
-                _show("(b) one loopback server", rate, bad, local)
+                _show(f"(b) one loopback server, {args.batch} a request", rate, bad, local)
+            with remote(one[1], batch=1) as provider:
+                rate, bad = _rate(provider, pairs)
+                _show("(b1) one loopback server, one a request", rate, bad, local)
             with remote(*(url for _, url in two)) as provider:
                 rate, bad = _rate(provider, pairs)
                 _show(f"(c) two loopback servers, {half} workers each", rate, bad, local)

@@ -140,7 +140,15 @@ class RemoteSandboxConfig:
         "none. The token itself never goes in a recipe.",
     )
     concurrency: int = field(
-        16, "Requests in flight at once, over all servers (each one program with all its tests).", gt=0, le=4096
+        16, "Programs in flight at once, over all servers (each one program with all its tests).", gt=0, le=4096
+    )
+    batch_size: int = field(
+        8,
+        "Programs per request to azr sandbox serve (api 'azr': POST /run_batch, one HTTP round trip for many, each "
+        "program run and timed on its own); requests in flight are concurrency // batch_size, at least one. 1: one "
+        "program a request. SandboxFusion's /run_code, and an azr server without /run_batch, take one a request.",
+        gt=0,
+        le=256,
     )
     timeout_s: float = field(
         30.0,

@@ -1,11 +1,13 @@
 """The remote execution provider: programs graded on sandbox servers over HTTP (`sandbox.provider: remote`).
 
 Speaks POST `/run_code` to `azr sandbox serve` (`api: azr`: azr's limits go out, its status and report channel come
-back as extra fields) or to SandboxFusion (`api: sandboxfusion`: the program travels in azr's envelope, whose one
+back as extra fields; a batch of graded programs, `batch_size` of them, goes in one POST `/run_batch`, the HTTP cost
+of one request) or to SandboxFusion (`api: sandboxfusion`: the program travels in azr's envelope, whose one
 stdout line carries the report). A timeout, a 5xx, a refused or dropped connection is retried on another server; a
 server failing `down_after` times in a row is left alone until its probe time. Results are keyed by job, one future
 each, so a program retried elsewhere is counted once; one that no server could run ends as status `error` (an
-infrastructure failure, masked by grading, never a zero) and is counted in `metrics()`.
+infrastructure failure, masked by grading, never a zero) and is counted in `metrics()`; a program of a batch that
+the server's own sandbox failed is run again alone.
 """
 
 from __future__ import annotations
@@ -36,6 +38,18 @@ class _Retry(Exception):
 
 class _Refused(Exception):
     """The server refused the request itself (token, size, shape): no other server would do better."""
+
+
+class _NoBatch(_Refused):
+    """The server has no `/run_batch` (an azr server older than it): it takes one program a request."""
+
+
+class _Lost(Exception):
+    """No server answered this request, after every attempt: the last reason."""
+
+
+class _Cancelled(Exception):
+    """The caller went away before the request was sent again."""
 
 
 @dataclasses.dataclass
@@ -70,7 +84,11 @@ class RemoteProvider:
         self._turn = 0
         self._lock = threading.Lock()
         self._stats: Counter[str] = Counter()
-        self._dispatch = ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="azr-remote")
+        # Programs per request: many in one /run_batch to azr's servers, one to SandboxFusion's /run_code. The requests
+        # in flight keep `concurrency` programs in flight, as one a request does.
+        self._batch = cfg.batch_size if cfg.api == "azr" else 1
+        self._unbatched: set[str] = set()  # servers that have no /run_batch
+        self._dispatch = ThreadPoolExecutor(max(1, cfg.concurrency // self._batch), thread_name_prefix="azr-remote")
         self.size = cfg.concurrency
         self._wanted_preload = dict(preload or {})
         self._preload: dict[str, str] | None = None
@@ -122,31 +140,86 @@ class RemoteProvider:
         # The server queues a request until a worker is free and times the program from its start: the wait goes
         # on top, so that no overrun is mistaken for a lost request (and retried, then masked as an error).
         timeout = limits.wall_s + self.cfg.timeout_s + self.cfg.queue_timeout_s
+        try:
+            return self._exchange("/run_code", body, timeout, lambda answer: self._result(answer, tag), cancel)
+        except _Refused as exc:
+            self._count("refused")
+            return ExecResult("error", backend="remote", note=f"{exc}")
+        except _Cancelled:
+            return ExecResult("error", backend="remote", note="cancelled: its caller went away")
+        except _Lost as exc:
+            return self._lost(str(exc))
+
+    def _run_batch(self, jobs: Sequence[tuple[str, Limits | None]]) -> list[ExecResult]:
+        """`jobs` in one `/run_batch` request to some server (each program run and timed on its own there), their
+        results in order. A program the server's own sandbox could not run is run again alone, on any server; a
+        server without the route gets each program alone, and no batch again."""
+        limits = [one or Limits() for _, one in jobs]
+        bodies = [self._body(code, one, None, {}, [])[0] for (code, _), one in zip(jobs, limits, strict=True)]
+        # Each program's wall limit may pass one after another on a one-worker server: none is taken for lost.
+        timeout = sum(one.wall_s for one in limits) + self.cfg.timeout_s + self.cfg.queue_timeout_s
+        try:
+            answers = self._exchange("/run_batch", {"requests": bodies}, timeout, lambda a: self._answers(a, len(jobs)))
+        except _NoBatch as exc:
+            with self._lock:
+                if str(exc) not in self._unbatched:
+                    log.info("sandbox: %s has no /run_batch (an older azr sandbox serve): one program a request", exc)
+                self._unbatched.add(str(exc))
+            return [self.run(code, one) for code, one in jobs]
+        except _Refused as exc:
+            self._count("refused")
+            return [ExecResult("error", backend="remote", note=f"{exc}") for _ in jobs]
+        except _Lost as exc:
+            return [self._lost(str(exc)) for _ in jobs]
+        results = []
+        for answer, (code, one) in zip(answers, jobs, strict=True):
+            try:
+                results.append(self._result(answer, ""))
+            except _Retry:  # this program's run failed on that server's side: alone, on whichever server is next
+                self._count("retries")
+                results.append(self.run(code, one))
+        return results
+
+    def _answers(self, answer: dict[str, Any], count: int) -> list[dict[str, Any]]:
+        results = answer.get("results")
+        if not isinstance(results, list) or len(results) != count or not all(isinstance(r, dict) for r in results):
+            raise _Retry(f"no {count} results in the answer")
+        return results
+
+    def _exchange(self, path: str, body: dict[str, Any], timeout: float, read, cancel: threading.Event | None = None):
+        """`read(answer)` of the first server that answers `body` at `path` with something `read` takes (it raises
+        _Retry for an answer that is not a result); a timeout, a 5xx, a lost connection or such an answer tries the
+        next server, after a back-off. _Refused as the server said it; _Lost (the last reason) once every attempt
+        failed; _Cancelled when `cancel` is set before an attempt."""
         reason = "no server tried"
         tried: list[_Server] = []
         for attempt in range(self.cfg.retries + 1):
             if cancel is not None and cancel.is_set():
-                return ExecResult("error", backend="remote", note="cancelled: its caller went away")
+                raise _Cancelled
             if attempt:
                 self._count("retries")
                 time.sleep(self.cfg.backoff_s * 2 ** (attempt - 1))
             server = self._pick(tried)
             tried.append(server)
             try:
-                reply = self._post(server, body, timeout)
+                answer = self._post(server, path, body, timeout)
             except _Retry as exc:
                 reason = f"{server.url}: {exc}"
                 self._failed(server)
                 continue
+            except _NoBatch:
+                raise
             except _Refused as exc:
-                self._count("refused")
-                return ExecResult("error", backend="remote", note=f"{server.url}: {exc}")
+                raise _Refused(f"{server.url}: {exc}") from None
             self._succeeded(server)
             try:
-                return self._result(reply, tag)
+                return read(answer)
             except _Retry as exc:  # the server answered, but not with a result: its own failure
                 reason = f"{server.url}: {exc}"
                 self._failed(server)
+        raise _Lost(reason)
+
+    def _lost(self, reason: str) -> ExecResult:
         self._count("lost")
         log.warning("sandbox: a program could not be run on any server (%s)", reason)
         return ExecResult("error", backend="remote", note=f"no sandbox server could run this program: {reason}")
@@ -156,9 +229,16 @@ class RemoteProvider:
         return list(self.imap(zip(codes, per_program, strict=True)))
 
     def imap(self, jobs: Iterable[tuple[str, Limits | None]]) -> Iterator[ExecResult]:
-        futures: list[Future] = [self._dispatch.submit(self.run, code, limits) for code, limits in jobs]
-        for future in futures:  # one future per job: whatever was retried, each result is taken once
-            yield future.result()
+        jobs = list(jobs)
+        size = self._batch if len(self._unbatched) < len(self._servers) else 1
+        if size == 1:
+            futures: list[Future] = [self._dispatch.submit(self.run, code, limits) for code, limits in jobs]
+            for future in futures:  # one future per job: whatever was retried, each result is taken once
+                yield future.result()
+            return
+        batches = [self._dispatch.submit(self._run_batch, jobs[i : i + size]) for i in range(0, len(jobs), size)]
+        for batch in batches:  # one future per batch of jobs, each job's result taken once
+            yield from batch.result()
 
     def close(self) -> None:
         if self._closed:
@@ -213,12 +293,12 @@ class RemoteProvider:
             "files": {},
         }, tag
 
-    def _post(self, server: _Server, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def _post(self, server: _Server, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         import httpx2
 
         self._count("requests")
         try:
-            response = self._http.post(f"{server.url}/run_code", json=body, timeout=timeout)
+            response = self._http.post(f"{server.url}{path}", json=body, timeout=timeout)
         except httpx2.TimeoutException:
             raise _Retry(f"no answer in {timeout:g}s") from None
         except httpx2.HTTPError as exc:  # refused, reset, the server died mid-answer
@@ -228,6 +308,8 @@ class RemoteProvider:
             raise _Refused(f"the server refused the token{self._token_source()} (HTTP {status})")
         if status == 413:
             raise _Refused("the request is larger than the server accepts (HTTP 413)")
+        if status in (404, 405) and path == "/run_batch":
+            raise _NoBatch(server.url)
         if status == 429 or status >= 500:
             raise _Retry(f"HTTP {status}")
         if status != 200:

@@ -5,7 +5,9 @@ A request in SandboxFusion's shape (`code`, `language` python or pytest, `stdin`
 directory, and gets its answer's shape (`status` Success/Failed/SandboxError, `run_result` {`status`
 Finished/TimeLimitExceeded/Error, `return_code`, `stdout`, `stderr`, `execution_time`}, `files`); one that also
 carries azr's `limits` gets the pool's own `ExecResult` back as `azr` (its status and report channel). What is not
-offered (other languages, `/run_jupyter`) is a 4xx naming the field. `GET /health` says the isolation, queue and
+offered (other languages, `/run_jupyter`) is a 4xx naming the field. azr's own clients may send many programs in one
+POST `/run_batch` (`{"requests": [...]}`, each a `/run_code` body; `{"results": [...]}` back, in order), each run as
+`/run_code` runs it: one request's HTTP cost for many programs. `GET /health` says the isolation, queue and
 programs/s. Guards: a token (constant-time compare, `Authorization: Bearer` in any case) on every route when one is
 set; a connection cap and time-outs for a request's headers and body (slow clients are closed, never waited on); a
 size cap; 422 for every malformed body (deep nesting, odd keys, numbers past any limit, limits of the wrong type);
@@ -73,6 +75,7 @@ class ServeLimits:
     header_timeout_s: float = 10.0  # a request's headers must arrive within this of its first byte (or connection)
     body_timeout_s: float = 60.0  # and its body within this of its headers
     max_queue_s: float = 300.0  # longest a request waits for a worker before it gets 503
+    max_batch: int = 256  # programs in one `/run_batch` request
 
 
 # Ceilings of the limits a request may set that no ServeLimits names: past any real program, short of overflowing
@@ -182,7 +185,9 @@ def build_app(
             finally:
                 group.cancel_scope.cancel()
 
-    async def run_code(request: Request) -> JSONResponse:
+    async def read_checked(request: Request) -> object:
+        """The request's JSON body, or the JSONResponse that refuses it: a wrong token, a body past the size cap or
+        late, a client gone, a body that is not JSON."""
         if (denied := refused(request)) is not None:
             return denied
         length = request.headers.get("content-length")
@@ -199,32 +204,96 @@ def build_app(
         if body is None:
             return JSONResponse({"detail": f"request over {caps.max_request_bytes} bytes"}, status_code=413)
         try:
-            run = parse_request(load_json(body), caps, offered)
+            return load_json(body)
+        except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+            return malformed(exc)
+
+    def malformed(exc: BaseException) -> JSONResponse:
+        detail = str(exc)[:300].encode("utf-8", "backslashreplace").decode()
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    def job_of(run: RunRequest, gone: threading.Event) -> functools.partial:
+        return functools.partial(
+            provider.run, run.code, run.limits, stdin=run.stdin, files=run.files, fetch=run.fetch, cancel=gone
+        )
+
+    def answer_of(run: RunRequest, result: ExecResult) -> dict[str, Any]:
+        answer = fusion_answer(result)
+        if run.as_azr:  # the fetched files travel once, in SandboxFusion's `files`
+            answer["azr"] = {k: v for k, v in dataclasses.asdict(result).items() if k != "files"}
+        return answer
+
+    async def run_code(request: Request) -> JSONResponse:
+        body = await read_checked(request)
+        if isinstance(body, JSONResponse):
+            return body
+        try:
+            run = parse_request(body, caps, offered)
         except (ValueError, TypeError, RecursionError, OverflowError) as exc:  # every malformed body, named
-            detail = str(exc)[:300].encode("utf-8", "backslashreplace").decode()
-            return JSONResponse({"detail": detail}, status_code=422)
+            return malformed(exc)
         if state["in"] >= workers + caps.max_queue:
             return JSONResponse({"detail": "queue full"}, status_code=503)
         state["in"] += 1
         gone = threading.Event()
-        job = functools.partial(
-            provider.run, run.code, run.limits, stdin=run.stdin, files=run.files, fetch=run.fetch, cancel=gone
-        )
         try:
             why = await wait_turn(request, gone)
             if why:
                 return JSONResponse({"detail": f"not run: {why}"}, status_code=503)
             try:
-                result = await run_program(request, job, gone)
+                result = await run_program(request, job_of(run, gone), gone)
             finally:
                 turns.release()
         finally:
             state["in"] -= 1
         meter.add()
-        answer = fusion_answer(result)
-        if run.as_azr:  # the fetched files travel once, in SandboxFusion's `files`
-            answer["azr"] = {k: v for k, v in dataclasses.asdict(result).items() if k != "files"}
-        return JSONResponse(answer)
+        return JSONResponse(answer_of(run, result))
+
+    async def run_batch(request: Request) -> JSONResponse:
+        """azr's own route: `{"requests": [<a /run_code body>, ...]}`, each program run as `/run_code` runs it (its
+        own turn on a worker, its time from its own start), side by side as workers free up; `{"results": [<its
+        answer>, ...]}` in order. One request for many programs: the HTTP cost of one. A program that queued past
+        `max_queue_s` comes back as a SandboxError (the client runs it again elsewhere); a client that goes away
+        cancels the programs running and drops the ones queued."""
+        body = await read_checked(request)
+        if isinstance(body, JSONResponse):
+            return body
+        try:
+            runs = parse_batch(body, caps, offered)
+        except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+            return malformed(exc)
+        if state["in"] + len(runs) > workers + caps.max_queue:
+            return JSONResponse({"detail": "queue full"}, status_code=503)
+        state["in"] += len(runs)
+        gone = threading.Event()
+        results: list[ExecResult | None] = [None] * len(runs)
+
+        async def one(i: int, run: RunRequest) -> None:
+            held = False
+            with anyio.move_on_after(caps.max_queue_s):  # the wait only: a program's time starts when it runs
+                await turns.acquire()
+                held = True
+            if not held:
+                results[i] = ExecResult("error", note=f"not run: queued over {caps.max_queue_s:g} s")
+                return
+            try:
+                results[i] = await anyio.to_thread.run_sync(job_of(run, gone), limiter=threads)
+            finally:
+                turns.release()
+            meter.add()
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(disconnected, request, gone, group.cancel_scope)
+                async with anyio.create_task_group() as programs:
+                    for i, run in enumerate(runs):
+                        programs.start_soon(one, i, run)
+                group.cancel_scope.cancel()  # every program ended: stop listening for the client
+        finally:
+            state["in"] -= len(runs)
+        if gone.is_set():
+            return JSONResponse({"detail": "the client went away"}, status_code=400)
+        answers = [answer_of(run, result) for run, result in zip(runs, results, strict=True) if result is not None]
+        return JSONResponse({"results": answers})
 
     async def run_jupyter(request: Request) -> JSONResponse:
         if (denied := refused(request)) is not None:
@@ -249,7 +318,8 @@ def build_app(
             }
         )
 
-    routes = [Route("/run_code", run_code, methods=["POST"]), Route("/run_jupyter", run_jupyter, methods=["POST"])]
+    posts = {"/run_code": run_code, "/run_batch": run_batch, "/run_jupyter": run_jupyter}
+    routes = [Route(path, route, methods=["POST"]) for path, route in posts.items()]
     return Starlette(routes=[*routes, Route("/health", health)])
 
 
@@ -304,6 +374,23 @@ def parse_request(request: object, caps: ServeLimits, offered: Collection[str] =
         files[name] = base64.b64encode(code.encode("utf-8", "surrogatepass")).decode()
         code = _PYTEST_DRIVER.format(name=name)
     return RunRequest(code, limits, stdin or None, files, fetch, "limits" in request)
+
+
+def parse_batch(request: object, caps: ServeLimits, offered: Collection[str] = ()) -> list[RunRequest]:
+    """A `/run_batch` body (`{"requests": [...]}`, each a `/run_code` body) as its `RunRequest`s; ValueError naming
+    the request and the field at fault."""
+    if not isinstance(request, dict) or set(request) != {"requests"}:
+        raise ValueError('the body must be a JSON object {"requests": [...]}')
+    given = request["requests"]
+    if not isinstance(given, list) or not 0 < len(given) <= caps.max_batch:
+        raise ValueError(f"requests: expected a list of 1 to {caps.max_batch} /run_code bodies")
+    runs = []
+    for i, one in enumerate(given):
+        try:
+            runs.append(parse_request(one, caps, offered))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"requests[{i}]: {exc}") from None
+    return runs
 
 
 def _files(given: object, caps: ServeLimits) -> dict[str, str]:

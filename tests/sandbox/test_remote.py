@@ -4,10 +4,14 @@ token, the size cap, SandboxFusion's /run_code shapes, and servers that die with
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +23,8 @@ from azr.config import RemoteSandboxConfig, SandboxConfig
 from azr.data import StdioCase, Task, module_tests
 from azr.errors import ConfigError
 from azr.rewards import grade_many, harness_preload
-from azr.sandbox import Limits, RemoteProvider, open_pool
+from azr.sandbox import ExecResult, Limits, RemoteProvider, open_pool
+from azr.sandbox.server import build_app
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = Limits(wall_s=5.0)
@@ -100,8 +105,12 @@ def test_verdicts_are_the_local_pools_on_hostile_programs_and_every_test_kind(se
     expected = grade_many(pairs, local, QUICK)
     with remote(*servers, api=api) as provider:
         got = grade_many(pairs, provider, QUICK)
-        assert provider.metrics().get("remote_lost", 0) == 0
+        metrics = provider.metrics()
+        assert metrics.get("remote_lost", 0) == 0
     assert _verdicts(got) == _verdicts(expected)
+    # azr's servers take the graded programs in batches (a /run_batch each), SandboxFusion one a request
+    sent = metrics["remote_requests"] - metrics.get("remote_retries", 0)
+    assert sent < len(pairs) / 4 if api == "azr" else sent >= len(pairs), (sent, len(pairs))
     if api == "azr":  # the server's own results, notes and reasons included
         assert [g.failures for g in got] == [g.failures for g in expected]
     assert {g.status for g in expected} >= {"passed", "failed", "timeout", "crashed"}
@@ -136,6 +145,80 @@ def test_a_program_no_server_can_run_is_an_infrastructure_error_never_a_fail(tmp
         [grade] = grade_many([(KINDS["asserts"], ADD)], provider, QUICK)
         assert grade.status == "error" and "no sandbox server could run" in grade.failures[-1]
         assert provider.metrics()["remote_lost"] == 1
+
+
+# ------------------------------------------------------------------------------------- batches
+class _Flaky:
+    """A real pool behind an in-process server whose sandbox fails the first run of a program printing 'flaky'
+    (fault injection: the pool's own `error`, as a worker that could not start gives)."""
+
+    def __init__(self, pool):
+        self.pool, self.failed = pool, 0
+        self.preload, self.isolation = pool.preload, pool.isolation
+
+    def run(self, code, limits=None, **options):
+        if "flaky" in code and not self.failed:
+            self.failed += 1
+            return ExecResult("error", note="the worker could not start")
+        return self.pool.run(code, limits, **options)
+
+
+@contextlib.contextmanager
+def _served(app):
+    """`app` (an ASGI app) served by uvicorn on a free loopback port in this process; its base URL."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the in-process server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def _without_batches(app):
+    """`app` as an azr server from before /run_batch: that route is a 404."""
+    from starlette.responses import JSONResponse
+
+    async def older(scope, receive, send):
+        if scope["type"] == "http" and scope["path"] == "/run_batch":
+            await JSONResponse({"detail": "Not Found"}, status_code=404)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return older
+
+
+def test_a_server_without_run_batch_gets_one_program_a_request_with_the_same_results(local, caplog):
+    caplog.set_level(logging.INFO, logger="azr.sandbox.remote")
+    with _served(_without_batches(build_app(local, 2))) as url, remote(url, token_env=None, batch_size=4) as provider:
+        first = list(provider.imap([(f"print({i})", QUICK) for i in range(6)]))
+        asked = provider.metrics()["remote_requests"]
+        second = list(provider.imap([(f"print({i})", QUICK) for i in range(6)]))
+        metrics = provider.metrics()
+    assert [r.stdout for r in first] == [r.stdout for r in second] == [f"{i}\n" for i in range(6)]
+    assert asked <= 2 + 6  # the batches refused, then each program alone
+    assert metrics["remote_requests"] - asked == 6  # known now: no batch is sent again
+    assert metrics.get("remote_lost", 0) == 0 and metrics.get("remote_refused", 0) == 0
+    assert sum("has no /run_batch" in r.message for r in caplog.records) == 1
+
+
+def test_a_program_of_a_batch_that_the_servers_sandbox_failed_runs_again_alone(local):
+    flaky = _Flaky(local)
+    with _served(build_app(flaky, 2)) as url, remote(url, token_env=None, batch_size=8) as provider:
+        results = list(provider.imap([("print(0)", QUICK), ("print('flaky')", QUICK), ("print(2)", QUICK)]))
+        metrics = provider.metrics()
+    assert [(r.status, r.stdout) for r in results] == [("ok", "0\n"), ("ok", "flaky\n"), ("ok", "2\n")]
+    assert flaky.failed == 1 and metrics["remote_requests"] == 2 and metrics["remote_retries"] == 1
 
 
 # ---------------------------------------------------------------------------------------- the guards

@@ -211,3 +211,81 @@ def test_the_token_scheme_is_case_insensitive_and_the_token_is_not(server):
         assert post(url, {"code": "print(1)"}, headers={"Authorization": f"{scheme} {TOKEN}"}).status_code == 200
     for wrong in (f"Bearer {TOKEN.upper()}", f"Basic {TOKEN}", TOKEN, f"Bearer{TOKEN}", ""):
         assert post(url, {"code": "print(1)"}, headers={"Authorization": wrong}).status_code == 401
+
+
+def post_batch(url: str, body, timeout: float = 60.0) -> httpx2.Response:
+    data = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    return httpx2.post(f"{url}/run_batch", content=data, headers=AUTH, timeout=timeout)
+
+
+@pytest.mark.slow(minutes=0.2)
+def test_a_batch_runs_each_program_as_run_code_runs_it_and_answers_in_order(server):
+    """azr's /run_batch: each program its own run on a worker, its own time (a queued overrun is its `timeout`),
+    the answers in the order asked and each what /run_code answers for the same body."""
+    url = server("--workers", "1")
+    bodies = [
+        {"code": "print(1)"},
+        {"code": "import sys\nprint('no', file=sys.stderr)\nsys.exit(3)"},
+        {"code": "while True:\n    pass\n", "limits": {"wall_s": 1.0}},  # queued behind the others on one worker
+        {"code": "while True:\n    pass\n", "limits": {"wall_s": 1.0}},
+        {"code": "print(input())", "stdin": "hi\n", "limits": {"wall_s": 5.0}},
+    ]
+    answer = post_batch(url, {"requests": bodies})
+    assert answer.status_code == 200, answer.text[:300]
+    results = answer.json()["results"]
+    singles = [post(url, body).json() for body in bodies]
+    shape = [
+        (r["status"], r["run_result"]["status"], r["run_result"]["return_code"], r["run_result"]["stdout"])
+        for r in results
+    ]
+    assert shape == [
+        ("Success", "Finished", 0, "1\n"),
+        ("Failed", "Finished", 3, ""),
+        ("Failed", "TimeLimitExceeded", None, ""),
+        ("Failed", "TimeLimitExceeded", None, ""),
+        ("Success", "Finished", 0, "hi\n"),
+    ]
+    assert shape == [
+        (r["status"], r["run_result"]["status"], r["run_result"]["return_code"], r["run_result"]["stdout"])
+        for r in singles
+    ]
+    assert [("azr" in r) for r in results] == [False, False, True, True, True]  # azr's result where azr's limits came
+    assert [r["azr"]["status"] for r in results[2:4]] == ["timeout", "timeout"]
+    seen = health(url)
+    assert (seen["programs"], seen["running"], seen["queued"]) == (10, 0, 0), seen
+
+
+@pytest.mark.slow(minutes=0.2)
+def test_a_malformed_batch_is_a_422_naming_the_request_and_the_field_and_runs_nothing(server):
+    url = server()
+    good = {"code": "print(1)"}
+    bad = {
+        "not a list": {"requests": good},
+        "empty": {"requests": []},
+        "another key": {"requests": [good], "n": 1},
+        "over the cap": {"requests": [good] * 257},
+        "a bad request": {"requests": [good, {"code": 1}]},
+        "a bad limit": {"requests": [good, good, {"code": "print(1)", "limits": {"memory_mb": 0.5}}]},
+        "not JSON": "{requests: 1",
+    }
+    answers = {name: post_batch(url, body) for name, body in bad.items()}
+    assert {n: a.status_code for n, a in answers.items()} == dict.fromkeys(bad, 422)
+    assert answers["a bad request"].json()["detail"] == "requests[1]: code: expected a string"
+    assert answers["a bad limit"].json()["detail"].startswith("requests[2]: ")
+    assert health(url)["programs"] == 0  # nothing of a refused batch ran
+    assert post_batch(url, {"requests": [good]}).json()["results"][0]["run_result"]["stdout"] == "1\n"
+
+
+@pytest.mark.slow(minutes=0.3)
+def test_a_batch_whose_client_went_away_stops_its_running_program_and_never_runs_the_queued(server):
+    url = server("--workers", "1")
+    body = {"requests": [{"code": "while True:\n    pass\n", "run_timeout": 60}] + [{"code": "print(1)"}] * 3}
+    with pytest.raises(httpx2.TimeoutException):  # the client gives up after 1 s, the loop would run 60
+        post_batch(url, body, timeout=1.0)
+    started = time.monotonic()
+    answer = post(url, {"code": "print(7)"}, timeout=45)
+    assert answer.status_code == 200 and answer.json()["run_result"]["stdout"] == "7\n", answer.text[:300]
+    assert time.monotonic() - started < 30  # the worker was freed long before the loop's 60 s
+    time.sleep(1.0)  # a queued program of the abandoned batch would run now
+    seen = health(url)
+    assert (seen["programs"], seen["running"], seen["queued"]) == (2, 0, 0), seen
