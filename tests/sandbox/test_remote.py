@@ -118,7 +118,8 @@ def test_verdicts_are_the_local_pools_on_hostile_programs_and_every_test_kind(se
 
 # ------------------------------------------------------------------------------------------- failover
 @pytest.mark.slow(minutes=0.5)
-def test_a_server_killed_mid_batch_loses_no_result_and_counts_none_twice(tmp_path):
+def test_a_server_killed_mid_batch_loses_no_result_and_counts_none_twice(tmp_path, monkeypatch):
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)  # the client's token, whether or not the module's servers have started
     (a, url_a), (b, url_b) = start_server(tmp_path / "a.log"), start_server(tmp_path / "b.log")
     try:
         n = 24
