@@ -2,10 +2,10 @@
 
 `ALLOWED` is the table of edges between packages (a package may always import its own modules). Read it as
 "these are the packages this one may use": sandbox <- rewards <- training <- cli; rollouts <- training / evaluation /
-tools / envs (the rollout seam, episodes and their runner, the samplers); tools <- envs (the environments and `azr
-gen`) <- training / evaluation / cli; remote <-
-selfplay / evaluation / tools; models <- training / evaluation / tools; tools <- training; rewards <- absolute_zero <-
-training / evaluation / cli. Nothing imports cli. `config`'s section types are the bottom layer: every package but
+tools / envs / serving (the rollout seam, episodes and their runner, the samplers, which adapter mode's server is
+one of); tools <- envs (the environments and `azr gen`) <- training / evaluation / cli; remote <- selfplay /
+evaluation / tools; models <- training / evaluation / tools; tools <- training; rewards <- absolute_zero <- training /
+evaluation / cli. Nothing imports cli. `config`'s section types are the bottom layer: every package but
 `data` (which config reads) and `sandbox` (which knows nothing above it) may take a typed section, so no function
 needs `cfg: Any`.
 
@@ -47,7 +47,7 @@ ALLOWED: dict[str, set[str]] = {
     "rewards": {"config", "data", "sandbox"},
     "models": {"config", "data"},
     "remote": {"config"},
-    "serving": {"config"},
+    "serving": {"config", "rollouts"},  # adapter mode's LoraSync is a token sampler of the rollout seam
     "rollouts": {"config"},
     "evaluation": {
         "absolute_zero",

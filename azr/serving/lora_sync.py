@@ -147,7 +147,7 @@ class LoraSync:
         contexts are one request for `n`, seeded with `sampling.seed` (vLLM seeds completion i with `seed + i`, so
         the draw does not depend on the server's shared random stream, which every other request and the batching
         of the moment advance; None: unseeded), at most `sampling.max_new_tokens` tokens each."""
-        from azr.rollouts.samplers import Continuation, continuation  # the rollout package, only where it samples
+        from azr.rollouts import Continuation, continuation  # the rollout package, only where it samples
 
         n = max(sampling.n, 1)
         with self._lock:

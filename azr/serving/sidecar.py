@@ -105,7 +105,7 @@ class Sidecar:
         and sampling settings (None in the other modes)."""
         if self.mode != "adapter":
             return None
-        from azr.rollouts.samplers import eos_ids
+        from azr.rollouts import eos_ids
 
         args = trainer.args
         sampling = {
