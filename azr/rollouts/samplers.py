@@ -180,15 +180,18 @@ def trainer_sampler(view: TrainerView) -> TokenSampler:
 
 
 def continuation(
-    tokenizer: PreTrainedTokenizerBase,
+    tokenizer: PreTrainedTokenizerBase | None,
     ids: list[int],
-    eos: set[int],
+    eos: set[int] | frozenset[int],
     logprobs: list[float] | None = None,
     version: int | None = None,
 ) -> Continuation:
-    """A sampled continuation from its ids (through the first end-of-sequence token, if it came): its texts, why it
-    stopped, and the policy version that drew it."""
+    """A sampled continuation from its ids (through the first end-of-sequence token, if it came): its texts (empty
+    without a `tokenizer`: ids only, as a one-turn round that TRL decodes itself), why it stopped, and the policy
+    version that drew it."""
     stop = bool(ids) and ids[-1] in eos
+    if tokenizer is None:
+        return Continuation(list(ids), "", "stop" if stop else "length", logprobs, "", version)
     raw = tokenizer.decode(ids[:-1] if stop else ids, skip_special_tokens=False)
     text = tokenizer.decode(ids, skip_special_tokens=True)
     return Continuation(list(ids), text, "stop" if stop else "length", logprobs, raw, version)

@@ -292,8 +292,7 @@ def build_app(
             state["in"] -= len(runs)
         if gone.is_set():
             return JSONResponse({"detail": "the client went away"}, status_code=400)
-        answers = [answer_of(run, result) for run, result in zip(runs, results, strict=True) if result is not None]
-        return JSONResponse({"results": answers})
+        return JSONResponse({"results": [answer_of(run, result) for run, result in zip(runs, results, strict=True)]})
 
     async def run_jupyter(request: Request) -> JSONResponse:
         if (denied := refused(request)) is not None:

@@ -147,7 +147,7 @@ class LoraSync:
         contexts are one request for `n`, seeded with `sampling.seed` (vLLM seeds completion i with `seed + i`, so
         the draw does not depend on the server's shared random stream, which every other request and the batching
         of the moment advance; None: unseeded), at most `sampling.max_new_tokens` tokens each."""
-        from azr.rollouts import Continuation, continuation  # the rollout package, only where it samples
+        from azr.rollouts import continuation  # the rollout package, only where it samples
 
         n = max(sampling.n, 1)
         with self._lock:
@@ -169,15 +169,11 @@ class LoraSync:
             self._retire()
         if len(ids) != len(contexts):
             raise VllmServerError(f"vLLM returned {len(ids)} completions for {len(contexts)} contexts")
-        decoded = []
-        for seq, lps in zip(ids, logprobs or [None] * len(ids), strict=True):
-            values = [lp[0] for lp in lps] if lps is not None else None
-            if self.tokenizer is None:  # ids only: a one-turn round, which TRL decodes itself
-                stop = bool(seq) and seq[-1] in self.eos
-                decoded.append(Continuation(list(seq), "", "stop" if stop else "length", values, version=version))
-            else:
-                decoded.append(continuation(self.tokenizer, list(seq), set(self.eos), values, version=version))
-        return decoded
+        values = [[lp[0] for lp in seq] for seq in logprobs] if logprobs is not None else [None] * len(ids)
+        return [
+            continuation(self.tokenizer, list(seq), self.eos, lps, version=version)
+            for seq, lps in zip(ids, values, strict=True)
+        ]
 
     def _retire(self) -> None:
         """Unload every version that is neither the newest nor generating: no sample can be drawn from it again."""
