@@ -165,7 +165,7 @@ class RemoteProvider:
                 if str(exc) not in self._unbatched:
                     log.info("sandbox: %s has no /run_batch (an older azr sandbox serve): one program a request", exc)
                 self._unbatched.add(str(exc))
-            return [self.run(code, one) for code, one in jobs]
+            return self._singly(jobs)
         except _Refused as exc:
             self._count("refused")
             return [ExecResult("error", backend="remote", note=f"{exc}") for _ in jobs]
@@ -179,6 +179,15 @@ class RemoteProvider:
                 self._count("retries")
                 results.append(self.run(code, one))
         return results
+
+    def _singly(self, jobs: Sequence[tuple[str, Limits | None]]) -> list[ExecResult]:
+        """`jobs` one a request, side by side (as many in flight as the batch would have been), their results in
+        order: a batch a server would not take. Not on the dispatch pool this runs on, whose every thread may be
+        waiting on such a batch."""
+        if len(jobs) < 2:
+            return [self.run(code, one) for code, one in jobs]
+        with ThreadPoolExecutor(len(jobs), thread_name_prefix="azr-remote-single") as singles:
+            return list(singles.map(lambda job: self.run(*job), jobs))
 
     def _answers(self, answer: dict[str, Any], count: int) -> list[dict[str, Any]]:
         results = answer.get("results")

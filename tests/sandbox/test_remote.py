@@ -213,6 +213,18 @@ def test_a_server_without_run_batch_gets_one_program_a_request_with_the_same_res
     assert sum("has no /run_batch" in r.message for r in caplog.records) == 1
 
 
+def test_the_batch_a_server_without_run_batch_refused_runs_its_programs_side_by_side(local):
+    # Each program prints when it starts and when it ends; run one after another, the second would start after the
+    # first ended. One dispatch thread (concurrency = batch size), so nothing else runs them side by side.
+    code = "import time\nprint(time.time())\ntime.sleep(1.5)\nprint(time.time())\n"
+    with _served(_without_batches(build_app(local, 2))) as url:
+        with remote(url, token_env=None, batch_size=2, concurrency=2) as provider:
+            results = list(provider.imap([(code, QUICK), (code, QUICK)]))
+    assert [r.status for r in results] == ["ok", "ok"]
+    (start_a, end_a), (start_b, end_b) = ([float(v) for v in r.stdout.split()] for r in results)
+    assert max(start_a, start_b) < min(end_a, end_b)  # the two ran at the same time
+
+
 def test_a_program_of_a_batch_that_the_servers_sandbox_failed_runs_again_alone(local):
     flaky = _Flaky(local)
     with _served(build_app(flaky, 2)) as url, remote(url, token_env=None, batch_size=8) as provider:
