@@ -2,8 +2,8 @@
 `GenerateSampler`, as `vllm.mode: off` and `azr eval --model` sample) against the vLLM CPU server (azr's sidecar, as
 adapter mode and `azr eval --vllm` sample), on the same prompts at the same settings.
 
-Both arms sample the first --prompts held-out tasks through azr's evaluation samplers (`LocalSampler`,
-`SidecarSampler`), --samples completions each, at --temperature with --max-new-tokens, and count the tokens each
+Both arms sample the first --prompts held-out tasks through azr's evaluation samplers (`model_draws`,
+`sidecar_draws`), --samples completions each, at --temperature with --max-new-tokens, and count the tokens each
 completion took; with --adapter, both sample the model with that LoRA adapter (peft's unmerged layers in `generate`,
 vLLM's LoRA kernels in the server), as GRPO's adapter mode does after its first step. Times cover generation only:
 the model load and the server's start-up are reported apart. Arms run A B A B ... (--repeats) so that drift in the
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from azr.evaluation import samplers
     from azr.evaluation.measure import Sampling
     from azr.evaluation.run import load_problems
-    from azr.evaluation.sidecar import SidecarSampler
+    from azr.evaluation.sidecar import sidecar_draws
 
     problems = load_problems("held-out")[: args.prompts]
     items = [(p, i) for p in problems for i in range(args.samples)]
@@ -71,10 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.monotonic()
     adapter = str(args.adapter) if args.adapter else None
-    local = samplers.LocalSampler(model, adapter, sampling, {})
+    local = samplers.model_draws(model, adapter, sampling, {})
     setup = {"generate: model load s": round(time.monotonic() - started, 1)}
     started = time.monotonic()
-    served = SidecarSampler(vllm, model, adapter, sampling, {})
+    served = sidecar_draws(vllm, model, adapter, sampling, {})
     setup["vLLM: server start s"] = round(time.monotonic() - started, 1)
     rates: dict[str, list[float]] = {"generate": [], "vLLM server": []}
     try:

@@ -60,6 +60,7 @@ ALLOWED: dict[str, set[str]] = {
         "rollouts",
         "sandbox",
         "serving",
+        "tools",  # an endpoint is sampled as `azr gen` plays it: tools' EndpointPolicy
     },
     "selfplay": {"data", "remote", "rewards"},
     "absolute_zero": {"config", "data", "rewards", "rollouts", "sandbox"},  # its draws are one-turn episodes

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from transformers import Trainer, TrainerCallback
 
-from azr.evaluation.samplers import ItemSampler
+from azr.evaluation.samplers import Draws
 
 if TYPE_CHECKING:
     from azr.rollouts import TrainerView
@@ -25,9 +25,9 @@ class Evaluation(Protocol):
 
     def due(self, step: int, max_steps: int) -> bool: ...
 
-    def evaluate(self, sampler: ItemSampler, step: int) -> dict[str, Any] | None: ...
+    def evaluate(self, draws: Draws, step: int) -> dict[str, Any] | None: ...
 
-    def sampler_for(self, view: TrainerView) -> ItemSampler: ...
+    def draws_for(self, view: TrainerView) -> Draws: ...
 
     def logger_keys(self, record: dict[str, Any]) -> dict[str, float]: ...
 
@@ -49,7 +49,7 @@ class HeldOutCallback(TrainerCallback):
             self._evaluate(args, state, control)
 
     def _evaluate(self, args, state, control) -> None:
-        record = self.evaluator.evaluate(self.evaluator.sampler_for(self.view), state.global_step)
+        record = self.evaluator.evaluate(self.evaluator.draws_for(self.view), state.global_step)
         if record is None:  # not the main process
             return
         logs = self.evaluator.logger_keys(record)

@@ -18,7 +18,7 @@ from azr.evaluation.measure import Sampling, score_completions
 from azr.evaluation.passk import bootstrap_interval, pass_at_k
 from azr.evaluation.records import graded
 from azr.evaluation.report import build_report
-from azr.evaluation.samplers import Generated, ItemSampler, ModelSampler, ServedSampler
+from azr.evaluation.samplers import Draws, Generated
 from azr.evaluation.turns import run_turns, scored_problems, turn_summary
 from azr.logs import JsonlWriter, atomic_write_text, read_jsonl_records
 from azr.rewards import Rubric, sandbox_oracle
@@ -73,7 +73,7 @@ class HeldOutEvaluator:
         wanted = step == 0 or step % self.every_steps == 0 or step == max_steps
         return wanted and step not in self.done
 
-    def evaluate(self, sampler: ItemSampler, step: int) -> dict[str, Any] | None:
+    def evaluate(self, draws: Draws, step: int) -> dict[str, Any] | None:
         started = time.monotonic()
         n = self.sampling.n
         mine, real = self.ranks.split(self.problems)  # padded: a sharded model needs every rank in every forward
@@ -83,17 +83,17 @@ class HeldOutEvaluator:
         turns = self.cfg.eval.turns
         if turns > 1:  # every rank plays its episodes in step with the others (padded items included)
             args = (turns, self.cfg.feedback, self.cfg.sandbox, self.cfg.answer_format, timings, self.pool)
-            records = run_turns(items, sampler, *args, processes=self.ranks, versions=versions)[: real * n]
+            records = run_turns(items, draws, *args, processes=self.ranks, versions=versions)[: real * n]
             answers = [r["completion"] or "" for r in records]
         else:
             texts: list[Generated] = []
-            for start in range(0, len(items), sampler.chunk):
+            for start in range(0, len(items), draws.chunk):
                 t0 = time.monotonic()
-                texts += sampler.sample(items[start : start + sampler.chunk])
+                texts += draws.sample(items[start : start + draws.chunk])
                 timings["generation_s"] += time.monotonic() - t0
             versions.update(g.version for g in texts if g.version is not None)
             items, texts = items[: real * n], texts[: real * n]
-            rows = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(items, texts, strict=True)]
+            rows = [(p, i, g.text, draws.mode, g.error) for (p, i), g in zip(items, texts, strict=True)]
             records = list(graded(rows, self.cfg.sandbox, self.cfg.answer_format, timings, self.pool)) if rows else []
             answers = [g.text or "" for g in texts]
         reward = self._reward(mine[:real], answers)  # the final answers
@@ -129,16 +129,14 @@ class HeldOutEvaluator:
         )
         return record
 
-    def sampler_for(self, view: TrainerView) -> ModelSampler | ServedSampler:
+    def draws_for(self, view: TrainerView) -> Draws:
         """How the run generates, for its evaluations, through the rollout seam (`azr.rollouts.trainer_sampler`): the
         vLLM backend the trainer samples GRPO's batches from (adapter, server and colocate modes; one call for all
         of this rank's samples), else the policy's own `generate` (batches seeded as `azr eval` seeds them). Each
         sample carries the policy version that drew it. `view` is the trainer as an `azr.rollouts.TrainerView`
         shows it."""
         source, chat = trainer_sampler(view), ChatTokens(view.tokenizer, self.cfg.template_kwargs())
-        if view.backend is not None:
-            return ServedSampler(source, chat, self.sampling)
-        return ModelSampler(source, chat, self.sampling)
+        return Draws(self.sampling, source, chat, served=view.backend is not None)
 
     @staticmethod
     def logger_keys(record: dict[str, Any]) -> dict[str, float]:

@@ -42,7 +42,7 @@ from azr.errors import ConfigError
 from azr.evaluation.measure import Sampling
 from azr.evaluation.prediction import is_prediction_set, load_prediction_problems
 from azr.evaluation.records import graded
-from azr.evaluation.samplers import EndpointSampler, EndpointSpec, Generated, ItemSampler, LocalSampler
+from azr.evaluation.samplers import Draws, EndpointSpec, Generated, endpoint_draws, model_draws
 from azr.evaluation.samples import (
     SAMPLES_FILE,
     GivenSample,
@@ -113,9 +113,9 @@ def run_eval(cfg: EvalConfig) -> int:
     settings = eval_settings(cfg, len(problems))
     check_output_dir(out, settings)
     timings = {"load_s": 0.0, "generation_s": 0.0, "grading_s": 0.0}
-    sampler = None
+    draws = None
     if given is None and len(finished_keys(out / SAMPLES_FILE)) < len(problems) * cfg.sampling.n:
-        sampler = build_sampler(cfg, timings)  # before the directory is claimed: a model that fails to load leaves none
+        draws = build_draws(cfg, timings)  # before the directory is claimed: a model that fails to load leaves none
     claim_output_dir(out, settings)
     store = SampleStore(out / SAMPLES_FILE)
     try:
@@ -126,13 +126,13 @@ def run_eval(cfg: EvalConfig) -> int:
             store.write(
                 graded([_given_item(g) for g in todo_given], cfg.sandbox, cfg.answer_format, timings)
             )  # each as soon as it is graded
-        elif sampler is not None:
+        elif draws is not None:
             todo = [(p, i) for p in problems for i in range(cfg.sampling.n) if (p.id, i) not in store.done]
-            _sample_and_grade(cfg, sampler, todo, store, timings)
+            _sample_and_grade(cfg, draws, todo, store, timings)
     finally:
         store.close()
-        if hasattr(sampler, "close"):
-            sampler.close()  # a vLLM server started for this evaluation stops with it
+        if draws is not None:
+            draws.close()  # a vLLM server started for this evaluation stops with it
     timings["total_s"] = time.monotonic() - started
     report = build_report(settings, cfg.ks, problems, list(store.done.values()), timings, store.resumed)
     if cfg.turns > 1:
@@ -217,39 +217,39 @@ def _warm_started_base(adapter: Path, output_dir: Path) -> str:
     )
 
 
-def build_sampler(cfg: EvalConfig, timings: dict[str, float]) -> ItemSampler:
+def build_draws(cfg: EvalConfig, timings: dict[str, float]) -> Draws:
     """The endpoint or the local model (loaded here) that samples are drawn from."""
     t0 = time.monotonic()
     if cfg.model is not None:
         cfg = replace(cfg, model=local_source(cfg.model))  # a .gguf file: its imported folder
     if cfg.endpoint is not None:
-        sampler: ItemSampler = EndpointSampler(cfg.endpoint, cfg.sampling)
+        draws = endpoint_draws(cfg.endpoint, cfg.sampling)
     elif cfg.vllm is not None:
-        from azr.evaluation.sidecar import SidecarSampler
+        from azr.evaluation.sidecar import sidecar_draws
 
         assert cfg.model is not None  # the server's log goes to a temporary file, named in any error
-        sampler = SidecarSampler(cfg.vllm, cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs)
+        draws = sidecar_draws(cfg.vllm, cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs)
     else:
         assert cfg.model is not None
-        sampler = LocalSampler(cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs)
+        draws = model_draws(cfg.model, cfg.adapter, cfg.sampling, cfg.template_kwargs)
     timings["load_s"] += time.monotonic() - t0
-    return sampler
+    return draws
 
 
-def _sample_and_grade(cfg: EvalConfig, sampler: ItemSampler, todo: list, store: SampleStore, timings: dict) -> None:
+def _sample_and_grade(cfg: EvalConfig, draws: Draws, todo: list, store: SampleStore, timings: dict) -> None:
     progress = Progress(len(todo))
-    for start in range(0, len(todo), sampler.chunk):
-        chunk = todo[start : start + sampler.chunk]
+    for start in range(0, len(todo), draws.chunk):
+        chunk = todo[start : start + draws.chunk]
         if cfg.turns > 1:  # each sample an episode of the feedback environment, scored on the hidden tests
-            records = run_turns(chunk, sampler, cfg.turns, cfg.feedback, cfg.sandbox, cfg.answer_format, timings)
+            records = run_turns(chunk, draws, cfg.turns, cfg.feedback, cfg.sandbox, cfg.answer_format, timings)
             progress.generated([Generated(r["completion"]) for r in records])
             store.write(records)
         else:
             t0 = time.monotonic()
-            generated = sampler.sample(chunk)
+            generated = draws.sample(chunk)
             timings["generation_s"] += time.monotonic() - t0
             progress.generated(generated)
-            items = [(p, i, g.text, sampler.mode, g.error) for (p, i), g in zip(chunk, generated, strict=True)]
+            items = [(p, i, g.text, draws.mode, g.error) for (p, i), g in zip(chunk, generated, strict=True)]
             store.write(graded(items, cfg.sandbox, cfg.answer_format, timings))
         log.info("eval: %s", progress.line())
 

@@ -1,56 +1,48 @@
 """`azr eval --vllm`: a local model (with its adapter served as LoRA) sampled through a vLLM server azr starts for
 the evaluation and stops after it.
 
-Owns only the lifetime around `azr.serving.serve_model`; the requests, seeds and replies are the endpoint sampler's,
-so the samples, their modes and the report are those of any endpoint evaluation.
+Owns only the lifetime around `azr.serving.serve_model`; the requests, seeds and replies are the endpoint's
+(`azr.evaluation.samplers.endpoint_draws`), so the samples, their modes and the report are those of any endpoint
+evaluation.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from pathlib import Path
 
 from azr.config import ModelConfig, VllmConfig
 from azr.evaluation.measure import Sampling
-from azr.evaluation.samplers import EndpointSampler, EndpointSpec
+from azr.evaluation.samplers import Draws, EndpointSpec, endpoint_draws
 from azr.serving import serve_model
 
 log = logging.getLogger(__name__)
 
 
-class SidecarSampler:
-    """An EndpointSampler over a vLLM server on `model` (and `adapter`); `close()` stops the server."""
-
-    def __init__(
-        self,
-        vllm: VllmConfig,
-        model: ModelConfig,
-        adapter: str | None,
-        sampling: Sampling,
-        template_kwargs: dict,
-        log_path: Path | None = None,
-    ):
-        if model.quantization != "none":
-            log.warning("eval --vllm: vLLM serves %s unquantized (model.quantization ignored)", model.name_or_path)
-        self._stack = contextlib.ExitStack()
-        endpoint = self._stack.enter_context(
-            serve_model(vllm, model, adapter, template_kwargs=template_kwargs or None, log_path=log_path)
-        )
-        # One request per sample, as many in flight as the server batches at once.
-        concurrency = batched_sequences(vllm.extra_args)
-        spec = EndpointSpec(
-            endpoint.base_url, endpoint.model, "chat", concurrency=concurrency, timeout_s=vllm.request_timeout_s
-        )
-        self._sampler = EndpointSampler(spec, sampling)
-        self.mode, self.chunk, self.endpoint = self._sampler.mode, self._sampler.chunk, endpoint
-
-    def sample(self, items: list, conversations: list | None = None) -> list:
-        self.endpoint.server.check_alive()  # a server that died says so, with its log, instead of N failed requests
-        return self._sampler.sample(items, conversations)
-
-    def close(self) -> None:
-        self._stack.close()
+def sidecar_draws(
+    vllm: VllmConfig,
+    model: ModelConfig,
+    adapter: str | None,
+    sampling: Sampling,
+    template_kwargs: dict,
+    log_path: Path | None = None,
+) -> Draws:
+    """An endpoint's draws over a vLLM server started here on `model` (and `adapter`): a server that died says so,
+    with its log, before the next call instead of failing its requests one by one; `close()` stops it."""
+    if model.quantization != "none":
+        log.warning("eval --vllm: vLLM serves %s unquantized (model.quantization ignored)", model.name_or_path)
+    stack = contextlib.ExitStack()
+    endpoint = stack.enter_context(
+        serve_model(vllm, model, adapter, template_kwargs=template_kwargs or None, log_path=log_path)
+    )
+    # One request per sample, as many in flight as the server batches at once.
+    concurrency = batched_sequences(vllm.extra_args)
+    spec = EndpointSpec(
+        endpoint.base_url, endpoint.model, "chat", concurrency=concurrency, timeout_s=vllm.request_timeout_s
+    )
+    return dataclasses.replace(endpoint_draws(spec, sampling), check=endpoint.server.check_alive, close=stack.close)
 
 
 DEFAULT_IN_FLIGHT = 8

@@ -23,7 +23,7 @@ from azr.config import FeedbackConfig, SandboxConfig
 from azr.data import Problem
 from azr.envs import PUBLIC, FeedbackEnvironment, TaskPrompt, turn_rates
 from azr.evaluation.records import graded
-from azr.evaluation.samplers import Generated, ItemSampler
+from azr.evaluation.samplers import Draws, Generated
 from azr.evaluation.samples import RETRIED
 from azr.prompts import AnswerFormat
 from azr.rewards import CodeGrader, hidden_task, limits_from_config, pool_from_config
@@ -39,7 +39,7 @@ def scored_problems(problems: Sequence[Problem]) -> tuple[list[Problem], list[st
 
 def run_turns(
     items: Sequence[tuple[Problem, int]],
-    sampler: ItemSampler,
+    draws: Draws,
     turns: int,
     feedback: FeedbackConfig,
     sandbox: SandboxConfig,
@@ -63,9 +63,9 @@ def run_turns(
 
     def reply(batch: list[Episode]) -> list[Reply]:
         started, drawn = time.monotonic(), list[Generated]()
-        for start in range(0, len(batch), sampler.chunk):
-            part = batch[start : start + sampler.chunk]
-            drawn += sampler.sample([items[item_of[id(e)]] for e in part], [list(e.messages) for e in part])
+        for start in range(0, len(batch), draws.chunk):
+            part = batch[start : start + draws.chunk]
+            drawn += draws.sample([items[item_of[id(e)]] for e in part], [list(e.messages) for e in part])
         timings["generation_s"] += time.monotonic() - started
         if versions is not None:
             versions.update(g.version for g in drawn if g.version is not None)
@@ -74,7 +74,7 @@ def run_turns(
     started, generated_before = time.monotonic(), timings["generation_s"]
     play_replies(env, episodes, reply, Limits(max_turns=turns), processes)
     timings["grading_s"] += (time.monotonic() - started) - (timings["generation_s"] - generated_before)
-    return _grade_turns(items, episodes, sampler.mode, sandbox, answer_format, timings, pool)
+    return _grade_turns(items, episodes, draws.mode, sandbox, answer_format, timings, pool)
 
 
 def _reply(generated: Generated) -> Reply:

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from feedback_policy import chat_endpoint
 from hidden_scan import every_hidden_mark, hidden_marks, stasher
+from scripted_draws import RecordingChat, RecordingTokens, ScriptedEndpoint, endpoint_draws
 
 from azr.config import load_config
 from azr.data import load_tasks
 from azr.evaluation import build_heldout
-from azr.evaluation.samplers import Generated, turn_of
+from azr.evaluation.samplers import turn_of
 from azr.prompts import reference_answer
 from azr.rewards import build_rubric
 from azr.rewards.plans import plan_test
@@ -156,21 +157,19 @@ def test_the_tiny_model_answers_its_own_conversation_at_turn_two(cli, tiny_model
     assert any(r["turns"][0]["completion"] != r["turns"][1]["completion"] for r in records)
 
 
-class RepairingPolicy:
-    """The held-out evaluation's sampler, scripted: turn 1 right for every other task, noise otherwise; at turn 2
+class Repairing(ScriptedEndpoint):
+    """The held-out evaluation's endpoint, scripted: turn 1 right for every other task, noise otherwise; at turn 2
     (a conversation holding an answer), the right answer; it keeps the turn-2 conversations it saw."""
 
-    mode = "answer"
-    chunk = 4
-
-    def __init__(self):
+    def __init__(self, tasks, sampling):
+        super().__init__(tasks, sampling)
         self.conversations: list[list[dict]] = []
 
-    def sample(self, items, conversations=None):
-        if conversations is not None and turn_of(conversations[0]) > 1:
-            self.conversations += conversations
-            return [Generated(_right(p.task)) for p, _ in items]
-        return [Generated(_right(p.task) if HELD_OUT.index(p.task) % 2 == 0 else "no code") for p, _ in items]
+    def answer(self, task, index, messages):
+        if turn_of(messages) > 1:
+            self.conversations.append(list(messages))
+            return _right(task)
+        return _right(task) if HELD_OUT.index(task) % 2 == 0 else "no code"
 
 
 class OneRank:
@@ -191,8 +190,8 @@ def test_the_held_out_evaluation_during_grpo_reports_each_turn():
     sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": None, "repetition_penalty": 1.0}
     evaluator = build_heldout(cfg, sampling=sampling, max_completion_length=64, ranks=OneRank(), metrics=None,
                               rubric=build_rubric(cfg.rewards, cfg.sandbox))  # fmt: skip
-    policy = RepairingPolicy()
-    record = evaluator.evaluate(policy, step=2)
+    policy = Repairing(HELD_OUT, evaluator.sampling)
+    record = evaluator.evaluate(endpoint_draws(policy, evaluator.sampling, chunk=4), step=2)
     first, second = record["turns"]["by_turn"]
     even = sum(HELD_OUT.index(p.task) % 2 == 0 for p in evaluator.problems)
     assert first["pass@1"] == pytest.approx(even / 6, abs=1e-4) and second["pass@1"] == 1.0
@@ -205,50 +204,23 @@ def test_the_held_out_evaluation_during_grpo_reports_each_turn():
         assert conversation[-1]["content"].startswith("Your answer held no Python code to run.")
 
 
-class RecordingChat:
-    """A chat template double: a conversation renders as one id, its index among those rendered."""
-
-    tokenizer = type("Tokenizer", (), {"pad_token_id": 0})()
-
-    def __init__(self):
-        self.rendered: list[list[dict]] = []
-
-    def prompt_ids(self, messages, tools=None):
-        self.rendered.append(list(messages))
-        return [len(self.rendered) - 1]
-
-
-class RecordingSource:
-    """A token sampler that answers each context with the last message of the conversation it renders, at version 5,
-    and records the contexts and settings."""
-
-    def __init__(self, chat: RecordingChat):
-        self.chat, self.calls = chat, []
-
-    def complete(self, contexts, sampling):
-        from azr.rollouts import Continuation
-
-        self.calls.append(([self.chat.rendered[c[0]] for c in contexts], sampling))
-        return [Continuation([2], str(self.chat.rendered[c[0]][-1]["content"]), "stop", version=5) for c in contexts]
-
-
 def test_the_run_samplers_sample_each_conversation_once_with_a_seed_of_its_turn():
     from azr.data import Problem
     from azr.evaluation.measure import Sampling
-    from azr.evaluation.samplers import ModelSampler, ServedSampler
+    from azr.evaluation.samplers import Draws
 
     items = [(Problem(HELD_OUT[0]), 0), (Problem(HELD_OUT[1]), 1)]
     chats = [[{"role": "user", "content": f"task {i}"}, {"role": "assistant", "content": "a"},
               {"role": "user", "content": f"feedback {i}"}] for i in range(2)]  # fmt: skip
     chat = RecordingChat()
-    served = RecordingSource(chat)
-    out = ServedSampler(served, chat, Sampling(n=4, max_new_tokens=8)).sample(items, chats)
+    served = RecordingTokens(chat)
+    out = Draws(Sampling(n=4, max_new_tokens=8), served, chat, served=True).sample(items, chats)
     assert [g.text for g in out] == ["feedback 0", "feedback 1"] and {g.version for g in out} == {5}
     ((conversations, sampling),) = served.calls
     assert sampling.n == 1 and conversations == chats
     chat = RecordingChat()
-    local = RecordingSource(chat)
-    model = ModelSampler(local, chat, Sampling(n=4, max_new_tokens=8, seed=3))
+    local = RecordingTokens(chat)
+    model = Draws(Sampling(n=4, max_new_tokens=8, seed=3), local, chat)
     assert [g.text for g in model.sample(items, chats)] == ["feedback 0", "feedback 1"]
     model.sample(items)
     (_, second), (_, first) = local.calls

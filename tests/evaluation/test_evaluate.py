@@ -262,10 +262,15 @@ def test_humaneval_verdicts_equal_human_evals_own_checker(cli, tmp_path, monkeyp
 @pytest.fixture
 def solver(monkeypatch):
     """The real stub server, answering each held-out task right when its index is even (chat), and each HumanEval
-    stub with its canonical body (completions)."""
+    stub with its canonical body (completions); a held-out task continued after an opened fence (completions), with
+    its solution, right when its index is even."""
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     by_prompt = {t.prompt: (i, t) for i, t in enumerate(HELD_OUT)}
     canonical = {p.stub: p.task.solution[len(p.stub) :] for p in load_humaneval()}
+    fenced = {
+        f"{t.prompt.strip()}\n\n```python\n": t.solution if i % 2 == 0 else "pass\n" for i, t in enumerate(HELD_OUT)
+    }
+    canonical |= fenced
 
     def payload(path: str, body: dict) -> dict:
         usage = {"prompt_tokens": 5, "completion_tokens": 5}
@@ -322,6 +327,17 @@ def test_completions_api_on_humaneval_appends_to_the_prompt(cli, solver, tmp_pat
     assert code == 0, err
     assert _report(out)["pass_at_k"]["pass@1"] == 1.0
     assert all(r.path.endswith("/v1/completions") and r.body["stop"] == STOP for r in solver.received)
+
+
+def test_completions_api_on_a_task_without_a_stub_continues_an_opened_fence_to_its_close(cli, solver, tmp_path):
+    out = tmp_path / "out"
+    code, _, err = cli("eval", "--endpoint", solver.url, "--endpoint-model", "m", "--api", "completions",
+                       "--dataset", "held-out", "--output-dir", out)  # fmt: skip
+    assert code == 0, err
+    # a solution that itself holds a fence cannot be written this way (a real server stops at its first "```")
+    solvable = sum("```" not in t.solution for t in HELD_OUT[::2])
+    assert _report(out)["pass_at_k"]["pass@1"] == pytest.approx(solvable / len(HELD_OUT))
+    assert all(r.body["prompt"].endswith("\n\n```python\n") and r.body["stop"] == ["```"] for r in solver.received)
 
 
 def test_eval_against_a_real_vllm_server(cli, vllm_server, tmp_path):
@@ -690,12 +706,12 @@ def test_a_model_evaluated_without_a_recipe_sees_the_prompt_grpo_trains_it_on(ti
     model's template renders the same prompt ids as TRL's round does under a default recipe's GRPOConfig."""
     from azr.config import load_config
     from azr.evaluation import eval_config_from_flags
-    from azr.evaluation.run import build_sampler
+    from azr.evaluation.run import build_draws
     from azr.prompts import chat_messages
     from azr.training import build_trainer_args
 
     cfg = eval_config_from_flags(dataset="held-out", model_path=str(tiny_model_dir), ks="1")
-    chat = build_sampler(cfg, {"load_s": 0.0}).chat
+    chat = build_draws(cfg, {"load_s": 0.0}).chat
     recipe = load_config(None, [f"model.name_or_path={tiny_model_dir}", f"output_dir={tmp_path / 'run'}"])
     trained_with = build_trainer_args(recipe, cpu=True).grpo.chat_template_kwargs
     for task in HELD_OUT[:3]:

@@ -8,7 +8,6 @@ The samplers in the fast tests are scripted (a reference answer or noise), the e
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,14 @@ from typing import Any
 import pytest
 import yaml
 from recipes import tiny_recipe, write_recipe
+from scripted_draws import RecordingChat, RecordingTokens, ScriptedEndpoint, endpoint_draws
 
 from azr.config import load_config
 from azr.data import load_tasks
 from azr.evaluation import build_heldout, logged_steps
 from azr.evaluation.heldout import HeldOutEvaluator
 from azr.evaluation.measure import Sampling
-from azr.evaluation.samplers import Generated, ServedSampler
+from azr.evaluation.samplers import Draws
 from azr.logs import JsonlWriter
 from azr.prompts import reference_answer
 from azr.rewards import build_rubric
@@ -56,21 +56,16 @@ class FakeRanks:
         return obj
 
 
-class ScriptedSampler:
+class Scripted(ScriptedEndpoint):
     """The reference answer for the first sample of every other problem, noise otherwise; records what it saw."""
 
-    mode = "answer"
-    chunk = 3
+    def answer(self, task, index, messages):
+        return reference_answer(task.solution, task.entry_point) if _solved(task.id, index) else "no code here"
 
-    def __init__(self):
-        self.seen: list[tuple[str, int]] = []
 
-    def sample(self, items):
-        self.seen += [(p.id, i) for p, i in items]
-        return [
-            Generated(reference_answer(p.task.solution, p.task.entry_point) if _solved(p.id, i) else "no code here")
-            for p, i in items
-        ]
+def scripted(evaluator: HeldOutEvaluator, kind: type[ScriptedEndpoint] = Scripted) -> Draws:
+    """`evaluator`'s draws from a `kind` endpoint (`Scripted`'s answers by default), three items a call."""
+    return endpoint_draws(kind(HELD_OUT, evaluator.sampling), evaluator.sampling, chunk=3)
 
 
 def _solved(task_id: str, index: int) -> bool:
@@ -120,7 +115,7 @@ def test_a_record_holds_pass_at_k_with_an_interval_reward_tags_counts_and_cost(c
     with JsonlWriter(tmp_path / "metrics.jsonl") as metrics:
         evaluator = _evaluator(cfg, rewards, FakeRanks(0, 1, {}), metrics, tmp_path / "heldout")
         evaluator.begin()
-        record = evaluator.evaluate(ScriptedSampler(), step=4)
+        record = evaluator.evaluate(scripted(evaluator), step=4)
     assert record == json.loads((tmp_path / "metrics.jsonl").read_text())  # one line, this record
     assert record["phase"] == "grpo" and record["kind"] == "eval" and record["step"] == 4
     solved = sum(_solved(p.id, 0) for p in evaluator.problems)
@@ -149,28 +144,21 @@ def test_a_record_holds_pass_at_k_with_an_interval_reward_tags_counts_and_cost(c
     assert "eval/mean_reward" in keys and "eval/share" in keys and all(k.startswith("eval/") for k in keys)
 
 
-class VersionedSampler(ScriptedSampler):
-    """The scripted answers, each tagged with the policy version that drew it (as the rollout seam's samplers tag)."""
-
-    def sample(self, items):
-        return [dataclasses.replace(g, version=9) for g in super().sample(items)]
-
-
 def test_a_record_says_which_policy_version_it_sampled(cfg, rewards):
-    assert _evaluator(cfg, rewards, FakeRanks(0, 1, {})).evaluate(ScriptedSampler(), step=2)["policy_version"] is None
-    assert _evaluator(cfg, rewards, FakeRanks(0, 1, {})).evaluate(VersionedSampler(), step=2)["policy_version"] == 9
+    evaluator = _evaluator(cfg, rewards, FakeRanks(0, 1, {}))
+    assert evaluator.evaluate(scripted(evaluator), step=2)["policy_version"] is None  # an endpoint does not say
+    chat = RecordingChat()
+    tagged = Draws(evaluator.sampling, RecordingTokens(chat, version=9, text="no code"), chat)
+    assert evaluator.evaluate(tagged, step=4)["policy_version"] == 9  # the token sampler's tag
 
 
-class SurrogateSampler(ScriptedSampler):
+class Surrogates(ScriptedEndpoint):
     """Answers whose program raises ValueError(chr(0xD800)), with a lone surrogate in the text before the code."""
 
-    def sample(self, items):
-        self.seen += [(p.id, i) for p, i in items]
+    def answer(self, task, index, messages):
         code = "def {name}(*args, **kwargs):\n    raise ValueError(chr(0xD800))\n"
-        return [
-            Generated(chr(0xDC00) + "\n" + reference_answer(code.format(name=p.task.entry_point), p.task.entry_point))
-            for p, i in items
-        ]
+        entry = task.entry_point
+        return chr(0xDC00) + "\n" + reference_answer(code.format(name=entry), entry)
 
 
 def test_an_evaluation_whose_answers_and_tags_hold_lone_surrogates_is_written(cfg, rewards, tmp_path):
@@ -179,7 +167,7 @@ def test_an_evaluation_whose_answers_and_tags_hold_lone_surrogates_is_written(cf
         evaluator = _evaluator(cfg, rewards, FakeRanks(0, 1, {}), metrics, tmp_path / "heldout")
         evaluator.problems[0].task.tags.append("tag" + chr(0xD800))
         evaluator.begin()
-        record = evaluator.evaluate(SurrogateSampler(), step=2)
+        record = evaluator.evaluate(scripted(evaluator, Surrogates), step=2)
     assert record["counts"]["samples"] == 10 and record["counts"]["passed"] == 0
     written = json.loads((tmp_path / "metrics.jsonl").read_bytes().decode("utf-8"))  # strict UTF-8
     assert "tag\ufffd" in written["by_tag"]
@@ -190,12 +178,15 @@ def test_an_evaluation_whose_answers_and_tags_hold_lone_surrogates_is_written(cf
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_tasks_split_over_ranks_gather_to_the_one_record_a_single_process_writes(cfg, rewards, world):
-    alone = _evaluator(cfg, rewards, FakeRanks(0, 1, {})).evaluate(ScriptedSampler(), step=2)
+    single = _evaluator(cfg, rewards, FakeRanks(0, 1, {}))
+    alone = single.evaluate(scripted(single), step=2)
     parts: dict[int, Any] = {}
-    samplers = [ScriptedSampler() for _ in range(world)]
+    evaluators = [_evaluator(cfg, rewards, FakeRanks(rank, world, parts)) for rank in range(world)]
+    draws = [scripted(e) for e in evaluators]
+    samplers = [d.text for d in draws]
     results = {}
     for rank in reversed(range(world)):  # the main process gathers last
-        results[rank] = _evaluator(cfg, rewards, FakeRanks(rank, world, parts)).evaluate(samplers[rank], step=2)
+        results[rank] = evaluators[rank].evaluate(draws[rank], step=2)
     assert all(results[r] is None for r in range(1, world))  # only the main process writes
     together = results[0]
     for key in ("pass_at_k", "mean_reward", "by_tag", "counts"):
@@ -220,7 +211,7 @@ def test_steps_already_logged_are_not_evaluated_again(cfg, rewards, tmp_path):
         evaluator = _evaluator(cfg, rewards, FakeRanks(0, 1, {}), metrics)
         evaluator.begin()
         assert [s for s in range(0, 8) if evaluator.due(s, max_steps=7)] == [4, 6, 7]  # first, every 2nd, last
-        evaluator.evaluate(ScriptedSampler(), step=4)
+        evaluator.evaluate(scripted(evaluator), step=4)
         assert not evaluator.due(4, max_steps=7)
     assert logged_steps(path) == {0, 2, 4}
 
@@ -271,14 +262,14 @@ def test_the_vllm_backend_samples_n_per_task_with_the_evaluations_settings_then_
 
     items = [(Problem(t), i) for t, i in items]
     chat = ChatTokens(trainer.processing_class)
-    out = ServedSampler(BackendSampler(TrainerBatches(trainer)), chat, sampling).sample(items)
+    out = Draws(sampling, BackendSampler(TrainerBatches(trainer)), chat, served=True).sample(items)
     assert [g.text for g in out] == ["A", "B", "C", "D"] and {g.version for g in out} == {3}
     ((prompts, n, used),) = backend.calls
     assert n == 2 and prompts[0] == prompts[1] != prompts[2] == prompts[3]  # each task twice in a row, as TRL sends
     assert used["temperature"] == 0.2 and used["max_tokens"] == 16
     assert backend.sampling == {"temperature": 0.7, "max_tokens": 128, "top_p": 1.0}  # GRPO's own again
     assert backend.syncs == 1 and trainer._last_loaded_step == 3  # the current weights, synced once per step
-    ServedSampler(BackendSampler(TrainerBatches(trainer)), chat, sampling).sample(items)
+    Draws(sampling, BackendSampler(TrainerBatches(trainer)), chat, served=True).sample(items)
     assert backend.syncs == 1
 
 

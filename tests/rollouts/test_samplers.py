@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from azr.data import Problem, load_tasks
-from azr.evaluation.samplers import ModelSampler, ServedSampler
+from azr.evaluation.samplers import Draws
 from azr.prompts import chat_messages
 from azr.rollouts import (
     BackendSampler,
@@ -128,9 +128,10 @@ def test_the_evaluations_samples_carry_the_version_of_the_groups_they_come_from(
     model, tokenizer = tiny
     items = [(Problem(t), i) for t in TASKS for i in range(2)]
     chat = ChatTokens(tokenizer)
-    local = ModelSampler(GenerateSampler(model, tokenizer, version=lambda: 4), chat, Sampling(n=2, max_new_tokens=4))
+    local = Draws(Sampling(n=2, max_new_tokens=4), GenerateSampler(model, tokenizer, version=lambda: 4), chat)
     assert [g.version for g in local.sample(items)] == [4] * 4
-    served = ServedSampler(BackendSampler(TrainerBatches(_trainer(_LoraSync(), tokenizer, 6))), chat, Sampling(n=2))
+    backend = BackendSampler(TrainerBatches(_trainer(_LoraSync(), tokenizer, 6)))
+    served = Draws(Sampling(n=2), backend, chat, served=True)
     out = served.sample(items)
     assert [g.version for g in out] == [6] * 4 and len({g.text for g in out}) == 4
 
