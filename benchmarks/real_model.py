@@ -11,10 +11,13 @@ resumes where it stopped):
   3. eval ARM        the arm's final adapter, as in 1 (same seeds: sample i of a task is drawn from the same seed)
   4. grade           every arm's answers graded again by this tree (`azr eval --samples` of `answer` rows), so all
                      arms are read and graded by the same code
+  5. curves          `azr report` of the arms' training runs, overlaid on one page (report.html in --out): the
+                     learning curves (reward, each reward function, pass rate, length) step by step
 Then per arm and data set (and both pooled): pass@1 and the mean fraction of tests passed, each with its paired
 bootstrap 95% CI against the base model (`azr eval --compare`'s statistics) and the recipe against the control; the
 samples' transitions (no code -> code, fails -> passes, passes -> fails, code -> no code); the train pass rate the
-run logged (first and last logging steps); wall time and CPU-seconds of every stage.
+run logged (first and last quarter of its steps, and every step in the JSON); wall time and CPU-seconds of every
+stage.
 
 Knobs are the recipe's, chosen on the training split only; the held-out split and HumanEval are only measured.
 
@@ -178,8 +181,8 @@ def compare(a: dict[str, tuple[float, float]], b: dict[str, tuple[float, float]]
 
 
 def train_figures(folder: Path) -> dict:
-    """The train pass rate (the grader's share of passing completions) at the first and last logged steps, and the
-    steps logged."""
+    """The train pass rate (the grader's share of passing completions) and the mean reward over the first and last
+    quarter of the logged steps, and both at every step (the learning curve)."""
     rows = []
     metrics = folder / "metrics.jsonl"
     if metrics.is_file():
@@ -198,7 +201,22 @@ def train_figures(folder: Path) -> dict:
         "pass_rate_last_quarter": mean(tail, "sandbox/passed"),
         "reward_first_quarter": mean(head, "reward"),
         "reward_last_quarter": mean(tail, "reward"),
+        "curve": [
+            {"step": r.get("step"), "pass_rate": round(r["sandbox/passed"], 4), "reward": round(r.get("reward", 0), 4)}
+            for r in rows
+        ],
     }
+
+
+def curves(out: Path, arms: list[str], clock: dict) -> Path | None:
+    """`azr report` of the arms' training runs on one page (their curves overlaid, one colour an arm), written anew
+    each time (it only reads the run folders)."""
+    runs = [str(out / "train" / arm) for arm in arms if (out / "train" / arm / "metrics.jsonl").is_file()]
+    if not runs:
+        return None
+    page = out / "report.html"
+    run_stage("curves", _azr("report", *runs, "--out", str(page)), out / "logs" / "report.log", clock)
+    return page
 
 
 def summarise(out: Path, reports: dict[str, dict[str, Path]], arms: list[str], clock: dict, args) -> dict:
@@ -239,6 +257,8 @@ def print_table(result: dict) -> None:
                 f"{arm:8} train      pass rate {t['pass_rate_first_quarter']:.3f} -> {t['pass_rate_last_quarter']:.3f}"
                 f" (first and last quarter of {t['steps_logged']} logged steps)"
             )
+    if result.get("report"):
+        print(f"learning curves: {result['report']}")
     for metric, d in result.get("recipe vs control", {}).items():
         interval = f"[{d['low']:+.4f}, {d['high']:+.4f}]"
         print(f"recipe - control, pooled, {metric}: {d['delta']:+.4f} {interval} over {d['tasks']} tasks")
@@ -282,9 +302,10 @@ def main(argv: list[str] | None = None) -> int:
             adapter = train(args, out, arm, clock)
             reports[arm] = evaluate(args, out, arm, adapter, clock)
         reports = {arm: regrade(out, arm, arm_reports, clock) for arm, arm_reports in reports.items()}
+        page = curves(out, arms, clock)
     finally:
         clock_file.write_text(json.dumps(clock, indent=1))
-    result = summarise(out, reports, arms, clock, args)
+    result = summarise(out, reports, arms, clock, args) | {"report": str(page) if page else None}
     (out / "real_model.json").write_text(json.dumps(result, indent=1, default=str))
     if args.json:
         print(json.dumps(result, indent=1, default=str))

@@ -130,7 +130,7 @@ def test_feedback_costs_arms_interleave_abba_and_each_arms_figure_is_its_median(
     assert "median per arm" in out and out.splitlines()[-1].split()[-1] == "2.50"  # x single of turns=3
 
 
-def test_the_real_model_benchmark_counts_transitions_and_pairs_tasks(monkeypatch):
+def test_the_real_model_benchmark_counts_transitions_and_pairs_tasks(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # its sibling vllm_cpu.py, as when run as a script
     bench = script("real_model")
 
@@ -150,6 +150,14 @@ def test_the_real_model_benchmark_counts_transitions_and_pairs_tasks(monkeypatch
     figures = bench.compare(tasks_before, tasks_after)
     assert figures["pass@1"]["delta"] == 0.0 and figures["pass@1"]["tasks"] == 3
     assert abs(figures["tests passed"]["delta"] - (1.25 - 1.5) / 3) < 1e-9
+    # the train curve: every GRPO step's pass rate and reward, and the first and last quarter's means
+    lines = [{"phase": "sft", "step": 1, "loss": 1.0}] + [
+        {"phase": "grpo", "step": k, "sandbox/passed": k / 8, "reward": k / 4} for k in range(1, 9)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    train = bench.train_figures(tmp_path)
+    assert train["steps_logged"] == 8 and [p["step"] for p in train["curve"]] == list(range(1, 9))
+    assert train["pass_rate_first_quarter"] == 0.1875 and train["pass_rate_last_quarter"] == 0.9375
 
 
 def test_the_async_soak_runs_its_asynchronous_runs_after_a_synchronous_one_and_between_every_four(monkeypatch):
