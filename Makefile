@@ -48,7 +48,8 @@ $(SMOLLM2)/config.json: $(STAMP)
 
 # Does a real model learn? SmolLM2-135M-Instruct trained with examples/smollm2-135m.yaml against a random-reward
 # control, held-out and HumanEval before and after (benchmarks/real_model.py; docs/real-model.md has the figures).
-# --quick by default, what docs/real-model.md reports; REAL_MODEL_ARGS= for the full run. Resumes into runs/real-model.
+# --quick (one greedy sample a task) by default, what docs/real-model.md reports; REAL_MODEL_ARGS= for the full run (four
+# samples a task). Resumes into runs/real-model.
 REAL_MODEL_ARGS ?= --quick
 real-model: smollm2
 	$(BIN)/python benchmarks/real_model.py --out runs/real-model $(REAL_MODEL_ARGS)

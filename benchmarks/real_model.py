@@ -23,8 +23,8 @@ Knobs are the recipe's, chosen on the training split only; the held-out split an
 
 Usage: python benchmarks/real_model.py [--out DIR] [--quick] [--steps N] [-n N] [--temperature T]
            [--max-new-tokens N] [--arms recipe,control] [--datasets held-out,humaneval] [--json]
---quick: 1 greedy sample per task and 8 steps per arm (about an hour and three quarters here, docs/real-model.md);
-the full run (4 samples per task at temperature 0.8, 24 steps per arm) needs about five hours on two cores.
+--quick: 1 greedy sample per task (about two hours here at 24 steps an arm, docs/real-model.md); the full run (4
+samples per task at temperature 0.8) needs about four hours on two cores.
 """
 
 from __future__ import annotations
@@ -271,8 +271,8 @@ def print_table(result: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "real-model")
-    parser.add_argument("--quick", action="store_true", help="1 greedy sample per task, fewer steps")
-    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per arm (default 24; --quick 8)")
+    parser.add_argument("--quick", action="store_true", help="1 greedy sample per task")
+    parser.add_argument("--steps", type=int, default=None, help="GRPO steps per arm (default 24)")
     parser.add_argument("-n", type=int, default=None, help="samples per task (default 4; --quick 1)")
     parser.add_argument("--temperature", type=float, default=None, help="eval temperature (default 0.8; --quick 0)")
     parser.add_argument("--max-new-tokens", type=int, default=320)
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default=",".join(DATASETS), help="data sets to measure (held-out,humaneval)")
     parser.add_argument("--json", action="store_true", help="print the JSON result instead of the table")
     args = parser.parse_args(argv)
-    args.steps = args.steps or (8 if args.quick else 24)
+    args.steps = args.steps or 24
     args.n = args.n or (1 if args.quick else 4)
     args.temperature = args.temperature if args.temperature is not None else (0.0 if args.quick else 0.8)
     arms = [a for a in args.arms.split(",") if a]
